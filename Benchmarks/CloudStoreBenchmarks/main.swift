@@ -1,0 +1,1 @@
+print("benchmarks land with issue 8")

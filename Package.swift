@@ -1,0 +1,109 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "CloudStore",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "CloudStoreWire", targets: ["CloudStoreWire"]),
+        .library(name: "CloudStoreSync", targets: ["CloudStoreSync"]),
+        .library(name: "CloudStore", targets: ["CloudStore"]),
+        .library(name: "CloudStoreServer", targets: ["CloudStoreServer"]),
+        .library(name: "CloudStoreTesting", targets: ["CloudStoreTesting"]),
+        .library(name: "CloudStoreCLI", targets: ["CloudStoreCLI"]),
+        .executable(name: "cloudstore", targets: ["cloudstore"]),
+        .executable(name: "cloudstore-bench", targets: ["CloudStoreBenchmarks"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+    ],
+    targets: [
+        // The wire contract of PROTOCOL.md: records, IDs, field values, requests, responses, errors.
+        .target(
+            name: "CloudStoreWire",
+            swiftSettings: swiftSettings),
+        // The CKSyncEngine analogue: bring your own persistence.
+        .target(
+            name: "CloudStoreSync",
+            dependencies: [
+                "CloudStoreWire",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings),
+        // Model, SQLite store, history, generations, migrations, mirroring, container.
+        .target(
+            name: "CloudStore",
+            dependencies: [
+                "CloudStoreWire",
+                "CloudStoreSync",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings),
+        // The cloud server as a library.
+        .target(
+            name: "CloudStoreServer",
+            dependencies: [
+                "CloudStoreWire",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings),
+        // Test support shipped to users: loopback servers, fault injection, devices, temporary stores.
+        .target(
+            name: "CloudStoreTesting",
+            dependencies: [
+                "CloudStoreWire", "CloudStoreSync", "CloudStore", "CloudStoreServer",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings),
+        // The `cloudstore` commands as a library, so tests run them as a user would.
+        .target(
+            name: "CloudStoreCLI",
+            dependencies: [
+                "CloudStoreWire", "CloudStoreSync", "CloudStore", "CloudStoreServer", "CloudStoreTesting",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "cloudstore",
+            dependencies: ["CloudStoreCLI"],
+            swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "CloudStoreBenchmarks",
+            dependencies: [
+                "CloudStore", "CloudStoreServer", "CloudStoreSync", "CloudStoreTesting",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            ],
+            path: "Benchmarks/CloudStoreBenchmarks",
+            swiftSettings: swiftSettings),
+
+        .testTarget(name: "CloudStoreWireTests", dependencies: ["CloudStoreWire"], swiftSettings: swiftSettings),
+        .testTarget(name: "CloudStoreSyncTests", dependencies: ["CloudStoreSync", "CloudStoreTesting"], swiftSettings: swiftSettings),
+        .testTarget(name: "CloudStoreTests", dependencies: ["CloudStore", "CloudStoreTesting"], swiftSettings: swiftSettings),
+        .testTarget(name: "CloudStoreServerTests", dependencies: ["CloudStoreServer", "CloudStoreTesting"], swiftSettings: swiftSettings),
+        .testTarget(name: "CloudStoreCLITests", dependencies: ["CloudStoreCLI", "CloudStoreTesting"], swiftSettings: swiftSettings),
+    ]
+)

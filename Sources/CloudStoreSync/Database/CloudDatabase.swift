@@ -1,0 +1,83 @@
+import CloudStoreWire
+
+/// One database of a cloud container (private, shared or public), as the sync engine talks to it.
+///
+/// ``HTTPCloudDatabase`` talks to a `cloudstore serve` (or any server that follows PROTOCOL.md)
+/// over HTTP; tests wrap a database to inject faults. Every method sends one request: a non-2xx
+/// answer throws ``CloudError`` with the server's error, per-item failures come back as data in
+/// the response.
+public protocol CloudDatabase: Sendable {
+    /// Which database of the container this is.
+    var scope: DatabaseScope { get }
+
+    func modifyZones(_ request: ZonesModifyRequest) async throws -> ZonesResponse
+    func listZones() async throws -> ZonesResponse
+    func lookupZones(_ request: ZonesLookupRequest) async throws -> ZonesResponse
+    func modifyRecords(_ request: RecordsModifyRequest) async throws -> RecordsResponse
+    func lookupRecords(_ request: RecordsLookupRequest) async throws -> RecordsResponse
+    func queryRecords(_ request: RecordsQueryRequest) async throws -> RecordsQueryResponse
+    func fetchDatabaseChanges(_ request: DatabaseChangesRequest) async throws -> DatabaseChangesResponse
+    func fetchZoneChanges(_ request: ZoneChangesRequest) async throws -> ZoneChangesResponse
+    /// Long-polls until the database changes after `since` (a database token) or `timeout` passes.
+    func waitForChanges(since syncToken: String?, timeout: Duration) async throws -> NotificationsResponse
+    /// Who the credentials belong to.
+    func caller() async throws -> CallerResponse
+    func modifySchema(_ schema: CloudSchema) async throws -> CloudSchema
+    func fetchSchema() async throws -> CloudSchema
+}
+
+/// Why a request to a ``CloudDatabase`` failed as a whole.
+public struct CloudError: Error, Sendable, CustomStringConvertible {
+    public enum Kind: Sendable, Equatable {
+        /// The server answered with a non-2xx status and an error body.
+        case server(ServerError)
+        /// The connection failed or was cut before a whole response arrived.
+        case network
+        /// No response within the request timeout.
+        case timeout
+        /// The server answered with something that is not a valid response.
+        case invalidResponse
+        /// The request was cancelled.
+        case cancelled
+    }
+
+    public var kind: Kind
+    /// The HTTP status, when a response arrived.
+    public var httpStatus: Int?
+    public var message: String
+
+    public init(_ kind: Kind, httpStatus: Int? = nil, message: String) {
+        self.kind = kind
+        self.httpStatus = httpStatus
+        self.message = message
+    }
+
+    public static func server(_ error: ServerError, httpStatus: Int) -> CloudError {
+        CloudError(.server(error), httpStatus: httpStatus, message: error.description)
+    }
+
+    /// The server's error, if the server answered with one.
+    public var serverError: ServerError? {
+        if case .server(let error) = kind { return error }
+        return nil
+    }
+
+    public var code: ServerErrorCode? { serverError?.serverErrorCode }
+
+    /// Whether the same request may succeed later: network failures, timeouts, 429, 503, 500.
+    public var isTransient: Bool {
+        switch kind {
+        case .network, .timeout: true
+        case .server(let error): error.serverErrorCode.isTransient
+        case .invalidResponse, .cancelled: false
+        }
+    }
+
+    /// Seconds the server asked the client to wait.
+    public var retryAfter: Double? { serverError?.retryAfter }
+
+    public var description: String {
+        if let httpStatus { return "HTTP \(httpStatus): \(message)" }
+        return message
+    }
+}

@@ -1,0 +1,56 @@
+/// The record types and field types the server knows for a container and environment (ext).
+///
+/// `POST /schema/modify` takes `{"recordTypes": [...]}` and answers with the whole schema and its
+/// version; `GET /schema` answers the same.
+public struct CloudSchema: Hashable, Sendable, Codable {
+    public struct RecordType: Hashable, Sendable, Codable {
+        public var name: String
+        public var fields: [Field]
+
+        public init(name: String, fields: [Field]) {
+            self.name = name
+            self.fields = fields
+        }
+
+        public func field(named name: String) -> Field? { fields.first { $0.name == name } }
+    }
+
+    public struct Field: Hashable, Sendable, Codable {
+        public var name: String
+        public var type: FieldType
+        public var queryable: Bool?
+
+        public init(name: String, type: FieldType, queryable: Bool? = nil) {
+            self.name = name
+            self.type = type
+            self.queryable = queryable
+        }
+    }
+
+    public var recordTypes: [RecordType]
+    /// Increases on every change; absent in requests.
+    public var version: Int?
+
+    public init(recordTypes: [RecordType], version: Int? = nil) {
+        self.recordTypes = recordTypes
+        self.version = version
+    }
+
+    public func recordType(named name: String) -> RecordType? { recordTypes.first { $0.name == name } }
+}
+
+/// `GET /public/users/caller`: who the request's credentials belong to.
+public struct CallerResponse: Hashable, Sendable, Codable {
+    public struct User: Hashable, Sendable, Codable {
+        public var userRecordName: String
+        public init(userRecordName: String) { self.userRecordName = userRecordName }
+    }
+
+    public var userRecordName: String
+    public var users: [User]
+
+    public init(userRecordName: String) {
+        self.userRecordName = userRecordName
+        self.users = [User(userRecordName: userRecordName)]
+    }
+}

@@ -1,0 +1,80 @@
+/// The environment of a container: `development` or `production`.
+public enum CloudEnvironment: String, Hashable, Sendable, Codable, CaseIterable {
+    case development, production
+}
+
+/// The database of a container: `public`, `private` or `shared`.
+public enum DatabaseScope: String, Hashable, Sendable, Codable, CaseIterable {
+    case `public`, `private`, shared
+}
+
+/// An operation of PROTOCOL.md §3, by its path below the database.
+public enum DatabaseOperation: String, Hashable, Sendable, CaseIterable {
+    case zonesModify = "zones/modify"
+    case zonesList = "zones/list"
+    case zonesLookup = "zones/lookup"
+    case recordsModify = "records/modify"
+    case recordsLookup = "records/lookup"
+    case recordsQuery = "records/query"
+    case changesDatabase = "changes/database"
+    case changesZone = "changes/zone"
+    case notifications = "notifications"
+    case usersCaller = "users/caller"
+    case usersCurrent = "users/current"
+
+    /// The HTTP method: GET for `zones/list`, the users endpoints and the long poll, POST otherwise.
+    public var method: String {
+        switch self {
+        case .zonesList, .usersCaller, .usersCurrent, .notifications: "GET"
+        default: "POST"
+        }
+    }
+}
+
+/// Where a container's databases live: `/database/1/{container}/{environment}`.
+///
+/// ```swift
+/// let route = DatabaseRoute(container: "iCloud.com.example.notes", environment: .development)
+/// route.path(.private, .recordsModify)
+/// // "/database/1/iCloud.com.example.notes/development/private/records/modify"
+/// ```
+public struct DatabaseRoute: Hashable, Sendable {
+    public var container: String
+    public var environment: CloudEnvironment
+
+    public init(container: String, environment: CloudEnvironment) {
+        self.container = container
+        self.environment = environment
+    }
+
+    /// Whether a container identifier is acceptable: 1 to 128 of `A-Z a-z 0-9 . _ -`.
+    public static func isValidContainer(_ container: String) -> Bool {
+        guard (1...128).contains(container.utf8.count) else { return false }
+        return container.utf8.allSatisfy { byte in
+            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                || byte == 0x2E || byte == 0x5F || byte == 0x2D
+        }
+    }
+
+    /// `/database/1/{container}/{environment}`.
+    public var basePath: String { "/database/1/\(container)/\(environment.rawValue)" }
+
+    public func path(_ database: DatabaseScope, _ operation: DatabaseOperation) -> String {
+        "\(basePath)/\(database.rawValue)/\(operation.rawValue)"
+    }
+
+    /// `POST /schema/modify` relative to the container and environment (ext).
+    public var schemaModifyPath: String { "\(basePath)/schema/modify" }
+    /// `GET /schema` relative to the container and environment (ext).
+    public var schemaPath: String { "\(basePath)/schema" }
+}
+
+/// Header names of the protocol.
+public enum WireHeader {
+    /// (ext) The sending device's ID, echoed in `created`/`modified` of the records it writes.
+    public static let device = "X-CloudStore-Device"
+    public static let keyID = "X-Apple-CloudKit-Request-KeyID"
+    public static let date = "X-Apple-CloudKit-Request-ISO8601Date"
+    public static let signature = "X-Apple-CloudKit-Request-SignatureV1"
+    public static let retryAfter = "Retry-After"
+}

@@ -1,0 +1,70 @@
+import Foundation
+
+/// The JSON encoder and decoder both sides of the wire use.
+public enum WireCoding {
+    /// An encoder with sorted keys, so equal values give equal bytes.
+    public static func makeEncoder(numbersAsStrings: Bool = false) -> JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        if numbersAsStrings {
+            encoder.userInfo[.numbersAsStrings] = true
+        }
+        return encoder
+    }
+
+    public static func makeDecoder() -> JSONDecoder {
+        JSONDecoder()
+    }
+
+    public static func encode<T: Encodable>(_ value: T) throws -> Data {
+        try makeEncoder().encode(value)
+    }
+
+    public static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
+        try makeDecoder().decode(type, from: data)
+    }
+
+    /// A one-line description of a decoding failure that names where in the JSON it happened,
+    /// e.g. `operations[0].record.fields.title.value: BYTES value is not valid base64`.
+    public static func describe(_ error: any Error) -> String {
+        guard let decodingError = error as? DecodingError else { return String(describing: error) }
+        func path(_ codingPath: [any CodingKey]) -> String {
+            var text = ""
+            for key in codingPath {
+                if let index = key.intValue {
+                    text += "[\(index)]"
+                } else {
+                    text += text.isEmpty ? key.stringValue : ".\(key.stringValue)"
+                }
+            }
+            return text.isEmpty ? "body" : text
+        }
+        switch decodingError {
+        case .typeMismatch(let type, let context):
+            return "\(path(context.codingPath)): expected \(typeName(type))"
+        case .valueNotFound(let type, let context):
+            return "\(path(context.codingPath)): missing \(typeName(type))"
+        case .keyNotFound(let key, let context):
+            return "\(path(context.codingPath + [key])): required key is missing"
+        case .dataCorrupted(let context):
+            let underlying = context.underlyingError.map { " (\($0))" } ?? ""
+            if context.codingPath.isEmpty { return "body is not valid JSON\(underlying)" }
+            return "\(path(context.codingPath)): \(context.debugDescription)"
+        @unknown default:
+            return String(describing: error)
+        }
+    }
+
+    private static func typeName(_ type: Any.Type) -> String {
+        switch type {
+        case is String.Type: "a string"
+        case is Bool.Type: "a boolean"
+        case is Int.Type, is Int64.Type: "an integer"
+        case is Double.Type: "a number"
+        default:
+            if "\(type)".hasPrefix("Array") { "an array" }
+            else if "\(type)".hasPrefix("Dictionary") { "an object" }
+            else { "a value of type \(type)" }
+        }
+    }
+}
