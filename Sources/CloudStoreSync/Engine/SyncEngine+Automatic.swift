@@ -1,0 +1,190 @@
+import CloudStoreWire
+import Logging
+import Synchronization
+
+// The background work of an engine: the scheduling loop, which runs what the scheduler decides,
+// and the push listener, which long-polls the server. Both hold the engine weakly, so an engine
+// nobody references ends, and its deinit cancels them.
+
+extension SyncEngine {
+    enum LoopStep: Sendable {
+        case again
+        case wait(until: Duration)
+        case idle
+        case stop
+    }
+
+    /// One turn of the scheduling loop: absorb the app's state changes, then run what is due.
+    func loopStep() async -> LoopStep {
+        if isStopped || delegate == nil { return .stop }
+        await absorbStateChanges()
+        guard configuration.automaticallySync else { return .idle }
+        let action = scheduler.nextAction(at: clock.now)
+        logger.trace("Scheduler decided", metadata: ["action": "\(action)"])
+        switch action {
+        case .stop: return .stop
+        case .idle: return .idle
+        case .wait(let deadline): return .wait(until: deadline)
+        case .fetch:
+            scheduler.willStart(.fetch)
+            await runScheduled(.fetch)
+            return .again
+        case .send:
+            scheduler.willStart(.send)
+            await runScheduled(.send)
+            return .again
+        }
+    }
+
+    private func runScheduled(_ operation: SyncScheduler.Operation) async {
+        do {
+            try await runOperation { engine in
+                switch operation {
+                case .send:
+                    try await engine.send(SendChangesContext(reason: .scheduled, options: SendChangesOptions()))
+                case .fetch:
+                    let context = FetchChangesContext(reason: .scheduled, options: FetchChangesOptions())
+                    let options = await engine.delegate?.nextFetchChangesOptions(context, syncEngine: engine)
+                    try await engine.fetch(
+                        FetchChangesContext(reason: .scheduled, options: options ?? context.options))
+                }
+            }
+        } catch {
+            logger.debug("Scheduled operation failed", metadata: ["operation": "\(operation)", "error": "\(error)"])
+        }
+    }
+
+    /// The long poll answered: push works, and maybe the database changed.
+    func pushAnswered(changed: Bool) {
+        logger.debug("Long poll answered", metadata: ["changed": "\(changed)"])
+        scheduler.pushReceived(changed: changed, at: clock.now)
+        wake.signal()
+    }
+
+    /// The long poll failed: fall back to polling until it works again.
+    func pushFailed(_ error: any Error) {
+        logger.info("Long poll failed; polling until push works again", metadata: ["error": "\(error)"])
+        scheduler.pushFailed(at: clock.now)
+        wake.signal()
+    }
+
+    /// Stops the engine for good after the server rejected its credentials, and reports a sign-out.
+    /// The caller holds the operation turn.
+    func stop(because error: CloudError) async {
+        guard !isStopped else { return }
+        isStopped = true
+        scheduler.authenticationFailed()
+        tasks.cancelListener()
+        logger.error(
+            "Server rejected the credentials; sync engine stopped",
+            metadata: ["error": "\(error)", "user": "\(currentUserRecordName ?? "unknown")"])
+        let previousUser = currentUserRecordName ?? state.withStorage { $0.userRecordName }
+        await emit(.accountChange(Event.AccountChange(changeType: .signOut(previousUser: previousUser))))
+        wake.signal()
+    }
+
+    func stopFromListener(because error: CloudError) async {
+        try? await runOperation { engine in await engine.stop(because: error) }
+    }
+
+    // MARK: Loops
+
+    static func runLoop(_ engine: WeakReference<SyncEngine>, wake: WakeSignal, clock: EngineClock) async {
+        while !Task.isCancelled {
+            let step: LoopStep
+            if let strong = engine.value {
+                step = await strong.loopStep()
+            } else {
+                return
+            }
+            switch step {
+            case .again: continue
+            case .stop: return
+            case .idle: await wake.wait()
+            case .wait(let deadline): await wake.wait(until: deadline, on: clock)
+            }
+        }
+    }
+
+    static func listenForPush(
+        _ engine: WeakReference<SyncEngine>, database: any CloudDatabase, clock: EngineClock,
+        configuration: Configuration
+    ) async {
+        var since = engine.value?.state.withStorage { $0.databaseToken }
+        var failures = 0
+        while !Task.isCancelled {
+            do {
+                let response = try await database.waitForChanges(since: since, timeout: configuration.longPollTimeout)
+                failures = 0
+                since = response.syncToken
+                guard let strong = engine.value else { return }
+                await strong.pushAnswered(changed: response.changed)
+            } catch {
+                let cloudError = error as? CloudError
+                if Task.isCancelled || error is CancellationError || cloudError?.kind == .cancelled { return }
+                if let cloudError, cloudError.isAuthenticationFailure {
+                    await engine.value?.stopFromListener(because: cloudError)
+                    return
+                }
+                if cloudError?.code == .changeTokenExpired || cloudError?.code == .badRequest { since = nil }
+                failures += 1
+                guard let strong = engine.value else { return }
+                await strong.pushFailed(error)
+                let delay = SyncScheduler.backoffDelay(
+                    failures: failures, base: configuration.backoffBase,
+                    max: max(configuration.backoffBase, min(configuration.backoffMax, configuration.longPollTimeout)),
+                    jitter: configuration.jitter())
+                do {
+                    try await clock.sleep(until: clock.now + delay)
+                } catch {
+                    return
+                }
+            }
+        }
+    }
+}
+
+/// A weak reference that can cross tasks.
+final class WeakReference<Object: AnyObject & Sendable>: Sendable {
+    private let storage: Mutex<WeakBox>
+
+    private struct WeakBox: Sendable {
+        weak var object: Object?
+    }
+
+    init(_ object: Object) { storage = Mutex(WeakBox(object: object)) }
+
+    var value: Object? { storage.withLock { $0.object } }
+}
+
+/// The engine's background tasks: the scheduling loop and the push listener.
+final class BackgroundTasks: Sendable {
+    private let loop = Mutex<Task<Void, Never>?>(nil)
+    private let listener = Mutex<Task<Void, Never>?>(nil)
+
+    /// Starts the loop (always: it also delivers state updates for the app's own changes) and,
+    /// when syncing automatically with push, the listener.
+    func start(engine: SyncEngine) {
+        let reference = WeakReference(engine)
+        let wake = engine.wake
+        let clock = engine.clock
+        let configuration = engine.configuration
+        let database = engine.database
+        loop.withLock { $0 = Task { await SyncEngine.runLoop(reference, wake: wake, clock: clock) } }
+        guard configuration.automaticallySync && configuration.listensForPush else { return }
+        listener.withLock {
+            $0 = Task {
+                await SyncEngine.listenForPush(reference, database: database, clock: clock, configuration: configuration)
+            }
+        }
+    }
+
+    func cancelListener() {
+        listener.withLock { $0 }?.cancel()
+    }
+
+    func cancelAll() {
+        loop.withLock { $0 }?.cancel()
+        cancelListener()
+    }
+}

@@ -1,0 +1,202 @@
+import CloudStoreWire
+import Logging
+
+extension SyncEngine {
+    /// One fetch operation: `willFetchChanges`, the database's changed zones (paging), then each
+    /// changed zone in scope (paging), then `didFetchChanges`. The caller holds the operation turn.
+    ///
+    /// A token the server rejects (`CHANGE_TOKEN_EXPIRED`, or `BAD_REQUEST` on a request that
+    /// carried a token) is dropped and the database or zone is fetched again from scratch in the
+    /// same operation.
+    func fetch(_ context: FetchChangesContext) async throws {
+        try checkCanOperate()
+        do {
+            try await checkAccount()
+            await emit(.willFetchChanges(Event.WillFetchChanges(context: context)))
+            let start = clock.now
+            do {
+                try await fetchDatabaseChanges()
+                for zoneID in zonesToFetch(context.options) {
+                    if Task.isCancelled { throw SyncEngineError.cancelled }
+                    try await fetchZoneChanges(zoneID)
+                }
+            } catch {
+                await emit(.didFetchChanges(Event.DidFetchChanges(context: context)))
+                throw error
+            }
+            await emit(.didFetchChanges(Event.DidFetchChanges(context: context)))
+            await emitStateUpdateIfNeeded()
+            logger.notice("Fetched changes", metadata: ["duration": "\(clock.now - start)"])
+            scheduler.succeeded(.fetch, at: clock.now)
+        } catch {
+            throw await settle(error, of: .fetch)
+        }
+    }
+
+    /// Zones with unfetched changes in scope, the prioritized ones first.
+    private func zonesToFetch(_ options: FetchChangesOptions) -> [ZoneID] {
+        let unfetched = state.withStorage { $0.zonesWithUnfetchedChanges }.filter { options.scope.contains($0) }
+        let first = options.prioritizedZoneIDs.filter { unfetched.contains($0) }
+        return first + unfetched.filter { !first.contains($0) }
+    }
+
+    private func fetchDatabaseChanges() async throws {
+        var token = state.withStorage { $0.databaseToken }
+        var hasReset = false
+        while true {
+            logger.info("Fetching database changes", metadata: ["token": "\(token ?? "none")"])
+            let response: DatabaseChangesResponse
+            do {
+                response = try await database.fetchDatabaseChanges(DatabaseChangesRequest(syncToken: token))
+            } catch let error as CloudError where token != nil && !hasReset && Self.rejectsToken(error.serverError) {
+                logger.warning(
+                    "Server rejected the database token; fetching every zone from scratch",
+                    metadata: ["error": "\(error)"])
+                hasReset = true
+                token = nil
+                state.withStorage { $0.setDatabaseToken(nil) }
+                continue
+            }
+            var modifications: [ZoneID] = []
+            var deletions: [Event.FetchedDatabaseChanges.Deletion] = []
+            state.withStorage { storage in
+                for zone in response.zones {
+                    let zoneID = normalized(zone.zoneID)
+                    if zone.isDeleted {
+                        deletions.append(.init(zoneID: zoneID, reason: zone.reason ?? .deleted))
+                        storage.setZoneToken(nil, for: zoneID)
+                        storage.markFetched(zoneID)
+                    } else {
+                        modifications.append(zoneID)
+                        storage.markUnfetched(zoneID)
+                    }
+                }
+                storage.setDatabaseToken(response.syncToken)
+            }
+            logger.info(
+                "Fetched database changes",
+                metadata: [
+                    "modified": "\(modifications.count)", "deleted": "\(deletions.count)",
+                    "token": "\(response.syncToken)", "moreComing": "\(response.moreComing)",
+                ])
+            if !modifications.isEmpty || !deletions.isEmpty {
+                await emit(
+                    .fetchedDatabaseChanges(
+                        Event.FetchedDatabaseChanges(modifications: modifications, deletions: deletions)))
+            }
+            await emitStateUpdateIfNeeded()
+            guard response.moreComing else { return }
+            guard response.syncToken != token || !response.zones.isEmpty else {
+                throw CloudError(
+                    .invalidResponse,
+                    message: "changes/database said moreComing with no zones and an unchanged token; refusing to loop")
+            }
+            token = response.syncToken
+        }
+    }
+
+    /// Fetches one zone's changes page by page. A rejected token ends this zone fetch with the
+    /// error, then the zone is fetched again from scratch.
+    private func fetchZoneChanges(_ zoneID: ZoneID) async throws {
+        var token = state.withStorage { $0.zoneTokens[zoneID] }
+        var hasReset = false
+        await emit(.willFetchRecordZoneChanges(Event.WillFetchRecordZoneChanges(zoneID: zoneID, fromScratch: token == nil)))
+        while true {
+            let page: ZoneChanges
+            do {
+                page = try await fetchZonePage(zoneID, token: token)
+            } catch let error as CloudError {
+                if token != nil && !hasReset && Self.rejectsToken(error.serverError) {
+                    logger.warning(
+                        "Server rejected the zone token; fetching the zone from scratch",
+                        metadata: ["zone": "\(zoneID)", "error": "\(error)"])
+                    await emit(.didFetchRecordZoneChanges(Event.DidFetchRecordZoneChanges(zoneID: zoneID, error: error)))
+                    hasReset = true
+                    token = nil
+                    state.withStorage { $0.setZoneToken(nil, for: zoneID) }
+                    await emitStateUpdateIfNeeded()
+                    await emit(
+                        .willFetchRecordZoneChanges(Event.WillFetchRecordZoneChanges(zoneID: zoneID, fromScratch: true)))
+                    continue
+                }
+                await emit(.didFetchRecordZoneChanges(Event.DidFetchRecordZoneChanges(zoneID: zoneID, error: error)))
+                if error.code == .zoneNotFound {
+                    logger.info("Zone to fetch no longer exists", metadata: ["zone": "\(zoneID)"])
+                    state.withStorage { storage in
+                        storage.setZoneToken(nil, for: zoneID)
+                        storage.markFetched(zoneID)
+                    }
+                    await emitStateUpdateIfNeeded()
+                    return
+                }
+                if error.isTransient || error.serverError == nil || error.isAuthenticationFailure { throw error }
+                logger.warning("Zone fetch failed", metadata: ["zone": "\(zoneID)", "error": "\(error)"])
+                return
+            }
+            try await absorb(page, in: zoneID, previousToken: token)
+            guard page.moreComing else { break }
+            token = page.syncToken
+        }
+        await emit(.didFetchRecordZoneChanges(Event.DidFetchRecordZoneChanges(zoneID: zoneID, error: nil)))
+    }
+
+    /// One `changes/zone` request; a per-zone error in the answer is thrown as a ``CloudError``.
+    private func fetchZonePage(_ zoneID: ZoneID, token: String?) async throws -> ZoneChanges {
+        logger.info("Fetching zone changes", metadata: ["zone": "\(zoneID)", "token": "\(token ?? "none")"])
+        let request = ZoneChangesRequest(
+            zones: [.init(zoneID: zoneID, syncToken: token, resultsLimit: configuration.fetchResultsLimit)])
+        let response = try await database.fetchZoneChanges(request)
+        switch response.zones.first {
+        case .changes(let page)?:
+            return page
+        case .error(let error)?:
+            throw CloudError.server(error, httpStatus: error.code.httpStatus)
+        case nil:
+            throw CloudError(.invalidResponse, message: "changes/zone answered no result for zone \(zoneID)")
+        }
+    }
+
+    /// Stores a page's token and reports its records, in one event whose state holds the token.
+    private func absorb(_ page: ZoneChanges, in zoneID: ZoneID, previousToken: String?) async throws {
+        var modifications: [Record] = []
+        var deletions: [Event.FetchedRecordZoneChanges.Deletion] = []
+        for var record in page.records {
+            record.zoneID = zoneID
+            if record.deleted {
+                deletions.append(.init(recordID: record.recordID, recordType: record.recordType))
+            } else {
+                modifications.append(record)
+            }
+        }
+        let serialization = state.withStorage { storage in
+            storage.setZoneToken(page.syncToken, for: zoneID)
+            if !page.moreComing { storage.markFetched(zoneID) }
+            return storage.serialization
+        }
+        logger.info(
+            "Fetched zone changes",
+            metadata: [
+                "zone": "\(zoneID)", "modified": "\(modifications.count)", "deleted": "\(deletions.count)",
+                "token": "\(page.syncToken)", "moreComing": "\(page.moreComing)",
+            ])
+        if !modifications.isEmpty || !deletions.isEmpty {
+            await emit(
+                .fetchedRecordZoneChanges(
+                    Event.FetchedRecordZoneChanges(
+                        zoneID: zoneID, modifications: modifications, deletions: deletions,
+                        stateSerialization: serialization)))
+        }
+        await emitStateUpdateIfNeeded()
+        if page.moreComing && page.records.isEmpty && page.syncToken == previousToken {
+            throw CloudError(
+                .invalidResponse,
+                message: "changes/zone for \(zoneID) said moreComing with no records and an unchanged token; "
+                    + "refusing to loop")
+        }
+    }
+
+    /// Whether the server refused a token: `CHANGE_TOKEN_EXPIRED`, or `BAD_REQUEST` (malformed).
+    static func rejectsToken(_ error: ServerError?) -> Bool {
+        error?.code == .changeTokenExpired || error?.code == .badRequest
+    }
+}

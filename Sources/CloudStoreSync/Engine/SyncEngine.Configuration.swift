@@ -1,0 +1,75 @@
+import CloudStoreWire
+import Logging
+
+extension SyncEngine {
+    /// How to build a ``SyncEngine``: the database, the saved state, the delegate, and how it
+    /// schedules work. As CKSyncEngine's `Configuration`, plus the knobs a server over HTTP needs.
+    ///
+    /// ```swift
+    /// var configuration = SyncEngine.Configuration(
+    ///     database: HTTPCloudDatabase(baseURL: serverURL, container: "iCloud.com.example.notes",
+    ///                                 token: token, deviceID: deviceID),
+    ///     stateSerialization: store.savedSyncState(),
+    ///     delegate: self)
+    /// configuration.logger = logger
+    /// let engine = SyncEngine(configuration)
+    /// ```
+    public struct Configuration: Sendable {
+        public static let defaultMaxBatchCount = 200
+        /// 1.5 MiB: well under the server's 4 MiB request limit.
+        public static let defaultMaxBatchBytes = 1_572_864
+
+        public var database: any CloudDatabase
+        /// The last state the app saved, or nil on first launch.
+        public var stateSerialization: State.Serialization?
+        /// Held weakly by the engine: keep it alive.
+        public weak var delegate: (any SyncEngineDelegate)?
+        /// When true (the default) the engine sends and fetches by itself: after changes are added,
+        /// when the server pushes, on a timer when push is unavailable, and again after failures.
+        /// Turn it off in tests that need a fixed order of events, and call
+        /// ``SyncEngine/sendChanges(_:)`` and ``SyncEngine/fetchChanges(_:)`` yourself.
+        public var automaticallySync: Bool
+        /// Whether the engine long-polls the server for changes when syncing automatically.
+        public var listensForPush: Bool = true
+        /// The clock the scheduler waits with. Tests inject a manual clock.
+        public var clock: any Clock<Duration> = ContinuousClock()
+        /// A source of random numbers in 0..<1 for back-off jitter. Tests inject a fixed one.
+        public var jitter: @Sendable () -> Double = { Double.random(in: 0..<1) }
+        public var logger = Logger(label: "cloudstore.sync")
+        /// Quiet time after the last added change before an automatic send.
+        public var sendDebounce: Duration = .seconds(1)
+        /// Longest an added change waits for an automatic send while changes keep coming.
+        public var maxSendDelay: Duration = .seconds(5)
+        /// How often to fetch when push is unavailable; nil never polls.
+        public var pollInterval: Duration? = .seconds(60)
+        /// How long each long poll waits on the server (the protocol allows up to 60 seconds).
+        public var longPollTimeout: Duration = .seconds(50)
+        /// The first back-off delay after a failure; it doubles with each further failure.
+        public var backoffBase: Duration = .seconds(1)
+        public var backoffMax: Duration = .seconds(300)
+        /// At most this many operations per `records/modify` request (at most 200).
+        public var maxBatchCount: Int = Configuration.defaultMaxBatchCount {
+            didSet { maxBatchCount = min(max(maxBatchCount, 1), Configuration.defaultMaxBatchCount) }
+        }
+        /// About this many bytes of operations per `records/modify` request.
+        public var maxBatchBytes: Int = Configuration.defaultMaxBatchBytes
+        /// Records per `changes/zone` page to ask for; nil lets the server choose (200).
+        public var fetchResultsLimit: Int?
+
+        public init(
+            database: any CloudDatabase, stateSerialization: State.Serialization?,
+            delegate: any SyncEngineDelegate, automaticallySync: Bool = true
+        ) {
+            self.database = database
+            self.stateSerialization = stateSerialization
+            self.delegate = delegate
+            self.automaticallySync = automaticallySync
+        }
+
+        var schedulerConfiguration: SyncScheduler.Configuration {
+            SyncScheduler.Configuration(
+                sendDebounce: sendDebounce, maxSendDelay: max(maxSendDelay, sendDebounce), pollInterval: pollInterval,
+                backoffBase: backoffBase, backoffMax: max(backoffMax, backoffBase))
+        }
+    }
+}

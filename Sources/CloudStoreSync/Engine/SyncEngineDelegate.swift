@@ -1,0 +1,52 @@
+import CloudStoreWire
+
+/// The app's side of a ``SyncEngine``: it persists what the engine reports and supplies the
+/// records to send. As CKSyncEngine's `CKSyncEngineDelegate`.
+///
+/// The engine keeps a weak reference to its delegate: keep the delegate alive as long as the
+/// engine (typically the delegate owns the engine).
+///
+/// ```swift
+/// actor NotesSync: SyncEngineDelegate {
+///     func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {
+///         if case .stateUpdate(let update) = event { store.saveState(update.stateSerialization) }
+///     }
+///
+///     func nextRecordZoneChangeBatch(
+///         _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
+///     ) async -> SyncEngine.RecordZoneChangeBatch? {
+///         let changes = syncEngine.state.pendingRecordZoneChanges.filter { context.options.scope.contains($0) }
+///         return await SyncEngine.RecordZoneChangeBatch(pendingChanges: changes) { recordID in
+///             await self.record(for: recordID)
+///         }
+///     }
+/// }
+/// ```
+public protocol SyncEngineDelegate: AnyObject, Sendable {
+    /// Handles one event. The engine awaits it before delivering the next, so an implementation
+    /// can save state and data in order. Do not await ``SyncEngine/sendChanges(_:)`` or
+    /// ``SyncEngine/fetchChanges(_:)`` here: they wait for the operation that is delivering this
+    /// event. Adding pending changes to ``SyncEngine/state`` is fine.
+    func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async
+
+    /// The next batch of record changes to send, or nil when there is nothing more for now.
+    ///
+    /// Return only changes inside `context.options.scope`. Build the batch with
+    /// ``SyncEngine/RecordZoneChangeBatch/init(pendingChanges:recordProvider:)``, which stops at
+    /// the engine's count and size limits and loads each record only when it fits.
+    func nextRecordZoneChangeBatch(_ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine) async
+        -> SyncEngine.RecordZoneChangeBatch?
+
+    /// The options of a scheduled fetch; the default fetches everything. Not called for
+    /// ``SyncEngine/fetchChanges(_:)``, which uses the options it is given.
+    func nextFetchChangesOptions(_ context: SyncEngine.FetchChangesContext, syncEngine: SyncEngine) async
+        -> SyncEngine.FetchChangesOptions
+}
+
+extension SyncEngineDelegate {
+    public func nextFetchChangesOptions(_ context: SyncEngine.FetchChangesContext, syncEngine: SyncEngine) async
+        -> SyncEngine.FetchChangesOptions
+    {
+        context.options
+    }
+}

@@ -1,0 +1,106 @@
+import CloudStoreWire
+
+extension SyncEngine {
+    /// Record changes to send in one go, as CKSyncEngine's `RecordZoneChangeBatch`.
+    ///
+    /// The engine sends one `records/modify` request per zone (more when the batch is larger than
+    /// its limits). A record with a `recordChangeTag` is sent as an `update` (only the fields it
+    /// holds change on the server), one without as a `create`; deletes are `forceDelete`s.
+    ///
+    /// ```swift
+    /// // Fill up to the engine's limits from the pending changes, loading records lazily:
+    /// let batch = await SyncEngine.RecordZoneChangeBatch(pendingChanges: changes) { recordID in
+    ///     await store.record(for: recordID)   // nil skips the change; it stays pending
+    /// }
+    /// // Or name the records yourself:
+    /// let batch = SyncEngine.RecordZoneChangeBatch(recordsToSave: [note], recordIDsToDelete: [oldID])
+    /// ```
+    public struct RecordZoneChangeBatch: Sendable {
+        public var recordsToSave: [Record]
+        public var recordIDsToDelete: [RecordID]
+        /// When true, each zone's changes succeed or fail together (`atomic` on the wire).
+        public var atomicByZone: Bool
+
+        public init(recordsToSave: [Record] = [], recordIDsToDelete: [RecordID] = [], atomicByZone: Bool = false) {
+            self.recordsToSave = recordsToSave
+            self.recordIDsToDelete = recordIDsToDelete
+            self.atomicByZone = atomicByZone
+        }
+
+        /// Fills a batch from pending changes, in order, up to the engine's count and size limits.
+        ///
+        /// `recordProvider` is called for each save that may still fit; returning nil skips that
+        /// change: it is not sent and stays pending. Returns nil when nothing was added.
+        public init?(
+            pendingChanges: [PendingRecordZoneChange], atomicByZone: Bool = false,
+            recordProvider: @Sendable (RecordID) async -> Record?
+        ) async {
+            let limits = BatchLimits.current
+            var filler = BatchFiller(limits: limits)
+            for change in pendingChanges where !filler.isFull {
+                guard !limits.excludedRecordIDs.contains(change.recordID) else { continue }
+                switch change {
+                case .deleteRecord(let recordID):
+                    filler.offer(delete: recordID)
+                case .saveRecord(let recordID):
+                    guard let record = await recordProvider(recordID) else { continue }
+                    filler.offer(save: record)
+                }
+            }
+            guard !filler.isEmpty else { return nil }
+            self.init(recordsToSave: filler.saves, recordIDsToDelete: filler.deletes, atomicByZone: atomicByZone)
+        }
+
+        var isEmpty: Bool { recordsToSave.isEmpty && recordIDsToDelete.isEmpty }
+    }
+
+    /// The limits a batch is filled to. The engine sets them, task-locally, while it asks its
+    /// delegate for a batch; records the engine will not send again in the current pass are excluded.
+    struct BatchLimits: Sendable {
+        var maxCount: Int
+        var maxBytes: Int
+        var excludedRecordIDs: Set<RecordID> = []
+
+        static let `default` = BatchLimits(
+            maxCount: Configuration.defaultMaxBatchCount, maxBytes: Configuration.defaultMaxBatchBytes)
+
+        @TaskLocal static var current = BatchLimits.default
+    }
+}
+
+/// Adds changes to a batch while they fit: at most `maxCount` changes and `maxBytes` of encoded
+/// operations, except that a first change always fits (the server then says whether it is too large).
+struct BatchFiller {
+    let limits: SyncEngine.BatchLimits
+    private(set) var saves: [Record] = []
+    private(set) var deletes: [RecordID] = []
+    private(set) var bytes = 0
+    /// Set once a change did not fit: later changes would not be in order.
+    private(set) var isClosed = false
+
+    init(limits: SyncEngine.BatchLimits) { self.limits = limits }
+
+    var count: Int { saves.count + deletes.count }
+    var isEmpty: Bool { count == 0 }
+    var isFull: Bool { isClosed || count >= limits.maxCount }
+
+    mutating func offer(save record: Record) {
+        let size = RecordBatchPlan.encodedSize(of: RecordBatchPlan.operation(saving: record))
+        if fits(size) { saves.append(record) }
+    }
+
+    mutating func offer(delete recordID: RecordID) {
+        let size = RecordBatchPlan.encodedSize(of: RecordBatchPlan.operation(deleting: recordID))
+        if fits(size) { deletes.append(recordID) }
+    }
+
+    private mutating func fits(_ size: Int) -> Bool {
+        guard !isFull else { return false }
+        guard isEmpty || bytes + size <= limits.maxBytes else {
+            isClosed = true
+            return false
+        }
+        bytes += size
+        return true
+    }
+}

@@ -1,0 +1,61 @@
+import CloudStoreWire
+
+extension SyncEngine {
+    /// Which pending changes a send covers.
+    ///
+    /// ```swift
+    /// try await engine.sendChanges(.init(scope: .zoneIDs([notesZone])))
+    /// ```
+    public struct SendChangesOptions: Hashable, Sendable {
+        public enum Scope: Hashable, Sendable {
+            /// Every pending change.
+            case all
+            /// Changes of records in these zones, and changes of these zones.
+            case zoneIDs([ZoneID])
+            /// Changes of these records, and pending changes of their zones.
+            case recordIDs([RecordID])
+
+            /// Whether a record change falls in the scope.
+            public func contains(_ recordID: RecordID) -> Bool {
+                switch self {
+                case .all: true
+                case .zoneIDs(let zoneIDs): zoneIDs.contains(recordID.zoneID)
+                case .recordIDs(let recordIDs): recordIDs.contains(recordID)
+                }
+            }
+
+            /// Whether a zone change falls in the scope.
+            public func contains(_ zoneID: ZoneID) -> Bool {
+                switch self {
+                case .all: true
+                case .zoneIDs(let zoneIDs): zoneIDs.contains(zoneID)
+                case .recordIDs(let recordIDs): recordIDs.contains { $0.zoneID == zoneID }
+                }
+            }
+
+            public func contains(_ change: PendingRecordZoneChange) -> Bool { contains(change.recordID) }
+            public func contains(_ change: PendingDatabaseChange) -> Bool { contains(change.zoneID) }
+        }
+
+        public var scope: Scope
+
+        public init(scope: Scope = .all) {
+            self.scope = scope
+        }
+    }
+
+    /// Why the engine is sending or fetching.
+    public enum SyncReason: Hashable, Sendable {
+        /// The scheduler decided (changes were added, a push arrived, a retry was due).
+        case scheduled
+        /// The app called ``SyncEngine/sendChanges(_:)`` or ``SyncEngine/fetchChanges(_:)``.
+        case manual
+    }
+
+    /// What the engine is sending, passed to ``SyncEngineDelegate/nextRecordZoneChangeBatch(_:syncEngine:)``.
+    public struct SendChangesContext: Hashable, Sendable {
+        public let reason: SyncReason
+        /// The scope the batch must respect: return only changes it contains.
+        public let options: SendChangesOptions
+    }
+}

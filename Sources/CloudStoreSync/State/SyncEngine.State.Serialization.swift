@@ -1,0 +1,79 @@
+import CloudStoreWire
+
+extension SyncEngine.State {
+    /// The engine's state in a form to persist: opaque to apps, Codable.
+    ///
+    /// It holds the database and zone sync tokens, the pending changes, the zones with unfetched
+    /// changes and the user the state belongs to. The engine never persists it: save the one each
+    /// ``SyncEngine/Event/stateUpdate(_:)`` (or a fetched or sent event) carries, in the same
+    /// transaction as the data it describes, and pass the last saved one to
+    /// ``SyncEngine/Configuration/stateSerialization`` at the next launch.
+    ///
+    /// ```swift
+    /// let data = try JSONEncoder().encode(stateUpdate.stateSerialization)
+    /// let restored = try JSONDecoder().decode(SyncEngine.State.Serialization.self, from: data)
+    /// ```
+    public struct Serialization: Hashable, Sendable, Codable {
+        struct ZoneToken: Hashable, Sendable, Codable {
+            var zoneID: ZoneID
+            var syncToken: String
+        }
+
+        /// The format of this value; a newer format than this version knows is refused on decode.
+        static let currentFormat = 1
+
+        var format: Int = Serialization.currentFormat
+        var userRecordName: String?
+        var databaseToken: String?
+        var zoneTokens: [ZoneToken] = []
+        var zonesWithUnfetchedChanges: [ZoneID] = []
+        var pendingRecordZoneChanges: [SyncEngine.PendingRecordZoneChange] = []
+        var pendingDatabaseChanges: [SyncEngine.PendingDatabaseChange] = []
+        var hasPendingUntrackedChanges = false
+
+        enum CodingKeys: String, CodingKey {
+            case format, userRecordName, databaseToken, zoneTokens, zonesWithUnfetchedChanges
+            case pendingRecordZoneChanges, pendingDatabaseChanges, hasPendingUntrackedChanges
+        }
+
+        init(
+            userRecordName: String? = nil, databaseToken: String? = nil, zoneTokens: [ZoneToken] = [],
+            zonesWithUnfetchedChanges: [ZoneID] = [],
+            pendingRecordZoneChanges: [SyncEngine.PendingRecordZoneChange] = [],
+            pendingDatabaseChanges: [SyncEngine.PendingDatabaseChange] = [], hasPendingUntrackedChanges: Bool = false
+        ) {
+            self.userRecordName = userRecordName
+            self.databaseToken = databaseToken
+            self.zoneTokens = zoneTokens
+            self.zonesWithUnfetchedChanges = zonesWithUnfetchedChanges
+            self.pendingRecordZoneChanges = pendingRecordZoneChanges
+            self.pendingDatabaseChanges = pendingDatabaseChanges
+            self.hasPendingUntrackedChanges = hasPendingUntrackedChanges
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            format = try container.decode(Int.self, forKey: .format)
+            guard format <= Self.currentFormat else {
+                throw DecodingError.dataCorruptedError(
+                    forKey: .format, in: container,
+                    debugDescription: "sync engine state format \(format) is newer than this version of "
+                        + "CloudStoreSync understands (\(Self.currentFormat)); update CloudStoreSync or start "
+                        + "without a saved state")
+            }
+            userRecordName = try container.decodeIfPresent(String.self, forKey: .userRecordName)
+            databaseToken = try container.decodeIfPresent(String.self, forKey: .databaseToken)
+            zoneTokens = try container.decodeIfPresent([ZoneToken].self, forKey: .zoneTokens) ?? []
+            zonesWithUnfetchedChanges =
+                try container.decodeIfPresent([ZoneID].self, forKey: .zonesWithUnfetchedChanges) ?? []
+            pendingRecordZoneChanges =
+                try container.decodeIfPresent(
+                    [SyncEngine.PendingRecordZoneChange].self, forKey: .pendingRecordZoneChanges) ?? []
+            pendingDatabaseChanges =
+                try container.decodeIfPresent([SyncEngine.PendingDatabaseChange].self, forKey: .pendingDatabaseChanges)
+                ?? []
+            hasPendingUntrackedChanges =
+                try container.decodeIfPresent(Bool.self, forKey: .hasPendingUntrackedChanges) ?? false
+        }
+    }
+}

@@ -1,0 +1,195 @@
+import CloudStoreWire
+import Synchronization
+
+extension SyncEngine {
+    /// What the engine knows and has to do: pending record and zone changes, sync tokens, the
+    /// signed-in user. As CKSyncEngine's `State`.
+    ///
+    /// Add and remove pending changes synchronously, from any thread, right where your data
+    /// changes. With `automaticallySync` on, adding a change schedules a send.
+    ///
+    /// ```swift
+    /// engine.state.add(pendingRecordZoneChanges: [.saveRecord(noteID)])
+    /// engine.state.add(pendingDatabaseChanges: [.saveZone(ZoneID(zoneName: "Notes"))])
+    /// ```
+    ///
+    /// Changes are de-duplicated per record (and per zone): save A, save B, save A gives
+    /// [save A, save B]; save A then delete A gives [delete A]; delete A then save A gives [save A].
+    ///
+    /// Every change to the state is followed by a ``SyncEngine/Event/stateUpdate(_:)`` event that
+    /// carries a new ``Serialization``; persist the latest one and pass it back in
+    /// ``SyncEngine/Configuration/stateSerialization`` at the next launch.
+    public final class State: Sendable, CustomStringConvertible {
+        private let storage: Mutex<Storage>
+        /// Told about changes the app made, so the engine can schedule work and emit a state update.
+        private let observer = Mutex<(@Sendable (_ addedChanges: Bool) -> Void)?>(nil)
+
+        init(_ serialization: Serialization?) {
+            storage = Mutex(Storage(serialization ?? Serialization()))
+        }
+
+        // MARK: Pending changes
+
+        /// The record changes waiting to be sent, in the order they were first added.
+        public var pendingRecordZoneChanges: [PendingRecordZoneChange] {
+            storage.withLock { $0.recordChanges.changes }
+        }
+
+        /// The zone changes waiting to be sent, in the order they were first added.
+        public var pendingDatabaseChanges: [PendingDatabaseChange] {
+            storage.withLock { $0.databaseChanges.changes }
+        }
+
+        /// Set this when your app has changes to send that it tracks itself rather than in
+        /// ``pendingRecordZoneChanges``: the engine then asks the delegate for a batch even when
+        /// nothing is pending. Clear it once the delegate has nothing more to send.
+        public var hasPendingUntrackedChanges: Bool {
+            get { storage.withLock { $0.hasPendingUntrackedChanges } }
+            set {
+                let changed = storage.withLock { storage in
+                    defer { storage.hasPendingUntrackedChanges = newValue }
+                    return storage.hasPendingUntrackedChanges != newValue
+                }
+                if changed { notify(addedChanges: newValue) }
+            }
+        }
+
+        /// Zones the server reported changed whose changes the engine has not fetched completely yet.
+        public var zoneIDsWithUnfetchedServerChanges: [ZoneID] {
+            storage.withLock { $0.zonesWithUnfetchedChanges }
+        }
+
+        /// Adds record changes to send, replacing any pending change for the same record in place.
+        /// Adding a change that is already pending still marks it as changed again, so a send in
+        /// flight does not remove it when the server acknowledges the earlier version.
+        public func add(pendingRecordZoneChanges changes: [PendingRecordZoneChange]) {
+            add(changes, to: \.recordChanges)
+        }
+
+        /// Removes record changes; a change is removed only where exactly it is pending.
+        public func remove(pendingRecordZoneChanges changes: [PendingRecordZoneChange]) {
+            remove(changes, from: \.recordChanges)
+        }
+
+        /// Adds zone changes to send, replacing any pending change for the same zone in place.
+        public func add(pendingDatabaseChanges changes: [PendingDatabaseChange]) {
+            add(changes, to: \.databaseChanges)
+        }
+
+        /// Removes zone changes; a change is removed only where exactly it is pending.
+        public func remove(pendingDatabaseChanges changes: [PendingDatabaseChange]) {
+            remove(changes, from: \.databaseChanges)
+        }
+
+        private func add<Change>(_ changes: [Change], to list: WritableKeyPath<Storage, PendingChangeList<Change>>) {
+            guard !changes.isEmpty else { return }
+            storage.withLock { storage in
+                for change in changes { storage[keyPath: list].add(change) }
+            }
+            notify(addedChanges: true)
+        }
+
+        private func remove<Change>(_ changes: [Change], from list: WritableKeyPath<Storage, PendingChangeList<Change>>) {
+            if storage.withLock({ $0[keyPath: list].remove(changes) }) { notify(addedChanges: false) }
+        }
+
+        /// A snapshot of the whole state, to persist.
+        public var serialization: Serialization {
+            storage.withLock { $0.serialization }
+        }
+
+        public var description: String {
+            storage.withLock { storage in
+                "State(\(storage.recordChanges.count) record changes, \(storage.databaseChanges.count) zone changes, "
+                    + "\(storage.zoneTokens.count) zone tokens, user \(storage.userRecordName ?? "unknown"))"
+            }
+        }
+
+        // MARK: Engine side
+
+        func setObserver(_ observer: @escaping @Sendable (_ addedChanges: Bool) -> Void) {
+            self.observer.withLock { $0 = observer }
+        }
+
+        /// Reads or changes the storage under the lock; engine mutations do not notify the observer.
+        func withStorage<T>(_ body: (inout Storage) throws -> T) rethrows -> T {
+            try storage.withLock { try body(&$0) }
+        }
+
+        private func notify(addedChanges: Bool) {
+            storage.withLock { $0.version += 1 }
+            observer.withLock { $0 }?(addedChanges)
+        }
+    }
+}
+
+extension SyncEngine.State {
+    /// The state's contents. Every mutation through ``SyncEngine/State`` bumps `version`, so the
+    /// engine can tell whether a state update is due.
+    struct Storage: Sendable {
+        var userRecordName: String?
+        var databaseToken: String?
+        var zoneTokens: [ZoneID: String]
+        var zonesWithUnfetchedChanges: [ZoneID]
+        var recordChanges: PendingChangeList<SyncEngine.PendingRecordZoneChange>
+        var databaseChanges: PendingChangeList<SyncEngine.PendingDatabaseChange>
+        var hasPendingUntrackedChanges: Bool
+        /// Bumped on every change; not persisted.
+        var version: UInt64 = 0
+
+        init(_ serialization: Serialization) {
+            userRecordName = serialization.userRecordName
+            databaseToken = serialization.databaseToken
+            zoneTokens = Dictionary(
+                serialization.zoneTokens.map { ($0.zoneID, $0.syncToken) }, uniquingKeysWith: { $1 })
+            zonesWithUnfetchedChanges = serialization.zonesWithUnfetchedChanges
+            recordChanges = PendingChangeList(serialization.pendingRecordZoneChanges)
+            databaseChanges = PendingChangeList(serialization.pendingDatabaseChanges)
+            hasPendingUntrackedChanges = serialization.hasPendingUntrackedChanges
+        }
+
+        var serialization: Serialization {
+            Serialization(
+                userRecordName: userRecordName,
+                databaseToken: databaseToken,
+                zoneTokens: zoneTokens.map { .init(zoneID: $0.key, syncToken: $0.value) }
+                    .sorted { ($0.zoneID.zoneName, $0.zoneID.ownerRecordName ?? "") < ($1.zoneID.zoneName, $1.zoneID.ownerRecordName ?? "") },
+                zonesWithUnfetchedChanges: zonesWithUnfetchedChanges,
+                pendingRecordZoneChanges: recordChanges.changes,
+                pendingDatabaseChanges: databaseChanges.changes,
+                hasPendingUntrackedChanges: hasPendingUntrackedChanges)
+        }
+
+        mutating func markUnfetched(_ zoneID: ZoneID) {
+            guard !zonesWithUnfetchedChanges.contains(zoneID) else { return }
+            zonesWithUnfetchedChanges.append(zoneID)
+            version += 1
+        }
+
+        mutating func markFetched(_ zoneID: ZoneID) {
+            guard let index = zonesWithUnfetchedChanges.firstIndex(of: zoneID) else { return }
+            zonesWithUnfetchedChanges.remove(at: index)
+            version += 1
+        }
+
+        mutating func setZoneToken(_ token: String?, for zoneID: ZoneID) {
+            guard zoneTokens[zoneID] != token else { return }
+            zoneTokens[zoneID] = token
+            version += 1
+        }
+
+        mutating func setDatabaseToken(_ token: String?) {
+            guard databaseToken != token else { return }
+            databaseToken = token
+            version += 1
+        }
+
+        /// Forgets everything that belonged to the previous account, as CKSyncEngine does on an
+        /// account switch: tokens, pending changes and unfetched zones.
+        mutating func reset(userRecordName: String?) {
+            let version = self.version
+            self = Storage(Serialization(userRecordName: userRecordName))
+            self.version = version + 1
+        }
+    }
+}
