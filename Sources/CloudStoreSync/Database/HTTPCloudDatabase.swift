@@ -1,0 +1,268 @@
+import AsyncHTTPClient
+import CloudStoreWire
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+
+/// A ``CloudDatabase`` on a server that speaks PROTOCOL.md (`cloudstore serve`), over HTTP.
+///
+/// Each call is one request with a timeout. A non-2xx answer throws ``CloudError`` with the
+/// server's error (`retryAfter` filled from `Retry-After` when the body has none); a failed or
+/// cut connection throws `.network`, a request over its timeout `.timeout`, a body that is not a
+/// valid answer `.invalidResponse`. An atomic `records/modify` that failed (HTTP 400 with a
+/// `records` array) is not thrown: it returns its per-record results like any other answer.
+///
+/// ```swift
+/// let database = HTTPCloudDatabase(
+///     baseURL: "http://127.0.0.1:8080", container: "iCloud.com.example.notes",
+///     environment: .development, scope: .private, token: userToken, deviceID: "ipad-7")
+/// let zones = try await database.listZones()
+/// ```
+///
+/// Requests are logged at `.info` (method, path, status, duration); bodies at `.trace`. The
+/// bearer token never appears in logs or errors.
+public struct HTTPCloudDatabase: CloudDatabase {
+    public let scope: DatabaseScope
+    /// The server's root, e.g. `http://127.0.0.1:8080`.
+    public let baseURL: String
+    public let route: DatabaseRoute
+    /// Sent as `X-CloudStore-Device`; the server stamps it into the records this device writes.
+    public let deviceID: String
+    /// How long one request may take; the long poll gets its own wait on top.
+    public let requestTimeout: Duration
+    /// Largest response body accepted.
+    public var maxResponseBytes = 64 * 1024 * 1024
+    private let token: String?
+    private let httpClient: HTTPClient
+    private let logger: Logger
+
+    /// - Parameters:
+    ///   - baseURL: the server's root, without the `/database/1/...` path.
+    ///   - token: the user's bearer token; nil for requests without a user.
+    ///   - httpClient: the client to send with; by default the process-wide shared one.
+    public init(
+        baseURL: String, container: String, environment: CloudEnvironment = .development,
+        scope: DatabaseScope = .private, token: String?, deviceID: String, httpClient: HTTPClient = .shared,
+        requestTimeout: Duration = .seconds(30), logger: Logger = Logger(label: "cloudstore.http")
+    ) {
+        var baseURL = baseURL
+        while baseURL.hasSuffix("/") { baseURL.removeLast() }
+        self.baseURL = baseURL
+        self.route = DatabaseRoute(container: container, environment: environment)
+        self.scope = scope
+        self.token = token
+        self.deviceID = deviceID
+        self.httpClient = httpClient
+        self.requestTimeout = requestTimeout
+        self.logger = logger
+    }
+
+    // MARK: CloudDatabase
+
+    public func modifyZones(_ request: ZonesModifyRequest) async throws -> ZonesResponse {
+        try await call(.POST, route.path(scope, .zonesModify), body: request)
+    }
+
+    public func listZones() async throws -> ZonesResponse {
+        try await call(.GET, route.path(scope, .zonesList))
+    }
+
+    public func lookupZones(_ request: ZonesLookupRequest) async throws -> ZonesResponse {
+        try await call(.POST, route.path(scope, .zonesLookup), body: request)
+    }
+
+    public func modifyRecords(_ request: RecordsModifyRequest) async throws -> RecordsResponse {
+        let exchange = try await send(.POST, route.path(scope, .recordsModify), body: try encode(request))
+        if exchange.status == 400, let atomicFailure = try? WireCoding.decode(RecordsResponse.self, from: exchange.body),
+            !atomicFailure.records.isEmpty
+        {
+            return atomicFailure
+        }
+        return try decode(exchange)
+    }
+
+    public func lookupRecords(_ request: RecordsLookupRequest) async throws -> RecordsResponse {
+        try await call(.POST, route.path(scope, .recordsLookup), body: request)
+    }
+
+    public func queryRecords(_ request: RecordsQueryRequest) async throws -> RecordsQueryResponse {
+        try await call(.POST, route.path(scope, .recordsQuery), body: request)
+    }
+
+    public func fetchDatabaseChanges(_ request: DatabaseChangesRequest) async throws -> DatabaseChangesResponse {
+        try await call(.POST, route.path(scope, .changesDatabase), body: request)
+    }
+
+    public func fetchZoneChanges(_ request: ZoneChangesRequest) async throws -> ZoneChangesResponse {
+        try await call(.POST, route.path(scope, .changesZone), body: request)
+    }
+
+    public func waitForChanges(since syncToken: String?, timeout: Duration) async throws -> NotificationsResponse {
+        let seconds = max(0, Int((Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18).rounded(.up)))
+        var query = [("timeout", String(seconds))]
+        if let syncToken { query.insert(("since", syncToken), at: 0) }
+        let exchange = try await send(
+            .GET, route.path(scope, .notifications), query: query, body: nil, timeout: timeout + requestTimeout)
+        return try decode(exchange)
+    }
+
+    public func caller() async throws -> CallerResponse {
+        try await call(.GET, route.path(.public, .usersCaller))
+    }
+
+    public func modifySchema(_ schema: CloudSchema) async throws -> CloudSchema {
+        try await call(.POST, route.schemaModifyPath, body: schema)
+    }
+
+    public func fetchSchema() async throws -> CloudSchema {
+        try await call(.GET, route.schemaPath)
+    }
+
+    // MARK: Transport
+
+    struct Exchange {
+        var status: Int
+        var headers: HTTPHeaders
+        var body: Data
+        var path: String
+    }
+
+    private func call<Response: Decodable>(_ method: HTTPMethod, _ path: String) async throws(CloudError) -> Response {
+        try decode(try await send(method, path, body: nil))
+    }
+
+    private func call<Response: Decodable>(_ method: HTTPMethod, _ path: String, body: some Encodable)
+        async throws(CloudError) -> Response
+    {
+        try decode(try await send(method, path, body: try encode(body)))
+    }
+
+    private func encode(_ value: some Encodable) throws(CloudError) -> Data {
+        do {
+            return try WireCoding.encode(value)
+        } catch {
+            throw CloudError(.invalidResponse, message: "could not encode the request: \(error)")
+        }
+    }
+
+    /// Sends one request and collects the whole response; throws only when no response arrived.
+    private func send(
+        _ method: HTTPMethod, _ path: String, query: [(String, String)] = [], body: Data?, timeout: Duration? = nil
+    ) async throws(CloudError) -> Exchange {
+        var url = baseURL + path
+        if !query.isEmpty {
+            url += "?" + query.map { "\($0.0)=\(Self.percentEncoded($0.1))" }.joined(separator: "&")
+        }
+        var request = HTTPClientRequest(url: url)
+        request.method = method
+        request.headers.add(name: "Accept", value: "application/json")
+        request.headers.add(name: WireHeader.device, value: deviceID)
+        if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
+        if let body {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(bytes: body))
+            logger.trace("Request body", metadata: ["path": "\(path)", "body": "\(String(decoding: body, as: UTF8.self))"])
+        }
+        let started = ContinuousClock.now
+        let effectiveTimeout = timeout ?? requestTimeout
+        do {
+            let response = try await httpClient.execute(request, timeout: Self.timeAmount(effectiveTimeout), logger: logger)
+            let buffer = try await response.body.collect(upTo: maxResponseBytes)
+            let data = Data(buffer.readableBytesView)
+            let status = Int(response.status.code)
+            logger.info(
+                "HTTP request",
+                metadata: [
+                    "method": "\(method.rawValue)", "path": "\(path)", "status": "\(status)",
+                    "duration": "\(ContinuousClock.now - started)",
+                ])
+            logger.trace("Response body", metadata: ["path": "\(path)", "body": "\(String(decoding: data, as: UTF8.self))"])
+            return Exchange(status: status, headers: response.headers, body: data, path: path)
+        } catch {
+            let cloudError = Self.cloudError(for: error, method: method, path: path, timeout: effectiveTimeout)
+            logger.info(
+                "HTTP request failed",
+                metadata: [
+                    "method": "\(method.rawValue)", "path": "\(path)", "error": "\(cloudError)",
+                    "duration": "\(ContinuousClock.now - started)",
+                ])
+            throw cloudError
+        }
+    }
+
+    /// The body of a 2xx answer, or the error of any other.
+    private func decode<Response: Decodable>(_ exchange: Exchange) throws(CloudError) -> Response {
+        guard (200..<300).contains(exchange.status) else { throw Self.serverError(from: exchange) }
+        do {
+            return try WireCoding.decode(Response.self, from: exchange.body)
+        } catch {
+            throw CloudError(
+                .invalidResponse, httpStatus: exchange.status,
+                message: "the answer to \(exchange.path) is not a valid \(Response.self): \(WireCoding.describe(error))")
+        }
+    }
+
+    static func serverError(from exchange: Exchange) -> CloudError {
+        let retryAfter = exchange.headers.first(name: WireHeader.retryAfter).flatMap { Double($0.trimmingCharacters(in: .whitespaces)) }
+        if var error = try? WireCoding.decode(ServerError.self, from: exchange.body) {
+            error.retryAfter = error.retryAfter ?? retryAfter
+            return .server(error, httpStatus: exchange.status)
+        }
+        // Not an error body (a proxy's page, say): name the error after the status where one fits.
+        let code: ServerErrorCode? =
+            switch exchange.status {
+            case 401: .authenticationFailed
+            case 421: .authenticationRequired
+            case 429: .throttled
+            case 502, 503, 504: .tryAgainLater
+            case 500...599: .internalError
+            default: nil
+            }
+        guard let code else {
+            return CloudError(
+                .invalidResponse, httpStatus: exchange.status,
+                message: "\(exchange.path) answered HTTP \(exchange.status) without an error body")
+        }
+        return .server(
+            ServerError(code, reason: "HTTP \(exchange.status) from \(exchange.path)", retryAfter: retryAfter),
+            httpStatus: exchange.status)
+    }
+
+    static func cloudError(for error: any Error, method: HTTPMethod, path: String, timeout: Duration) -> CloudError {
+        if let error = error as? CloudError { return error }
+        let what = "\(method.rawValue) \(path)"
+        if error is CancellationError {
+            return CloudError(.cancelled, message: "\(what) was cancelled")
+        }
+        if let error = error as? HTTPClientError {
+            let timeouts: [HTTPClientError] = [
+                .deadlineExceeded, .readTimeout, .writeTimeout, .connectTimeout, .getConnectionFromPoolTimeout,
+                .tlsHandshakeTimeout,
+            ]
+            if timeouts.contains(error) {
+                return CloudError(.timeout, message: "\(what) got no answer within \(timeout)")
+            }
+            if error == .cancelled {
+                return CloudError(.cancelled, message: "\(what) was cancelled")
+            }
+            if error == .bodyLengthMismatch {
+                return CloudError(.invalidResponse, message: "\(what): \(error)")
+            }
+        }
+        if error is NIOTooManyBytesError {
+            return CloudError(.invalidResponse, message: "\(what): the answer is larger than the accepted maximum")
+        }
+        return CloudError(.network, message: "\(what) failed: \(error); check the server address and the network")
+    }
+
+    static func timeAmount(_ duration: Duration) -> TimeAmount {
+        let (seconds, attoseconds) = duration.components
+        return .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+
+    static func percentEncoded(_ value: String) -> String {
+        let allowed = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+        return value.addingPercentEncoding(withAllowedCharacters: allowed) ?? value
+    }
+}
