@@ -1,0 +1,183 @@
+import CloudStoreSync
+import CloudStoreWire
+import Synchronization
+
+/// Wraps a ``CloudDatabase`` and makes chosen requests fail the way real networks and servers do,
+/// so sync code can be tested against the failures it must survive.
+///
+/// ```swift
+/// let database = FaultInjectingDatabase(HTTPCloudDatabase(...))
+/// database.inject(.serverError(.throttled, retryAfter: 30), into: .recordsModify)
+/// database.inject(.responseLost, into: .recordsModify)      // applied on the server, answer lost
+/// database.inject(.networkFailure, times: 3)               // the next three requests of any kind
+/// database.stripsServerRecordFromConflicts = true          // behave like real CloudKit
+/// #expect(database.requestCount(.recordsModify) == 2)
+/// ```
+///
+/// Faults are used in the order they were injected, each for its number of `times`.
+public final class FaultInjectingDatabase: CloudDatabase {
+    public enum Fault: Sendable, Hashable {
+        /// The connection fails before the request reaches the server.
+        case networkFailure
+        /// No answer within the timeout; the request does not reach the server.
+        case timeout
+        /// The server answers with this error instead of performing the request.
+        case serverError(ServerErrorCode, retryAfter: Double? = nil)
+        /// The server performs the request, then the connection drops before the answer arrives.
+        case responseLost
+    }
+
+    private struct Rule {
+        var fault: Fault
+        var operation: DatabaseOperation?
+        var remaining: Int
+    }
+
+    private struct Storage {
+        var rules: [Rule] = []
+        var log: [DatabaseOperation] = []
+        var stripsServerRecord = false
+        var waiters: [(operation: DatabaseOperation, count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+
+        mutating func record(_ operation: DatabaseOperation) -> [CheckedContinuation<Void, Never>] {
+            log.append(operation)
+            let ready = waiters.filter { waiter in log.count(where: { $0 == waiter.operation }) >= waiter.count }
+            waiters.removeAll { waiter in log.count(where: { $0 == waiter.operation }) >= waiter.count }
+            return ready.map(\.continuation)
+        }
+    }
+
+    public let base: any CloudDatabase
+    private let storage = Mutex(Storage())
+
+    public init(_ base: any CloudDatabase) {
+        self.base = base
+    }
+
+    public var scope: DatabaseScope { base.scope }
+
+    /// Makes the next `times` requests of `operation` (of any operation when nil) fail with `fault`.
+    public func inject(_ fault: Fault, into operation: DatabaseOperation? = nil, times: Int = 1) {
+        storage.withLock { $0.rules.append(Rule(fault: fault, operation: operation, remaining: times)) }
+    }
+
+    /// Drops every fault not used yet.
+    public func removeFaults() {
+        storage.withLock { $0.rules.removeAll() }
+    }
+
+    /// When true, `CONFLICT` and `EXISTS` results lose their `serverRecord`, as real CloudKit sends none.
+    public var stripsServerRecordFromConflicts: Bool {
+        get { storage.withLock { $0.stripsServerRecord } }
+        set { storage.withLock { $0.stripsServerRecord = newValue } }
+    }
+
+    /// Every request made through this database, in order (schema requests excepted).
+    public var requests: [DatabaseOperation] { storage.withLock { $0.log } }
+
+    public func requestCount(_ operation: DatabaseOperation) -> Int {
+        storage.withLock { $0.log.count(where: { $0 == operation }) }
+    }
+
+    /// Returns once `count` requests of `operation` were started; no real time passes.
+    public func waitForRequests(_ operation: DatabaseOperation, count: Int) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let ready = storage.withLock { storage -> Bool in
+                if storage.log.count(where: { $0 == operation }) >= count { return true }
+                storage.waiters.append((operation, count, continuation))
+                return false
+            }
+            if ready { continuation.resume() }
+        }
+    }
+
+    // MARK: CloudDatabase
+
+    public func modifyZones(_ request: ZonesModifyRequest) async throws -> ZonesResponse {
+        try await perform(.zonesModify) { try await base.modifyZones(request) }
+    }
+
+    public func listZones() async throws -> ZonesResponse {
+        try await perform(.zonesList) { try await base.listZones() }
+    }
+
+    public func lookupZones(_ request: ZonesLookupRequest) async throws -> ZonesResponse {
+        try await perform(.zonesLookup) { try await base.lookupZones(request) }
+    }
+
+    public func modifyRecords(_ request: RecordsModifyRequest) async throws -> RecordsResponse {
+        var response = try await perform(.recordsModify) { try await base.modifyRecords(request) }
+        if stripsServerRecordFromConflicts {
+            response.records = response.records.map { result in
+                guard case .error(var error) = result, error.code == .conflict || error.code == .exists else { return result }
+                error.serverRecord = nil
+                return .error(error)
+            }
+        }
+        return response
+    }
+
+    public func lookupRecords(_ request: RecordsLookupRequest) async throws -> RecordsResponse {
+        try await perform(.recordsLookup) { try await base.lookupRecords(request) }
+    }
+
+    public func queryRecords(_ request: RecordsQueryRequest) async throws -> RecordsQueryResponse {
+        try await perform(.recordsQuery) { try await base.queryRecords(request) }
+    }
+
+    public func fetchDatabaseChanges(_ request: DatabaseChangesRequest) async throws -> DatabaseChangesResponse {
+        try await perform(.changesDatabase) { try await base.fetchDatabaseChanges(request) }
+    }
+
+    public func fetchZoneChanges(_ request: ZoneChangesRequest) async throws -> ZoneChangesResponse {
+        try await perform(.changesZone) { try await base.fetchZoneChanges(request) }
+    }
+
+    public func waitForChanges(since syncToken: String?, timeout: Duration) async throws -> NotificationsResponse {
+        try await perform(.notifications) { try await base.waitForChanges(since: syncToken, timeout: timeout) }
+    }
+
+    public func caller() async throws -> CallerResponse {
+        try await perform(.usersCaller) { try await base.caller() }
+    }
+
+    public func modifySchema(_ schema: CloudSchema) async throws -> CloudSchema {
+        try await base.modifySchema(schema)
+    }
+
+    public func fetchSchema() async throws -> CloudSchema {
+        try await base.fetchSchema()
+    }
+
+    // MARK: Faults
+
+    private func perform<Response>(
+        _ operation: DatabaseOperation, _ request: () async throws -> Response
+    ) async throws -> Response {
+        let (fault, waiters) = storage.withLock { storage -> (Fault?, [CheckedContinuation<Void, Never>]) in
+            let waiters = storage.record(operation)
+            guard let index = storage.rules.firstIndex(where: { $0.operation == nil || $0.operation == operation })
+            else { return (nil, waiters) }
+            let fault = storage.rules[index].fault
+            storage.rules[index].remaining -= 1
+            if storage.rules[index].remaining <= 0 { storage.rules.remove(at: index) }
+            return (fault, waiters)
+        }
+        for waiter in waiters { waiter.resume() }
+        switch fault {
+        case nil:
+            return try await request()
+        case .networkFailure?:
+            throw CloudError(.network, message: "injected network failure before \(operation.rawValue)")
+        case .timeout?:
+            throw CloudError(.timeout, message: "injected timeout of \(operation.rawValue)")
+        case .serverError(let code, let retryAfter)?:
+            throw CloudError.server(
+                ServerError(code, reason: "injected \(code) for \(operation.rawValue)", retryAfter: retryAfter),
+                httpStatus: code.httpStatus)
+        case .responseLost?:
+            _ = try await request()
+            throw CloudError(.network, message: "injected connection drop after \(operation.rawValue) reached the server")
+        }
+    }
+}
