@@ -15,7 +15,7 @@ import NIOHTTP1
 ///
 /// ```swift
 /// let database = HTTPCloudDatabase(
-///     baseURL: "http://127.0.0.1:8080", container: "iCloud.com.example.notes",
+///     baseURL: URL(string: "http://127.0.0.1:8080")!, container: "iCloud.com.example.notes",
 ///     environment: .development, scope: .private, token: userToken, deviceID: "ipad-7")
 /// let zones = try await database.listZones()
 /// ```
@@ -38,15 +38,15 @@ public struct HTTPCloudDatabase: CloudDatabase {
     private let logger: Logger
 
     /// - Parameters:
-    ///   - baseURL: the server's root, without the `/database/1/...` path.
+    ///   - baseURL: the server's root, e.g. `http://127.0.0.1:8080`, without the `/database/1/...` path.
     ///   - token: the user's bearer token; nil for requests without a user.
     ///   - httpClient: the client to send with; by default the process-wide shared one.
     public init(
-        baseURL: String, container: String, environment: CloudEnvironment = .development,
+        baseURL: URL, container: String, environment: CloudEnvironment = .development,
         scope: DatabaseScope = .private, token: String?, deviceID: String, httpClient: HTTPClient = .shared,
-        requestTimeout: Duration = .seconds(30), logger: Logger = Logger(label: "cloudstore.http")
+        requestTimeout: Duration = .seconds(30), logger: Logger = .quiet(label: "cloudstore.http")
     ) {
-        var baseURL = baseURL
+        var baseURL = baseURL.absoluteString
         while baseURL.hasSuffix("/") { baseURL.removeLast() }
         self.baseURL = baseURL
         self.route = DatabaseRoute(container: container, environment: environment)

@@ -35,7 +35,8 @@ extension SyncEngine {
         public var clock: any Clock<Duration> = ContinuousClock()
         /// A source of random numbers in 0..<1 for back-off jitter. Tests inject a fixed one.
         public var jitter: @Sendable () -> Double = { Double.random(in: 0..<1) }
-        public var logger = Logger(label: "cloudstore.sync")
+        /// Where the engine logs; by default warnings and errors only (CloudStore debug level 0).
+        public var logger = Logger.quiet(label: "cloudstore.sync")
         /// Quiet time after the last added change before an automatic send.
         public var sendDebounce: Duration = .seconds(1)
         /// Longest an added change waits for an automatic send while changes keep coming.
@@ -71,5 +72,14 @@ extension SyncEngine {
                 sendDebounce: sendDebounce, maxSendDelay: max(maxSendDelay, sendDebounce), pollInterval: pollInterval,
                 backoffBase: backoffBase, backoffMax: max(backoffMax, backoffBase))
         }
+    }
+}
+
+extension Logger {
+    /// A logger that lets only warnings and errors through, the default when the app passes none.
+    @usableFromInline static func quiet(label: String) -> Logger {
+        var logger = Logger(label: label)
+        logger.logLevel = .warning
+        return logger
     }
 }

@@ -1,10 +1,10 @@
 import Synchronization
 
-/// A clock whose time moves only when a test advances it, so code that waits (back-off,
+/// A `Clock` whose time moves only when a test advances it, so code that waits (back-off,
 /// `retryAfter`, debounce, polling) can be tested without sleeping.
 ///
 /// ```swift
-/// let clock = ManualClock()
+/// let clock = TestClock()
 /// var configuration = SyncEngine.Configuration(database: database, stateSerialization: nil, delegate: device)
 /// configuration.clock = clock
 /// // … the engine hits a 429 with retryAfter 30 and waits:
@@ -12,7 +12,7 @@ import Synchronization
 /// #expect(clock.nextDeadline == clock.now.advanced(by: .seconds(30)))
 /// clock.advance(by: .seconds(30))   // the engine retries now
 /// ```
-public final class ManualClock: Clock, Sendable {
+public final class TestClock: Clock, Sendable {
     public struct Instant: InstantProtocol, CustomStringConvertible {
         /// Time since the clock's origin.
         public var offset: Duration

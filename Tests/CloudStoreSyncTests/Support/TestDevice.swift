@@ -1,0 +1,140 @@
+import CloudStoreSync
+import CloudStoreWire
+import Synchronization
+
+/// One device of a sync test: its records (standing in for the app's database), the engine state
+/// it saved, and every event it handled. It resolves conflicts by a policy, recreates missing
+/// zones, and waits for events without sleeping.
+actor TestDevice: SyncEngineDelegate {
+    enum ConflictPolicy {
+        /// Take the server's copy (the WWDC23 talk's test).
+        case serverWins
+        /// Keep the local values, take the server's change tag, send again.
+        case localWins
+    }
+
+    let name: String
+    private nonisolated let engineReference = Mutex<SyncEngine?>(nil)
+    /// The device's engine; set once by `init`.
+    nonisolated var engine: SyncEngine { engineReference.withLock { $0! } }
+    private(set) var records: [RecordID: Record] = [:]
+    private(set) var savedState: SyncEngine.State.Serialization?
+    private(set) var events: [SyncEngine.Event] = []
+    var conflictPolicy = ConflictPolicy.serverWins
+    var recreatesMissingZones = true
+    private var waiters: [(from: Int, matches: @Sendable (SyncEngine.Event) -> Bool, continuation: CheckedContinuation<SyncEngine.Event, Never>)] = []
+
+    init(
+        _ name: String, database: any CloudDatabase, state: SyncEngine.State.Serialization? = nil,
+        automaticallySync: Bool = false, configure: (inout SyncEngine.Configuration) -> Void = { _ in }
+    ) async {
+        self.name = name
+        var configuration = SyncEngine.Configuration(
+            database: database, stateSerialization: state, delegate: self, automaticallySync: automaticallySync)
+        configure(&configuration)
+        let engine = SyncEngine(configuration)
+        engineReference.withLock { $0 = engine }
+    }
+
+    // MARK: Local edits
+
+    /// Saves a record locally and queues it for sending.
+    func save(_ record: Record) {
+        records[record.recordID] = record
+        engine.state.add(pendingRecordZoneChanges: [.saveRecord(record.recordID)])
+    }
+
+    /// Changes fields of a record locally (keeping its change tag) and queues it.
+    func edit(_ recordID: RecordID, _ fields: [String: FieldValue]) {
+        guard var record = records[recordID] else { return }
+        record.fields.merge(fields) { $1 }
+        save(record)
+    }
+
+    func delete(_ recordID: RecordID) {
+        records[recordID] = nil
+        engine.state.add(pendingRecordZoneChanges: [.deleteRecord(recordID)])
+    }
+
+    func record(_ recordID: RecordID) -> Record? { records[recordID] }
+
+    func setConflictPolicy(_ policy: ConflictPolicy) { conflictPolicy = policy }
+    func setRecreatesMissingZones(_ value: Bool) { recreatesMissingZones = value }
+
+    // MARK: Events
+
+    /// The names of the events handled so far, from `index` on.
+    func eventNames(from index: Int = 0) -> [String] {
+        events[index...].map(\.name)
+    }
+
+    /// Returns the first event from `index` on that matches, waiting for it if needed.
+    @discardableResult
+    func waitForEvent(from index: Int = 0, _ matches: @escaping @Sendable (SyncEngine.Event) -> Bool) async
+        -> SyncEngine.Event
+    {
+        if let event = events[min(index, events.count)...].first(where: matches) { return event }
+        return await withCheckedContinuation { waiters.append((index, matches, $0)) }
+    }
+
+    func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {
+        events.append(event)
+        switch event {
+        case .stateUpdate(let update):
+            savedState = update.stateSerialization
+        case .fetchedRecordZoneChanges(let changes):
+            for record in changes.modifications { records[record.recordID] = record }
+            for deletion in changes.deletions { records[deletion.recordID] = nil }
+            savedState = changes.stateSerialization
+        case .sentRecordZoneChanges(let sent):
+            for record in sent.savedRecords { records[record.recordID] = record }
+            for failure in sent.failedRecordSaves { resolve(failure, syncEngine: syncEngine) }
+            savedState = sent.stateSerialization
+        case .accountChange(let change):
+            if case .switchAccounts = change.changeType { records.removeAll() }
+        default:
+            break
+        }
+        let ready = waiters.filter { events.count - 1 >= $0.from && $0.matches(event) }
+        waiters.removeAll { events.count - 1 >= $0.from && $0.matches(event) }
+        for waiter in ready { waiter.continuation.resume(returning: event) }
+    }
+
+    private func resolve(_ failure: SyncEngine.Event.SentRecordZoneChanges.FailedRecordSave, syncEngine: SyncEngine) {
+        let recordID = failure.record.recordID
+        switch failure.error.code {
+        case .conflict, .exists:
+            guard let serverRecord = failure.error.serverRecord else { return }
+            switch conflictPolicy {
+            case .serverWins:
+                records[recordID] = serverRecord
+            case .localWins:
+                var mine = records[recordID] ?? failure.record
+                mine.recordChangeTag = serverRecord.recordChangeTag
+                records[recordID] = mine
+                syncEngine.state.add(pendingRecordZoneChanges: [.saveRecord(recordID)])
+            }
+        case .zoneNotFound where recreatesMissingZones:
+            syncEngine.state.add(pendingDatabaseChanges: [.saveZone(recordID.zoneID)])
+            syncEngine.state.add(pendingRecordZoneChanges: [.saveRecord(recordID)])
+        default:
+            break
+        }
+    }
+
+    func nextRecordZoneChangeBatch(_ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine) async
+        -> SyncEngine.RecordZoneChangeBatch?
+    {
+        let changes = syncEngine.state.pendingRecordZoneChanges.filter { context.options.scope.contains($0) }
+        return await SyncEngine.RecordZoneChangeBatch(pendingChanges: changes) { recordID in
+            await self.record(recordID)
+        }
+    }
+}
+
+extension SyncEngine.Event {
+    /// The case name, e.g. `fetchedRecordZoneChanges`.
+    var name: String {
+        String(description.prefix { $0 != "(" })
+    }
+}

@@ -1,0 +1,280 @@
+import CloudStoreSync
+import CloudStoreTesting
+import CloudStoreWire
+import Synchronization
+import Testing
+
+@testable import CloudStoreSync
+
+/// Engine mechanics that need exact server answers, against a scripted database. The same
+/// behaviours end to end, against a real server, are in `SyncEngineMultiDeviceTests`.
+@Suite(.timeLimit(.minutes(1))) struct SyncEngineMechanicsTests {
+    let notes = ZoneID(zoneName: "Notes")
+    var notesOnServer: ZoneID { ZoneID(zoneName: "Notes", ownerRecordName: "_u1") }
+
+    func note(_ name: String, _ title: String = "t", tag: String? = nil) -> Record {
+        Record(recordName: name, recordType: "Note", recordChangeTag: tag, zoneID: notes, fields: ["title": .string(title)])
+    }
+
+    /// Echoes saves with a tag, as a server would.
+    static func acceptAll(_ request: RecordsModifyRequest) -> RecordsResponse {
+        RecordsResponse(
+            records: request.operations.map { operation in
+                var record = operation.record
+                if operation.operationType.isDelete { return .record(Record(recordName: record.recordName, deleted: true)) }
+                record.recordChangeTag = "tag-\(record.recordName)"
+                return .record(record)
+            })
+    }
+
+    @Test func fetch_deliversEventsInOrderAndPagesThroughAnEmptyPage() async throws {
+        let server = notesOnServer
+        let database = ScriptedDatabase { script in
+            script.databaseChanges = { _ in
+                DatabaseChangesResponse(
+                    syncToken: "db1", moreComing: false,
+                    zones: [Zone(zoneID: server, syncToken: "x"), Zone(zoneID: ZoneID(zoneName: "Old"), deleted: true, reason: .purged)])
+            }
+            script.zoneChanges = { request in
+                let page: ZoneChanges =
+                    switch request.zones[0].syncToken {
+                    case nil: ZoneChanges(zoneID: server, syncToken: "z1", moreComing: true, records: [Record(recordName: "N1", recordType: "Note", recordChangeTag: "a")])
+                    case "z1": ZoneChanges(zoneID: server, syncToken: "z2", moreComing: true, records: [])
+                    default: ZoneChanges(zoneID: server, syncToken: "z3", moreComing: false, records: [Record(recordName: "N0", recordType: "Note", deleted: true)])
+                    }
+                return ZoneChangesResponse(zones: [.changes(page)])
+            }
+        }
+        let device = await TestDevice("A", database: database)
+        try await device.engine.fetchChanges()
+
+        let names = await device.eventNames().filter { $0 != "stateUpdate" }
+        #expect(
+            names == [
+                "accountChange", "willFetchChanges", "fetchedDatabaseChanges", "willFetchRecordZoneChanges",
+                "fetchedRecordZoneChanges", "fetchedRecordZoneChanges", "didFetchRecordZoneChanges", "didFetchChanges",
+            ])
+        let events = await device.events
+        let pages = events.compactMap { event -> SyncEngine.Event.FetchedRecordZoneChanges? in
+            if case .fetchedRecordZoneChanges(let page) = event { return page }
+            return nil
+        }
+        #expect(pages[0].zoneID == notes, "zones the user owns are named without an owner")
+        #expect(pages[0].modifications.map(\.recordID) == [RecordID(recordName: "N1", zoneID: notes)])
+        #expect(pages[0].stateSerialization.zoneTokens.first?.syncToken == "z1", "the page's state holds the page's token")
+        #expect(pages[1].deletions == [.init(recordID: RecordID(recordName: "N0", zoneID: notes), recordType: "Note")])
+        guard case .fetchedDatabaseChanges(let databaseChanges)? = events.first(where: { $0.name == "fetchedDatabaseChanges" })
+        else { return }
+        #expect(databaseChanges.modifications == [notes])
+        #expect(databaseChanges.deletions.map(\.reason) == [.purged])
+        #expect(device.engine.state.zoneIDsWithUnfetchedServerChanges.isEmpty)
+        let saved = try #require(await device.savedState)
+        #expect(saved.databaseToken == "db1")
+        #expect(saved.zoneTokens.first?.syncToken == "z3")
+    }
+
+    @Test func fetch_expiredZoneTokenRefetchesTheZoneFromScratch() async throws {
+        let server = notesOnServer
+        let requestedTokens = Mutex<[String?]>([])
+        let database = ScriptedDatabase { script in
+            script.databaseChanges = { _ in DatabaseChangesResponse(syncToken: "db1", moreComing: false, zones: []) }
+            script.zoneChanges = { request in
+                let token = request.zones[0].syncToken
+                requestedTokens.withLock { $0.append(token) }
+                if token == "old" {
+                    throw CloudError.server(ServerError(.changeTokenExpired, reason: "too old"), httpStatus: 410)
+                }
+                return ZoneChangesResponse(zones: [
+                    .changes(ZoneChanges(zoneID: server, syncToken: "z1", moreComing: false, records: [Record(recordName: "N1", recordType: "Note")]))
+                ])
+            }
+        }
+        let saved = SyncEngine.State.Serialization(
+            userRecordName: "_u1", databaseToken: "db0", zoneTokens: [.init(zoneID: notes, syncToken: "old")],
+            zonesWithUnfetchedChanges: [notes])
+        let device = await TestDevice("A", database: database, state: saved)
+        try await device.engine.fetchChanges()
+
+        #expect(requestedTokens.withLock { $0 } == ["old", nil])
+        let zoneEvents = await device.events.compactMap { event -> String? in
+            switch event {
+            case .willFetchRecordZoneChanges(let will): "will(fromScratch: \(will.fromScratch))"
+            case .didFetchRecordZoneChanges(let did): "did(\(did.error?.code?.rawValue ?? "ok"))"
+            case .fetchedRecordZoneChanges(let page): "page(\(page.modifications.count))"
+            default: nil
+            }
+        }
+        #expect(
+            zoneEvents == [
+                "will(fromScratch: false)", "did(CHANGE_TOKEN_EXPIRED)", "will(fromScratch: true)", "page(1)", "did(ok)",
+            ])
+    }
+
+    @Test func fetch_malformedDatabaseTokenRefetchesEveryZone() async throws {
+        let tokens = Mutex<[String?]>([])
+        let database = ScriptedDatabase { script in
+            script.databaseChanges = { request in
+                tokens.withLock { $0.append(request.syncToken) }
+                if request.syncToken != nil { throw CloudError.server(ServerError(.badRequest, reason: "bad token"), httpStatus: 400) }
+                return DatabaseChangesResponse(syncToken: "db1", moreComing: false, zones: [])
+            }
+        }
+        let device = await TestDevice(
+            "A", database: database, state: SyncEngine.State.Serialization(userRecordName: "_u1", databaseToken: "garbage"))
+        try await device.engine.fetchChanges()
+        #expect(tokens.withLock { $0 } == ["garbage", nil])
+        #expect(await device.savedState?.databaseToken == "db1")
+    }
+
+    @Test func account_switchDropsTheOldUsersTokensAndPendingChanges() async throws {
+        let database = ScriptedDatabase { script in
+            script.databaseChanges = { _ in DatabaseChangesResponse(syncToken: "db1", moreComing: false, zones: []) }
+        }
+        let old = SyncEngine.State.Serialization(
+            userRecordName: "_old", databaseToken: "db-old",
+            pendingRecordZoneChanges: [.saveRecord(RecordID(recordName: "N1", zoneID: notes))])
+        let device = await TestDevice("A", database: database, state: old)
+        try await device.engine.fetchChanges()
+
+        let change = await device.waitForEvent { $0.name == "accountChange" }
+        guard case .accountChange(let accountChange) = change else { return }
+        #expect(accountChange.changeType == .switchAccounts(previousUser: "_old", currentUser: "_u1"))
+        #expect(device.engine.state.pendingRecordZoneChanges.isEmpty)
+        #expect(await device.savedState?.userRecordName == "_u1")
+    }
+
+    @Test func authenticationFailure_reportsSignOutAndStopsTheEngine() async throws {
+        let database = ScriptedDatabase { script in
+            script.databaseChanges = { _ in
+                throw CloudError.server(ServerError(.authenticationFailed, reason: "bad token"), httpStatus: 401)
+            }
+        }
+        let device = await TestDevice("A", database: database)
+        let error = await #expect(throws: SyncEngineError.self) { try await device.engine.fetchChanges() }
+        #expect(error?.code == .stopped)
+        let signOut = await device.waitForEvent { $0.description.hasPrefix("accountChange(signOut") }
+        #expect(signOut.description == "accountChange(signOut(_u1))")
+        let again = await #expect(throws: SyncEngineError.self) { try await device.engine.sendChanges() }
+        #expect(again?.code == .stopped)
+        #expect(again?.message.contains("create a new SyncEngine") == true)
+    }
+
+    @Test func send_savesZonesBeforeRecords() async throws {
+        let calls = Mutex<[String]>([])
+        let database = ScriptedDatabase { script in
+            script.modifyZones = { request in
+                calls.withLock { $0.append("zones") }
+                return ZonesResponse(zones: request.operations.map { .zone(Zone(zoneID: $0.zone.zoneID, syncToken: "t")) })
+            }
+            script.modifyRecords = { request in
+                calls.withLock { $0.append("records") }
+                return Self.acceptAll(request)
+            }
+        }
+        let device = await TestDevice("A", database: database)
+        await device.save(note("N1"))
+        device.engine.state.add(pendingDatabaseChanges: [.saveZone(notes)])
+        try await device.engine.sendChanges()
+
+        #expect(calls.withLock { $0 } == ["zones", "records"])
+        #expect(device.engine.state.pendingDatabaseChanges.isEmpty)
+        #expect(device.engine.state.pendingRecordZoneChanges.isEmpty)
+        let names = await device.eventNames().filter { $0 != "stateUpdate" }
+        #expect(names == ["accountChange", "willSendChanges", "sentDatabaseChanges", "sentRecordZoneChanges", "didSendChanges"])
+    }
+
+    @Test func send_limitExceededSplitsTheBatchInHalvesUntilItFits() async throws {
+        let sizes = Mutex<[Int]>([])
+        let database = ScriptedDatabase { script in
+            script.modifyRecords = { request in
+                sizes.withLock { $0.append(request.operations.count) }
+                if request.operations.count > 2 || request.operations.contains(where: { $0.record.recordName == "huge" }) {
+                    throw CloudError.server(ServerError(.limitExceeded, reason: "body too large"), httpStatus: 413)
+                }
+                return Self.acceptAll(request)
+            }
+        }
+        let device = await TestDevice("A", database: database)
+        for index in 0..<5 { await device.save(note("N\(index)")) }
+        try await device.engine.sendChanges()
+        #expect(sizes.withLock { $0 } == [5, 2, 3, 1, 2])
+        #expect(device.engine.state.pendingRecordZoneChanges.isEmpty)
+
+        await device.save(note("huge"))
+        try await device.engine.sendChanges()
+        let failed = await device.waitForEvent { event in
+            if case .sentRecordZoneChanges(let sent) = event { return !sent.failedRecordSaves.isEmpty }
+            return false
+        }
+        guard case .sentRecordZoneChanges(let sent) = failed else { return }
+        #expect(sent.failedRecordSaves.map(\.error.code) == [.limitExceeded])
+        #expect(device.engine.state.pendingRecordZoneChanges.isEmpty, "a record too large alone is a failed save")
+    }
+
+    @Test func send_conflictWithoutServerRecordLooksItUp() async throws {
+        let database = ScriptedDatabase { script in
+            script.modifyRecords = { request in
+                RecordsResponse(records: request.operations.map { .error(ServerError(.conflict, recordName: $0.record.recordName)) })
+            }
+            script.lookupRecords = { request in
+                RecordsResponse(records: request.records.map {
+                    .record(Record(recordName: $0.recordName, recordType: "Note", recordChangeTag: "s9", fields: ["title": "server"]))
+                })
+            }
+        }
+        let device = await TestDevice("A", database: database)
+        await device.save(note("N1", "mine", tag: "s1"))
+        try await device.engine.sendChanges()
+
+        let event = await device.waitForEvent { $0.name == "sentRecordZoneChanges" }
+        guard case .sentRecordZoneChanges(let sent) = event else { return }
+        let failure = try #require(sent.failedRecordSaves.first)
+        #expect(failure.error.code == .conflict)
+        #expect(failure.error.serverRecord?.recordChangeTag == "s9")
+        #expect(await device.record(RecordID(recordName: "N1", zoneID: notes))?.fields["title"] == "server")
+    }
+
+    @Test func send_keepsChangesPendingAndThrowsWhenTheRequestFails() async throws {
+        let database = FaultInjectingDatabase(ScriptedDatabase { $0.modifyRecords = Self.acceptAll })
+        database.inject(.networkFailure, into: .recordsModify)
+        let device = await TestDevice("A", database: database)
+        await device.save(note("N1"))
+        let error = await #expect(throws: CloudError.self) { try await device.engine.sendChanges() }
+        #expect(error?.kind == .network)
+        #expect(device.engine.state.pendingRecordZoneChanges.count == 1)
+        try await device.engine.sendChanges()
+        #expect(device.engine.state.pendingRecordZoneChanges.isEmpty)
+    }
+
+    @Test func automatic_honoursRetryAfterOnTheInjectedClock() async throws {
+        let clock = TestClock()
+        let database = FaultInjectingDatabase(ScriptedDatabase { script in
+            script.databaseChanges = { _ in DatabaseChangesResponse(syncToken: "db1", moreComing: false, zones: []) }
+            script.modifyRecords = Self.acceptAll
+        })
+        database.inject(.serverError(.throttled, retryAfter: 30), into: .recordsModify)
+        let device = await TestDevice("A", database: database, automaticallySync: true) { configuration in
+            configuration.clock = clock
+            configuration.listensForPush = false
+            configuration.pollInterval = nil
+            configuration.sendDebounce = .seconds(1)
+        }
+        await device.waitForEvent { $0.name == "didFetchChanges" }
+        await device.save(note("N1"))
+
+        await clock.waitForSleepers()
+        #expect(clock.nextDeadline == clock.now.advanced(by: .seconds(1)), "the send waits for the debounce")
+        clock.advance(by: .seconds(1))
+        await clock.waitForSleepers()
+        #expect(database.requestCount(.recordsModify) == 1)
+        #expect(clock.nextDeadline == clock.now.advanced(by: .seconds(30)), "the 429's retryAfter")
+
+        clock.advance(by: .seconds(29))
+        #expect(clock.sleeperCount == 1)
+        #expect(database.requestCount(.recordsModify) == 1)
+        clock.advance(by: .seconds(1))
+        await device.waitForEvent { $0.name == "sentRecordZoneChanges" }
+        #expect(database.requestCount(.recordsModify) == 2)
+        #expect(device.engine.state.pendingRecordZoneChanges.isEmpty)
+    }
+}
