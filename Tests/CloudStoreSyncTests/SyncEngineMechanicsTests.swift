@@ -277,4 +277,27 @@ import Testing
         #expect(database.requestCount(.recordsModify) == 2)
         #expect(device.engine.state.pendingRecordZoneChanges.isEmpty)
     }
+
+    @Test func cancelOperations_endsASendInFlightAndKeepsItsChangesPending() async throws {
+        let database = FaultInjectingDatabase(ScriptedDatabase { script in
+            script.modifyRecords = { _ in try await waitUntilCancelled() }
+        })
+        let device = await TestDevice("A", database: database)
+        await device.save(note("N1"))
+        let send = Task { try await device.engine.sendChanges() }
+        await database.waitForRequests(.recordsModify, count: 1)
+        await device.engine.cancelOperations()
+        let result = await send.result
+        #expect(throws: SyncEngineError.cancelled) { try result.get() }
+        #expect(device.engine.state.pendingRecordZoneChanges == [.saveRecord(RecordID(recordName: "N1", zoneID: notes))])
+        #expect(await device.eventNames().last == "didSendChanges")
+    }
+
+    @Test func stateUpdate_followsChangesTheAppAddsWithoutSyncing() async throws {
+        let device = await TestDevice("A", database: ScriptedDatabase())
+        await device.save(note("N1"))
+        let update = await device.waitForEvent { $0.name == "stateUpdate" }
+        guard case .stateUpdate(let stateUpdate) = update else { return }
+        #expect(stateUpdate.stateSerialization.pendingRecordZoneChanges == [.saveRecord(RecordID(recordName: "N1", zoneID: notes))])
+    }
 }

@@ -89,11 +89,6 @@ extension SyncEngine {
         }
     }
 
-    private func normalized(_ record: Record) -> Record {
-        var record = record
-        record.zoneID = normalized(record.recordID.zoneID)
-        return record
-    }
 
     /// Sends one batch (one or more requests), looks up server copies for conflicts that came
     /// without one, removes what was settled from the pending changes and reports it. On a
@@ -195,10 +190,9 @@ extension SyncEngine {
             outcome.savedRecords.map { .saveRecord($0.recordID) }
             + outcome.failedRecordSaves.map { .saveRecord($0.record.recordID) }
             + outcome.deletedRecordIDs.map { .deleteRecord($0) } + outcome.failedRecordDeletes.keys.map { .deleteRecord($0) }
-        let user = currentUserRecordName
         state.withStorage { storage in
             let pending = Dictionary(
-                storage.recordChanges.changes.map { (Self.normalized($0, user: user), $0) }, uniquingKeysWith: { first, _ in first })
+                storage.recordChanges.changes.map { (normalized($0), $0) }, uniquingKeysWith: { first, _ in first })
             if storage.recordChanges.removeAcknowledged(settled.compactMap { pending[$0] }, revisions: revisions) {
                 storage.version += 1
             }
@@ -223,16 +217,5 @@ extension SyncEngine {
                     deletedRecordIDs: outcome.deletedRecordIDs, failedRecordDeletes: outcome.failedRecordDeletes,
                     stateSerialization: state.serialization)))
         await emitStateUpdateIfNeeded()
-    }
-
-    static func normalized(_ change: PendingRecordZoneChange, user: String?) -> PendingRecordZoneChange {
-        func normalize(_ recordID: RecordID) -> RecordID {
-            guard let owner = recordID.zoneID.ownerRecordName, owner == user else { return recordID }
-            return RecordID(recordName: recordID.recordName, zoneID: recordID.zoneID.withoutOwner)
-        }
-        switch change {
-        case .saveRecord(let recordID): return .saveRecord(normalize(recordID))
-        case .deleteRecord(let recordID): return .deleteRecord(normalize(recordID))
-        }
     }
 }

@@ -255,6 +255,19 @@ public actor SyncEngine {
     func normalized(_ recordID: RecordID) -> RecordID {
         RecordID(recordName: recordID.recordName, zoneID: normalized(recordID.zoneID))
     }
+
+    func normalized(_ record: Record) -> Record {
+        var record = record
+        record.zoneID = normalized(record.recordID.zoneID)
+        return record
+    }
+
+    func normalized(_ change: PendingRecordZoneChange) -> PendingRecordZoneChange {
+        switch change {
+        case .saveRecord(let recordID): .saveRecord(normalized(recordID))
+        case .deleteRecord(let recordID): .deleteRecord(normalized(recordID))
+        }
+    }
 }
 
 extension CloudError {

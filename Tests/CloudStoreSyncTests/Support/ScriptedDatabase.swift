@@ -8,7 +8,7 @@ final class ScriptedDatabase: CloudDatabase {
     struct Script: Sendable {
         var caller: @Sendable () throws -> CallerResponse = { CallerResponse(userRecordName: "_u1") }
         var modifyZones: @Sendable (ZonesModifyRequest) throws -> ZonesResponse = { _ in throw unscripted("zones/modify") }
-        var modifyRecords: @Sendable (RecordsModifyRequest) throws -> RecordsResponse = { _ in throw unscripted("records/modify") }
+        var modifyRecords: @Sendable (RecordsModifyRequest) async throws -> RecordsResponse = { _ in throw unscripted("records/modify") }
         var lookupRecords: @Sendable (RecordsLookupRequest) throws -> RecordsResponse = { _ in throw unscripted("records/lookup") }
         var databaseChanges: @Sendable (DatabaseChangesRequest) throws -> DatabaseChangesResponse = { _ in
             throw unscripted("changes/database")
@@ -34,7 +34,9 @@ final class ScriptedDatabase: CloudDatabase {
     func modifyZones(_ request: ZonesModifyRequest) async throws -> ZonesResponse { try current.modifyZones(request) }
     func listZones() async throws -> ZonesResponse { throw unscripted("zones/list") }
     func lookupZones(_ request: ZonesLookupRequest) async throws -> ZonesResponse { throw unscripted("zones/lookup") }
-    func modifyRecords(_ request: RecordsModifyRequest) async throws -> RecordsResponse { try current.modifyRecords(request) }
+    func modifyRecords(_ request: RecordsModifyRequest) async throws -> RecordsResponse {
+        try await current.modifyRecords(request)
+    }
     func lookupRecords(_ request: RecordsLookupRequest) async throws -> RecordsResponse { try current.lookupRecords(request) }
     func queryRecords(_ request: RecordsQueryRequest) async throws -> RecordsQueryResponse { throw unscripted("records/query") }
     func fetchDatabaseChanges(_ request: DatabaseChangesRequest) async throws -> DatabaseChangesResponse {
@@ -53,4 +55,18 @@ final class ScriptedDatabase: CloudDatabase {
 
 private func unscripted(_ operation: String) -> CloudError {
     CloudError(.invalidResponse, message: "the test did not script \(operation)")
+}
+
+/// Waits until the task is cancelled, then throws as a cancelled HTTP request does.
+func waitUntilCancelled() async throws -> Never {
+    let never = Mutex<CheckedContinuation<Void, Never>?>(nil)
+    await withTaskCancellationHandler {
+        await withCheckedContinuation { continuation in
+            never.withLock { $0 = continuation }
+            if Task.isCancelled { never.withLock { $0.take() }?.resume() }
+        }
+    } onCancel: {
+        never.withLock { $0.take() }?.resume()
+    }
+    throw CloudError(.cancelled, message: "the request was cancelled")
 }
