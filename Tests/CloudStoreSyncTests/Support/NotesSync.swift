@@ -1,0 +1,203 @@
+import CloudStoreSync
+import CloudStoreWire
+import Logging
+
+// The example of the DocC article "Using the sync engine", compiled and run by
+// `UsingTheSyncEngineExampleTests`. Keep the two in step.
+
+/// A note as the app stores it, with the last copy the server acknowledged (the ancestor for merges).
+struct Note: Sendable, Equatable {
+    var id: String
+    var title: String
+    var body: String
+    var lastServerRecord: Record?
+}
+
+/// The app's persistence. A real app keeps this in SQLite and runs each method in one transaction;
+/// what matters is that the sync state is saved together with the data it describes.
+actor NotesStore {
+    private(set) var notes: [String: Note] = [:]
+    private(set) var syncState: SyncEngine.State.Serialization?
+
+    func note(_ id: String) -> Note? { notes[id] }
+    func put(_ note: Note) { notes[note.id] = note }
+    func remove(_ id: String) { notes[id] = nil }
+    func deleteAll() { notes.removeAll() }
+    func saveSyncState(_ state: SyncEngine.State.Serialization) { syncState = state }
+
+    /// One transaction: the fetched page's records and the state that holds the page's token.
+    func apply(_ changes: SyncEngine.Event.FetchedRecordZoneChanges) {
+        for record in changes.modifications {
+            notes[record.recordName] = Note(
+                id: record.recordName, title: record["title"]?.stringValue ?? "", body: record["body"]?.stringValue ?? "",
+                lastServerRecord: record)
+        }
+        for deletion in changes.deletions { notes[deletion.recordID.recordName] = nil }
+        syncState = changes.stateSerialization
+    }
+
+    /// One transaction: the acknowledged records' new change tags and the state without their changes.
+    func acknowledge(_ sent: SyncEngine.Event.SentRecordZoneChanges) {
+        for record in sent.savedRecords { notes[record.recordName]?.lastServerRecord = record }
+        syncState = sent.stateSerialization
+    }
+}
+
+extension FieldValue {
+    var stringValue: String? {
+        if case .string(let value) = self { return value }
+        return nil
+    }
+}
+
+/// Owns the sync engine for the notes of one user and keeps `NotesStore` in sync with the server.
+actor NotesSync: SyncEngineDelegate {
+    static let zone = ZoneID(zoneName: "Notes")
+
+    let store: NotesStore
+    private let logger: Logger
+    private var engine: SyncEngine!
+
+    init(store: NotesStore, database: any CloudDatabase, automaticallySync: Bool = true) async {
+        self.store = store
+        self.logger = Logger(label: "notes.sync")
+        let configuration = SyncEngine.Configuration(
+            database: database, stateSerialization: await store.syncState, delegate: self,
+            automaticallySync: automaticallySync)
+        engine = SyncEngine(configuration)
+    }
+
+    nonisolated func recordID(_ id: String) -> RecordID { RecordID(recordName: id, zoneID: Self.zone) }
+
+    // MARK: Called by the app after local edits
+
+    func save(_ note: Note) async {
+        var note = note
+        note.lastServerRecord = await store.note(note.id)?.lastServerRecord
+        await store.put(note)
+        engine.state.add(pendingRecordZoneChanges: [.saveRecord(recordID(note.id))])
+    }
+
+    func delete(_ id: String) async {
+        await store.remove(id)
+        engine.state.add(pendingRecordZoneChanges: [.deleteRecord(recordID(id))])
+    }
+
+    /// Pull to refresh; tests use it with `automaticallySync` off.
+    func sync() async throws {
+        try await engine.fetchChanges()
+        try await engine.sendChanges()
+    }
+
+    // MARK: SyncEngineDelegate
+
+    func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {
+        switch event {
+        case .stateUpdate(let update):
+            await store.saveSyncState(update.stateSerialization)
+
+        case .accountChange(let change):
+            switch change.changeType {
+            case .signIn:
+                syncEngine.state.add(pendingDatabaseChanges: [.saveZone(Self.zone)])
+            case .switchAccounts, .signOut:
+                await store.deleteAll()
+            }
+
+        case .fetchedDatabaseChanges(let changes):
+            for deletion in changes.deletions where deletion.zoneID == Self.zone {
+                switch deletion.reason {
+                case .purged:
+                    await store.deleteAll()  // the user wiped their data: do not upload it again
+                case .deleted:
+                    await uploadEverything(syncEngine)  // another device reset the zone: ours is the copy left
+                }
+            }
+
+        case .fetchedRecordZoneChanges(let changes):
+            await store.apply(changes)
+
+        case .sentRecordZoneChanges(let sent):
+            await store.acknowledge(sent)
+            for failure in sent.failedRecordSaves {
+                await resolve(failure, syncEngine: syncEngine)
+            }
+
+        case .sentDatabaseChanges, .willFetchChanges, .willFetchRecordZoneChanges, .didFetchRecordZoneChanges,
+            .didFetchChanges, .willSendChanges, .didSendChanges:
+            break
+        }
+    }
+
+    func nextRecordZoneChangeBatch(_ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine) async
+        -> SyncEngine.RecordZoneChangeBatch?
+    {
+        let changes = syncEngine.state.pendingRecordZoneChanges.filter { context.options.scope.contains($0) }
+        return await SyncEngine.RecordZoneChangeBatch(pendingChanges: changes) { recordID in
+            await self.record(for: recordID.recordName)  // nil: the note is gone; the change is skipped
+        }
+    }
+
+    // MARK: Records
+
+    /// The record to send: the fields on top of the last server copy, so it carries its change tag.
+    private func record(for id: String) async -> Record? {
+        guard let note = await store.note(id) else { return nil }
+        var record = note.lastServerRecord ?? Record(recordType: "Note", recordID: recordID(id))
+        record["title"] = .string(note.title)
+        record["body"] = .string(note.body)
+        return record
+    }
+
+    private func resolve(
+        _ failure: SyncEngine.Event.SentRecordZoneChanges.FailedRecordSave, syncEngine: SyncEngine
+    ) async {
+        let recordID = failure.record.recordID
+        switch failure.error.code {
+        case .conflict, .exists:
+            // Someone else saved first. Merge field by field against the last copy both sides
+            // agreed on: fields only we changed keep ours, everything else takes the server's.
+            guard let serverRecord = failure.error.serverRecord, var note = await store.note(recordID.recordName)
+            else { return }
+            let ancestor = note.lastServerRecord
+            func merged(_ key: String, _ local: String) -> String {
+                let base = ancestor?[key]?.stringValue
+                let server = serverRecord[key]?.stringValue ?? ""
+                let onlyWeChanged = local != base && server == base
+                return onlyWeChanged ? local : server
+            }
+            note.title = merged("title", note.title)
+            note.body = merged("body", note.body)
+            note.lastServerRecord = serverRecord
+            await store.put(note)
+            syncEngine.state.add(pendingRecordZoneChanges: [.saveRecord(recordID)])
+
+        case .zoneNotFound:
+            syncEngine.state.add(pendingDatabaseChanges: [.saveZone(recordID.zoneID)])
+            syncEngine.state.add(pendingRecordZoneChanges: [.saveRecord(recordID)])
+
+        case .notFound:
+            // Deleted on the server while we edited it: keep the edit as a new record.
+            if var note = await store.note(recordID.recordName) {
+                note.lastServerRecord = nil
+                await store.put(note)
+                syncEngine.state.add(pendingRecordZoneChanges: [.saveRecord(recordID)])
+            }
+
+        default:
+            logger.error("Could not save a note", metadata: ["record": "\(recordID)", "error": "\(failure.error)"])
+        }
+    }
+
+    private func uploadEverything(_ syncEngine: SyncEngine) async {
+        let ids = await store.notes.keys
+        for id in ids {
+            if var note = await store.note(id) {
+                note.lastServerRecord = nil
+                await store.put(note)
+            }
+        }
+        syncEngine.state.add(pendingDatabaseChanges: [.saveZone(Self.zone)])
+        syncEngine.state.add(pendingRecordZoneChanges: ids.map { .saveRecord(recordID($0)) })
+    }
+}
