@@ -39,8 +39,14 @@ public struct HTTPCloudDatabase: CloudDatabase {
 
     /// - Parameters:
     ///   - baseURL: the server's root, e.g. `http://127.0.0.1:8080`, without the `/database/1/...` path.
+    ///   - container: the container identifier, e.g. `iCloud.com.example.notes`.
+    ///   - environment: `development` (the schema grows as records arrive) or `production`.
+    ///   - scope: which database of the container: `private` (the user's own), `shared` or `public`.
     ///   - token: the user's bearer token; nil for requests without a user.
+    ///   - deviceID: this device's stable identifier, sent as `X-CloudStore-Device`.
     ///   - httpClient: the client to send with; by default the process-wide shared one.
+    ///   - requestTimeout: how long one request may take before it fails with `.timeout`.
+    ///   - logger: where requests are logged; by default warnings and errors only.
     public init(
         baseURL: URL, container: String, environment: CloudEnvironment = .development,
         scope: DatabaseScope = .private, token: String?, deviceID: String, httpClient: HTTPClient = .shared,

@@ -12,6 +12,7 @@ extension SyncEngine {
         try checkCanOperate()
         do {
             try await checkAccount()
+            logger.notice("Fetching changes", metadata: ["reason": "\(context.reason)"])
             await emit(.willFetchChanges(Event.WillFetchChanges(context: context)))
             let start = clock.now
             do {
@@ -162,6 +163,12 @@ extension SyncEngine {
         var deletions: [Event.FetchedRecordZoneChanges.Deletion] = []
         for var record in page.records {
             record.zoneID = zoneID
+            logger.debug(
+                "Fetched record change",
+                metadata: [
+                    "record": "\(record.recordName)", "zone": "\(zoneID)", "change": "\(record.deleted ? "delete" : "save")",
+                    "tag": "\(record.recordChangeTag ?? "none")",
+                ])
             if record.deleted {
                 deletions.append(.init(recordID: record.recordID, recordType: record.recordType))
             } else {

@@ -21,6 +21,9 @@ extension SyncEngine {
         try checkCanOperate()
         do {
             try await checkAccount()
+            let start = clock.now
+            let pendingBefore = state.withStorage { $0.recordChanges.count + $0.databaseChanges.count }
+            logger.notice("Sending changes", metadata: ["reason": "\(context.reason)", "count": "\(pendingBefore)"])
             await emit(.willSendChanges(Event.WillSendChanges(context: context)))
             let end: SendPassEnd
             do {
@@ -31,6 +34,10 @@ extension SyncEngine {
             }
             await emit(.didSendChanges(Event.DidSendChanges(context: context)))
             await emitStateUpdateIfNeeded()
+            let pendingAfter = state.withStorage { $0.recordChanges.count + $0.databaseChanges.count }
+            logger.notice(
+                "Sent changes",
+                metadata: ["pending": "\(pendingAfter)", "duration": "\(clock.now - start)", "end": "\(end)"])
             switch end {
             case .done:
                 scheduler.succeeded(.send, at: clock.now)

@@ -32,7 +32,7 @@ public protocol SyncEngineDelegate: AnyObject, Sendable {
     /// The next batch of record changes to send, or nil when there is nothing more for now.
     ///
     /// Return only changes inside `context.options.scope`. Build the batch with
-    /// ``SyncEngine/RecordZoneChangeBatch/init(pendingChanges:recordProvider:)``, which stops at
+    /// ``SyncEngine/RecordZoneChangeBatch/init(pendingChanges:atomicByZone:recordProvider:)``, which stops at
     /// the engine's count and size limits and loads each record only when it fits.
     func nextRecordZoneChangeBatch(_ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine) async
         -> SyncEngine.RecordZoneChangeBatch?
