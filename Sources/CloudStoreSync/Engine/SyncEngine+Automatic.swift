@@ -107,10 +107,10 @@ extension SyncEngine {
     }
 
     static func listenForPush(
-        _ engine: WeakReference<SyncEngine>, database: any CloudDatabase, clock: EngineClock,
+        _ engine: WeakReference<SyncEngine>, since token: String, database: any CloudDatabase, clock: EngineClock,
         configuration: Configuration
     ) async {
-        var since = engine.value?.state.withStorage { $0.databaseToken }
+        var since: String? = token
         var failures = 0
         while !Task.isCancelled {
             do {
@@ -126,9 +126,14 @@ extension SyncEngine {
                     await engine.value?.stopFromListener(because: cloudError)
                     return
                 }
-                if cloudError?.code == .changeTokenExpired || cloudError?.code == .badRequest { since = nil }
-                failures += 1
                 guard let strong = engine.value else { return }
+                if Self.rejectsToken(cloudError?.serverError) {
+                    // Listen from now on, and fetch to cover what changed since the rejected token.
+                    since = nil
+                    await strong.pushAnswered(changed: true)
+                    continue
+                }
+                failures += 1
                 await strong.pushFailed(error)
                 let delay = SyncScheduler.backoffDelay(
                     failures: failures, base: configuration.backoffBase,
@@ -161,25 +166,41 @@ final class WeakReference<Object: AnyObject & Sendable>: Sendable {
 final class BackgroundTasks: Sendable {
     private let loop = Mutex<Task<Void, Never>?>(nil)
     private let listener = Mutex<Task<Void, Never>?>(nil)
+    private let isListenerStopped = Mutex(false)
 
     /// Starts the loop (always: it also delivers state updates for the app's own changes) and,
-    /// when syncing automatically with push, the listener.
+    /// when the state already holds a database token, the push listener.
     func start(engine: SyncEngine) {
         let reference = WeakReference(engine)
         let wake = engine.wake
         let clock = engine.clock
-        let configuration = engine.configuration
-        let database = engine.database
         loop.withLock { $0 = Task { await SyncEngine.runLoop(reference, wake: wake, clock: clock) } }
-        guard configuration.automaticallySync && configuration.listensForPush else { return }
-        listener.withLock {
-            $0 = Task {
-                await SyncEngine.listenForPush(reference, database: database, clock: clock, configuration: configuration)
+        startListenerIfNeeded(engine: engine)
+    }
+
+    /// Starts the push listener once, when syncing automatically with push and the state holds a
+    /// database token to listen from. Without a token the server would wait for changes after the
+    /// moment the poll arrives, and miss those made since the last fetch: so the engine calls this
+    /// again after each successful fetch.
+    func startListenerIfNeeded(engine: SyncEngine) {
+        let configuration = engine.configuration
+        guard configuration.automaticallySync && configuration.listensForPush,
+            let since = engine.state.withStorage({ $0.databaseToken })
+        else { return }
+        let reference = WeakReference(engine)
+        let database = engine.database
+        let clock = engine.clock
+        listener.withLock { listener in
+            guard listener == nil, !isListenerStopped.withLock({ $0 }) else { return }
+            listener = Task {
+                await SyncEngine.listenForPush(
+                    reference, since: since, database: database, clock: clock, configuration: configuration)
             }
         }
     }
 
     func cancelListener() {
+        isListenerStopped.withLock { $0 = true }
         listener.withLock { $0 }?.cancel()
     }
 

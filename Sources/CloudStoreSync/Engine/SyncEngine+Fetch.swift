@@ -29,6 +29,7 @@ extension SyncEngine {
             await emitStateUpdateIfNeeded()
             logger.notice("Fetched changes", metadata: ["duration": "\(clock.now - start)"])
             scheduler.succeeded(.fetch, at: clock.now)
+            tasks.startListenerIfNeeded(engine: self)
         } catch {
             throw await settle(error, of: .fetch)
         }
