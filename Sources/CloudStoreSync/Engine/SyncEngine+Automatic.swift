@@ -127,7 +127,7 @@ extension SyncEngine {
                     return
                 }
                 guard let strong = engine.value else { return }
-                if Self.rejectsToken(cloudError?.serverError) {
+                if since != nil && Self.rejectsToken(cloudError?.serverError) {
                     // Listen from now on, and fetch to cover what changed since the rejected token.
                     since = nil
                     await strong.pushAnswered(changed: true)
