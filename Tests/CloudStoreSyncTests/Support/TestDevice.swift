@@ -22,6 +22,8 @@ actor TestDevice: SyncEngineDelegate {
     private(set) var events: [SyncEngine.Event] = []
     var conflictPolicy = ConflictPolicy.serverWins
     var recreatesMissingZones = true
+    /// Records of a zone not seen yet in a fetch from scratch; deleted locally when it completes.
+    private var unseenInFullFetch: [ZoneID: Set<RecordID>] = [:]
     private var waiters: [(from: Int, matches: @Sendable (SyncEngine.Event) -> Bool, continuation: CheckedContinuation<SyncEngine.Event, Never>)] = []
 
     init(
@@ -82,10 +84,21 @@ actor TestDevice: SyncEngineDelegate {
         switch event {
         case .stateUpdate(let update):
             savedState = update.stateSerialization
+        case .willFetchRecordZoneChanges(let will) where will.fromScratch:
+            unseenInFullFetch[will.zoneID] = Set(records.keys.filter { $0.zoneID == will.zoneID })
         case .fetchedRecordZoneChanges(let changes):
-            for record in changes.modifications { records[record.recordID] = record }
+            for record in changes.modifications {
+                records[record.recordID] = record
+                unseenInFullFetch[changes.zoneID]?.remove(record.recordID)
+            }
             for deletion in changes.deletions { records[deletion.recordID] = nil }
             savedState = changes.stateSerialization
+        case .didFetchRecordZoneChanges(let did):
+            // After a complete fetch from scratch, what did not come back no longer exists.
+            if did.error == nil, let unseen = unseenInFullFetch.removeValue(forKey: did.zoneID) {
+                let pending = Set(syncEngine.state.pendingRecordZoneChanges.map(\.recordID))
+                for recordID in unseen where !pending.contains(recordID) { records[recordID] = nil }
+            }
         case .sentRecordZoneChanges(let sent):
             for record in sent.savedRecords { records[record.recordID] = record }
             for failure in sent.failedRecordSaves { resolve(failure, syncEngine: syncEngine) }
