@@ -143,7 +143,7 @@ extension Schema {
             if value.isNull && !attribute.isOptional {
                 problem("the default is null but the attribute is not optional")
             } else if let type = value.type, type != attribute.type {
-                problem("the default is a \(type.rawValue) but the attribute is a \(attribute.type.rawValue)")
+                problem("the default is \(article(type.rawValue)) \(type.rawValue) but the attribute is \(article(attribute.type.rawValue)) \(attribute.type.rawValue)")
             }
         }
         let hasDefault = attribute.defaultValue.map { !$0.isNull } ?? false
@@ -185,7 +185,11 @@ extension Schema {
             problem("inverse \"\(inverseName)\" is not a relationship of \(destination.name)")
             return problems
         }
-        if inverse.destination != entity.name || inverse.inverse != relationship.name {
+        // When the inverse's own inverse is missing or names nothing here, the problem is reported on
+        // the inverse's side; repeating it here would only add noise.
+        let reportedThere =
+            inverse.inverse.map { entity.relationship(named: $0) == nil } ?? destination.isMirrored
+        if !reportedThere && (inverse.destination != entity.name || inverse.inverse != relationship.name) {
             let pointsTo = "\(inverse.destination).\(inverse.inverse ?? "(no inverse)")"
             problem("inverse \(destination.name).\(inverse.name) points back to \(pointsTo), not to \(entity.name).\(relationship.name)")
         }

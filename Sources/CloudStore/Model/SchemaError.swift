@@ -47,3 +47,8 @@ public struct SchemaError: Error, Hashable, Sendable, CustomStringConvertible {
         return (["schema \"\(schema)\" has \(count):"] + problems.map { "  - \($0)" }).joined(separator: "\n")
     }
 }
+
+/// "a" or "an" for a word, as messages need it: "an int64", "a string".
+func article(_ word: String) -> String {
+    ["a", "e", "i", "o", "u"].contains(word.first.map(String.init) ?? "") ? "an" : "a"
+}
