@@ -10,6 +10,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "CloudStoreWire", targets: ["CloudStoreWire"]),
+        .library(name: "CloudStoreLogging", targets: ["CloudStoreLogging"]),
         .library(name: "CloudStoreSync", targets: ["CloudStoreSync"]),
         .library(name: "CloudStore", targets: ["CloudStore"]),
         .library(name: "CloudStoreServer", targets: ["CloudStoreServer"]),
@@ -33,11 +34,16 @@ let package = Package(
         .target(
             name: "CloudStoreWire",
             swiftSettings: swiftSettings),
+        // CLOUDSTORE_DEBUG levels and the log line format every subsystem shares.
+        .target(
+            name: "CloudStoreLogging",
+            dependencies: [.product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings),
         // The CKSyncEngine analogue: bring your own persistence.
         .target(
             name: "CloudStoreSync",
             dependencies: [
-                "CloudStoreWire",
+                "CloudStoreWire", "CloudStoreLogging",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -48,7 +54,7 @@ let package = Package(
         .target(
             name: "CloudStore",
             dependencies: [
-                "CloudStoreWire",
+                "CloudStoreWire", "CloudStoreLogging",
                 "CloudStoreSync",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
@@ -58,7 +64,7 @@ let package = Package(
         .target(
             name: "CloudStoreServer",
             dependencies: [
-                "CloudStoreWire",
+                "CloudStoreWire", "CloudStoreLogging",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -101,6 +107,7 @@ let package = Package(
             swiftSettings: swiftSettings),
 
         .testTarget(name: "CloudStoreWireTests", dependencies: ["CloudStoreWire"], swiftSettings: swiftSettings),
+        .testTarget(name: "CloudStoreLoggingTests", dependencies: ["CloudStoreLogging"], swiftSettings: swiftSettings),
         .testTarget(name: "CloudStoreSyncTests", dependencies: ["CloudStoreSync", "CloudStoreTesting"], swiftSettings: swiftSettings),
         .testTarget(name: "CloudStoreTests", dependencies: ["CloudStore", "CloudStoreTesting"], swiftSettings: swiftSettings),
         .testTarget(name: "CloudStoreServerTests", dependencies: ["CloudStoreServer", "CloudStoreTesting"], swiftSettings: swiftSettings),
