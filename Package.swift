@@ -28,6 +28,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         // The wire contract of PROTOCOL.md: records, IDs, field values, requests, responses, errors.
@@ -70,6 +71,7 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings),
         // Test support shipped to users: loopback servers, fault injection, devices, temporary stores.
@@ -110,7 +112,16 @@ let package = Package(
         .testTarget(name: "CloudStoreLoggingTests", dependencies: ["CloudStoreLogging"], swiftSettings: swiftSettings),
         .testTarget(name: "CloudStoreSyncTests", dependencies: ["CloudStoreSync", "CloudStoreTesting"], swiftSettings: swiftSettings),
         .testTarget(name: "CloudStoreTests", dependencies: ["CloudStore", "CloudStoreTesting"], swiftSettings: swiftSettings),
-        .testTarget(name: "CloudStoreServerTests", dependencies: ["CloudStoreServer", "CloudStoreTesting"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "CloudStoreServerTests",
+            dependencies: [
+                "CloudStoreServer", "CloudStoreTesting",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings),
         .testTarget(name: "CloudStoreCLITests", dependencies: ["CloudStoreCLI", "CloudStoreTesting"], swiftSettings: swiftSettings),
     ]
 )
