@@ -10,6 +10,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "CloudStoreWire", targets: ["CloudStoreWire"]),
+        .library(name: "CloudStoreLogging", targets: ["CloudStoreLogging"]),
         .library(name: "CloudStoreSync", targets: ["CloudStoreSync"]),
         .library(name: "CloudStore", targets: ["CloudStore"]),
         .library(name: "CloudStoreServer", targets: ["CloudStoreServer"]),
@@ -27,17 +28,23 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         // The wire contract of PROTOCOL.md: records, IDs, field values, requests, responses, errors.
         .target(
             name: "CloudStoreWire",
             swiftSettings: swiftSettings),
+        // CLOUDSTORE_DEBUG levels and the log line format every subsystem shares.
+        .target(
+            name: "CloudStoreLogging",
+            dependencies: [.product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings),
         // The CKSyncEngine analogue: bring your own persistence.
         .target(
             name: "CloudStoreSync",
             dependencies: [
-                "CloudStoreWire",
+                "CloudStoreWire", "CloudStoreLogging",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -48,7 +55,7 @@ let package = Package(
         .target(
             name: "CloudStore",
             dependencies: [
-                "CloudStoreWire",
+                "CloudStoreWire", "CloudStoreLogging",
                 "CloudStoreSync",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
@@ -58,12 +65,13 @@ let package = Package(
         .target(
             name: "CloudStoreServer",
             dependencies: [
-                "CloudStoreWire",
+                "CloudStoreWire", "CloudStoreLogging",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings),
         // Test support shipped to users: loopback servers, fault injection, devices, temporary stores.
@@ -101,9 +109,19 @@ let package = Package(
             swiftSettings: swiftSettings),
 
         .testTarget(name: "CloudStoreWireTests", dependencies: ["CloudStoreWire"], swiftSettings: swiftSettings),
+        .testTarget(name: "CloudStoreLoggingTests", dependencies: ["CloudStoreLogging"], swiftSettings: swiftSettings),
         .testTarget(name: "CloudStoreSyncTests", dependencies: ["CloudStoreSync", "CloudStoreTesting"], swiftSettings: swiftSettings),
         .testTarget(name: "CloudStoreTests", dependencies: ["CloudStore", "CloudStoreTesting"], swiftSettings: swiftSettings),
-        .testTarget(name: "CloudStoreServerTests", dependencies: ["CloudStoreServer", "CloudStoreTesting"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "CloudStoreServerTests",
+            dependencies: [
+                "CloudStoreServer", "CloudStoreTesting",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings),
         .testTarget(name: "CloudStoreCLITests", dependencies: ["CloudStoreCLI", "CloudStoreTesting"], swiftSettings: swiftSettings),
     ]
 )

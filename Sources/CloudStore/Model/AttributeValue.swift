@@ -1,0 +1,137 @@
+import Foundation
+
+/// The value of one attribute (or to-one relationship) of an object, independent of Swift types,
+/// SQLite columns and record fields. The store, history, conflict log and record mapping all speak it.
+public enum AttributeValue: Hashable, Sendable {
+    case null
+    case string(String)
+    case int64(Int64)
+    case double(Double)
+    case bool(Bool)
+    /// A date, kept to the millisecond (as records carry it).
+    case date(Date)
+    case data(Data)
+    case uuid(UUID)
+    case url(URL)
+    case decimal(Decimal)
+    /// A JSON document, as canonical text (sorted keys), so equal values compare equal.
+    case json(String)
+
+    public var isNull: Bool { self == .null }
+
+    /// The attribute type this value belongs to; nil for `null`.
+    public var type: AttributeType? {
+        switch self {
+        case .null: nil
+        case .string: .string
+        case .int64: .int64
+        case .double: .double
+        case .bool: .bool
+        case .date: .date
+        case .data: .data
+        case .uuid: .uuid
+        case .url: .url
+        case .decimal: .decimal
+        case .json: .json
+        }
+    }
+
+    /// A date rounded to the millisecond, as every date attribute is stored.
+    public static func date(milliseconds date: Date) -> AttributeValue {
+        .date(Date(millisecondsSince1970: date.millisecondsSince1970))
+    }
+}
+
+extension AttributeValue: CustomStringConvertible {
+    public var description: String {
+        switch self {
+        case .null: "null"
+        case .string(let value): String(reflecting: value)
+        case .int64(let value): String(value)
+        case .double(let value): String(value)
+        case .bool(let value): String(value)
+        case .date(let value): value.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true))
+        case .data(let value): "<\(value.count) bytes>"
+        case .uuid(let value): value.uuidString
+        case .url(let value): value.absoluteString
+        case .decimal(let value): value.description
+        case .json(let value): value
+        }
+    }
+}
+
+/// A tagged JSON form, `{"string": "Hi"}`, `{"date": 1763700000000}` (milliseconds), `{"data":
+/// "<base64>"}`, `null`, used where values are stored as JSON (history tombstones, the conflict log).
+extension AttributeValue: Codable {
+    private enum CodingKeys: String, CodingKey {
+        case string, int64, double, bool, date, data, uuid, url, decimal, json
+    }
+
+    public init(from decoder: any Decoder) throws {
+        if let single = try? decoder.singleValueContainer(), single.decodeNil() {
+            self = .null
+            return
+        }
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        guard let key = container.allKeys.first, container.allKeys.count == 1 else {
+            throw DecodingError.dataCorrupted(
+                DecodingError.Context(
+                    codingPath: decoder.codingPath,
+                    debugDescription: "an attribute value is an object with exactly one type key"))
+        }
+        switch key {
+        case .string: self = .string(try container.decode(String.self, forKey: key))
+        case .int64: self = .int64(try container.decode(Int64.self, forKey: key))
+        case .double: self = .double(try container.decode(Double.self, forKey: key))
+        case .bool: self = .bool(try container.decode(Bool.self, forKey: key))
+        case .date: self = .date(Date(millisecondsSince1970: try container.decode(Int64.self, forKey: key)))
+        case .data:
+            let text = try container.decode(String.self, forKey: key)
+            guard let data = Data(base64Encoded: text) else {
+                throw DecodingError.dataCorruptedError(forKey: key, in: container, debugDescription: "not base64")
+            }
+            self = .data(data)
+        case .uuid: self = .uuid(try container.decode(UUID.self, forKey: key))
+        case .url: self = .url(try container.decode(URL.self, forKey: key))
+        case .decimal:
+            let text = try container.decode(String.self, forKey: key)
+            guard let decimal = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) else {
+                throw DecodingError.dataCorruptedError(forKey: key, in: container, debugDescription: "not a decimal")
+            }
+            self = .decimal(decimal)
+        case .json: self = .json(try container.decode(String.self, forKey: key))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        if case .null = self {
+            var single = encoder.singleValueContainer()
+            try single.encodeNil()
+            return
+        }
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        switch self {
+        case .null: break
+        case .string(let value): try container.encode(value, forKey: .string)
+        case .int64(let value): try container.encode(value, forKey: .int64)
+        case .double(let value): try container.encode(value, forKey: .double)
+        case .bool(let value): try container.encode(value, forKey: .bool)
+        case .date(let value): try container.encode(value.millisecondsSince1970, forKey: .date)
+        case .data(let value): try container.encode(value.base64EncodedString(), forKey: .data)
+        case .uuid(let value): try container.encode(value, forKey: .uuid)
+        case .url(let value): try container.encode(value, forKey: .url)
+        case .decimal(let value): try container.encode(value.description, forKey: .decimal)
+        case .json(let value): try container.encode(value, forKey: .json)
+        }
+    }
+}
+
+extension AttributeValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral,
+    ExpressibleByBooleanLiteral, ExpressibleByNilLiteral
+{
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(integerLiteral value: Int64) { self = .int64(value) }
+    public init(floatLiteral value: Double) { self = .double(value) }
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    public init(nilLiteral: ()) { self = .null }
+}

@@ -1,0 +1,79 @@
+import Foundation
+
+/// A Swift type whose values are objects of one entity of a schema.
+///
+/// Declare a `Codable` struct with a `UUID` `id` and one stored property per attribute; to-one
+/// relationships are `UUID?` properties holding the related object's id; a to-many relationship may be
+/// declared as `[UUID]` (the store fills it when reading and applies it when saving) or left out.
+///
+/// ```swift
+/// struct Note: Entity {
+///     var id = UUID()
+///     var title = ""
+///     var body: String?
+///     var pinned = false
+///     var created: Date?
+///     var priority: Int64 = 0
+///     var folder: UUID?        // to-one relationship
+///     var tags: [UUID] = []    // many-to-many relationship (optional to declare)
+/// }
+/// ```
+///
+/// The entity's name defaults to the type's name; override ``entityName`` when they differ.
+/// Property types are checked against the schema when a store opens (see ``Schema/check(_:)``):
+/// a property whose type or optionality does not match its attribute is an error that names it.
+public protocol Entity: Codable, Sendable, Identifiable where ID == UUID {
+    /// The name of the schema entity this type stores.
+    static var entityName: String { get }
+}
+
+extension Entity {
+    public static var entityName: String { String(describing: Self.self) }
+}
+
+/// The values of one object, independent of its Swift type: what the store saves and reads, what
+/// history and conflicts talk about, and what records are made from.
+public struct EntitySnapshot: Hashable, Sendable {
+    public var entityName: String
+    public var id: UUID
+    /// Attributes and to-one relationships (as `.uuid` or `.null`), by name.
+    public var values: [String: AttributeValue]
+    /// To-many relationships the Swift type declared, as the related objects' ids.
+    public var toMany: [String: [UUID]]
+
+    public init(
+        entityName: String, id: UUID, values: [String: AttributeValue] = [:], toMany: [String: [UUID]] = [:]
+    ) {
+        self.entityName = entityName
+        self.id = id
+        self.values = values
+        self.toMany = toMany
+    }
+
+    public subscript(name: String) -> AttributeValue? {
+        get { values[name] }
+        set { values[name] = newValue }
+    }
+}
+
+/// A Swift type, a snapshot or a record that does not fit its entity, naming the property and what
+/// to change.
+///
+/// ```
+/// Note.priority: the Swift property is a String but the attribute is an int64; declare it as Int64
+/// ```
+public struct EntityError: Error, Hashable, Sendable, CustomStringConvertible {
+    public var entity: String
+    public var property: String?
+    public var message: String
+
+    public init(entity: String, property: String? = nil, _ message: String) {
+        self.entity = entity
+        self.property = property
+        self.message = message
+    }
+
+    public var description: String {
+        property.map { "\(entity).\($0): \(message)" } ?? "\(entity): \(message)"
+    }
+}

@@ -1,0 +1,65 @@
+import CloudStoreWire
+import Crypto
+import Foundation
+
+/// The server-to-server keys the server accepts, and the check of CloudKit's request signature.
+///
+/// A signed request carries `X-Apple-CloudKit-Request-KeyID`, `-ISO8601Date` and `-SignatureV1`;
+/// the signature is base64(DER(ECDSA-P256-SHA256(`date:base64(sha256(body)):path`))) where `path`
+/// has no query string. A request dated more than ten minutes from the server clock is refused.
+struct ServerKeys: Sendable {
+    private let keys: [String: P256.Signing.PublicKey]
+
+    /// Parses each PEM; the error names the key that is not a P-256 public key.
+    init(_ pems: [String: String]) throws(ServerConfigurationError) {
+        var keys: [String: P256.Signing.PublicKey] = [:]
+        for (keyID, pem) in pems {
+            do {
+                keys[keyID] = try P256.Signing.PublicKey(pemRepresentation: pem)
+            } catch {
+                throw ServerConfigurationError(
+                    "server key \(keyID) is not a P-256 public key in PEM: make one with "
+                        + "`openssl ecparam -name prime256v1 -genkey -noout -out key.pem` and "
+                        + "`openssl ec -in key.pem -pubout`")
+            }
+        }
+        self.keys = keys
+    }
+
+    /// The headers of a signed request.
+    struct Signature: Sendable {
+        var keyID: String
+        var date: String?
+        var signature: String?
+    }
+
+    /// Checks a signed request; answers the key ID, or throws 401 `AUTHENTICATION_FAILED` with a
+    /// reason that names the problem but never echoes the signature.
+    func verify(_ signature: Signature, body: [UInt8], path: String, now: Date) throws(APIError) -> String {
+        guard let key = keys[signature.keyID] else {
+            throw APIError(.authenticationFailed, "unknown server-to-server key ID")
+        }
+        guard let dateText = signature.date, let signatureText = signature.signature else {
+            throw APIError(
+                .authenticationFailed,
+                "a signed request needs \(WireHeader.date) and \(WireHeader.signature) headers")
+        }
+        guard let date = ServerToServerSignature.date(from: dateText) else {
+            throw APIError(.authenticationFailed, "\(WireHeader.date) is not an ISO 8601 date like 2026-01-25T22:15:43Z")
+        }
+        guard abs(date.timeIntervalSince(now)) <= ServerToServerSignature.allowedClockSkew else {
+            throw APIError(
+                .authenticationFailed,
+                "the request is dated more than 10 minutes from the server clock: sign it again with the current time")
+        }
+        let bodyHash = Data(SHA256.hash(data: body)).base64EncodedString()
+        let message = ServerToServerSignature.message(date: dateText, bodySHA256Base64: bodyHash, path: path)
+        guard let der = Data(base64Encoded: signatureText),
+            let ecdsa = try? P256.Signing.ECDSASignature(derRepresentation: der),
+            key.isValidSignature(ecdsa, for: Data(message.utf8))
+        else {
+            throw APIError(.authenticationFailed, "the request signature does not verify")
+        }
+        return signature.keyID
+    }
+}

@@ -1,0 +1,120 @@
+import CloudStoreWire
+import Foundation
+import Hummingbird
+
+/// `changes/database` and `changes/zone`.
+///
+/// A zone's changes since a token are the rows written after the token's sequence, in sequence
+/// order, so a record changed several times appears once, in its latest state, and a deleted one as
+/// a tombstone. Token problems answer for the whole request, with the zone named: a malformed token
+/// or one of another zone 400 `BAD_REQUEST`, a token older than purged tombstones (or of a deleted
+/// and recreated zone) 410 `CHANGE_TOKEN_EXPIRED`. A zone that does not exist is a per-zone
+/// `ZONE_NOT_FOUND` item.
+struct ChangesController: Sendable {
+    let services: CloudServices
+
+    func register(on group: RouterGroup<CloudRequestContext>) {
+        group.post(":database/changes/database", use: databaseChanges)
+        group.post(":database/changes/zone", use: zoneChanges)
+    }
+
+    @Sendable func databaseChanges(_ request: Request, context: CloudRequestContext) async throws -> Response {
+        let call = context.authenticated
+        let body = try call.decode(DatabaseChangesRequest.self)
+        let limit = try services.limits.pageSize(body.resultsLimit)
+        let partition = try call.partition()
+        let since = try body.syncToken.map { text throws(APIError) in try Self.databaseSeq(text, partition) } ?? 0
+        let page = try await services.storage.databaseChanges(in: partition, after: since, limit: limit)
+        try Self.checkNotAhead(since, of: page.dbSeq)
+        let moreComing = page.zones.count > limit
+        let zones = Array(page.zones.prefix(limit))
+        let seq = moreComing ? zones.last?.dbSeq ?? since : page.dbSeq
+        context.logger.info(
+            "database changes", metadata: ["database": "\(partition)", "count": "\(zones.count)", "token": "\(seq)"])
+        return try JSONResponse.make(
+            DatabaseChangesResponse(
+                syncToken: SyncToken.database(partition, seq: seq).encoded, moreComing: moreComing,
+                zones: zones.map { zone in
+                    zone.deleted
+                        ? Zone(zoneID: partition.zoneID(zone.name), deleted: true, reason: .deleted)
+                        : Zone(
+                            zoneID: partition.zoneID(zone.name),
+                            syncToken: SyncToken.zone(partition.zone(zone.name), zone, seq: zone.seq).encoded)
+                }))
+    }
+
+    @Sendable func zoneChanges(_ request: Request, context: CloudRequestContext) async throws -> Response {
+        let call = context.authenticated
+        let body = try call.decode(ZoneChangesRequest.self)
+        try services.limits.checkOperationCount(body.zones.count, of: "zones")
+        let partition = try call.partition()
+        var results: [ZoneChangesResult] = []
+        for item in body.zones {
+            let zone = try call.zone(item.zoneID, in: partition)
+            let limit = try services.limits.pageSize(item.resultsLimit ?? body.resultsLimit)
+            let token = try item.syncToken.map { text throws(APIError) in
+                let token = try SyncToken.decode(text, as: .zone)
+                try token.checkBelongs(to: zone)
+                return token
+            }
+            let reachable = partition.scope == .private || (partition.scope == .public && zone.isDefaultZone)
+            guard reachable,
+                let page = try await services.storage.zoneChanges(
+                    in: zone, after: token?.seq ?? 0, limit: limit,
+                    recordTypes: item.desiredRecordTypes ?? body.desiredRecordTypes,
+                    purgingTombstonesBefore: services.clock.now().addingTimeInterval(-services.limits.tombstoneHorizon))
+            else {
+                results.append(.error(services.zoneNotFoundItem(zone)))
+                continue
+            }
+            if let token { try check(token, against: page.zone, zone) }
+            let moreComing = page.records.count > limit
+            let rows = page.records.prefix(limit)
+            let seq = moreComing ? rows.last?.seq ?? 0 : page.zone.seq
+            let desiredKeys = item.desiredKeys ?? body.desiredKeys
+            context.logger.info(
+                "zone changes", metadata: ["zone": "\(zone)", "count": "\(rows.count)", "token": "\(seq)"])
+            results.append(
+                .changes(
+                    ZoneChanges(
+                        zoneID: zone.zoneID, syncToken: SyncToken.zone(zone, page.zone, seq: seq).encoded,
+                        moreComing: moreComing,
+                        records: rows.map { services.present($0, in: zone, desiredKeys: desiredKeys) })))
+        }
+        return try JSONResponse.make(
+            ZoneChangesResponse(zones: results), numbersAsStrings: body.numbersAsStrings ?? false)
+    }
+
+    /// A database token's sequence, once it is known to be this partition's.
+    static func databaseSeq(_ text: String, _ partition: DatabasePartition) throws(APIError) -> Int64 {
+        let token = try SyncToken.decode(text, as: .database)
+        try token.checkBelongs(to: partition)
+        return token.seq
+    }
+
+    /// A token past the server's sequence comes from data the server no longer has (a restored
+    /// backup, say): the client must start over.
+    static func checkNotAhead(_ seq: Int64, of current: Int64, zone: ZoneID? = nil) throws(APIError) {
+        guard seq <= current else {
+            throw APIError(
+                .changeTokenExpired, "the sync token is ahead of the server's data: drop it and fetch from scratch",
+                zoneID: zone)
+        }
+    }
+
+    private func check(_ token: SyncToken, against stored: StoredZone, _ zone: ZoneAddress) throws(APIError) {
+        guard token.incarnation == stored.incarnation else {
+            throw APIError(
+                .changeTokenExpired,
+                "zone \(zone.zoneName) was deleted and created again since this token: drop it and fetch the zone from scratch",
+                zoneID: zone.zoneID)
+        }
+        guard token.seq >= stored.purgedThrough else {
+            throw APIError(
+                .changeTokenExpired,
+                "the sync token of zone \(zone.zoneName) is older than the tombstone horizon: drop it and fetch the zone from scratch",
+                zoneID: zone.zoneID)
+        }
+        try Self.checkNotAhead(token.seq, of: stored.seq, zone: zone.zoneID)
+    }
+}

@@ -1,0 +1,168 @@
+import CloudStoreWire
+import Foundation
+import Hummingbird
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// Builds the CloudStore server as a Hummingbird application: the routes of PROTOCOL.md §3 over
+/// the configured storage. Run it with `runService()` (graceful shutdown on SIGTERM and SIGINT)
+/// or inside your own `ServiceGroup`.
+///
+/// ```swift
+/// let app = try await buildApplication(
+///     configuration: ServerConfiguration(storage: .sqlite(directory: "data"), users: ["t0k3n": "_alice"]),
+///     onListening: { port in print("listening on \(port)") })
+/// try await app.runService()
+/// ```
+///
+/// - Parameter onListening: called once the server accepts connections, with the bound port (the
+///   real one when the configuration asks for port 0).
+public func buildApplication(
+    configuration: ServerConfiguration, onListening: @escaping @Sendable (Int) async -> Void = { _ in }
+) async throws -> some ApplicationProtocol {
+    let storage: any ServerStorage =
+        switch configuration.storage {
+        case .sqlite(let directory):
+            SQLiteStorage(directory: URL(fileURLWithPath: directory), logger: configuration.logger)
+        case .postgres(let url):
+            try PostgresStorage(url: url, logger: configuration.logger)
+        }
+    let services = CloudServices(
+        storage: storage, broker: ChangeBroker(), limits: configuration.limits, clock: configuration.clock,
+        bearerTokens: BearerTokens(configuration.users), serverKeys: try ServerKeys(configuration.serverKeys),
+        rateLimiter: configuration.limits.requestsPerSecondPerUser.map { RateLimiter(requestsPerSecond: $0) },
+        logger: configuration.logger)
+    if services.bearerTokens.isEmpty {
+        configuration.logger.warning(
+            "no users: private and shared databases answer 421 or 401; pass a tokens file to add users")
+    }
+
+    let router = Router(context: CloudRequestContext.self)
+    router.add(middleware: ErrorMiddleware())
+    let database = router.group("database/1/:container/:environment").add(middleware: RequestGate(services: services))
+    ZonesController(services: services).register(on: database)
+    RecordsController(services: services).register(on: database)
+    ChangesController(services: services).register(on: database)
+    NotificationsController(services: services).register(on: database)
+    SchemaController(services: services).register(on: database)
+    UsersController(services: services).register(on: database)
+
+    let port = configuration.port
+    var app = Application(
+        router: router,
+        configuration: ApplicationConfiguration(address: .hostname(configuration.host, port: port), serverName: nil),
+        services: [StorageService(storage: storage, broker: services.broker)],
+        onServerRunning: { channel in await onListening(channel.localAddress?.port ?? port) },
+        logger: configuration.logger)
+    app.beforeServerStarts {
+        try await storage.prepare()
+        configuration.logger.notice("storage ready", metadata: ["storage": "\(configuration.storage)"])
+    }
+    return app
+}
+
+/// Runs the storage's background work (the PostgreSQL pool and change listener) beside the server,
+/// and feeds changes other servers commit to the broker.
+struct StorageService: Service {
+    let storage: any ServerStorage
+    let broker: ChangeBroker
+
+    func run() async throws {
+        let broker = broker
+        try await storage.run(onRemoteChange: { broker.publish($0) })
+    }
+}
+
+/// A CloudStore server running in this process, for tests, demos and embedding.
+///
+/// ```swift
+/// let server = try await CloudServer.start(
+///     configuration: ServerConfiguration(port: 0, storage: .sqlite(directory: dir), users: ["t": "_alice"]))
+/// // ... talk to server.baseURL ...
+/// try await server.shutdown()   // finishes in-flight requests, then stops
+/// ```
+public final class CloudServer: Sendable {
+    /// The port the server listens on.
+    public let port: Int
+    /// `http://<host>:<port>`.
+    public let baseURL: URL
+    private let group: ServiceGroup
+    private let task: Task<Void, any Error>
+
+    private init(port: Int, host: String, group: ServiceGroup, task: Task<Void, any Error>) {
+        self.port = port
+        self.baseURL = URL(string: "http://\(host):\(port)")!
+        self.group = group
+        self.task = task
+    }
+
+    /// Starts a server and returns once it accepts connections; throws if it cannot start (a port in
+    /// use, storage that cannot be opened).
+    public static func start(configuration: ServerConfiguration) async throws -> CloudServer {
+        let listening = ListeningSignal()
+        let app = try await buildApplication(configuration: configuration) { port in listening.succeed(port) }
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(services: [app], logger: configuration.logger))
+        let task = Task {
+            do {
+                try await group.run()
+                listening.fail(ServerConfigurationError("the server stopped before it started listening"))
+            } catch {
+                listening.fail(error)
+                throw error
+            }
+        }
+        let port = try await listening.port()
+        return CloudServer(port: port, host: configuration.host, group: group, task: task)
+    }
+
+    /// Runs a server until SIGTERM or SIGINT, then shuts it down gracefully: in-flight requests
+    /// finish, long polls answer at once.
+    public static func run(
+        configuration: ServerConfiguration, onListening: @escaping @Sendable (Int) async -> Void = { _ in }
+    ) async throws {
+        let app = try await buildApplication(configuration: configuration, onListening: onListening)
+        try await app.runService()
+    }
+
+    /// Stops accepting connections, lets in-flight requests finish, and returns when the server has stopped.
+    public func shutdown() async throws {
+        await group.triggerGracefulShutdown()
+        try await task.value
+    }
+}
+
+/// Hands the bound port from the server's startup to ``CloudServer/start(configuration:)``.
+private final class ListeningSignal: Sendable {
+    private enum State {
+        case waiting(CheckedContinuation<Int, any Error>?)
+        case done(Result<Int, any Error>)
+    }
+
+    private let state = Mutex(State.waiting(nil))
+
+    func succeed(_ port: Int) { finish(.success(port)) }
+    func fail(_ error: any Error) { finish(.failure(error)) }
+
+    private func finish(_ result: Result<Int, any Error>) {
+        let continuation = state.withLock { state -> CheckedContinuation<Int, any Error>? in
+            guard case .waiting(let continuation) = state else { return nil }
+            state = .done(result)
+            return continuation
+        }
+        continuation?.resume(with: result)
+    }
+
+    func port() async throws -> Int {
+        try await withCheckedThrowingContinuation { continuation in
+            let result = state.withLock { state -> Result<Int, any Error>? in
+                switch state {
+                case .waiting: state = .waiting(continuation); return nil
+                case .done(let result): return result
+                }
+            }
+            if let result { continuation.resume(with: result) }
+        }
+    }
+}

@@ -1,0 +1,89 @@
+import CloudStoreWire
+import Foundation
+import Logging
+
+/// Everything a CloudStore server needs to run: where it listens, where it stores, who may call it.
+///
+/// ```swift
+/// let configuration = ServerConfiguration(
+///     port: 0,                                            // any free port
+///     storage: .sqlite(directory: "/var/lib/cloudstore"),
+///     users: ["secret-token-of-alice": "_alice"])
+/// let server = try await CloudServer.start(configuration: configuration)
+/// print(server.baseURL)                                   // http://127.0.0.1:54321
+/// ```
+public struct ServerConfiguration: Sendable {
+    /// Where the server keeps its data.
+    public enum Storage: Hashable, Sendable, CustomStringConvertible {
+        /// One SQLite file per container in a directory, created when absent.
+        case sqlite(directory: String)
+        /// A PostgreSQL database, e.g. `postgres://user:password@127.0.0.1:5432/cloudstore`. The
+        /// tables are created when absent. Add `?schema=name` to keep them in a schema of their own.
+        /// Several servers may share one database.
+        case postgres(url: String)
+
+        public var description: String {
+            switch self {
+            case .sqlite(let directory): "SQLite in \(directory)"
+            case .postgres(let url): "PostgreSQL at \(PostgresURL.redacted(url))"
+            }
+        }
+    }
+
+    public var host: String
+    /// 0 picks a free port.
+    public var port: Int
+    public var storage: Storage
+    /// Bearer token → userRecordName. A request with an unknown token answers 401; without one,
+    /// every database answers 421, except the public database for requests signed with a server key.
+    public var users: [String: String]
+    /// Server-to-server key ID → its P-256 public key in PEM. Signed requests reach the public
+    /// database only.
+    public var serverKeys: [String: String]
+    public var limits: ServerLimits
+    /// The server's notion of now: signature windows, rate limits, record stamps, tombstone horizon.
+    public var clock: ServerClock
+    public var logger: Logger
+
+    public init(
+        host: String = "127.0.0.1", port: Int = 8080, storage: Storage, users: [String: String] = [:],
+        serverKeys: [String: String] = [:], limits: ServerLimits = ServerLimits(), clock: ServerClock = .system,
+        logger: Logger = Logger(label: "cloudstore.server")
+    ) {
+        self.host = host
+        self.port = port
+        self.storage = storage
+        self.users = users
+        self.serverKeys = serverKeys
+        self.limits = limits
+        self.clock = clock
+        self.logger = logger
+    }
+}
+
+/// The server's clock, injectable so tests can move time.
+///
+/// ```swift
+/// let clock = ServerClock { Date(timeIntervalSince1970: 1_800_000_000) }
+/// ```
+public struct ServerClock: Sendable {
+    public var now: @Sendable () -> Date
+
+    public init(now: @escaping @Sendable () -> Date) {
+        self.now = now
+    }
+
+    /// The wall clock.
+    public static let system = ServerClock { Date() }
+}
+
+/// A configuration the server cannot run with; the message names the setting and the fix.
+public struct ServerConfigurationError: Error, CustomStringConvertible {
+    public var message: String
+
+    public init(_ message: String) {
+        self.message = message
+    }
+
+    public var description: String { message }
+}

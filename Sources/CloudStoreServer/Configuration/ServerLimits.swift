@@ -1,0 +1,62 @@
+import CloudStoreWire
+import Foundation
+
+/// The limits of PROTOCOL.md §5, each configurable.
+///
+/// ```swift
+/// var limits = ServerLimits()
+/// limits.requestsPerSecondPerUser = 20   // answer 429 THROTTLED above 20 requests per second
+/// limits.maxBodyBytes = 1 << 20
+/// ```
+public struct ServerLimits: Hashable, Sendable {
+    /// Operations in one `records/modify` or `zones/modify` (and items in one lookup); above it the
+    /// request answers 413 `LIMIT_EXCEEDED`.
+    public var maxOperations: Int
+    /// Records (or zones) in one response page; a larger `resultsLimit` is clamped to it.
+    public var maxResultsLimit: Int
+    /// A request body above it answers 413 `LIMIT_EXCEEDED`; the server never reads more than this.
+    public var maxBodyBytes: Int
+    /// One record's fields, JSON-encoded; above it the record fails with `LIMIT_EXCEEDED`.
+    public var maxRecordBytes: Int
+    /// Requests per second one caller may make (a token bucket with one second of burst), or nil
+    /// for no limit. Above it the request answers 429 `THROTTLED` with `retryAfter`.
+    public var requestsPerSecondPerUser: Double?
+    /// How long tombstones are kept. A zone token older than the tombstones purged after this
+    /// answers 410 `CHANGE_TOKEN_EXPIRED`.
+    public var tombstoneHorizon: TimeInterval
+    /// The longest a long poll on `notifications` may wait.
+    public var maxLongPollSeconds: Double
+
+    public init(
+        maxOperations: Int = 200, maxResultsLimit: Int = 200, maxBodyBytes: Int = 4 << 20,
+        maxRecordBytes: Int = 1 << 20, requestsPerSecondPerUser: Double? = nil,
+        tombstoneHorizon: TimeInterval = 30 * 24 * 3600, maxLongPollSeconds: Double = 60
+    ) {
+        self.maxOperations = maxOperations
+        self.maxResultsLimit = maxResultsLimit
+        self.maxBodyBytes = maxBodyBytes
+        self.maxRecordBytes = maxRecordBytes
+        self.requestsPerSecondPerUser = requestsPerSecondPerUser
+        self.tombstoneHorizon = tombstoneHorizon
+        self.maxLongPollSeconds = maxLongPollSeconds
+    }
+
+    /// The page size for a requested `resultsLimit`: absent means the maximum, a larger one is
+    /// clamped to the maximum, and zero or a negative number is a bad request.
+    func pageSize(_ requested: Int?, field: String = "resultsLimit") throws(APIError) -> Int {
+        guard let requested else { return maxResultsLimit }
+        guard requested > 0 else {
+            throw APIError(.badRequest, "\(field) must be at least 1; it was \(requested)")
+        }
+        return min(requested, maxResultsLimit)
+    }
+
+    /// Throws 413 `LIMIT_EXCEEDED` when a request carries more items than ``maxOperations``.
+    func checkOperationCount(_ count: Int, of what: String) throws(APIError) {
+        guard count <= maxOperations else {
+            throw APIError(
+                .limitExceeded,
+                "\(count) \(what) in one request; the limit is \(maxOperations): split the request")
+        }
+    }
+}

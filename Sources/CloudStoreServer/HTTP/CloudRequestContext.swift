@@ -1,0 +1,87 @@
+import CloudStoreWire
+import Foundation
+import Hummingbird
+
+/// The request context of every route: after ``RequestGate`` it carries the authenticated call.
+struct CloudRequestContext: RequestContext {
+    var coreContext: CoreRequestContextStorage
+    /// Set by ``RequestGate`` before any controller runs.
+    var call: AuthenticatedCall?
+
+    init(source: ApplicationRequestContextSource) {
+        coreContext = CoreRequestContextStorage(source: source)
+    }
+
+    /// The authenticated call; a route outside the gate is a programming error.
+    var authenticated: AuthenticatedCall {
+        guard let call else { preconditionFailure("a database route is registered outside the request gate") }
+        return call
+    }
+}
+
+/// A request that passed the gate: a valid container and environment, a body within the limit,
+/// and a caller.
+struct AuthenticatedCall: Sendable {
+    var caller: Caller
+    var container: String
+    var environment: CloudEnvironment
+    /// The database of the path, for database routes.
+    var scope: DatabaseScope?
+    var body: [UInt8]
+    /// The `X-CloudStore-Device` header, echoed in the stamps of the records this request writes.
+    var deviceID: String?
+
+    /// Decodes the body; a failure answers 400 naming where in the JSON the problem is.
+    func decode<T: Decodable>(_ type: T.Type) throws(APIError) -> T {
+        do {
+            return try WireCoding.decode(type, from: Data(body))
+        } catch {
+            throw APIError(.badRequest, WireCoding.describe(error))
+        }
+    }
+
+    /// The partition of this call's database that the caller may use, or 403/421.
+    ///
+    /// Private and shared databases belong to a user; a server-to-server key reaches the public
+    /// database only.
+    func partition() throws(APIError) -> DatabasePartition {
+        guard let scope else { preconditionFailure("partition() on a route without a database") }
+        switch (scope, caller) {
+        case (.public, _):
+            return DatabasePartition(
+                container: container, environment: environment, scope: .public, owner: DatabasePartition.publicOwner)
+        case (.private, .user(let user)), (.shared, .user(let user)):
+            return DatabasePartition(container: container, environment: environment, scope: scope, owner: user)
+        case (_, .serverKey):
+            throw APIError(
+                .accessDenied,
+                "server-to-server keys reach the public database only; use a user's bearer token for the \(scope.rawValue) database")
+        }
+    }
+
+    /// The zone a request names, in the caller's partition; a zone of another owner is 403.
+    func zone(_ zoneID: ZoneID?, in partition: DatabasePartition) throws(APIError) -> ZoneAddress {
+        let zoneID = zoneID ?? .default
+        if let owner = zoneID.ownerRecordName, owner != partition.owner {
+            let isCallerItself = partition.scope == .public && owner == caller.userRecordName
+            guard isCallerItself else {
+                throw APIError(
+                    .accessDenied, "zone \(zoneID.zoneName) belongs to \(owner); you may use only your own zones",
+                    zoneID: zoneID)
+            }
+        }
+        try ZoneNames.validate(zoneID.zoneName)
+        return partition.zone(zoneID.zoneName)
+    }
+}
+
+/// Rules for zone names.
+enum ZoneNames {
+    /// Non-empty, at most 255 bytes, no control characters.
+    static func validate(_ name: String) throws(APIError) {
+        guard !name.isEmpty, name.utf8.count <= 255, !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+        else {
+            throw APIError(.badRequest, "zone name \"\(name.prefix(64))\" is invalid: use 1 to 255 printable characters")
+        }
+    }
+}

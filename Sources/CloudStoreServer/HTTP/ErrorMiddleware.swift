@@ -1,0 +1,88 @@
+import CloudStoreWire
+import Foundation
+import Hummingbird
+import Logging
+
+/// The outermost middleware: turns every failure into the JSON error body of PROTOCOL.md §4
+/// (unknown routes and wrong methods included), and logs each request at `.info`.
+struct ErrorMiddleware: RouterMiddleware {
+    typealias Context = CloudRequestContext
+
+    func handle(
+        _ request: Request, context: CloudRequestContext,
+        next: (Request, CloudRequestContext) async throws -> Response
+    ) async throws -> Response {
+        let started = ContinuousClock.now
+        var response: Response
+        do {
+            response = try await next(request, context)
+        } catch let error as any HTTPResponseError where error is APIError || error is AtomicFailure {
+            response = try error.response(from: request, context: context)
+        } catch let error as HTTPError {
+            response = try Self.translate(error, request: request).response(from: request, context: context)
+        } catch {
+            context.logger.error("request failed", metadata: ["error": "\(String(reflecting: error))"])
+            response = try APIError(.internalError, "the server failed; retry later")
+                .response(from: request, context: context)
+        }
+        let elapsed = ContinuousClock.now - started
+        context.logger.info(
+            "request",
+            metadata: [
+                "method": "\(request.method)", "path": "\(request.uri.path)", "status": "\(response.status.code)",
+                "ms": "\(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)",
+            ])
+        return response
+    }
+
+    /// Hummingbird's own errors (no route, body too large) as protocol errors.
+    static func translate(_ error: HTTPError, request: Request) -> APIError {
+        switch error.status {
+        case .notFound: return notFound(request)
+        case .contentTooLarge: return APIError(.limitExceeded, "the request body is too large: split the request")
+        default: return APIError(.badRequest, error.body ?? "the request is not valid", status: error.status)
+        }
+    }
+
+    /// Says what is wrong with a path that matched no route: a bad container, environment or
+    /// database is 400, the wrong method 405, an unknown operation 404.
+    static func notFound(_ request: Request) -> APIError {
+        let segments = request.uri.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
+        guard segments.count >= 2, segments[0] == "database" else {
+            return APIError(.notFound, "no route \(request.uri.path): database calls start with /database/1/")
+        }
+        guard segments[1] == "1" else {
+            return APIError(.notFound, "protocol version \(segments[1].prefix(16)) is unknown: use /database/1/")
+        }
+        if segments.count > 2, !DatabaseRoute.isValidContainer(segments[2]) {
+            return APIError(
+                .badRequest, "container \"\(segments[2].prefix(140))\" is invalid: use 1 to 128 of A-Z a-z 0-9 . _ -")
+        }
+        if segments.count > 3, CloudEnvironment(rawValue: segments[3]) == nil {
+            return APIError(
+                .badRequest, "environment \"\(segments[3].prefix(64))\" is unknown: use development or production")
+        }
+        if segments.count > 4, segments[4] != "schema", DatabaseScope(rawValue: segments[4]) == nil {
+            return APIError(
+                .badRequest, "database \"\(segments[4].prefix(64))\" is unknown: use public, private or shared")
+        }
+        let operation = segments.dropFirst(5).joined(separator: "/")
+        if segments.count > 4, segments[4] == "schema" {
+            let method: HTTPRequest.Method = segments.count == 5 ? .get : .post
+            if segments.count <= 6, segments.count == 5 || segments[5] == "modify" {
+                return methodNotAllowed(request, allowed: method)
+            }
+        } else if let known = DatabaseOperation(rawValue: operation) {
+            return methodNotAllowed(request, allowed: known.method == "GET" ? .get : .post)
+        }
+        return APIError(.notFound, "no operation \"\(operation.prefix(64))\" in \(request.uri.path)")
+    }
+
+    private static func methodNotAllowed(_ request: Request, allowed: HTTPRequest.Method) -> APIError {
+        var error = APIError(
+            .badRequest, "\(request.uri.path) takes \(allowed.rawValue), not \(request.method.rawValue)",
+            status: .methodNotAllowed)
+        error.headers[.allow] = allowed.rawValue
+        return error
+    }
+}

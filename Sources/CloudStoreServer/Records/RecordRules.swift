@@ -1,0 +1,85 @@
+import CloudStoreWire
+import Foundation
+
+/// The checks a record passes before the server looks at what is stored: names, field types,
+/// references and size. Each failure is a per-record error that names the record and the problem.
+struct RecordRules: Sendable {
+    var zone: ZoneAddress
+    var maxRecordBytes: Int
+
+    /// Checks what a modify operation sends; nil when it is acceptable.
+    func check(_ record: Record) -> ServerError? {
+        if let problem = Self.recordNameProblem(record.recordName) {
+            return failure(.badRequest, problem, record.recordName)
+        }
+        if let type = record.recordType, let problem = Self.identifierProblem(type, what: "record type") {
+            return failure(.badRequest, problem, record.recordName)
+        }
+        for (name, value) in record.fields.sorted(by: { $0.key < $1.key }) {
+            if let problem = Self.identifierProblem(name, what: "field name") {
+                return failure(.badRequest, problem, record.recordName)
+            }
+            if case .unknown(let type, _) = value {
+                return failure(
+                    .badRequest, "field \(name) has unknown type \(type.prefix(64)): use a type of PROTOCOL.md §2",
+                    record.recordName)
+            }
+            for reference in Self.references(in: value) where reference.action != .none {
+                if let target = reference.zoneID, target.zoneName != zone.zoneName
+                    || (target.ownerRecordName.map { $0 != zone.partition.owner } ?? false)
+                {
+                    return failure(
+                        .badRequest,
+                        "field \(name): a \(reference.action.rawValue) reference must point into the record's own zone",
+                        record.recordName)
+                }
+            }
+        }
+        return sizeProblem(record.fields, recordName: record.recordName)
+    }
+
+    /// 413-style per-record failure when fields encode to more than the limit.
+    func sizeProblem(_ fields: [String: FieldValue], recordName: String) -> ServerError? {
+        let size = (try? WireCoding.encode(fields).count) ?? Int.max
+        guard size > maxRecordBytes else { return nil }
+        return failure(
+            .limitExceeded,
+            "record \(recordName) has \(size) bytes of fields; the limit is \(maxRecordBytes): make it smaller",
+            recordName)
+    }
+
+    func failure(_ code: ServerErrorCode, _ reason: String, _ recordName: String) -> ServerError {
+        ServerError(code, reason: reason, recordName: recordName, zoneID: zone.zoneID)
+    }
+
+    /// Every reference in a value, including the elements of a `REFERENCE_LIST`.
+    static func references(in value: FieldValue) -> [Reference] {
+        switch value {
+        case .reference(let reference): [reference]
+        case .list(let values): values.flatMap(references(in:))
+        default: []
+        }
+    }
+
+    /// Record names: 1 to 255 bytes, no control characters.
+    static func recordNameProblem(_ name: String) -> String? {
+        guard !name.isEmpty, name.utf8.count <= 255,
+            !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+        else {
+            return "record name \"\(name.prefix(64))\" is invalid: use 1 to 255 printable characters"
+        }
+        return nil
+    }
+
+    /// Record type and field names: a letter, then letters, digits, `_` or `.`, at most 255.
+    static func identifierProblem(_ name: String, what: String) -> String? {
+        let bytes = Array(name.utf8)
+        func isLetter(_ byte: UInt8) -> Bool { (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A) }
+        guard let first = bytes.first, isLetter(first), bytes.count <= 255,
+            bytes.allSatisfy({ isLetter($0) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5F || $0 == 0x2E })
+        else {
+            return "\(what) \"\(name.prefix(64))\" is invalid: start with a letter, then letters, digits, _ or ."
+        }
+        return nil
+    }
+}

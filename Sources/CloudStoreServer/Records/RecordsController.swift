@@ -1,0 +1,170 @@
+import CloudStoreWire
+import Crypto
+import Foundation
+import Hummingbird
+
+/// `records/modify`, `records/lookup` and `records/query`.
+///
+/// A request whose zone does not exist answers 404 `ZONE_NOT_FOUND` for the whole request (not per
+/// record): nothing in it could succeed.
+struct RecordsController: Sendable {
+    let services: CloudServices
+
+    func register(on group: RouterGroup<CloudRequestContext>) {
+        group.post(":database/records/modify", use: modify)
+        group.post(":database/records/lookup", use: lookup)
+        group.post(":database/records/query", use: query)
+    }
+
+    @Sendable func modify(_ request: Request, context: CloudRequestContext) async throws -> Response {
+        let call = context.authenticated
+        let body = try call.decode(RecordsModifyRequest.self)
+        try services.limits.checkOperationCount(body.operations.count, of: "operations")
+        var names = Set<String>()
+        for operation in body.operations where !names.insert(operation.record.recordName).inserted {
+            throw APIError(
+                .badRequest, "record \(operation.record.recordName.prefix(64)) appears twice: name each record once per request")
+        }
+        let partition = try call.partition()
+        let zone = try call.zone(body.zoneID, in: partition)
+        try checkZoneCanHoldRecords(zone)
+
+        let rules = RecordRules(zone: zone, maxRecordBytes: services.limits.maxRecordBytes)
+        let operations = body.operations.map { operation in
+            RecordsModifier.Operation(
+                type: operation.operationType, record: operation.record,
+                failure: zoneMismatch(operation.record, zone, rules) ?? rules.check(operation.record))
+        }
+        let atomic = body.atomic ?? true
+        let services = self.services
+        let modifier = RecordsModifier(
+            operations: operations, atomic: atomic,
+            stamp: Record.Stamp(
+                timestamp: services.clock.now(), userRecordName: call.caller.userRecordName, deviceID: call.deviceID),
+            environment: call.environment, rules: rules, present: { services.present($0, in: zone) })
+        guard
+            let (outcomes, written) = try await services.storage.modifyRecords(
+                in: zone, loading: modifier.snapshotRequest, decide: { modifier.plan($0) })
+        else { throw services.zoneNotFound(zone) }
+
+        if !written.isEmpty { services.broker.publish(partition.key) }
+        let rows = Dictionary(written.map { ($0.name, $0) }, uniquingKeysWith: { $1 })
+        for row in written {
+            context.logger.debug(
+                "record written", metadata: ["zone": "\(zone)", "record": "\(row.name)", "deleted": "\(row.isDeleted)"])
+        }
+        context.logger.info(
+            "records modified",
+            metadata: ["zone": "\(zone)", "count": "\(operations.count)", "written": "\(written.count)"])
+
+        var failed = false
+        let results = zip(outcomes, body.operations).map { outcome, operation -> RecordResult in
+            switch outcome {
+            case .saved(let name):
+                guard let row = rows[name] else { return .error(ServerError(.internalError, recordName: name)) }
+                return .record(
+                    services.present(row, in: zone, desiredKeys: operation.desiredKeys ?? body.desiredKeys))
+            case .deleted(let name):
+                return .record(Record(recordName: name, deleted: true))
+            case .failed(let error):
+                failed = true
+                return .error(error)
+            case .atomicError(let name):
+                return .error(
+                    ServerError(
+                        .atomicError, reason: "another operation of this atomic request failed; nothing was saved",
+                        recordName: name, zoneID: zone.zoneID))
+            }
+        }
+        if atomic && failed { throw AtomicFailure(results: results) }
+        return try JSONResponse.make(RecordsResponse(records: results), numbersAsStrings: body.numbersAsStrings ?? false)
+    }
+
+    @Sendable func lookup(_ request: Request, context: CloudRequestContext) async throws -> Response {
+        let call = context.authenticated
+        let body = try call.decode(RecordsLookupRequest.self)
+        try services.limits.checkOperationCount(body.records.count, of: "records")
+        let partition = try call.partition()
+        let zone = try call.zone(body.zoneID, in: partition)
+        try checkZoneCanHoldRecords(zone)
+        guard let rows = try await services.storage.records(named: body.records.map(\.recordName), in: zone) else {
+            throw services.zoneNotFound(zone)
+        }
+        let results = body.records.map { item -> RecordResult in
+            guard let row = rows[item.recordName] else {
+                return .error(
+                    ServerError(
+                        .notFound, reason: "record \(item.recordName.prefix(255)) does not exist",
+                        recordName: item.recordName, zoneID: zone.zoneID))
+            }
+            return .record(services.present(row, in: zone, desiredKeys: item.desiredKeys ?? body.desiredKeys))
+        }
+        return try JSONResponse.make(RecordsResponse(records: results), numbersAsStrings: body.numbersAsStrings ?? false)
+    }
+
+    @Sendable func query(_ request: Request, context: CloudRequestContext) async throws -> Response {
+        let call = context.authenticated
+        let body = try call.decode(RecordsQueryRequest.self)
+        let limit = try services.limits.pageSize(body.resultsLimit)
+        let evaluator = try QueryEvaluator(body.query)
+        let partition = try call.partition()
+        let zone = try call.zone(body.zoneID, in: partition)
+        try checkZoneCanHoldRecords(zone)
+        let marker = try ContinuationMarker(query: body.query, zone: zone)
+        let offset = try body.continuationMarker.map { text throws(APIError) in try marker.offset(from: text) } ?? 0
+        guard let rows = try await services.storage.records(ofType: body.query.recordType, in: zone) else {
+            throw services.zoneNotFound(zone)
+        }
+        let matching = evaluator.run(rows)
+        let page = matching.dropFirst(offset).prefix(limit)
+        let next = offset + page.count < matching.count ? marker.encoded(offset: offset + page.count) : nil
+        let records = page.map { RecordResult.record(services.present($0, in: zone, desiredKeys: body.desiredKeys)) }
+        return try JSONResponse.make(
+            RecordsQueryResponse(records: records, continuationMarker: next),
+            numbersAsStrings: body.numbersAsStrings ?? false)
+    }
+
+    /// Records live in zones of the private and public databases; the shared database has none here,
+    /// and the public database has only its default zone.
+    private func checkZoneCanHoldRecords(_ zone: ZoneAddress) throws(APIError) {
+        switch zone.partition.scope {
+        case .shared: throw services.zoneNotFound(zone)
+        case .public where !zone.isDefaultZone: throw services.zoneNotFound(zone)
+        default: break
+        }
+    }
+
+    private func zoneMismatch(_ record: Record, _ zone: ZoneAddress, _ rules: RecordRules) -> ServerError? {
+        guard let zoneID = record.zoneID else { return nil }
+        let sameOwner = zoneID.ownerRecordName.map { $0 == zone.partition.owner } ?? true
+        guard zoneID.zoneName != zone.zoneName || !sameOwner else { return nil }
+        return rules.failure(
+            .badRequest, "record \(record.recordName) names zone \(zoneID.zoneName), but the request is for zone \(zone.zoneName)",
+            record.recordName)
+    }
+}
+
+/// The opaque `continuationMarker` of `records/query`: an offset tied to one query in one zone.
+struct ContinuationMarker: Sendable {
+    private let fingerprint: String
+
+    init(query: RecordsQueryRequest.Query, zone: ZoneAddress) throws {
+        let data = try WireCoding.encode(query) + Data(zone.description.utf8)
+        fingerprint = SHA256.hash(data: data).prefix(8).map { String(format: "%02x", $0) }.joined()
+    }
+
+    func encoded(offset: Int) -> String {
+        Data("\(offset).\(fingerprint)".utf8).base64EncodedString()
+    }
+
+    func offset(from marker: String) throws(APIError) -> Int {
+        guard let data = Data(base64Encoded: marker), let text = String(data: data, encoding: .utf8) else {
+            throw APIError(.badRequest, "continuationMarker is malformed: start the query again without it")
+        }
+        let parts = text.split(separator: ".")
+        guard parts.count == 2, parts[1] == fingerprint, let offset = Int(parts[0]), offset >= 0 else {
+            throw APIError(.badRequest, "continuationMarker belongs to another query: start the query again without it")
+        }
+        return offset
+    }
+}

@@ -1,0 +1,206 @@
+import CloudStoreWire
+import Foundation
+
+/// The decisions of `records/modify`, as a pure function of the operations and the stored rows.
+///
+/// Operations run in order against the snapshot; each gets an outcome. `VALIDATE` references must
+/// point at records that exist once the request is applied; deleting a record deletes the records
+/// that refer to it with `DELETE_SELF`, transitively (records the request itself writes excepted).
+/// An atomic request with any failure writes nothing and reports `ATOMIC_ERROR` for every
+/// operation that did not fail itself.
+struct RecordsModifier: Sendable {
+    struct Operation: Sendable {
+        var type: RecordsModifyRequest.OperationType
+        var record: Record
+        /// A failure found before reading the snapshot (bad name, unknown type, too large).
+        var failure: ServerError?
+    }
+
+    enum Outcome: Hashable, Sendable {
+        case saved(String)
+        case deleted(String)
+        case failed(ServerError)
+        case atomicError(String)
+    }
+
+    var operations: [Operation]
+    var atomic: Bool
+    /// The stamp of this request's writes: now, the caller, the device.
+    var stamp: Record.Stamp
+    var environment: CloudEnvironment
+    var rules: RecordRules
+    /// How a stored row reads in an error's `serverRecord`.
+    var present: @Sendable (StoredRecord) -> Record
+
+    /// The rows a plan needs: every named record, validating targets, and what deletes may cascade to.
+    var snapshotRequest: RecordSnapshotRequest {
+        var names = Set<String>()
+        var roots = Set<String>()
+        for operation in operations where operation.failure == nil {
+            names.insert(operation.record.recordName)
+            if operation.type.isDelete { roots.insert(operation.record.recordName) }
+            names.formUnion(validateTargets(of: operation.record.fields))
+        }
+        return RecordSnapshotRequest(names: names, cascadeRoots: roots)
+    }
+
+    func plan(_ snapshot: RecordSnapshot) -> (RecordWritePlan, [Outcome]) {
+        var schema = snapshot.schema
+        var outcomes: [Outcome] = []
+        var writes: [Int: RecordWrite] = [:]
+        for (index, operation) in operations.enumerated() {
+            if let failure = operation.failure {
+                outcomes.append(.failed(failure))
+                continue
+            }
+            switch decide(operation, snapshot: snapshot, schema: &schema) {
+            case .success(let write?):
+                writes[index] = write
+                outcomes.append(write.change == .delete ? .deleted(write.name) : .saved(write.name))
+            case .success(nil):
+                outcomes.append(.deleted(operation.record.recordName))
+            case .failure(let error):
+                outcomes.append(.failed(error))
+            }
+        }
+        let cascade = checkReferences(&outcomes, writes: &writes, snapshot: snapshot)
+
+        let failed = outcomes.contains { if case .failed = $0 { true } else { false } }
+        if atomic && failed {
+            let reported = outcomes.enumerated().map { index, outcome -> Outcome in
+                if case .failed = outcome { return outcome }
+                return .atomicError(operations[index].record.recordName)
+            }
+            return (RecordWritePlan(writes: [], schema: nil), reported)
+        }
+        var ordered = writes.sorted { $0.key < $1.key }.map(\.value)
+        ordered += cascade.sorted().compactMap { name in
+            snapshot.records[name].map { RecordWrite(name: name, type: $0.type, change: .delete, time: stamp.timestamp) }
+        }
+        let changedSchema = schema == snapshot.schema || ordered.isEmpty ? nil : schema
+        return (RecordWritePlan(writes: ordered, schema: changedSchema), outcomes)
+    }
+
+    // MARK: - One operation
+
+    private func decide(
+        _ operation: Operation, snapshot: RecordSnapshot, schema: inout CloudSchema
+    ) -> Result<RecordWrite?, ServerError> {
+        let sent = operation.record
+        let name = sent.recordName
+        let live = snapshot.records[name].flatMap { $0.isDeleted ? nil : $0 }
+        let type = operation.type
+
+        if let live, type == .create {
+            return .failure(conflict(.exists, "record \(name) already exists: update it with its change tag", live))
+        }
+        if live == nil, type == .update || type == .replace || type == .delete {
+            return .failure(rules.failure(.notFound, "record \(name) does not exist", name))
+        }
+        if let live, type.checksChangeTag {
+            guard let tag = sent.recordChangeTag else {
+                return .failure(conflict(.conflict, "\(type.rawValue) of \(name) needs its recordChangeTag", live))
+            }
+            guard tag == live.changeTag else {
+                return .failure(
+                    conflict(.conflict, "record \(name) changed on the server: merge with serverRecord and resend with its tag", live))
+            }
+        }
+        if type.isDelete {
+            guard let live else { return .success(nil) }
+            return .success(RecordWrite(name: name, type: live.type, change: .delete, time: stamp.timestamp))
+        }
+
+        guard let recordType = sent.recordType ?? live?.type else {
+            return .failure(rules.failure(.badRequest, "\(type.rawValue) of new record \(name) needs a recordType", name))
+        }
+        if let live, recordType != live.type {
+            return .failure(
+                rules.failure(.badRequest, "record \(name) is a \(live.type); it cannot be saved as a \(recordType)", name))
+        }
+        var fields: [String: FieldValue] = [:]
+        if let content = live?.content, type == .update || type == .forceUpdate {
+            fields = content.fields
+        }
+        for (key, value) in sent.fields {
+            fields[key] = value.isNull ? nil : value
+        }
+        if let problem = rules.sizeProblem(fields, recordName: name) {
+            return .failure(problem)
+        }
+        if let problem = SchemaRules.admit(recordType: recordType, fields: fields, into: &schema, environment: environment) {
+            return .failure(rules.failure(.badRequest, problem, name))
+        }
+        let content = RecordContent(fields: fields, created: live?.content?.created ?? stamp, modified: stamp)
+        return .success(
+            RecordWrite(
+                name: name, type: recordType,
+                change: .save(content: content, deleteSelfTargets: deleteSelfTargets(of: fields)),
+                time: stamp.timestamp))
+    }
+
+    private func conflict(_ code: ServerErrorCode, _ reason: String, _ live: StoredRecord) -> ServerError {
+        var error = rules.failure(code, reason, live.name)
+        error.serverRecord = present(live)
+        return error
+    }
+
+    // MARK: - References
+
+    /// Fails saves whose validating references point at records that will not exist, until
+    /// nothing changes; answers the records deleted by cascade.
+    private func checkReferences(
+        _ outcomes: inout [Outcome], writes: inout [Int: RecordWrite], snapshot: RecordSnapshot
+    ) -> Set<String> {
+        while true {
+            let cascade = cascadedDeletes(writes: writes, snapshot: snapshot)
+            var changed = false
+            for (index, write) in writes {
+                guard case .save(let content, _) = write.change else { continue }
+                for target in validateTargets(of: content.fields) where !exists(target, writes, cascade, snapshot) {
+                    outcomes[index] = .failed(
+                        rules.failure(
+                            .validatingReferenceError,
+                            "record \(write.name) refers to \(target) with VALIDATE, and \(target) does not exist: save it first or in the same request",
+                            write.name))
+                    writes[index] = nil
+                    changed = true
+                    break
+                }
+            }
+            if !changed { return cascade }
+        }
+    }
+
+    private func exists(
+        _ name: String, _ writes: [Int: RecordWrite], _ cascade: Set<String>, _ snapshot: RecordSnapshot
+    ) -> Bool {
+        if let write = writes.values.first(where: { $0.name == name }) { return write.change != .delete }
+        if cascade.contains(name) { return false }
+        if let stored = snapshot.records[name] { return !stored.isDeleted }
+        return false
+    }
+
+    private func cascadedDeletes(writes: [Int: RecordWrite], snapshot: RecordSnapshot) -> Set<String> {
+        let written = Set(writes.values.map(\.name))
+        var frontier = writes.values.filter { $0.change == .delete }.map(\.name)
+        var deleted = Set<String>()
+        while let target = frontier.popLast() {
+            for source in snapshot.deleteSelfReferrers[target] ?? []
+            where !written.contains(source) && !deleted.contains(source) {
+                guard let row = snapshot.records[source], !row.isDeleted else { continue }
+                deleted.insert(source)
+                frontier.append(source)
+            }
+        }
+        return deleted
+    }
+
+    private func validateTargets(of fields: [String: FieldValue]) -> Set<String> {
+        Set(fields.values.flatMap(RecordRules.references(in:)).filter { $0.action == .validate }.map(\.recordName))
+    }
+
+    private func deleteSelfTargets(of fields: [String: FieldValue]) -> Set<String> {
+        Set(fields.values.flatMap(RecordRules.references(in:)).filter { $0.action == .deleteSelf }.map(\.recordName))
+    }
+}

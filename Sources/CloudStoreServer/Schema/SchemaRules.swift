@@ -1,0 +1,98 @@
+import CloudStoreWire
+
+/// How records and schema changes meet the schema of an environment.
+///
+/// In `development` the schema follows the records: saving a new record type or field adds it,
+/// with the type of the value (as CloudKit's just-in-time schema does). In `production` records
+/// must match the schema, and the schema only grows.
+enum SchemaRules {
+    /// Admits a record's fields: in development extends `schema` with what is new; answers the
+    /// reason the record does not fit, or nil.
+    static func admit(
+        recordType: String, fields: [String: FieldValue], into schema: inout CloudSchema,
+        environment: CloudEnvironment
+    ) -> String? {
+        let index = schema.recordTypes.firstIndex { $0.name == recordType }
+        if index == nil, environment == .production {
+            return "record type \(recordType) is not in the production schema: add it with schema/modify"
+        }
+        var type = index.map { schema.recordTypes[$0] } ?? CloudSchema.RecordType(name: recordType, fields: [])
+        var changed = index == nil
+        for (name, value) in fields.sorted(by: { $0.key < $1.key }) {
+            guard let valueType = value.type else { continue }
+            guard let fieldIndex = type.fields.firstIndex(where: { $0.name == name }) else {
+                if environment == .production {
+                    return "field \(recordType).\(name) is not in the production schema: add it with schema/modify"
+                }
+                type.fields.append(CloudSchema.Field(name: name, type: valueType, queryable: true))
+                changed = true
+                continue
+            }
+            let declared = type.fields[fieldIndex].type
+            guard declared.accepts(valueType) else {
+                return "field \(recordType).\(name) is \(declared.rawValue) in the schema, not \(valueType.rawValue)"
+            }
+            if declared == .unknownList, valueType != .unknownList, environment == .development {
+                type.fields[fieldIndex].type = valueType
+                changed = true
+            }
+        }
+        if changed {
+            if let index { schema.recordTypes[index] = type } else { schema.recordTypes.append(type) }
+        }
+        return nil
+    }
+
+    /// The schema after a `schema/modify`, or nil when nothing changes. Record types the request
+    /// names are replaced by the request's version; others stay. In production a field may not be
+    /// removed or retyped (an `UNKNOWN_LIST` may become a concrete list).
+    static func merge(
+        _ request: CloudSchema, into current: CloudSchema, environment: CloudEnvironment
+    ) throws(APIError) -> CloudSchema? {
+        var names = Set<String>()
+        for type in request.recordTypes {
+            if let problem = RecordRules.identifierProblem(type.name, what: "record type") {
+                throw APIError(.badRequest, problem)
+            }
+            guard names.insert(type.name).inserted else {
+                throw APIError(.badRequest, "record type \(type.name) appears twice")
+            }
+            var fieldNames = Set<String>()
+            for field in type.fields {
+                if let problem = RecordRules.identifierProblem(field.name, what: "field name") {
+                    throw APIError(.badRequest, "\(type.name): \(problem)")
+                }
+                guard fieldNames.insert(field.name).inserted else {
+                    throw APIError(.badRequest, "field \(type.name).\(field.name) appears twice")
+                }
+            }
+        }
+        var merged = current
+        for type in request.recordTypes {
+            guard let index = merged.recordTypes.firstIndex(where: { $0.name == type.name }) else {
+                merged.recordTypes.append(type)
+                continue
+            }
+            if environment == .production {
+                for existing in merged.recordTypes[index].fields {
+                    guard let field = type.field(named: existing.name) else {
+                        throw APIError(
+                            .badRequest,
+                            "field \(type.name).\(existing.name) would be removed: a production schema only grows")
+                    }
+                    let refines = existing.type == .unknownList && field.type.isList
+                    guard field.type == existing.type || refines else {
+                        throw APIError(
+                            .badRequest,
+                            "field \(type.name).\(existing.name) would change from \(existing.type.rawValue) to \(field.type.rawValue): a production schema only grows")
+                    }
+                }
+            }
+            merged.recordTypes[index] = type
+        }
+        merged.version = current.version
+        guard merged != current else { return nil }
+        merged.version = (current.version ?? 0) + 1
+        return merged
+    }
+}

@@ -1,0 +1,38 @@
+import CloudStoreWire
+
+/// One database of one owner in one container and environment: everything the server stores is
+/// partitioned by it, and one user's partition is never reachable from another user's requests.
+struct DatabasePartition: Hashable, Sendable, CustomStringConvertible {
+    /// The owner of the public database's zones, as CloudKit names it.
+    static let publicOwner = "_defaultOwner"
+
+    var container: String
+    var environment: CloudEnvironment
+    var scope: DatabaseScope
+    /// The user whose database this is, or ``publicOwner``.
+    var owner: String
+
+    /// A stable text key, used to name the partition in change notifications.
+    var key: String { "\(container)/\(environment.rawValue)/\(scope.rawValue)/\(owner)" }
+
+    var description: String { key }
+
+    func zone(_ zoneName: String) -> ZoneAddress {
+        ZoneAddress(partition: self, zoneName: zoneName)
+    }
+
+    /// The zone ID as responses carry it: with its owner.
+    func zoneID(_ zoneName: String) -> ZoneID {
+        ZoneID(zoneName: zoneName, ownerRecordName: owner)
+    }
+}
+
+/// A zone of a partition.
+struct ZoneAddress: Hashable, Sendable, CustomStringConvertible {
+    var partition: DatabasePartition
+    var zoneName: String
+
+    var isDefaultZone: Bool { zoneName == ZoneID.defaultZoneName }
+    var zoneID: ZoneID { partition.zoneID(zoneName) }
+    var description: String { "\(zoneName)@\(partition.key)" }
+}

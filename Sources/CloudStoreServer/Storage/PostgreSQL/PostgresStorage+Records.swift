@@ -1,0 +1,219 @@
+import CloudStoreWire
+import Foundation
+import PostgresNIO
+
+extension PostgresStorage {
+    static let recordColumns = "name, type, seq, deleted_at, content"
+
+    func recordRows(_ connection: PostgresConnection, _ query: PostgresQuery) async throws -> [StoredRecord] {
+        var records: [StoredRecord] = []
+        for try await (name, type, seq, deletedAt, content) in try await connection.query(query, logger: logger)
+            .decode((String, String, Int64, Int64?, String?).self)
+        {
+            records.append(
+                StoredRecord(
+                    name: name, type: type, seq: seq, content: try content.map(RecordContent.decode),
+                    deletedAt: deletedAt.map(Date.init(millisecondsSince1970:))))
+        }
+        return records
+    }
+
+    /// Rows by name, live and tombstones.
+    func rows(_ connection: PostgresConnection, _ partitionID: Int64, _ zone: String, named names: [String]) async throws
+        -> [String: StoredRecord]
+    {
+        guard !names.isEmpty else { return [:] }
+        let rows = try await recordRows(
+            connection,
+            """
+            SELECT \(unescaped: Self.recordColumns) FROM \(unescaped: table("record"))
+            WHERE partition_id = \(partitionID) AND zone = \(zone) AND name = ANY(\(names))
+            """)
+        return Dictionary(rows.map { ($0.name, $0) }, uniquingKeysWith: { $1 })
+    }
+
+    func modifyRecords<Decision: Sendable>(
+        in zone: ZoneAddress, loading request: RecordSnapshotRequest,
+        decide: @Sendable (RecordSnapshot) throws -> (RecordWritePlan, Decision)
+    ) async throws -> (Decision, [StoredRecord])? {
+        while true {
+            do {
+                return try await transaction { connection in
+                    try await self.modifyRecords(connection, in: zone, loading: request, decide: decide)
+                }
+            } catch is StorageRetry {
+                continue
+            }
+        }
+    }
+
+    private func modifyRecords<Decision: Sendable>(
+        _ connection: PostgresConnection, in zone: ZoneAddress, loading request: RecordSnapshotRequest,
+        decide: @Sendable (RecordSnapshot) throws -> (RecordWritePlan, Decision)
+    ) async throws -> (Decision, [StoredRecord])? {
+        let partition = zone.partition
+        let id = try await lockPartition(connection, partition)
+        guard var stored = try await liveZone(connection, id, zone.zoneName) else { return nil }
+
+        var records = try await rows(connection, id, zone.zoneName, named: Array(request.names))
+        var referrers: [String: Set<String>] = [:]
+        var frontier = Array(request.cascadeRoots)
+        var visited = Set(frontier)
+        while !frontier.isEmpty {
+            let pairs = try await connection.query(
+                """
+                SELECT reference.target, reference.source FROM \(unescaped: table("reference")) AS reference
+                JOIN \(unescaped: table("record")) AS record ON record.partition_id = reference.partition_id
+                    AND record.zone = reference.zone AND record.name = reference.source AND NOT record.deleted
+                WHERE reference.partition_id = \(id) AND reference.zone = \(zone.zoneName)
+                    AND reference.target = ANY(\(frontier))
+                """, logger: logger)
+            frontier = []
+            for try await (target, source) in pairs.decode((String, String).self) {
+                referrers[target, default: []].insert(source)
+                if visited.insert(source).inserted { frontier.append(source) }
+            }
+            let missing = frontier.filter { records[$0] == nil }
+            records.merge(try await rows(connection, id, zone.zoneName, named: missing)) { $1 }
+        }
+        let schema = try await self.schema(
+            connection, container: partition.container, environment: partition.environment)
+        let (plan, decision) = try decide(
+            RecordSnapshot(zone: stored, records: records, deleteSelfReferrers: referrers, schema: schema))
+        guard !plan.writes.isEmpty else { return (decision, []) }
+
+        let dbSeq = try await bumpDatabaseSeq(connection, id, partition)
+        var written: [StoredRecord] = []
+        for write in plan.writes {
+            stored.seq += 1
+            written.append(try await apply(write, seq: stored.seq, connection, id, zone.zoneName))
+        }
+        try await connection.query(
+            """
+            INSERT INTO \(unescaped: table("zone")) (partition_id, name, seq, db_seq) VALUES (\(id), \(zone.zoneName), \(stored.seq), \(dbSeq))
+            ON CONFLICT (partition_id, name) DO UPDATE SET seq = excluded.seq, db_seq = excluded.db_seq
+            """, logger: logger)
+        if let newSchema = plan.schema {
+            guard
+                try await storeSchema(
+                    connection, newSchema, expected: schema.version ?? 0, container: partition.container,
+                    environment: partition.environment)
+            else { throw StorageRetry() }
+        }
+        return (decision, written)
+    }
+
+    private func apply(_ write: RecordWrite, seq: Int64, _ connection: PostgresConnection, _ id: Int64, _ zone: String)
+        async throws -> StoredRecord
+    {
+        try await connection.query(
+            """
+            DELETE FROM \(unescaped: table("reference"))
+            WHERE partition_id = \(id) AND zone = \(zone) AND source = \(write.name)
+            """, logger: logger)
+        let record: StoredRecord
+        switch write.change {
+        case .save(let content, let targets):
+            record = StoredRecord(name: write.name, type: write.type, seq: seq, content: content, deletedAt: nil)
+            if !targets.isEmpty {
+                try await connection.query(
+                    """
+                    INSERT INTO \(unescaped: table("reference")) (partition_id, zone, source, target)
+                    SELECT \(id), \(zone), \(write.name), target FROM unnest(\(Array(targets))) AS target
+                    """, logger: logger)
+            }
+        case .delete:
+            record = StoredRecord(name: write.name, type: write.type, seq: seq, content: nil, deletedAt: write.time)
+        }
+        let content = try record.content?.encoded()
+        try await connection.query(
+            """
+            INSERT INTO \(unescaped: table("record")) (partition_id, zone, name, type, seq, deleted, deleted_at, content)
+            VALUES (\(id), \(zone), \(write.name), \(write.type), \(seq), \(record.isDeleted),
+                \(record.deletedAt?.millisecondsSince1970), \(content))
+            ON CONFLICT (partition_id, zone, name) DO UPDATE SET type = excluded.type, seq = excluded.seq,
+                deleted = excluded.deleted, deleted_at = excluded.deleted_at, content = excluded.content
+            """, logger: logger)
+        return record
+    }
+
+    func records(named names: [String], in zone: ZoneAddress) async throws -> [String: StoredRecord]? {
+        try await snapshot { connection in
+            let id = try await self.partitionID(connection, zone.partition)
+            guard try await self.liveZone(connection, id, zone.zoneName) != nil else { return nil }
+            guard let id else { return [:] }
+            return try await self.rows(connection, id, zone.zoneName, named: Array(Set(names))).filter { !$0.value.isDeleted }
+        }
+    }
+
+    func records(ofType recordType: String, in zone: ZoneAddress) async throws -> [StoredRecord]? {
+        try await snapshot { connection in
+            let id = try await self.partitionID(connection, zone.partition)
+            guard try await self.liveZone(connection, id, zone.zoneName) != nil else { return nil }
+            guard let id else { return [] }
+            return try await self.recordRows(
+                connection,
+                """
+                SELECT \(unescaped: Self.recordColumns) FROM \(unescaped: self.table("record"))
+                WHERE partition_id = \(id) AND zone = \(zone.zoneName) AND type = \(recordType) AND NOT deleted
+                """)
+        }
+    }
+
+    func zoneChanges(
+        in zone: ZoneAddress, after seq: Int64, limit: Int, recordTypes: [String]?, purgingTombstonesBefore cutoff: Date
+    ) async throws -> ZoneChangesPage? {
+        let cutoffMilliseconds = cutoff.millisecondsSince1970
+        let needsPurge = try await snapshot { connection -> Bool in
+            guard let id = try await self.partitionID(connection, zone.partition) else { return false }
+            let rows = try await connection.query(
+                """
+                SELECT 1 FROM \(unescaped: self.table("record"))
+                WHERE partition_id = \(id) AND zone = \(zone.zoneName) AND deleted AND deleted_at < \(cutoffMilliseconds)
+                LIMIT 1
+                """, logger: self.logger)
+            for try await _ in rows { return true }
+            return false
+        }
+        if needsPurge {
+            try await purgeTombstones(in: zone, before: cutoffMilliseconds)
+        }
+        return try await snapshot { connection -> ZoneChangesPage? in
+            let id = try await self.partitionID(connection, zone.partition)
+            guard let stored = try await self.liveZone(connection, id, zone.zoneName) else { return nil }
+            guard let id else { return ZoneChangesPage(zone: stored, records: []) }
+            let typeFilter = recordTypes != nil
+            let records = try await self.recordRows(
+                connection,
+                """
+                SELECT \(unescaped: Self.recordColumns) FROM \(unescaped: self.table("record"))
+                WHERE partition_id = \(id) AND zone = \(zone.zoneName) AND seq > \(seq)
+                    AND (NOT \(typeFilter) OR type = ANY(\(recordTypes ?? [])))
+                ORDER BY seq LIMIT \(limit + 1)
+                """)
+            return ZoneChangesPage(zone: stored, records: records)
+        }
+    }
+
+    /// Removes tombstones deleted before the cutoff and raises the zone's `purged_through` past them.
+    private func purgeTombstones(in zone: ZoneAddress, before cutoff: Int64) async throws {
+        try await transaction { connection in
+            let id = try await self.lockPartition(connection, zone.partition)
+            let rows = try await connection.query(
+                """
+                DELETE FROM \(unescaped: self.table("record"))
+                WHERE partition_id = \(id) AND zone = \(zone.zoneName) AND deleted AND deleted_at < \(cutoff)
+                RETURNING seq
+                """, logger: self.logger)
+            var through: Int64?
+            for try await seq in rows.decode(Int64.self) { through = max(through ?? seq, seq) }
+            guard let through else { return }
+            try await connection.query(
+                """
+                UPDATE \(unescaped: self.table("zone")) SET purged_through = GREATEST(purged_through, \(through))
+                WHERE partition_id = \(id) AND name = \(zone.zoneName)
+                """, logger: self.logger)
+            self.logger.info("tombstones purged", metadata: ["zone": "\(zone)", "token": "\(through)"])
+        }
+    }
+}

@@ -1,0 +1,405 @@
+import CloudStoreWire
+import Foundation
+import Logging
+import PostgresNIO
+import ServiceLifecycle
+
+/// The shared backend: PostgreSQL through PostgresNIO, for several server instances on one database.
+///
+/// Writes run in READ COMMITTED transactions that first lock the partition's row
+/// (`SELECT ... FOR UPDATE`): sequences of a partition are assigned and committed one transaction at
+/// a time, so a change can never become visible after a change with a higher sequence (a reader that
+/// saw sequence 6 cannot miss a later-committed 5). Pages are read in REPEATABLE READ snapshots. Every
+/// commit that changes a partition sends `NOTIFY cloudstore_changes, '<schema>|<partition key>'`;
+/// every instance listens and wakes its long polls.
+final class PostgresStorage: ServerStorage {
+    static let channel = "cloudstore_changes"
+
+    let client: PostgresClient
+    let schemaName: String
+    let logger: Logger
+
+    init(url text: String, logger: Logger) throws {
+        let url = try PostgresURL(text)
+        var configuration = PostgresClient.Configuration(
+            host: url.host, port: url.port, username: url.user, password: url.password, database: url.database,
+            tls: url.requireTLS ? .require(.makeClientConfiguration()) : .disable)
+        configuration.options.maximumConnections = 16
+        configuration.options.connectionIdleTimeout = .seconds(30)
+        client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        schemaName = url.schema
+        self.logger = logger
+    }
+
+    /// A table name qualified by the schema (an identifier checked by ``PostgresURL``).
+    func table(_ name: String) -> String { "\"\(schemaName)\".cloudstore_\(name)" }
+
+    func run(onRemoteChange: @escaping @Sendable (String) -> Void) async throws {
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.client.run() }
+            group.addTask {
+                await cancelWhenGracefulShutdown { await self.listen(onRemoteChange) }
+            }
+        }
+    }
+
+    /// Listens for other instances' commits until cancelled, reconnecting after failures.
+    private func listen(_ onRemoteChange: @escaping @Sendable (String) -> Void) async {
+        let prefix = "\(schemaName)|"
+        while !Task.isCancelled {
+            do {
+                try await client.withConnection { connection in
+                    try await connection.listen(on: Self.channel) { notifications in
+                        for try await notification in notifications where notification.payload.hasPrefix(prefix) {
+                            onRemoteChange(String(notification.payload.dropFirst(prefix.count)))
+                        }
+                    }
+                }
+            } catch {
+                if Task.isCancelled { return }
+                logger.warning("change listener failed; retrying", metadata: ["error": "\(error)"])
+                try? await Task.sleep(for: .seconds(1))
+            }
+        }
+    }
+
+    func prepare() async throws {
+        try await transaction { connection in
+            try await connection.query("SELECT pg_advisory_xact_lock(727272)", logger: self.logger)
+            for statement in self.schemaStatements {
+                try await connection.query(PostgresQuery(unsafeSQL: statement), logger: self.logger)
+            }
+        }
+    }
+
+    private var schemaStatements: [String] {
+        [
+            "CREATE SCHEMA IF NOT EXISTS \"\(schemaName)\"",
+            """
+            CREATE TABLE IF NOT EXISTS \(table("partition")) (
+                id BIGSERIAL PRIMARY KEY,
+                container TEXT NOT NULL,
+                environment TEXT NOT NULL,
+                scope TEXT NOT NULL,
+                owner TEXT NOT NULL,
+                db_seq BIGINT NOT NULL DEFAULT 0,
+                UNIQUE (container, environment, scope, owner))
+            """,
+            """
+            CREATE TABLE IF NOT EXISTS \(table("zone")) (
+                partition_id BIGINT NOT NULL REFERENCES \(table("partition")) (id),
+                name TEXT NOT NULL,
+                seq BIGINT NOT NULL DEFAULT 0,
+                db_seq BIGINT NOT NULL DEFAULT 0,
+                incarnation BIGINT NOT NULL DEFAULT 0,
+                purged_through BIGINT NOT NULL DEFAULT 0,
+                deleted BOOLEAN NOT NULL DEFAULT FALSE,
+                PRIMARY KEY (partition_id, name))
+            """,
+            "CREATE INDEX IF NOT EXISTS cloudstore_zone_by_db_seq ON \(table("zone")) (partition_id, db_seq)",
+            """
+            CREATE TABLE IF NOT EXISTS \(table("record")) (
+                partition_id BIGINT NOT NULL,
+                zone TEXT NOT NULL,
+                name TEXT NOT NULL,
+                type TEXT NOT NULL,
+                seq BIGINT NOT NULL,
+                deleted BOOLEAN NOT NULL DEFAULT FALSE,
+                deleted_at BIGINT,
+                content TEXT,
+                PRIMARY KEY (partition_id, zone, name))
+            """,
+            "CREATE INDEX IF NOT EXISTS cloudstore_record_by_seq ON \(table("record")) (partition_id, zone, seq)",
+            "CREATE INDEX IF NOT EXISTS cloudstore_record_by_type ON \(table("record")) (partition_id, zone, type)",
+            """
+            CREATE INDEX IF NOT EXISTS cloudstore_record_tombstones ON \(table("record")) (partition_id, zone, deleted_at)
+            WHERE deleted
+            """,
+            """
+            CREATE TABLE IF NOT EXISTS \(table("reference")) (
+                partition_id BIGINT NOT NULL,
+                zone TEXT NOT NULL,
+                source TEXT NOT NULL,
+                target TEXT NOT NULL,
+                PRIMARY KEY (partition_id, zone, source, target))
+            """,
+            "CREATE INDEX IF NOT EXISTS cloudstore_reference_by_target ON \(table("reference")) (partition_id, zone, target)",
+            """
+            CREATE TABLE IF NOT EXISTS \(table("schema")) (
+                container TEXT NOT NULL,
+                environment TEXT NOT NULL,
+                version BIGINT NOT NULL,
+                content TEXT NOT NULL,
+                PRIMARY KEY (container, environment))
+            """,
+        ]
+    }
+
+    // MARK: - Transactions
+
+    /// Runs `body` in a READ COMMITTED transaction; rolls back when it throws, rethrowing its error.
+    func transaction<T: Sendable>(_ body: @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        try await client.withConnection { connection in
+            try await connection.query("BEGIN", logger: self.logger)
+            do {
+                let value = try await body(connection)
+                try await connection.query("COMMIT", logger: self.logger)
+                return value
+            } catch {
+                _ = try? await connection.query("ROLLBACK", logger: self.logger)
+                throw error
+            }
+        }
+    }
+
+    /// Runs `body` in a read-only REPEATABLE READ transaction: one snapshot for every statement.
+    func snapshot<T: Sendable>(_ body: @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        try await transaction { connection in
+            try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: self.logger)
+            return try await body(connection)
+        }
+    }
+
+    // MARK: - Partitions and zones
+
+    func partitionID(_ connection: PostgresConnection, _ partition: DatabasePartition, lock: Bool = false) async throws
+        -> Int64?
+    {
+        let rows = try await connection.query(
+            """
+            SELECT id FROM \(unescaped: table("partition"))
+            WHERE container = \(partition.container) AND environment = \(partition.environment.rawValue)
+                AND scope = \(partition.scope.rawValue) AND owner = \(partition.owner)
+            \(unescaped: lock ? "FOR UPDATE" : "")
+            """, logger: logger)
+        for try await id in rows.decode(Int64.self) { return id }
+        return nil
+    }
+
+    /// The partition's row ID, creating the row, locked until the transaction ends: every write to a
+    /// partition goes through here first, which serializes them.
+    func lockPartition(_ connection: PostgresConnection, _ partition: DatabasePartition) async throws -> Int64 {
+        try await connection.query(
+            """
+            INSERT INTO \(unescaped: table("partition")) (container, environment, scope, owner)
+            VALUES (\(partition.container), \(partition.environment.rawValue), \(partition.scope.rawValue), \(partition.owner))
+            ON CONFLICT DO NOTHING
+            """, logger: logger)
+        guard let id = try await partitionID(connection, partition, lock: true) else {
+            throw PostgresStorageError("the row of partition \(partition) vanished")
+        }
+        return id
+    }
+
+    /// Raises the partition's database sequence, tells other instances, and answers the new value.
+    func bumpDatabaseSeq(_ connection: PostgresConnection, _ partitionID: Int64, _ partition: DatabasePartition)
+        async throws -> Int64
+    {
+        let rows = try await connection.query(
+            "UPDATE \(unescaped: table("partition")) SET db_seq = db_seq + 1 WHERE id = \(partitionID) RETURNING db_seq",
+            logger: logger)
+        var seq: Int64 = 0
+        for try await value in rows.decode(Int64.self) { seq = value }
+        try await connection.query(
+            "SELECT pg_notify(\(Self.channel), \("\(schemaName)|\(partition.key)"))", logger: logger)
+        return seq
+    }
+
+    static let zoneColumns = "name, seq, db_seq, incarnation, purged_through, deleted"
+
+    func zoneRows(_ connection: PostgresConnection, _ query: PostgresQuery) async throws -> [StoredZone] {
+        var zones: [StoredZone] = []
+        for try await (name, seq, dbSeq, incarnation, purged, deleted) in try await connection.query(query, logger: logger)
+            .decode((String, Int64, Int64, Int64, Int64, Bool).self)
+        {
+            zones.append(
+                StoredZone(
+                    name: name, seq: seq, dbSeq: dbSeq, incarnation: incarnation, purgedThrough: purged, deleted: deleted))
+        }
+        return zones
+    }
+
+    /// A zone's row, live or deleted.
+    func zoneRow(_ connection: PostgresConnection, _ partitionID: Int64, _ name: String) async throws -> StoredZone? {
+        try await zoneRows(
+            connection,
+            "SELECT \(unescaped: Self.zoneColumns) FROM \(unescaped: table("zone")) WHERE partition_id = \(partitionID) AND name = \(name)"
+        ).first
+    }
+
+    /// A live zone; the default zone always, pristine when it has no row.
+    func liveZone(_ connection: PostgresConnection, _ partitionID: Int64?, _ name: String) async throws -> StoredZone? {
+        if let partitionID, let stored = try await zoneRow(connection, partitionID, name), !stored.deleted {
+            return stored
+        }
+        return name == ZoneID.defaultZoneName ? .pristineDefaultZone() : nil
+    }
+
+    func zones(in partition: DatabasePartition) async throws -> [StoredZone] {
+        try await snapshot { connection in
+            guard let id = try await self.partitionID(connection, partition) else {
+                return StoredZone.defaultZoneFirst([])
+            }
+            return StoredZone.defaultZoneFirst(
+                try await self.zoneRows(
+                    connection,
+                    """
+                    SELECT \(unescaped: Self.zoneColumns) FROM \(unescaped: self.table("zone"))
+                    WHERE partition_id = \(id) AND NOT deleted ORDER BY name
+                    """))
+        }
+    }
+
+    func zones(named names: [String], in partition: DatabasePartition) async throws -> [String: StoredZone] {
+        try await snapshot { connection in
+            let id = try await self.partitionID(connection, partition)
+            var found: [String: StoredZone] = [:]
+            for name in Set(names) {
+                found[name] = try await self.liveZone(connection, id, name)
+            }
+            return found
+        }
+    }
+
+    func modifyZones(_ changes: [ZoneChange], in partition: DatabasePartition) async throws -> [StoredZone?] {
+        try await transaction { connection in
+            let id = try await self.lockPartition(connection, partition)
+            var results: [StoredZone?] = []
+            for change in changes {
+                switch change {
+                case .create(let name):
+                    if let live = try await self.liveZone(connection, id, name) {
+                        results.append(live)
+                        continue
+                    }
+                    let dbSeq = try await self.bumpDatabaseSeq(connection, id, partition)
+                    try await connection.query(
+                        """
+                        INSERT INTO \(unescaped: self.table("zone")) (partition_id, name, seq, db_seq, incarnation, purged_through)
+                        VALUES (\(id), \(name), 0, \(dbSeq), \(dbSeq), 0)
+                        ON CONFLICT (partition_id, name) DO UPDATE SET
+                            deleted = FALSE, db_seq = excluded.db_seq, incarnation = excluded.incarnation,
+                            purged_through = \(unescaped: self.table("zone")).seq
+                        """, logger: self.logger)
+                    results.append(try await self.zoneRow(connection, id, name))
+                case .delete(let name):
+                    guard let live = try await self.zoneRow(connection, id, name), !live.deleted else {
+                        results.append(nil)
+                        continue
+                    }
+                    let dbSeq = try await self.bumpDatabaseSeq(connection, id, partition)
+                    try await connection.query(
+                        "DELETE FROM \(unescaped: self.table("record")) WHERE partition_id = \(id) AND zone = \(name)",
+                        logger: self.logger)
+                    try await connection.query(
+                        "DELETE FROM \(unescaped: self.table("reference")) WHERE partition_id = \(id) AND zone = \(name)",
+                        logger: self.logger)
+                    try await connection.query(
+                        """
+                        UPDATE \(unescaped: self.table("zone")) SET deleted = TRUE, db_seq = \(dbSeq)
+                        WHERE partition_id = \(id) AND name = \(name)
+                        """, logger: self.logger)
+                    results.append(try await self.zoneRow(connection, id, name))
+                }
+            }
+            return results
+        }
+    }
+
+    func databaseChanges(in partition: DatabasePartition, after dbSeq: Int64, limit: Int) async throws
+        -> DatabaseChangesPage
+    {
+        try await snapshot { connection in
+            let rows = try await connection.query(
+                """
+                SELECT id, db_seq FROM \(unescaped: self.table("partition"))
+                WHERE container = \(partition.container) AND environment = \(partition.environment.rawValue)
+                    AND scope = \(partition.scope.rawValue) AND owner = \(partition.owner)
+                """, logger: self.logger)
+            var found: (id: Int64, seq: Int64)?
+            for try await row in rows.decode((Int64, Int64).self) { found = row }
+            guard let found else { return DatabaseChangesPage(dbSeq: 0, zones: []) }
+            let zones = try await self.zoneRows(
+                connection,
+                """
+                SELECT \(unescaped: Self.zoneColumns) FROM \(unescaped: self.table("zone"))
+                WHERE partition_id = \(found.id) AND db_seq > \(dbSeq) ORDER BY db_seq LIMIT \(limit + 1)
+                """)
+            return DatabaseChangesPage(dbSeq: found.seq, zones: zones)
+        }
+    }
+
+    // MARK: - Schema
+
+    func schema(_ connection: PostgresConnection, container: String, environment: CloudEnvironment) async throws
+        -> CloudSchema
+    {
+        let rows = try await connection.query(
+            """
+            SELECT version, content FROM \(unescaped: table("schema"))
+            WHERE container = \(container) AND environment = \(environment.rawValue)
+            """, logger: logger)
+        for try await (version, content) in rows.decode((Int64, String).self) {
+            var schema = try WireCoding.decode(CloudSchema.self, from: Data(content.utf8))
+            schema.version = Int(version)
+            return schema
+        }
+        return .empty
+    }
+
+    func schema(container: String, environment: CloudEnvironment) async throws -> CloudSchema {
+        try await snapshot { connection in try await self.schema(connection, container: container, environment: environment) }
+    }
+
+    /// Stores a schema if the stored version is still `expected`; false when another transaction
+    /// changed it first.
+    func storeSchema(
+        _ connection: PostgresConnection, _ schema: CloudSchema, expected: Int, container: String,
+        environment: CloudEnvironment
+    ) async throws -> Bool {
+        var content = schema
+        content.version = nil
+        let text = String(decoding: try WireCoding.encode(content), as: UTF8.self)
+        let version = Int64(schema.version ?? 0)
+        let rows = try await connection.query(
+            """
+            INSERT INTO \(unescaped: table("schema")) AS stored (container, environment, version, content)
+            VALUES (\(container), \(environment.rawValue), \(version), \(text))
+            ON CONFLICT (container, environment) DO UPDATE SET version = excluded.version, content = excluded.content
+            WHERE stored.version = \(Int64(expected))
+            RETURNING version
+            """, logger: logger)
+        for try await _ in rows.decode(Int64.self) { return true }
+        return false
+    }
+
+    func updateSchema<Decision: Sendable>(
+        container: String, environment: CloudEnvironment,
+        _ change: @Sendable (CloudSchema) throws -> (CloudSchema?, Decision)
+    ) async throws -> (CloudSchema, Decision) {
+        while true {
+            do {
+                return try await transaction { connection in
+                    let current = try await self.schema(connection, container: container, environment: environment)
+                    let (changed, decision) = try change(current)
+                    guard var changed else { return (current, decision) }
+                    changed.version = (current.version ?? 0) + 1
+                    guard
+                        try await self.storeSchema(
+                            connection, changed, expected: current.version ?? 0, container: container,
+                            environment: environment)
+                    else { throw StorageRetry() }
+                    return (changed, decision)
+                }
+            } catch is StorageRetry {
+                continue
+            }
+        }
+    }
+}
+
+/// A failure inside the PostgreSQL backend that is not PostgreSQL's own.
+struct PostgresStorageError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}

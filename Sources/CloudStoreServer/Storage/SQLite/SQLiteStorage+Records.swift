@@ -1,0 +1,235 @@
+import CloudStoreWire
+import Foundation
+import GRDB
+
+extension SQLiteStorage {
+    static let recordColumns = "name, type, seq, deleted_at, content"
+
+    static func record(_ row: Row) throws -> StoredRecord {
+        let content: String? = row["content"]
+        let deletedAt: Int64? = row["deleted_at"]
+        return StoredRecord(
+            name: row["name"], type: row["type"], seq: row["seq"], content: try content.map(RecordContent.decode),
+            deletedAt: deletedAt.map(Date.init(millisecondsSince1970:)))
+    }
+
+    /// `?, ?, ?` for a list of bound values.
+    static func placeholders(_ count: Int) -> String {
+        Array(repeating: "?", count: count).joined(separator: ", ")
+    }
+
+    /// Rows by name (live and tombstones), in batches that stay below SQLite's parameter limit.
+    func rows(_ db: Database, _ partitionID: Int64, _ zone: String, named names: some Collection<String>) throws
+        -> [String: StoredRecord]
+    {
+        var rows: [String: StoredRecord] = [:]
+        for batch in Array(names).chunked(500) {
+            let arguments: StatementArguments = [partitionID, zone] + StatementArguments(batch)
+            for row in try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT \(Self.recordColumns) FROM cloudstore_record
+                    WHERE partition_id = ? AND zone = ? AND name IN (\(Self.placeholders(batch.count)))
+                    """,
+                arguments: arguments)
+            {
+                let record = try Self.record(row)
+                rows[record.name] = record
+            }
+        }
+        return rows
+    }
+
+    /// Live records that refer to any of `targets` with `DELETE_SELF`.
+    func deleteSelfReferrers(_ db: Database, _ partitionID: Int64, _ zone: String, of targets: [String]) throws
+        -> [(target: String, source: String)]
+    {
+        var pairs: [(String, String)] = []
+        for batch in targets.chunked(500) {
+            let arguments: StatementArguments = [partitionID, zone] + StatementArguments(batch)
+            for row in try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT reference.target, reference.source FROM cloudstore_reference AS reference
+                    JOIN cloudstore_record AS record ON record.partition_id = reference.partition_id
+                        AND record.zone = reference.zone AND record.name = reference.source AND record.deleted = 0
+                    WHERE reference.partition_id = ? AND reference.zone = ?
+                        AND reference.target IN (\(Self.placeholders(batch.count)))
+                    """,
+                arguments: arguments)
+            {
+                pairs.append((row["target"], row["source"]))
+            }
+        }
+        return pairs
+    }
+
+    func modifyRecords<Decision: Sendable>(
+        in zone: ZoneAddress, loading request: RecordSnapshotRequest,
+        decide: @Sendable (RecordSnapshot) throws -> (RecordWritePlan, Decision)
+    ) async throws -> (Decision, [StoredRecord])? {
+        try await pool(zone.partition.container).write { db -> (Decision, [StoredRecord])? in
+            let id = try self.ensurePartition(db, zone.partition)
+            guard var stored = try self.liveZone(db, id, zone.zoneName) else { return nil }
+
+            var records = try self.rows(db, id, zone.zoneName, named: request.names)
+            var referrers: [String: Set<String>] = [:]
+            var frontier = Array(request.cascadeRoots)
+            var visited = Set(frontier)
+            while !frontier.isEmpty {
+                let pairs = try self.deleteSelfReferrers(db, id, zone.zoneName, of: frontier)
+                frontier = []
+                for (target, source) in pairs {
+                    referrers[target, default: []].insert(source)
+                    if visited.insert(source).inserted { frontier.append(source) }
+                }
+                let missing = frontier.filter { records[$0] == nil }
+                records.merge(try self.rows(db, id, zone.zoneName, named: missing)) { $1 }
+            }
+            let schema = try Self.schema(db, zone.partition.environment)
+            let (plan, decision) = try decide(
+                RecordSnapshot(zone: stored, records: records, deleteSelfReferrers: referrers, schema: schema))
+            guard !plan.writes.isEmpty else { return (decision, []) }
+
+            let dbSeq = try self.bumpDatabaseSeq(db, id)
+            var written: [StoredRecord] = []
+            for write in plan.writes {
+                stored.seq += 1
+                written.append(try self.apply(write, seq: stored.seq, db, id, zone.zoneName))
+            }
+            try db.execute(
+                sql: """
+                    INSERT INTO cloudstore_zone (partition_id, name, seq, db_seq) VALUES (?, ?, ?, ?)
+                    ON CONFLICT (partition_id, name) DO UPDATE SET seq = excluded.seq, db_seq = excluded.db_seq
+                    """,
+                arguments: [id, zone.zoneName, stored.seq, dbSeq])
+            if let schema = plan.schema {
+                try Self.storeSchema(db, schema, zone.partition.environment)
+            }
+            return (decision, written)
+        }
+    }
+
+    private func apply(_ write: RecordWrite, seq: Int64, _ db: Database, _ id: Int64, _ zone: String) throws
+        -> StoredRecord
+    {
+        try db.execute(
+            sql: "DELETE FROM cloudstore_reference WHERE partition_id = ? AND zone = ? AND source = ?",
+            arguments: [id, zone, write.name])
+        let record: StoredRecord
+        switch write.change {
+        case .save(let content, let targets):
+            record = StoredRecord(name: write.name, type: write.type, seq: seq, content: content, deletedAt: nil)
+            for target in targets {
+                try db.execute(
+                    sql: "INSERT INTO cloudstore_reference (partition_id, zone, source, target) VALUES (?, ?, ?, ?)",
+                    arguments: [id, zone, write.name, target])
+            }
+        case .delete:
+            record = StoredRecord(name: write.name, type: write.type, seq: seq, content: nil, deletedAt: write.time)
+        }
+        try db.execute(
+            sql: """
+                INSERT INTO cloudstore_record (partition_id, zone, name, type, seq, deleted, deleted_at, content)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (partition_id, zone, name) DO UPDATE SET type = excluded.type, seq = excluded.seq,
+                    deleted = excluded.deleted, deleted_at = excluded.deleted_at, content = excluded.content
+                """,
+            arguments: [
+                id, zone, write.name, write.type, seq, record.isDeleted,
+                record.deletedAt?.millisecondsSince1970, try record.content?.encoded(),
+            ])
+        return record
+    }
+
+    func records(named names: [String], in zone: ZoneAddress) async throws -> [String: StoredRecord]? {
+        try await pool(zone.partition.container).read { db in
+            let id = try self.partitionID(db, zone.partition)
+            guard try self.liveZone(db, id, zone.zoneName) != nil else { return nil }
+            guard let id else { return [:] }
+            return try self.rows(db, id, zone.zoneName, named: Set(names)).filter { !$0.value.isDeleted }
+        }
+    }
+
+    func records(ofType recordType: String, in zone: ZoneAddress) async throws -> [StoredRecord]? {
+        try await pool(zone.partition.container).read { db in
+            let id = try self.partitionID(db, zone.partition)
+            guard try self.liveZone(db, id, zone.zoneName) != nil else { return nil }
+            guard let id else { return [] }
+            return try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT \(Self.recordColumns) FROM cloudstore_record
+                    WHERE partition_id = ? AND zone = ? AND type = ? AND deleted = 0
+                    """,
+                arguments: [id, zone.zoneName, recordType]
+            ).map(Self.record)
+        }
+    }
+
+    func zoneChanges(
+        in zone: ZoneAddress, after seq: Int64, limit: Int, recordTypes: [String]?, purgingTombstonesBefore cutoff: Date
+    ) async throws -> ZoneChangesPage? {
+        let pool = try pool(zone.partition.container)
+        let purgeThrough = try await pool.read { db -> Int64? in
+            guard let id = try self.partitionID(db, zone.partition) else { return nil }
+            return try Int64.fetchOne(
+                db,
+                sql: """
+                    SELECT MAX(seq) FROM cloudstore_record
+                    WHERE partition_id = ? AND zone = ? AND deleted = 1 AND deleted_at < ?
+                    """,
+                arguments: [id, zone.zoneName, cutoff.millisecondsSince1970])
+        }
+        if purgeThrough != nil {
+            try await purgeTombstones(in: zone, before: cutoff)
+        }
+        return try await pool.read { db -> ZoneChangesPage? in
+            let id = try self.partitionID(db, zone.partition)
+            guard let stored = try self.liveZone(db, id, zone.zoneName) else { return nil }
+            guard let id else { return ZoneChangesPage(zone: stored, records: []) }
+            var sql = "SELECT \(Self.recordColumns) FROM cloudstore_record WHERE partition_id = ? AND zone = ? AND seq > ?"
+            var arguments: StatementArguments = [id, zone.zoneName, seq]
+            if let recordTypes {
+                sql += " AND type IN (\(Self.placeholders(recordTypes.count)))"
+                arguments += StatementArguments(recordTypes)
+            }
+            sql += " ORDER BY seq LIMIT ?"
+            arguments += [limit + 1]
+            return ZoneChangesPage(zone: stored, records: try Row.fetchAll(db, sql: sql, arguments: arguments).map(Self.record))
+        }
+    }
+
+    /// Removes tombstones deleted before `cutoff` and raises the zone's `purged_through` past them.
+    private func purgeTombstones(in zone: ZoneAddress, before cutoff: Date) async throws {
+        try await pool(zone.partition.container).write { db in
+            guard let id = try self.partitionID(db, zone.partition) else { return }
+            let arguments: StatementArguments = [id, zone.zoneName, cutoff.millisecondsSince1970]
+            guard
+                let through = try Int64.fetchOne(
+                    db,
+                    sql: """
+                        SELECT MAX(seq) FROM cloudstore_record
+                        WHERE partition_id = ? AND zone = ? AND deleted = 1 AND deleted_at < ?
+                        """,
+                    arguments: arguments)
+            else { return }
+            try db.execute(
+                sql: "DELETE FROM cloudstore_record WHERE partition_id = ? AND zone = ? AND deleted = 1 AND deleted_at < ?",
+                arguments: arguments)
+            try db.execute(
+                sql: """
+                    UPDATE cloudstore_zone SET purged_through = MAX(purged_through, ?) WHERE partition_id = ? AND name = ?
+                    """,
+                arguments: [through, id, zone.zoneName])
+            self.logger.info("tombstones purged", metadata: ["zone": "\(zone)", "token": "\(through)"])
+        }
+    }
+}
+
+extension Array {
+    /// The array in consecutive pieces of at most `size` elements.
+    func chunked(_ size: Int) -> [ArraySlice<Element>] {
+        stride(from: 0, to: count, by: size).map { self[$0..<Swift.min($0 + size, count)] }
+    }
+}

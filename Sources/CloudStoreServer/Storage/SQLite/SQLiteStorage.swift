@@ -1,0 +1,274 @@
+import CloudStoreWire
+import Foundation
+import GRDB
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// The embedded backend: one SQLite file per container (`<container>.sqlite`) in a directory.
+///
+/// Each file is a GRDB `DatabasePool` in WAL mode with `synchronous = FULL`, so a write the server
+/// acknowledged survives a crash of the process *and* of the machine. GRDB serializes writers, which
+/// gives the per-partition serialization ``ServerStorage`` asks for; reads run on a snapshot.
+final class SQLiteStorage: ServerStorage {
+    private let directory: URL
+    let logger: Logger
+    private let pools = Mutex<[String: DatabasePool]>([:])
+
+    init(directory: URL, logger: Logger) {
+        self.directory = directory
+        self.logger = logger
+    }
+
+    func prepare() async throws {
+        do {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        } catch {
+            throw ServerConfigurationError(
+                "cannot create the data directory \(directory.path): \(error.localizedDescription); choose another with --data")
+        }
+    }
+
+    func run(onRemoteChange: @escaping @Sendable (String) -> Void) async throws {
+        try? await gracefulShutdown()
+    }
+
+    /// The pool of a container's file, opened (and migrated) on first use.
+    func pool(_ container: String) throws -> DatabasePool {
+        try pools.withLock { pools in
+            if let pool = pools[container] { return pool }
+            var configuration = Configuration()
+            configuration.busyMode = .timeout(30)
+            configuration.prepareDatabase { db in
+                try db.execute(sql: "PRAGMA synchronous = FULL")
+            }
+            let path = directory.appendingPathComponent("\(container).sqlite").path
+            let pool = try DatabasePool(path: path, configuration: configuration)
+            try Self.migrator.migrate(pool)
+            logger.notice("container opened", metadata: ["container": "\(container)", "path": "\(path)"])
+            pools[container] = pool
+            return pool
+        }
+    }
+
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE cloudstore_partition (
+                        id INTEGER PRIMARY KEY,
+                        environment TEXT NOT NULL,
+                        scope TEXT NOT NULL,
+                        owner TEXT NOT NULL,
+                        db_seq INTEGER NOT NULL DEFAULT 0,
+                        UNIQUE (environment, scope, owner));
+                    CREATE TABLE cloudstore_zone (
+                        partition_id INTEGER NOT NULL REFERENCES cloudstore_partition(id),
+                        name TEXT NOT NULL,
+                        seq INTEGER NOT NULL DEFAULT 0,
+                        db_seq INTEGER NOT NULL DEFAULT 0,
+                        incarnation INTEGER NOT NULL DEFAULT 0,
+                        purged_through INTEGER NOT NULL DEFAULT 0,
+                        deleted INTEGER NOT NULL DEFAULT 0,
+                        PRIMARY KEY (partition_id, name));
+                    CREATE INDEX cloudstore_zone_by_db_seq ON cloudstore_zone (partition_id, db_seq);
+                    CREATE TABLE cloudstore_record (
+                        partition_id INTEGER NOT NULL,
+                        zone TEXT NOT NULL,
+                        name TEXT NOT NULL,
+                        type TEXT NOT NULL,
+                        seq INTEGER NOT NULL,
+                        deleted INTEGER NOT NULL DEFAULT 0,
+                        deleted_at INTEGER,
+                        content TEXT,
+                        PRIMARY KEY (partition_id, zone, name));
+                    CREATE INDEX cloudstore_record_by_seq ON cloudstore_record (partition_id, zone, seq);
+                    CREATE INDEX cloudstore_record_by_type ON cloudstore_record (partition_id, zone, type);
+                    CREATE INDEX cloudstore_record_tombstones ON cloudstore_record (partition_id, zone, deleted_at)
+                        WHERE deleted = 1;
+                    CREATE TABLE cloudstore_reference (
+                        partition_id INTEGER NOT NULL,
+                        zone TEXT NOT NULL,
+                        source TEXT NOT NULL,
+                        target TEXT NOT NULL,
+                        PRIMARY KEY (partition_id, zone, source, target));
+                    CREATE INDEX cloudstore_reference_by_target ON cloudstore_reference (partition_id, zone, target);
+                    CREATE TABLE cloudstore_schema (
+                        environment TEXT PRIMARY KEY,
+                        version INTEGER NOT NULL,
+                        content TEXT NOT NULL);
+                    """)
+        }
+        return migrator
+    }
+
+    // MARK: - Partitions and zones
+
+    /// The partition's row ID, or nil when nothing was ever written to it.
+    func partitionID(_ db: Database, _ partition: DatabasePartition) throws -> Int64? {
+        try Int64.fetchOne(
+            db, sql: "SELECT id FROM cloudstore_partition WHERE environment = ? AND scope = ? AND owner = ?",
+            arguments: [partition.environment.rawValue, partition.scope.rawValue, partition.owner])
+    }
+
+    /// The partition's row ID, creating the row.
+    func ensurePartition(_ db: Database, _ partition: DatabasePartition) throws -> Int64 {
+        try db.execute(
+            sql: "INSERT INTO cloudstore_partition (environment, scope, owner) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+            arguments: [partition.environment.rawValue, partition.scope.rawValue, partition.owner])
+        guard let id = try partitionID(db, partition) else { throw DatabaseError(message: "partition row vanished") }
+        return id
+    }
+
+    /// Raises the partition's database sequence and answers the new value.
+    func bumpDatabaseSeq(_ db: Database, _ partitionID: Int64) throws -> Int64 {
+        try db.execute(sql: "UPDATE cloudstore_partition SET db_seq = db_seq + 1 WHERE id = ?", arguments: [partitionID])
+        return try Int64.fetchOne(db, sql: "SELECT db_seq FROM cloudstore_partition WHERE id = ?", arguments: [partitionID])
+            ?? 0
+    }
+
+    static let zoneColumns = "name, seq, db_seq, incarnation, purged_through, deleted"
+
+    static func zone(_ row: Row) -> StoredZone {
+        StoredZone(
+            name: row["name"], seq: row["seq"], dbSeq: row["db_seq"], incarnation: row["incarnation"],
+            purgedThrough: row["purged_through"], deleted: row["deleted"])
+    }
+
+    /// A zone's row, live or deleted.
+    func zoneRow(_ db: Database, _ partitionID: Int64, _ name: String) throws -> StoredZone? {
+        try Row.fetchOne(
+            db, sql: "SELECT \(Self.zoneColumns) FROM cloudstore_zone WHERE partition_id = ? AND name = ?",
+            arguments: [partitionID, name]
+        ).map(Self.zone)
+    }
+
+    /// A live zone; the default zone always, pristine when it has no row.
+    func liveZone(_ db: Database, _ partitionID: Int64?, _ name: String) throws -> StoredZone? {
+        let stored = try partitionID.flatMap { try zoneRow(db, $0, name) }
+        if let stored, !stored.deleted { return stored }
+        return name == ZoneID.defaultZoneName ? .pristineDefaultZone() : nil
+    }
+
+    func zones(in partition: DatabasePartition) async throws -> [StoredZone] {
+        try await pool(partition.container).read { db in
+            var zones: [StoredZone] = []
+            if let id = try self.partitionID(db, partition) {
+                zones = try Row.fetchAll(
+                    db,
+                    sql: "SELECT \(Self.zoneColumns) FROM cloudstore_zone WHERE partition_id = ? AND deleted = 0 ORDER BY name",
+                    arguments: [id]
+                ).map(Self.zone)
+            }
+            return StoredZone.defaultZoneFirst(zones)
+        }
+    }
+
+    func zones(named names: [String], in partition: DatabasePartition) async throws -> [String: StoredZone] {
+        try await pool(partition.container).read { db in
+            let id = try self.partitionID(db, partition)
+            var found: [String: StoredZone] = [:]
+            for name in Set(names) {
+                found[name] = try self.liveZone(db, id, name)
+            }
+            return found
+        }
+    }
+
+    func modifyZones(_ changes: [ZoneChange], in partition: DatabasePartition) async throws -> [StoredZone?] {
+        try await pool(partition.container).write { db in
+            let id = try self.ensurePartition(db, partition)
+            return try changes.map { change -> StoredZone? in
+                switch change {
+                case .create(let name):
+                    if let live = try self.liveZone(db, id, name) { return live }
+                    let dbSeq = try self.bumpDatabaseSeq(db, id)
+                    // A recreated zone keeps its sequence (so change tags never repeat) and starts a new
+                    // incarnation (so tokens of the deleted zone expire).
+                    try db.execute(
+                        sql: """
+                            INSERT INTO cloudstore_zone (partition_id, name, seq, db_seq, incarnation, purged_through)
+                            VALUES (?, ?, 0, ?, ?, 0)
+                            ON CONFLICT (partition_id, name) DO UPDATE SET
+                                deleted = 0, db_seq = excluded.db_seq, incarnation = excluded.incarnation,
+                                purged_through = seq
+                            """,
+                        arguments: [id, name, dbSeq, dbSeq])
+                    return try self.zoneRow(db, id, name)
+                case .delete(let name):
+                    guard let live = try self.zoneRow(db, id, name), !live.deleted else { return nil }
+                    let dbSeq = try self.bumpDatabaseSeq(db, id)
+                    try db.execute(
+                        sql: "DELETE FROM cloudstore_record WHERE partition_id = ? AND zone = ?", arguments: [id, name])
+                    try db.execute(
+                        sql: "DELETE FROM cloudstore_reference WHERE partition_id = ? AND zone = ?", arguments: [id, name])
+                    try db.execute(
+                        sql: "UPDATE cloudstore_zone SET deleted = 1, db_seq = ? WHERE partition_id = ? AND name = ?",
+                        arguments: [dbSeq, id, name])
+                    return try self.zoneRow(db, id, name)
+                }
+            }
+        }
+    }
+
+    func databaseChanges(in partition: DatabasePartition, after dbSeq: Int64, limit: Int) async throws
+        -> DatabaseChangesPage
+    {
+        try await pool(partition.container).read { db in
+            guard let id = try self.partitionID(db, partition) else { return DatabaseChangesPage(dbSeq: 0, zones: []) }
+            let current = try Int64.fetchOne(db, sql: "SELECT db_seq FROM cloudstore_partition WHERE id = ?", arguments: [id])
+            let zones = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT \(Self.zoneColumns) FROM cloudstore_zone WHERE partition_id = ? AND db_seq > ?
+                    ORDER BY db_seq LIMIT ?
+                    """,
+                arguments: [id, dbSeq, limit + 1]
+            ).map(Self.zone)
+            return DatabaseChangesPage(dbSeq: current ?? 0, zones: zones)
+        }
+    }
+
+    // MARK: - Schema
+
+    func schema(container: String, environment: CloudEnvironment) async throws -> CloudSchema {
+        try await pool(container).read { db in try Self.schema(db, environment) }
+    }
+
+    static func schema(_ db: Database, _ environment: CloudEnvironment) throws -> CloudSchema {
+        guard
+            let row = try Row.fetchOne(
+                db, sql: "SELECT version, content FROM cloudstore_schema WHERE environment = ?",
+                arguments: [environment.rawValue])
+        else { return .empty }
+        var schema = try WireCoding.decode(CloudSchema.self, from: Data((row["content"] as String).utf8))
+        schema.version = row["version"]
+        return schema
+    }
+
+    static func storeSchema(_ db: Database, _ schema: CloudSchema, _ environment: CloudEnvironment) throws {
+        var content = schema
+        content.version = nil
+        try db.execute(
+            sql: """
+                INSERT INTO cloudstore_schema (environment, version, content) VALUES (?, ?, ?)
+                ON CONFLICT (environment) DO UPDATE SET version = excluded.version, content = excluded.content
+                """,
+            arguments: [environment.rawValue, schema.version ?? 0, String(decoding: try WireCoding.encode(content), as: UTF8.self)])
+    }
+
+    func updateSchema<Decision: Sendable>(
+        container: String, environment: CloudEnvironment,
+        _ change: @Sendable (CloudSchema) throws -> (CloudSchema?, Decision)
+    ) async throws -> (CloudSchema, Decision) {
+        try await pool(container).write { db in
+            let current = try Self.schema(db, environment)
+            let (changed, decision) = try change(current)
+            guard var changed else { return (current, decision) }
+            changed.version = (current.version ?? 0) + 1
+            try Self.storeSchema(db, changed, environment)
+            return (changed, decision)
+        }
+    }
+}

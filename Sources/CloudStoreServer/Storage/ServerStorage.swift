@@ -1,0 +1,82 @@
+import CloudStoreWire
+import Foundation
+
+/// Where the server keeps zones, records, change sequences and schemas.
+///
+/// The contract is semantic, so that every rule of the protocol (tag checks, batches, tokens,
+/// result shapes) lives once, above it, and both backends (SQLite and PostgreSQL) only read and
+/// write rows. The guarantees each implementation gives:
+///
+/// - Every method that writes runs in one transaction: a crash leaves all of it or none.
+/// - Writes to one partition are serialized, and sequences are assigned inside that serialization,
+///   so a change becomes visible only after every change with a lower sequence: a reader holding a
+///   token never misses a change committed later with a lower sequence.
+/// - Reads that return a page and the sequence it ends at (``zoneChanges(in:after:limit:recordTypes:purgingTombstonesBefore:)``,
+///   ``databaseChanges(in:after:limit:)``) read one consistent snapshot.
+/// - The default zone always exists; before its first write it reads as ``StoredZone/pristineDefaultZone()``.
+/// - Identifiers from requests reach SQL only as bound parameters.
+protocol ServerStorage: Sendable {
+    /// Creates what is missing (files, tables). Runs before the server accepts requests.
+    func prepare() async throws
+
+    /// Runs the storage's background work until the task is cancelled or the server shuts down:
+    /// for PostgreSQL, the connection pool and the listener that hears other servers' commits and
+    /// calls `onRemoteChange` with the partition key.
+    func run(onRemoteChange: @escaping @Sendable (String) -> Void) async throws
+
+    /// Live zones of a partition, the default zone first (pristine when never written).
+    func zones(in partition: DatabasePartition) async throws -> [StoredZone]
+
+    /// Live zones by name (the default zone always); a missing or deleted zone is absent.
+    func zones(named names: [String], in partition: DatabasePartition) async throws -> [String: StoredZone]
+
+    /// Creates and deletes zones, in order, in one transaction. Creating a live zone changes
+    /// nothing; deleting removes its records and leaves a deleted zone row. Answers each zone's
+    /// state after its operation, or nil when a deleted zone did not exist.
+    func modifyZones(_ changes: [ZoneChange], in partition: DatabasePartition) async throws -> [StoredZone?]
+
+    /// Reads the rows a plan needs under the partition's write lock, lets `decide` plan the writes,
+    /// and applies them with consecutive sequences, all in one transaction. Answers nil (without
+    /// calling `decide`) when the zone does not exist, else the decision and the rows as written, in
+    /// order. `decide` is pure: a backend may call it again when a concurrent schema change made
+    /// its snapshot stale. An error it throws rolls everything back and is rethrown as is.
+    func modifyRecords<Decision: Sendable>(
+        in zone: ZoneAddress, loading request: RecordSnapshotRequest,
+        decide: @Sendable (RecordSnapshot) throws -> (RecordWritePlan, Decision)
+    ) async throws -> (Decision, [StoredRecord])?
+
+    /// Live records by name; nil when the zone does not exist.
+    func records(named names: [String], in zone: ZoneAddress) async throws -> [String: StoredRecord]?
+
+    /// Every live record of a type; nil when the zone does not exist.
+    func records(ofType recordType: String, in zone: ZoneAddress) async throws -> [StoredRecord]?
+
+    /// Purges tombstones deleted before the horizon (raising the zone's `purgedThrough`), then reads
+    /// up to `limit + 1` rows with a sequence above `seq` whose type is in `recordTypes` (all when
+    /// nil). Nil when the zone does not exist.
+    func zoneChanges(
+        in zone: ZoneAddress, after seq: Int64, limit: Int, recordTypes: [String]?, purgingTombstonesBefore: Date
+    ) async throws -> ZoneChangesPage?
+
+    /// Up to `limit + 1` zones whose database sequence is above `dbSeq`.
+    func databaseChanges(in partition: DatabasePartition, after dbSeq: Int64, limit: Int) async throws
+        -> DatabaseChangesPage
+
+    /// The container's schema in an environment; version 0 and no record types when never set.
+    func schema(container: String, environment: CloudEnvironment) async throws -> CloudSchema
+
+    /// Replaces the schema with what `change` answers for the current one (nil: keep it), with a
+    /// version one higher, atomically. Answers the schema stored afterwards and the decision.
+    func updateSchema<Decision: Sendable>(
+        container: String, environment: CloudEnvironment,
+        _ change: @Sendable (CloudSchema) throws -> (CloudSchema?, Decision)
+    ) async throws -> (CloudSchema, Decision)
+}
+
+/// Thrown inside a backend when an optimistic check failed and the transaction must run again.
+struct StorageRetry: Error {}
+
+extension CloudSchema {
+    /// The schema before anything was declared.
+    static let empty = CloudSchema(recordTypes: [], version: 0)
+}

@@ -1,0 +1,126 @@
+import CloudStoreWire
+import Foundation
+
+/// A zone as the storage keeps it.
+///
+/// `seq` is the zone's change sequence (the sequence of its last record write), `dbSeq` the
+/// partition's database sequence when the zone last changed, `incarnation` tells a recreated zone
+/// from the one deleted before it, and `purgedThrough` is the highest sequence of a purged
+/// tombstone: a zone token below it has missed deletions.
+struct StoredZone: Hashable, Sendable {
+    var name: String
+    var seq: Int64
+    var dbSeq: Int64
+    var incarnation: Int64
+    var purgedThrough: Int64
+    var deleted: Bool
+
+    /// The default zone before anything was written to it.
+    static func pristineDefaultZone() -> StoredZone {
+        StoredZone(
+            name: ZoneID.defaultZoneName, seq: 0, dbSeq: 0, incarnation: 0, purgedThrough: 0, deleted: false)
+    }
+
+    /// The live zones of a partition as listed: the default zone first (pristine when it has no row).
+    static func defaultZoneFirst(_ zones: [StoredZone]) -> [StoredZone] {
+        let defaultZone = zones.first { $0.name == ZoneID.defaultZoneName } ?? .pristineDefaultZone()
+        return [defaultZone] + zones.filter { $0.name != ZoneID.defaultZoneName }
+    }
+}
+
+/// What a live record holds besides its identity: fields and who wrote it when.
+struct RecordContent: Hashable, Sendable, Codable {
+    var fields: [String: FieldValue]
+    var created: Record.Stamp
+    var modified: Record.Stamp
+
+    /// The JSON the storage keeps.
+    func encoded() throws -> String {
+        String(decoding: try WireCoding.encode(self), as: UTF8.self)
+    }
+
+    static func decode(_ text: String) throws -> RecordContent {
+        try WireCoding.decode(RecordContent.self, from: Data(text.utf8))
+    }
+}
+
+/// A record row: its latest state, or a tombstone.
+struct StoredRecord: Hashable, Sendable {
+    var name: String
+    var type: String
+    /// The zone sequence of the record's last write; its change tag derives from it.
+    var seq: Int64
+    /// Nil for a tombstone.
+    var content: RecordContent?
+    /// When the record was deleted, for tombstones.
+    var deletedAt: Date?
+
+    var isDeleted: Bool { content == nil }
+
+    /// The change tag: the write's sequence in base 36, unique per write of a zone.
+    var changeTag: String { String(seq, radix: 36) }
+}
+
+/// One write of a records/modify plan, applied in order with consecutive zone sequences.
+struct RecordWrite: Hashable, Sendable {
+    enum Change: Hashable, Sendable {
+        /// Saves the record's new state; `deleteSelfTargets` are the records whose deletion deletes it.
+        case save(content: RecordContent, deleteSelfTargets: Set<String>)
+        case delete
+    }
+
+    var name: String
+    var type: String
+    var change: Change
+    /// When the write happens: a tombstone's deletion time.
+    var time: Date
+}
+
+/// Which rows a records/modify plan needs to see.
+struct RecordSnapshotRequest: Hashable, Sendable {
+    /// Records named by operations and by validating references.
+    var names: Set<String>
+    /// Records an operation may delete: the snapshot includes every live record that would be
+    /// deleted with them through `DELETE_SELF` references, transitively.
+    var cascadeRoots: Set<String>
+}
+
+/// The rows of one zone a records/modify plan decides on, read under the zone's write lock.
+struct RecordSnapshot: Sendable {
+    var zone: StoredZone
+    /// Rows (live or tombstones) of every requested name that exists, and of the cascade closure.
+    var records: [String: StoredRecord]
+    /// Target → live records referring to it with `DELETE_SELF`, for every target in the closure.
+    var deleteSelfReferrers: [String: Set<String>]
+    /// The container's schema for the environment, and its version.
+    var schema: CloudSchema
+}
+
+/// What a plan decided: writes in order, and a schema to store instead of the snapshot's.
+struct RecordWritePlan: Sendable {
+    var writes: [RecordWrite]
+    var schema: CloudSchema?
+}
+
+/// A page of changes of one zone, read in one consistent snapshot.
+struct ZoneChangesPage: Sendable {
+    var zone: StoredZone
+    /// Rows with a sequence above the token's, in sequence order; one more than the limit when
+    /// more follow.
+    var records: [StoredRecord]
+}
+
+/// A page of zones that changed in a partition, read in one consistent snapshot.
+struct DatabaseChangesPage: Sendable {
+    /// The partition's database sequence.
+    var dbSeq: Int64
+    /// Zones (live or deleted) with a database sequence above the token's, in that order; one more
+    /// than the limit when more follow.
+    var zones: [StoredZone]
+}
+
+/// One operation of zones/modify.
+enum ZoneChange: Hashable, Sendable {
+    case create(String)
+    case delete(String)
+}

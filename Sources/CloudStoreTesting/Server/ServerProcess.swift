@@ -1,0 +1,200 @@
+import Foundation
+import Synchronization
+
+/// `cloudstore serve` as a child process on a free port, for tests that kill or signal a server or
+/// run two of them.
+///
+/// ```swift
+/// let child = try await ServerProcess.launch(["--data", dir.path, "--tokens", tokensFile.path])
+/// // ... talk to child.baseURL ...
+/// let status = await child.terminate()   // SIGTERM: graceful; or child.kill() for SIGKILL
+/// ```
+public final class ServerProcess: Sendable {
+    public struct LaunchError: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    /// The port the child listens on.
+    public let port: Int
+    public let baseURL: URL
+    /// The child's process ID.
+    public let processID: Int32
+    private let state: SharedState
+
+    private struct State {
+        var output = ""
+        var exitStatus: Int32?
+        var exitWaiters: [CheckedContinuation<Int32, Never>] = []
+        var listenWaiter: CheckedContinuation<Int, any Error>?
+        var outputWaiters: [(text: String, continuation: CheckedContinuation<Void, Never>)] = []
+
+        /// Removes and answers the waiters whose text the output now contains.
+        mutating func satisfiedOutputWaiters() -> [CheckedContinuation<Void, Never>] {
+            let output = output
+            let ready = outputWaiters.filter { output.contains($0.text) }.map(\.continuation)
+            outputWaiters.removeAll { output.contains($0.text) }
+            return ready
+        }
+    }
+
+    /// The state the pipe and termination handlers share with the awaiting side.
+    private final class SharedState: Sendable {
+        private let mutex = Mutex(State())
+
+        func withLock<T>(_ body: (inout State) -> T) -> T {
+            mutex.withLock { body(&$0) }
+        }
+    }
+
+    private init(port: Int, processID: Int32, state: SharedState) {
+        self.port = port
+        self.baseURL = URL(string: "http://127.0.0.1:\(port)")!
+        self.processID = processID
+        self.state = state
+    }
+
+    /// What the child printed so far (stdout and stderr).
+    public var output: String { state.withLock { $0.output } }
+
+    /// Launches `cloudstore serve --host 127.0.0.1 --port 0 <arguments>` and returns once it listens.
+    ///
+    /// - Parameter executable: the `cloudstore` binary; by default ``cloudstoreExecutable()``.
+    public static func launch(
+        _ arguments: [String], executable: URL? = nil, environment: [String: String] = [:]
+    ) async throws -> ServerProcess {
+        let process = Process()
+        process.executableURL = try executable ?? cloudstoreExecutable()
+        process.arguments = ["serve", "--host", "127.0.0.1", "--port", "0"] + arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+
+        let state = SharedState()
+        pipe.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            guard !data.isEmpty else {
+                handle.readabilityHandler = nil
+                return
+            }
+            let (waiter, outputWaiters) = state.withLock { state -> ((CheckedContinuation<Int, any Error>, Int)?, [CheckedContinuation<Void, Never>]) in
+                state.output += String(decoding: data, as: UTF8.self)
+                let outputWaiters = state.satisfiedOutputWaiters()
+                guard let port = Self.listeningPort(in: state.output), let waiter = state.listenWaiter else {
+                    return (nil, outputWaiters)
+                }
+                state.listenWaiter = nil
+                return ((waiter, port), outputWaiters)
+            }
+            waiter.map { $0.0.resume(returning: $0.1) }
+            for waiter in outputWaiters { waiter.resume() }
+        }
+        process.terminationHandler = { process in
+            let (exitWaiters, listenWaiter, outputWaiters, output) = state.withLock { state in
+                state.exitStatus = process.terminationStatus
+                defer { state.exitWaiters = []; state.listenWaiter = nil; state.outputWaiters = [] }
+                return (state.exitWaiters, state.listenWaiter, state.outputWaiters.map(\.continuation), state.output)
+            }
+            for waiter in exitWaiters { waiter.resume(returning: process.terminationStatus) }
+            for waiter in outputWaiters { waiter.resume() }
+            listenWaiter?.resume(
+                throwing: LaunchError(description: "cloudstore serve exited with \(process.terminationStatus):\n\(output)"))
+        }
+        try process.run()
+        let port = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int, any Error>) in
+            let ready = state.withLock { state -> Result<Int, any Error>? in
+                if let port = Self.listeningPort(in: state.output) { return .success(port) }
+                if let status = state.exitStatus {
+                    return .failure(LaunchError(description: "cloudstore serve exited with \(status):\n\(state.output)"))
+                }
+                state.listenWaiter = continuation
+                return nil
+            }
+            ready.map { continuation.resume(with: $0) }
+        }
+        return ServerProcess(port: port, processID: process.processIdentifier, state: state)
+    }
+
+    /// The port in the `cloudstore: listening on http://host:port ...` line.
+    static func listeningPort(in output: String) -> Int? {
+        guard let range = output.range(of: "listening on http://") else { return nil }
+        let rest = output[range.upperBound...]
+        guard let colon = rest.firstIndex(of: ":") else { return nil }
+        let digits = rest[rest.index(after: colon)...].prefix { $0.isNumber }
+        guard rest[rest.index(after: colon)...].dropFirst(digits.count).first?.isWhitespace == true else { return nil }
+        return Int(digits)
+    }
+
+    /// Returns once the child's output contains `text` (a log line, say; start the child with
+    /// `--debug 3` to see each request's progress), or once the child exits.
+    public func waitForOutput(_ text: String) async {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { state -> Bool in
+                if state.output.contains(text) || state.exitStatus != nil { return true }
+                state.outputWaiters.append((text, continuation))
+                return false
+            }
+            if ready { continuation.resume() }
+        }
+    }
+
+    /// Sends SIGTERM (graceful shutdown) and waits for the exit status.
+    @discardableResult
+    public func terminate() async -> Int32 {
+        signal(SIGTERM)
+        return await waitForExit()
+    }
+
+    /// Sends SIGKILL and waits for the process to die.
+    @discardableResult
+    public func kill() async -> Int32 {
+        signal(SIGKILL)
+        return await waitForExit()
+    }
+
+    /// Sends a signal to the child.
+    public func signal(_ signal: Int32) {
+        if state.withLock({ $0.exitStatus == nil }) {
+            _ = Foundation.kill(processID, signal)
+        }
+    }
+
+    /// Waits for the child to exit; answers its status.
+    public func waitForExit() async -> Int32 {
+        await withCheckedContinuation { continuation in
+            let status = state.withLock { state -> Int32? in
+                if let status = state.exitStatus { return status }
+                state.exitWaiters.append(continuation)
+                return nil
+            }
+            status.map { continuation.resume(returning: $0) }
+        }
+    }
+
+    /// The `cloudstore` executable: `CLOUDSTORE_EXECUTABLE` when set, else the one built next to the
+    /// running test bundle (`.build/<triple>/debug/cloudstore`).
+    public static func cloudstoreExecutable() throws -> URL {
+        if let path = ProcessInfo.processInfo.environment["CLOUDSTORE_EXECUTABLE"] {
+            return URL(fileURLWithPath: path)
+        }
+        var candidates: [URL] = []
+        for start in [Bundle.main.executableURL, URL(fileURLWithPath: CommandLine.arguments[0])].compactMap({ $0 }) {
+            var directory = start.resolvingSymlinksInPath().deletingLastPathComponent()
+            for _ in 0..<4 {
+                candidates.append(directory.appendingPathComponent("cloudstore"))
+                directory.deleteLastPathComponent()
+            }
+        }
+        candidates.append(URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".build/debug/cloudstore"))
+        let found = candidates.first { candidate in
+            var isDirectory: ObjCBool = false
+            return FileManager.default.fileExists(atPath: candidate.path, isDirectory: &isDirectory) && !isDirectory.boolValue
+                && FileManager.default.isExecutableFile(atPath: candidate.path)
+        }
+        if let found {
+            return found
+        }
+        throw LaunchError(
+            description: "cannot find the cloudstore executable (looked at \(candidates.map(\.path))): run `swift build` first or set CLOUDSTORE_EXECUTABLE")
+    }
+}

@@ -1,0 +1,82 @@
+import CloudStoreServer
+import CloudStoreTesting
+import CloudStoreWire
+import Foundation
+import Testing
+
+@Suite("limits and throttling")
+struct ServerLimitsTests {
+    @Test(arguments: Backend.all)
+    func operations_over200AreLimitExceeded(_ backend: Backend) async throws {
+        try await withServer(backend) { _, client in
+            try await client.createZone("Notes")
+            let answer = try await client.call(
+                .private, .recordsModify,
+                RecordsModifyRequest(zoneID: ZoneID(zoneName: "Notes"), operations: (0..<201).map { .init(.create, note("N-\($0)")) }))
+            #expect(answer.status == 413)
+            #expect(answer.error?.serverErrorCode == .limitExceeded)
+            #expect(try await client.lookup(["N-0"]).first?.code == .notFound)
+
+            let zones = try await client.call(
+                .private, .zonesModify,
+                ZonesModifyRequest(operations: (0..<201).map { .init(.create, ZoneID(zoneName: "Z\($0)")) }))
+            #expect(zones.status == 413)
+            let exactly200 = try await client.modify((0..<200).map { .init(.create, note("N-\($0)")) })
+            #expect(exactly200.status == 200)
+        }
+    }
+
+    @Test(arguments: Backend.all)
+    func body_overTheLimitIs413WithoutBeingKept(_ backend: Backend) async throws {
+        try await withServer(backend, limits: ServerLimits(maxBodyBytes: 64 * 1024)) { _, client in
+            try await client.createZone("Notes")
+            let big = note("N-1", title: String(repeating: "x", count: 70 * 1024))
+            let answer = try await client.call(
+                .private, .recordsModify, RecordsModifyRequest(zoneID: ZoneID(zoneName: "Notes"), operations: [.init(.create, big)]))
+            #expect(answer.status == 413)
+            #expect(answer.error?.serverErrorCode == .limitExceeded)
+            try await client.save([note("N-2")])
+        }
+    }
+
+    @Test(arguments: Backend.all)
+    func record_overTheLimitIsPerRecordLimitExceeded(_ backend: Backend) async throws {
+        try await withServer(backend, limits: ServerLimits(maxRecordBytes: 1024)) { _, client in
+            try await client.createZone("Notes")
+            let (status, results) = try await client.modify(
+                [.init(.create, note("small")), .init(.create, note("big", title: String(repeating: "y", count: 2000)))],
+                atomic: false)
+            #expect(status == 200)
+            #expect(results.map(\.code) == [nil, .limitExceeded])
+            #expect(results[1].error?.recordName == "big")
+
+            let saved = try await client.lookup(["small"])
+            let tag = try #require(saved.first?.record?.recordChangeTag)
+            let growing = Record(recordName: "small", recordChangeTag: tag, fields: ["body": .string(String(repeating: "z", count: 1500))])
+            let (_, grown) = try await client.modify([.init(.update, growing)], atomic: false)
+            #expect(grown.first?.code == .limitExceeded, "an update that makes the record too large fails")
+        }
+    }
+
+    @Test(arguments: Backend.all)
+    func rateLimit_answers429WithRetryAfterAndRecoversWithTime(_ backend: Backend) async throws {
+        let clock = ManualClock()
+        try await withServer(backend, limits: ServerLimits(requestsPerSecondPerUser: 2), clock: clock) { _, alice in
+            let path = alice.path(.private, .zonesList)
+            #expect(try await alice.send(.GET, path).status == 200)
+            #expect(try await alice.send(.GET, path).status == 200)
+            let throttled = try await alice.send(.GET, path)
+            #expect(throttled.status == 429)
+            #expect(throttled.error?.serverErrorCode == .throttled)
+            #expect(throttled.error?.retryAfter == 1)
+            #expect(throttled.headers.first(name: "Retry-After") == "1")
+
+            let bob = alice.asUser("bob-token")
+            #expect(try await bob.send(.GET, path).status == 200, "each user has their own bucket")
+
+            clock.advance(by: 0.5)
+            #expect(try await alice.send(.GET, path).status == 200)
+            #expect(try await alice.send(.GET, path).status == 429)
+        }
+    }
+}

@@ -1,0 +1,85 @@
+import CloudStoreTesting
+import CloudStoreWire
+import Foundation
+import Testing
+
+@Suite("records/query")
+struct ServerQueryTests {
+    typealias Query = RecordsQueryRequest.Query
+
+    func query(_ client: CloudClient, _ query: Query, limit: Int? = nil, marker: String? = nil) async throws
+        -> RecordsQueryResponse
+    {
+        let answer = try await client.call(
+            .private, .recordsQuery,
+            RecordsQueryRequest(zoneID: ZoneID(zoneName: "Notes"), query: query, resultsLimit: limit, continuationMarker: marker))
+        try #require(answer.status == 200, "\(answer.text)")
+        return try answer.decode(RecordsQueryResponse.self)
+    }
+
+    @Test(arguments: Backend.all)
+    func comparators_filterAndSort(_ backend: Backend) async throws {
+        try await withServer(backend) { _, client in
+            try await client.createZone("Notes")
+            try await client.save([
+                note("A", title: "apple", extra: ["rank": 3.0, "tags": .list(["x", "y"])]),
+                note("B", title: "banana", extra: ["rank": 1.0]),
+                note("C", title: "avocado", extra: ["rank": 2.5]),
+                Record(recordName: "F", recordType: "Folder", fields: ["title": "apple"]),
+            ])
+            func names(_ filters: [RecordsQueryRequest.Filter], sort: [RecordsQueryRequest.Sort]? = nil) async throws -> [String] {
+                try await query(client, Query(recordType: "Note", filterBy: filters, sortBy: sort)).records.compactMap(\.record?.recordName)
+            }
+            #expect(try await names([.init("title", .equals, "apple")]) == ["A"])
+            #expect(try await names([.init("title", .notEquals, "apple")]) == ["B", "C"])
+            #expect(try await names([.init("rank", .lessThan, 3)], sort: [.init(fieldName: "rank")]) == ["B", "C"])
+            #expect(try await names([.init("rank", .lessThanOrEquals, 3)], sort: [.init(fieldName: "rank", ascending: false)]) == ["A", "C", "B"])
+            #expect(try await names([.init("rank", .greaterThan, 1)]) == ["A", "C"])
+            #expect(try await names([.init("rank", .greaterThanOrEquals, 2.5)]) == ["A", "C"])
+            #expect(try await names([.init("title", .in, .list(["banana", "avocado"]))]) == ["B", "C"])
+            #expect(try await names([.init("title", .beginsWith, "a")], sort: [.init(fieldName: "title")]) == ["A", "C"])
+            #expect(try await names([.init("tags", .listContains, "y")]) == ["A"])
+            #expect(try await names([.init(systemFieldName: "recordName", .equals, "B")]) == ["B"])
+            #expect(try await names([], sort: [.init(fieldName: "tags")]) == ["A", "B", "C"], "records without the field sort last")
+        }
+    }
+
+    @Test(arguments: Backend.all)
+    func paging_continuationMarkerWalksAllResults(_ backend: Backend) async throws {
+        try await withServer(backend) { _, client in
+            try await client.createZone("Notes")
+            try await client.save((0..<7).map { note(String(format: "N-%02d", $0)) })
+            var marker: String?
+            var seen: [String] = []
+            repeat {
+                let page = try await query(client, Query(recordType: "Note"), limit: 3, marker: marker)
+                seen += page.records.compactMap(\.record?.recordName)
+                marker = page.continuationMarker
+            } while marker != nil
+            #expect(seen == (0..<7).map { String(format: "N-%02d", $0) })
+
+            let bad = try await client.call(
+                .private, .recordsQuery,
+                RecordsQueryRequest(zoneID: ZoneID(zoneName: "Notes"), query: Query(recordType: "Folder"), continuationMarker: "bm9wZQ=="))
+            #expect(bad.status == 400)
+        }
+    }
+
+    @Test(arguments: Backend.all)
+    func badQueries_areBadRequests(_ backend: Backend) async throws {
+        try await withServer(backend) { _, client in
+            try await client.createZone("Notes")
+            let unknownSystem = try await client.call(
+                .private, .recordsQuery,
+                RecordsQueryRequest(
+                    zoneID: ZoneID(zoneName: "Notes"),
+                    query: Query(recordType: "Note", filterBy: [.init(systemFieldName: "secret", .equals, "x")])))
+            #expect(unknownSystem.status == 400)
+            let unknownComparator = try await client.call(
+                .private, .recordsQuery,
+                json: #"{"zoneID": {"zoneName": "Notes"}, "query": {"recordType": "Note", "filterBy": [{"comparator": "NEAR", "fieldName": "x", "fieldValue": {"value": 1}}]}}"#)
+            #expect(unknownComparator.status == 400)
+            #expect(unknownComparator.error?.reason?.contains("comparator") == true)
+        }
+    }
+}

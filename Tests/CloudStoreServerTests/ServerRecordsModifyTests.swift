@@ -1,0 +1,222 @@
+import CloudStoreTesting
+import CloudStoreWire
+import Foundation
+import Testing
+
+@Suite("records/modify")
+struct ServerRecordsModifyTests {
+    @Test(arguments: Backend.all)
+    func create_storesRecordWithTagZoneAndStamps(_ backend: Backend) async throws {
+        try await withServer(backend) { _, client in
+            try await client.createZone("Notes")
+            let saved = try await client.save([note("N-1", title: "Hello", extra: ["pinned": .bool(true)])])[0]
+            #expect(saved.recordType == "Note")
+            #expect(saved.recordChangeTag?.isEmpty == false)
+            #expect(saved.zoneID == ZoneID(zoneName: "Notes", ownerRecordName: "_alice"))
+            #expect(saved.fields["title"] == .string("Hello"))
+            #expect(saved.fields["pinned"] == .int64(1))
+            #expect(saved.created?.userRecordName == "_alice")
+            #expect(saved.created?.deviceID == "device-A")
+            #expect(saved.modified == saved.created)
+
+            let looked = try await client.lookup(["N-1"])
+            #expect(looked.first?.record == saved)
+        }
+    }
+
+    @Test(arguments: Backend.all)
+    func create_ofExistingNameIsExistsWithServerRecord(_ backend: Backend) async throws {
+        try await withServer(backend) { _, client in
+            try await client.createZone("Notes")
+            let saved = try await client.save([note("N-1", title: "first")])[0]
+            let (status, results) = try await client.modify([.init(.create, note("N-1", title: "second"))], atomic: false)
+            #expect(status == 200)
+            let error = try #require(results.first?.error)
+            #expect(error.serverErrorCode == .exists)
+            #expect(error.recordName == "N-1")
+            #expect(error.serverRecord == saved)
+        }
+    }
+
+    @Test(arguments: Backend.all)
+    func update_withStaleTagIsConflictWithServerRecord(_ backend: Backend) async throws {
+        try await withServer(backend) { _, client in
+            try await client.createZone("Notes")
+            let first = try await client.save([note("N-1", title: "v1")])[0]
+            let second = try await client.save([note("N-1", title: "v2", tag: first.recordChangeTag)], .update)[0]
+            #expect(second.recordChangeTag != first.recordChangeTag, "the tag changes on every write")
+
+            let (_, results) = try await client.modify(
+                [.init(.update, note("N-1", title: "stale", tag: first.recordChangeTag))], atomic: false)
+            let error = try #require(results.first?.error)
+            #expect(error.serverErrorCode == .conflict)
+            #expect(error.serverRecord?.fields["title"] == .string("v2"))
+            #expect(error.serverRecord?.recordChangeTag == second.recordChangeTag)
+
+            let (_, missingTag) = try await client.modify([.init(.update, note("N-1", title: "no tag"))], atomic: false)
+            #expect(missingTag.first?.code == .conflict, "a missing tag where one is needed is a conflict")
+        }
+    }
+
+    @Test(arguments: Backend.all)
+    func operations_allSevenTypesBehaveAsDocumented(_ backend: Backend) async throws {
+        try await withServer(backend) { _, client in
+            try await client.createZone("Notes")
+            let base = try await client.save([
+                note("U", title: "u", extra: ["body": "keep"]), note("R", title: "r", extra: ["body": "drop"]),
+                note("D", title: "d"),
+            ])
+            var update = Record(recordName: "U", recordChangeTag: base[0].recordChangeTag, fields: ["title": "u2"])
+            update.fields["gone"] = .null
+            let replace = Record(recordName: "R", recordChangeTag: base[1].recordChangeTag, fields: ["title": "r2"])
+            let (status, results) = try await client.modify([
+                .init(.update, update),
+                .init(.replace, replace),
+                .init(.forceUpdate, note("FU", title: "created by forceUpdate")),
+                .init(.forceReplace, note("FR", title: "created by forceReplace")),
+                .init(.delete, Record(recordName: "D", recordChangeTag: base[2].recordChangeTag)),
+                .init(.forceDelete, Record(recordName: "never-existed")),
+            ])
+            #expect(status == 200)
+            #expect(results[0].record?.fields == ["title": "u2", "body": "keep"], "update changes only the fields sent")
+            #expect(results[1].record?.fields == ["title": "r2"], "replace drops the fields not sent")
+            #expect(results[2].record?.fields["title"] == "created by forceUpdate")
+            #expect(results[3].record?.recordType == "Note")
+            #expect(results[4].record == Record(recordName: "D", deleted: true))
+            #expect(results[5].record == Record(recordName: "never-existed", deleted: true), "forceDelete is idempotent")
+
+            let (_, forced) = try await client.modify([
+                .init(.forceUpdate, Record(recordName: "U", fields: ["title": "forced"])),
+                .init(.forceReplace, Record(recordName: "R", fields: ["body": "only body"])),
+                .init(.forceDelete, Record(recordName: "FU")),
+            ])
+            #expect(forced[0].record?.fields == ["title": "forced", "body": "keep"])
+            #expect(forced[1].record?.fields == ["body": "only body"])
+            #expect(forced[2].record?.deleted == true)
+            let looked = try await client.lookup(["D", "FU", "FR"])
+            #expect(looked.map(\.code) == [.notFound, .notFound, nil])
+        }
+    }
+
+    @Test(arguments: Backend.all)
+    func delete_ofMissingRecordWithTagIsNotFound(_ backend: Backend) async throws {
+        try await withServer(backend) { _, client in
+            try await client.createZone("Notes")
+            let (_, results) = try await client.modify(
+                [.init(.delete, Record(recordName: "ghost", recordChangeTag: "1")), .init(.update, note("ghost2", tag: "1"))],
+                atomic: false)
+            #expect(results.map(\.code) == [.notFound, .notFound])
+        }
+    }
+
+    @Test(arguments: Backend.all)
+    func atomic_failureAppliesNothingAndMarksTheOthersAtomicError(_ backend: Backend) async throws {
+        try await withServer(backend) { _, client in
+            try await client.createZone("Notes")
+            let existing = try await client.save([note("N-1", title: "v1")])[0]
+            let answer = try await client.call(
+                .private, .recordsModify,
+                RecordsModifyRequest(
+                    zoneID: ZoneID(zoneName: "Notes"),
+                    operations: [
+                        .init(.create, note("A")),
+                        .init(.update, note("N-1", title: "stale", tag: "zzz")),
+                        .init(.create, note("B")),
+                    ]))
+            #expect(answer.status == 400)
+            let results = try answer.decode(RecordsResponse.self).records
+            #expect(results.map(\.code) == [.atomicError, .conflict, .atomicError])
+            #expect(results.map(\.error?.recordName) == ["A", "N-1", "B"])
+            let looked = try await client.lookup(["A", "N-1", "B"])
+            #expect(looked.map(\.code) == [.notFound, nil, .notFound])
+            #expect(looked[1].record == existing)
+        }
+    }
+
+    @Test(arguments: Backend.all)
+    func nonAtomic_partialSuccessAppliesTheGoodOperations(_ backend: Backend) async throws {
+        try await withServer(backend) { _, client in
+            try await client.createZone("Notes")
+            try await client.save([note("N-1")])
+            let (status, results) = try await client.modify(
+                [.init(.create, note("A")), .init(.create, note("N-1")), .init(.create, note("B"))], atomic: false)
+            #expect(status == 200)
+            #expect(results.map(\.code) == [nil, .exists, nil])
+            let looked = try await client.lookup(["A", "B"])
+            #expect(looked.allSatisfy { $0.record != nil })
+        }
+    }
+
+    @Test(arguments: Backend.all)
+    func recordNameTwiceInOneRequestIsBadRequest(_ backend: Backend) async throws {
+        try await withServer(backend) { _, client in
+            try await client.createZone("Notes")
+            let answer = try await client.call(
+                .private, .recordsModify,
+                RecordsModifyRequest(
+                    zoneID: ZoneID(zoneName: "Notes"), operations: [.init(.create, note("A")), .init(.forceUpdate, note("A"))]))
+            #expect(answer.status == 400)
+            #expect(answer.error?.serverErrorCode == .badRequest)
+            #expect(answer.error?.reason?.contains("twice") == true)
+        }
+    }
+
+    @Test(arguments: Backend.all)
+    func missingZoneIsRequestLevelZoneNotFound(_ backend: Backend) async throws {
+        try await withServer(backend) { _, client in
+            let answer = try await client.call(
+                .private, .recordsModify,
+                RecordsModifyRequest(zoneID: ZoneID(zoneName: "Nowhere"), operations: [.init(.create, note("A"))]))
+            #expect(answer.status == 404)
+            #expect(answer.error?.serverErrorCode == .zoneNotFound)
+            #expect(answer.error?.zoneID?.zoneName == "Nowhere")
+        }
+    }
+
+    @Test(arguments: Backend.all)
+    func defaultZoneAlwaysExists(_ backend: Backend) async throws {
+        try await withServer(backend) { _, client in
+            let saved = try await client.save("_defaultZone", [note("D-1")])
+            #expect(saved[0].zoneID?.zoneName == "_defaultZone")
+            let publicSave = try await client.modify("_defaultZone", [.init(.create, note("P-1"))], in: .public)
+            #expect(publicSave.results.first?.record?.zoneID?.ownerRecordName == "_defaultOwner")
+        }
+    }
+
+    @Test(arguments: Backend.all)
+    func references_validateNeedsTargetAndDeleteSelfCascades(_ backend: Backend) async throws {
+        try await withServer(backend) { _, client in
+            try await client.createZone("Notes")
+            let toMissing = note("N-1", extra: ["folder": .reference(Reference(recordName: "F-missing", action: .validate))])
+            let (_, failed) = try await client.modify([.init(.create, toMissing)], atomic: false)
+            #expect(failed.first?.code == .validatingReferenceError)
+
+            let folder = Record(recordName: "F-1", recordType: "Folder", fields: ["title": "Inbox"])
+            let child = note("N-1", extra: ["folder": .reference(Reference(recordName: "F-1", action: .validate))])
+            let (status, saved) = try await client.modify([.init(.create, child), .init(.create, folder)])
+            #expect(status == 200, "a target saved in the same request satisfies VALIDATE")
+            #expect(saved.allSatisfy { $0.record != nil })
+
+            let owned = note("N-2", extra: ["folder": .reference(Reference(recordName: "F-1", action: .deleteSelf))])
+            let grandchild = note("N-3", extra: ["parent": .reference(Reference(recordName: "N-2", action: .deleteSelf))])
+            try await client.save([owned, grandchild])
+            let before = try await client.allZoneChanges()
+            _ = try await client.modify([.init(.forceDelete, Record(recordName: "F-1"))])
+            let looked = try await client.lookup(["N-1", "N-2", "N-3"])
+            #expect(looked.map(\.code) == [nil, .notFound, .notFound], "DELETE_SELF deletes referrers transitively")
+            let after = try await client.allZoneChanges(token: before.token)
+            #expect(Set(after.records.filter(\.deleted).map(\.recordName)) == ["F-1", "N-2", "N-3"])
+        }
+    }
+
+    @Test(arguments: Backend.all)
+    func typeChangeOfExistingRecordIsBadRequest(_ backend: Backend) async throws {
+        try await withServer(backend) { _, client in
+            try await client.createZone("Notes")
+            try await client.save([note("N-1")])
+            let (_, results) = try await client.modify(
+                [.init(.forceReplace, Record(recordName: "N-1", recordType: "Folder", fields: [:]))], atomic: false)
+            #expect(results.first?.code == .badRequest)
+        }
+    }
+}

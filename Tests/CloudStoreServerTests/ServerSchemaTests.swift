@@ -1,0 +1,110 @@
+import CloudStoreServer
+import CloudStoreTesting
+import CloudStoreWire
+import Foundation
+import Testing
+
+@Suite("schema: just in time in development, validated and additive in production")
+struct ServerSchemaTests {
+    func schema(_ client: CloudClient) async throws -> CloudSchema {
+        let answer = try await client.send(.GET, client.basePath + "/schema")
+        try #require(answer.status == 200, "\(answer.text)")
+        return try answer.decode(CloudSchema.self)
+    }
+
+    func modifySchema(_ client: CloudClient, _ schema: CloudSchema) async throws -> Answer {
+        try await client.send(.POST, client.basePath + "/schema/modify", body: try WireCoding.encode(schema))
+    }
+
+    @Test(arguments: Backend.all)
+    func development_savingExtendsTheSchemaJustInTime(_ backend: Backend) async throws {
+        try await withServer(backend) { _, client in
+            #expect(try await schema(client) == CloudSchema(recordTypes: [], version: 0))
+            try await client.createZone("Notes")
+            try await client.save([note("N-1", extra: ["pinned": .bool(true), "tags": .list([])])])
+            var current = try await schema(client)
+            let type = try #require(current.recordType(named: "Note"))
+            #expect(type.field(named: "title")?.type == .string)
+            #expect(type.field(named: "pinned")?.type == .int64)
+            #expect(type.field(named: "tags")?.type == .unknownList)
+
+            try await client.save([note("N-2", extra: ["tags": .list(["a"])])])
+            current = try await schema(client)
+            #expect(current.recordType(named: "Note")?.field(named: "tags")?.type == .list(.string), "an unknown list is refined")
+
+            let (_, results) = try await client.modify([.init(.create, note("N-3", extra: ["pinned": "yes"]))], atomic: false)
+            #expect(results.first?.code == .badRequest)
+            #expect(results.first?.error?.reason?.contains("Note.pinned") == true)
+        }
+    }
+
+    @Test(arguments: Backend.all)
+    func production_recordsMustMatchTheSchema(_ backend: Backend) async throws {
+        try await withServer(backend) { _, developer in
+            let client = developer.inEnvironment(.production)
+            let declared = CloudSchema(recordTypes: [
+                .init(name: "Note", fields: [.init(name: "title", type: .string), .init(name: "count", type: .int64)])
+            ])
+            let answer = try await modifySchema(client, declared)
+            #expect(answer.status == 200)
+            #expect(try answer.decode(CloudSchema.self).version == 1)
+
+            try await client.createZone("Notes")
+            let (status, results) = try await client.modify(
+                [
+                    .init(.create, note("ok", extra: ["count": 3])),
+                    .init(.create, Record(recordName: "t", recordType: "Folder", fields: [:])),
+                    .init(.create, note("f", extra: ["color": "red"])),
+                    .init(.create, note("w", extra: ["count": "three"])),
+                ], atomic: false)
+            #expect(status == 200)
+            #expect(results.map(\.code) == [nil, .badRequest, .badRequest, .badRequest])
+            #expect(results[1].error?.reason?.contains("Folder") == true)
+            #expect(results[2].error?.reason?.contains("color") == true)
+            #expect(results[3].error?.reason?.contains("count") == true)
+            #expect(try await schema(client).version == 1, "production records never change the schema")
+        }
+    }
+
+    @Test(arguments: Backend.all)
+    func production_schemaChangesMustBeAdditive(_ backend: Backend) async throws {
+        try await withServer(backend) { _, developer in
+            let client = developer.inEnvironment(.production)
+            let v1 = CloudSchema(recordTypes: [
+                .init(name: "Note", fields: [.init(name: "title", type: .string), .init(name: "tags", type: .unknownList)])
+            ])
+            #expect(try await modifySchema(client, v1).status == 200)
+
+            let removing = CloudSchema(recordTypes: [.init(name: "Note", fields: [.init(name: "tags", type: .unknownList)])])
+            let removed = try await modifySchema(client, removing)
+            #expect(removed.status == 400)
+            #expect(removed.error?.reason?.contains("Note.title") == true)
+
+            let retyping = CloudSchema(recordTypes: [
+                .init(name: "Note", fields: [.init(name: "title", type: .int64), .init(name: "tags", type: .unknownList)])
+            ])
+            let retyped = try await modifySchema(client, retyping)
+            #expect(retyped.status == 400)
+            #expect(retyped.error?.reason?.contains("Note.title") == true)
+
+            let adding = CloudSchema(recordTypes: [
+                .init(name: "Note", fields: [
+                    .init(name: "title", type: .string), .init(name: "tags", type: .list(.string)),
+                    .init(name: "body", type: .string),
+                ]),
+                .init(name: "Folder", fields: [.init(name: "title", type: .string)]),
+            ])
+            let added = try await modifySchema(client, adding)
+            #expect(added.status == 200)
+            let stored = try await schema(client)
+            #expect(stored.version == 2)
+            #expect(stored.recordType(named: "Note")?.field(named: "body")?.type == .string)
+            #expect(stored.recordType(named: "Folder") != nil)
+            #expect(try await modifySchema(client, adding).decode(CloudSchema.self).version == 2, "no change, same version")
+
+            let inDevelopment = try await modifySchema(developer, removing)
+            #expect(inDevelopment.status == 200, "development schemas may shrink")
+            #expect(try await schema(client).version == 2, "environments have separate schemas")
+        }
+    }
+}

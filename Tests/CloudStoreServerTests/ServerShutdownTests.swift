@@ -1,0 +1,46 @@
+import CloudStoreServer
+import CloudStoreTesting
+import CloudStoreWire
+import Foundation
+import Testing
+
+@Suite("graceful shutdown in process", .timeLimit(.minutes(1)))
+struct ServerShutdownTests {
+    @Test(arguments: Backend.all)
+    func shutdown_answersAWaitingLongPollAndStops(_ backend: Backend) async throws {
+        let recorder = LogRecorder()
+        let server = try await TestServer.start(storage: backend.freshStorage, logger: recorder.logger())
+        let client = CloudClient(baseURL: server.baseURL)
+        let start = try await client.databaseChanges(token: nil)
+        async let poll = client.send(.GET, client.path(.private, .notifications) + "?timeout=50&since=\(start.syncToken)")
+        await recorder.waitFor("long poll waiting")
+        let clock = ContinuousClock()
+        let started = clock.now
+        try await server.shutdown()
+        let answer = try await poll
+        #expect(answer.status == 200)
+        #expect(try answer.decode(NotificationsResponse.self).changed == false)
+        #expect(clock.now - started < .seconds(20))
+        await #expect(throws: (any Error).self, "the server no longer accepts connections") {
+            try await client.send(.GET, client.path(.private, .zonesList), timeout: .seconds(5))
+        }
+    }
+
+    @Test func restart_onTheSameDirectoryKeepsTheData() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cloudstore-restart-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let first = try await TestServer.start(storage: .sqlite(directory: directory))
+        var client = CloudClient(baseURL: first.baseURL)
+        try await client.createZone("Notes")
+        let saved = try await client.save([note("N-1")])
+        let changes = try await client.allZoneChanges()
+        try await first.shutdown()
+
+        let second = try await TestServer.start(storage: .sqlite(directory: directory))
+        client.baseURL = second.baseURL
+        #expect(try await client.lookup(["N-1"]).first?.record == saved[0])
+        let again = try await client.allZoneChanges(token: changes.token)
+        #expect(again.records.isEmpty && again.token == changes.token, "tokens survive a restart")
+        try await second.shutdown()
+    }
+}

@@ -1,0 +1,105 @@
+import CloudStoreWire
+import Foundation
+import Testing
+
+@testable import CloudStoreServer
+
+@Suite("server building blocks")
+struct ServerUnitsTests {
+    let partition = DatabasePartition(container: "c", environment: .development, scope: .private, owner: "_u1")
+
+    @Test func syncToken_roundTripsAndRefusesForeignOrMalformedTokens() throws {
+        let zone = partition.zone("Notes")
+        let stored = StoredZone(name: "Notes", seq: 9, dbSeq: 3, incarnation: 4, purgedThrough: 0, deleted: false)
+        let token = SyncToken.zone(zone, stored, seq: 7)
+        let decoded = try SyncToken.decode(token.encoded, as: .zone)
+        #expect(decoded == token)
+        try decoded.checkBelongs(to: zone)
+        #expect(throws: APIError.self) { try decoded.checkBelongs(to: partition.zone("Other")) }
+        var otherUser = partition
+        otherUser.owner = "_u2"
+        #expect(throws: APIError.self) { try decoded.checkBelongs(to: otherUser.zone("Notes")) }
+        #expect(throws: APIError.self) { try SyncToken.decode(token.encoded, as: .database) }
+        #expect(throws: APIError.self) { try SyncToken.decode(String(token.encoded.dropLast(2)), as: .zone) }
+        #expect(!token.encoded.contains("+") && !token.encoded.contains("/") && !token.encoded.contains("="))
+
+        let database = SyncToken.database(partition, seq: 5)
+        #expect(try SyncToken.decode(database.encoded, as: .database).seq == 5)
+    }
+
+    @Test func rateLimiterBucket_refillsAtTheRate() {
+        let start = Date(timeIntervalSince1970: 0)
+        var bucket = RateLimiter.Bucket(tokens: 2, updated: start)
+        #expect(bucket.take(now: start, rate: 2) == nil)
+        #expect(bucket.take(now: start, rate: 2) == nil)
+        #expect(bucket.take(now: start, rate: 2) == 0.5)
+        #expect(bucket.take(now: start.addingTimeInterval(0.25), rate: 2) == 0.25)
+        #expect(bucket.take(now: start.addingTimeInterval(0.5), rate: 2) == nil)
+        #expect(bucket.take(now: start.addingTimeInterval(100), rate: 2) == nil, "never more than one second of burst")
+        #expect(bucket.take(now: start.addingTimeInterval(100), rate: 2) == nil)
+        #expect(bucket.take(now: start.addingTimeInterval(100), rate: 2) != nil)
+    }
+
+    @Test func changeBroker_doesNotLoseAChangePublishedBeforeTheWait() async {
+        let broker = ChangeBroker()
+        let subscription = broker.subscribe("p")
+        broker.publish("p")
+        #expect(broker.hasChanged(subscription))
+        let started = ContinuousClock.now
+        await broker.wait(subscription, timeout: .seconds(30))
+        #expect(ContinuousClock.now - started < .seconds(5))
+        broker.unsubscribe(subscription)
+    }
+
+    @Test func changeBroker_wakesWaitersOfThePartitionOnly() async {
+        let broker = ChangeBroker()
+        let mine = broker.subscribe("p")
+        let theirs = broker.subscribe("q")
+        broker.publish("q")
+        #expect(!broker.hasChanged(mine))
+        #expect(broker.hasChanged(theirs))
+        async let waited: Void = broker.wait(mine, timeout: .seconds(30))
+        broker.publish("p")
+        await waited
+        #expect(broker.hasChanged(mine))
+        broker.unsubscribe(mine)
+        broker.unsubscribe(theirs)
+    }
+
+    @Test func changeBroker_timesOut() async {
+        let broker = ChangeBroker()
+        let subscription = broker.subscribe("p")
+        await broker.wait(subscription, timeout: .milliseconds(10))
+        #expect(!broker.hasChanged(subscription))
+        broker.unsubscribe(subscription)
+    }
+
+    @Test func schemaRules_productionRefusesRemovalAndRetype() throws {
+        let current = CloudSchema(recordTypes: [.init(name: "Note", fields: [.init(name: "title", type: .string)])], version: 3)
+        let removal = CloudSchema(recordTypes: [.init(name: "Note", fields: [])])
+        #expect(throws: APIError.self) { try SchemaRules.merge(removal, into: current, environment: .production) }
+        let development = try SchemaRules.merge(removal, into: current, environment: .development)
+        #expect(development?.version == 4)
+        #expect(try SchemaRules.merge(current, into: current, environment: .production) == nil)
+        let duplicate = CloudSchema(recordTypes: [.init(name: "Note", fields: []), .init(name: "Note", fields: [])])
+        #expect(throws: APIError.self) { try SchemaRules.merge(duplicate, into: .empty, environment: .development) }
+    }
+
+    @Test func limits_pageSizeClampsAndRefusesNonPositive() throws {
+        let limits = ServerLimits()
+        #expect(try limits.pageSize(nil) == 200)
+        #expect(try limits.pageSize(50) == 50)
+        #expect(try limits.pageSize(Int.max) == 200)
+        #expect(throws: APIError.self) { try limits.pageSize(0) }
+        #expect(throws: APIError.self) { try limits.pageSize(-1) }
+    }
+
+    @Test func bearerTokens_matchExactly() {
+        let tokens = BearerTokens(["alpha": "_a", "beta": "_b"])
+        #expect(tokens.user(for: "alpha") == "_a")
+        #expect(tokens.user(for: "beta") == "_b")
+        #expect(tokens.user(for: "alph") == nil)
+        #expect(tokens.user(for: "alphaa") == nil)
+        #expect(tokens.user(for: "") == nil)
+    }
+}
