@@ -17,6 +17,7 @@ extension SyncEngine {
     /// One turn of the scheduling loop: absorb the app's state changes, then run what is due.
     func loopStep() async -> LoopStep {
         if isStopped || delegate == nil { return .stop }
+        wake.clear()
         await absorbStateChanges()
         guard configuration.automaticallySync else { return .idle }
         let action = scheduler.nextAction(at: clock.now)

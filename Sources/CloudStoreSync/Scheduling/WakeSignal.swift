@@ -23,6 +23,11 @@ final class WakeSignal: Sendable {
         continuation?.resume()
     }
 
+    /// Forgets a kept signal: called right before the loop reads all its inputs, which covers it.
+    func clear() {
+        waiting.withLock { $0.isSignalled = false }
+    }
+
     /// Returns at the next signal (at once if one is kept), or when the task is cancelled.
     func wait() async {
         let id = waiting.withLock { waiting in

@@ -2,8 +2,8 @@ import CloudStoreSync
 import CloudStoreWire
 import Logging
 
-// The example of the DocC article "Using the sync engine", compiled and run by
-// `UsingTheSyncEngineExampleTests`. Keep the two in step.
+// The example of the DocC article "Using the sync engine", compiled here and run against a server
+// by `SyncEngineMultiDeviceTests.example_notesMergeFieldsEditedOnTwoDevices`. Keep the two in step.
 
 /// A note as the app stores it, with the last copy the server acknowledged (the ancestor for merges).
 struct Note: Sendable, Equatable {
@@ -11,6 +11,33 @@ struct Note: Sendable, Equatable {
     var title: String
     var body: String
     var lastServerRecord: Record?
+
+    init(id: String, title: String, body: String, lastServerRecord: Record? = nil) {
+        self.id = id
+        self.title = title
+        self.body = body
+        self.lastServerRecord = lastServerRecord
+    }
+
+    /// The note as the server has it.
+    init(_ record: Record) {
+        self.init(
+            id: record.recordName, title: record["title"]?.stringValue ?? "", body: record["body"]?.stringValue ?? "",
+            lastServerRecord: record)
+    }
+
+    /// Three-way merge with a newer server copy, field by field against the last copy both sides
+    /// agreed on: a field only we changed keeps our value, every other field takes the server's.
+    func merged(with serverRecord: Record) -> Note {
+        func merge(_ key: String, _ local: String) -> String {
+            let base = lastServerRecord?[key]?.stringValue
+            let server = serverRecord[key]?.stringValue ?? ""
+            let onlyWeChanged = local != base && server == base
+            return onlyWeChanged ? local : server
+        }
+        return Note(
+            id: id, title: merge("title", title), body: merge("body", body), lastServerRecord: serverRecord)
+    }
 }
 
 /// The app's persistence. A real app keeps this in SQLite and runs each method in one transaction;
@@ -26,11 +53,14 @@ actor NotesStore {
     func saveSyncState(_ state: SyncEngine.State.Serialization) { syncState = state }
 
     /// One transaction: the fetched page's records and the state that holds the page's token.
-    func apply(_ changes: SyncEngine.Event.FetchedRecordZoneChanges) {
+    /// Notes with unsent edits are merged, not overwritten.
+    func apply(_ changes: SyncEngine.Event.FetchedRecordZoneChanges, unsent: Set<String>) {
         for record in changes.modifications {
-            notes[record.recordName] = Note(
-                id: record.recordName, title: record["title"]?.stringValue ?? "", body: record["body"]?.stringValue ?? "",
-                lastServerRecord: record)
+            if unsent.contains(record.recordName), let local = notes[record.recordName] {
+                notes[record.recordName] = local.merged(with: record)
+            } else {
+                notes[record.recordName] = Note(record)
+            }
         }
         for deletion in changes.deletions { notes[deletion.recordID.recordName] = nil }
         syncState = changes.stateSerialization
@@ -115,7 +145,11 @@ actor NotesSync: SyncEngineDelegate {
             }
 
         case .fetchedRecordZoneChanges(let changes):
-            await store.apply(changes)
+            let unsent = syncEngine.state.pendingRecordZoneChanges.compactMap { change -> String? in
+                if case .saveRecord(let recordID) = change { return recordID.recordName }
+                return nil
+            }
+            await store.apply(changes, unsent: Set(unsent))
 
         case .sentRecordZoneChanges(let sent):
             await store.acknowledge(sent)
@@ -155,21 +189,10 @@ actor NotesSync: SyncEngineDelegate {
         let recordID = failure.record.recordID
         switch failure.error.code {
         case .conflict, .exists:
-            // Someone else saved first. Merge field by field against the last copy both sides
-            // agreed on: fields only we changed keep ours, everything else takes the server's.
-            guard let serverRecord = failure.error.serverRecord, var note = await store.note(recordID.recordName)
+            // Someone else saved first: merge with their copy and send the result with its tag.
+            guard let serverRecord = failure.error.serverRecord, let note = await store.note(recordID.recordName)
             else { return }
-            let ancestor = note.lastServerRecord
-            func merged(_ key: String, _ local: String) -> String {
-                let base = ancestor?[key]?.stringValue
-                let server = serverRecord[key]?.stringValue ?? ""
-                let onlyWeChanged = local != base && server == base
-                return onlyWeChanged ? local : server
-            }
-            note.title = merged("title", note.title)
-            note.body = merged("body", note.body)
-            note.lastServerRecord = serverRecord
-            await store.put(note)
+            await store.put(note.merged(with: serverRecord))
             syncEngine.state.add(pendingRecordZoneChanges: [.saveRecord(recordID)])
 
         case .zoneNotFound:

@@ -1,0 +1,417 @@
+import CloudStoreServer
+import CloudStoreSync
+import CloudStoreTesting
+import CloudStoreWire
+import Foundation
+import Testing
+
+/// Two or more devices, each with its own engine, against a real server in this process on a
+/// loopback port. `automaticallySync` is off unless the test is about scheduling.
+@Suite(.timeLimit(.minutes(1))) struct SyncEngineMultiDeviceTests {
+    static let container = "iCloud.test.sync"
+    let notes = ZoneID(zoneName: "Notes")
+
+    func id(_ name: String) -> RecordID { RecordID(recordName: name, zoneID: notes) }
+
+    func note(_ name: String, _ value: String) -> Record {
+        Record(recordType: "Note", recordID: id(name), fields: ["value": .string(value)])
+    }
+
+    /// What a fresh device of the same user sees for a record after a full fetch.
+    func valueOnAnotherDevice(_ name: String, on server: TestServer) async throws -> FieldValue? {
+        let device = await TestDevice("other", database: server.database(device: "other"))
+        try await device.engine.fetchChanges()
+        return await device.record(id(name))?.fields["value"]
+    }
+
+    /// A device that syncs by itself on a test clock, without push or polling.
+    func automaticDevice(
+        _ database: any CloudDatabase, clock: TestClock,
+        configure: @escaping @Sendable (inout SyncEngine.Configuration) -> Void = { _ in }
+    ) async -> TestDevice {
+        let device = await TestDevice("A", database: database, automaticallySync: true) { configuration in
+            configuration.clock = clock
+            configuration.listensForPush = false
+            configuration.pollInterval = nil
+            configure(&configuration)
+        }
+        await device.waitForEvent { $0.name == "didFetchChanges" }
+        return device
+    }
+
+    /// Devices A and B in a Notes zone where A saved records `a`, `b` and `c` and B fetched them.
+    func twoDevicesSharingThreeNotes(on server: TestServer) async throws -> (TestDevice, TestDevice) {
+        try await createZone(on: server)
+        let deviceA = await TestDevice("A", database: server.database(device: "A"))
+        let deviceB = await TestDevice("B", database: server.database(device: "B"))
+        for name in ["a", "b", "c"] { await deviceA.save(note(name, name)) }
+        try await deviceA.engine.sendChanges()
+        try await deviceB.engine.fetchChanges()
+        return (deviceA, deviceB)
+    }
+
+    /// Creates the Notes zone on the server through a throwaway engine.
+    func createZone(on server: TestServer) async throws {
+        let device = await TestDevice("setup", database: server.database(device: "setup"))
+        device.engine.state.add(pendingDatabaseChanges: [.saveZone(notes)])
+        try await device.engine.sendChanges()
+    }
+
+    // MARK: Conflicts
+
+    @Test(arguments: [false, true])
+    func conflict_secondWriterGetsTheServerRecordAndResolvesToIt(serverSendsRecord: Bool) async throws {
+        try await withTestServer { server in
+            try await createZone(on: server)
+            let databaseB = FaultInjectingDatabase(server.database(device: "B"))
+            databaseB.stripsServerRecordFromConflicts = !serverSendsRecord
+            let deviceA = await TestDevice("A", database: server.database(device: "A"))
+            let deviceB = await TestDevice("B", database: databaseB)
+
+            // Save a value from the first device to the server.
+            await deviceA.save(note("value", "A"))
+            try await deviceA.engine.sendChanges()
+
+            // The second device saves before it fetches: its save fails with the server record.
+            await deviceB.save(note("value", "B"))
+            let mark = await deviceB.events.count
+            try await deviceB.engine.sendChanges()
+            let event = await deviceB.waitForEvent(from: mark) { $0.name == "sentRecordZoneChanges" }
+            guard case .sentRecordZoneChanges(let sent) = event else { return }
+            let failure = try #require(sent.failedRecordSaves.first)
+            #expect(failure.error.code == .exists)
+            #expect(failure.error.serverRecord?.fields["value"] == "A")
+            #expect(databaseB.requestCount(.recordsLookup) == (serverSendsRecord ? 0 : 1))
+
+            // The server's value wins, as in the WWDC23 talk's testSyncConflict.
+            #expect(await deviceB.record(id("value"))?.fields["value"] == "A")
+            #expect(deviceB.engine.state.pendingRecordZoneChanges.isEmpty)
+        }
+    }
+
+    @Test func conflict_resolvedLocallyIsSentAgainWithTheServersTag() async throws {
+        try await withTestServer { server in
+            try await createZone(on: server)
+            let deviceA = await TestDevice("A", database: server.database(device: "A"))
+            let deviceB = await TestDevice("B", database: server.database(device: "B"))
+            await deviceA.save(note("n", "first"))
+            try await deviceA.engine.sendChanges()
+            try await deviceB.engine.fetchChanges()
+
+            await deviceA.edit(id("n"), ["value": "from A"])
+            try await deviceA.engine.sendChanges()
+            await deviceB.setConflictPolicy(.localWins)
+            await deviceB.edit(id("n"), ["value": "from B"])
+            try await deviceB.engine.sendChanges()  // CONFLICT, resolved, sent again in the same call
+
+            try await deviceA.engine.fetchChanges()
+            #expect(await deviceA.record(id("n"))?.fields["value"] == "from B")
+            #expect(deviceB.engine.state.pendingRecordZoneChanges.isEmpty)
+        }
+    }
+
+    // MARK: Zones
+
+    @Test func zoneNotFound_isReportedThenTheZoneIsCreatedAndTheSaveSucceeds() async throws {
+        try await withTestServer { server in
+            let deviceA = await TestDevice("A", database: server.database(device: "A"))
+            await deviceA.save(note("n1", "x"))
+            try await deviceA.engine.sendChanges()
+
+            let sent = await deviceA.events.compactMap { event -> String? in
+                switch event {
+                case .sentRecordZoneChanges(let sent):
+                    "records(saved: \(sent.savedRecords.count), failed: \(sent.failedRecordSaves.map(\.error.code.rawValue)))"
+                case .sentDatabaseChanges(let sent): "zones(saved: \(sent.savedZones.map(\.zoneID.zoneName)))"
+                default: nil
+                }
+            }
+            #expect(sent == ["records(saved: 0, failed: [\"ZONE_NOT_FOUND\"])", "zones(saved: [\"Notes\"])", "records(saved: 1, failed: [])"])
+
+            #expect(try await valueOnAnotherDevice("n1", on: server) == "x")
+        }
+    }
+
+    // MARK: Fetching
+
+    @Test func fetch_pagesThroughMoreThan500RecordsWithASmallPageSize() async throws {
+        try await withTestServer { server in
+            try await createZone(on: server)
+            let deviceA = await TestDevice("A", database: server.database(device: "A"))
+            for index in 0..<520 { await deviceA.save(note(String(format: "n%03d", index), "v\(index)")) }
+            try await deviceA.engine.sendChanges()
+            #expect(deviceA.engine.state.pendingRecordZoneChanges.isEmpty)
+
+            let deviceB = await TestDevice("B", database: server.database(device: "B")) { $0.fetchResultsLimit = 50 }
+            try await deviceB.engine.fetchChanges()
+            let pages = await deviceB.events.compactMap { event -> [Record]? in
+                if case .fetchedRecordZoneChanges(let page) = event { return page.modifications }
+                return nil
+            }
+            #expect(pages.count >= 11)
+            #expect(pages.allSatisfy { $0.count <= 50 })
+            let names = pages.flatMap { $0.map(\.recordName) }
+            #expect(names.count == 520)
+            #expect(Set(names).count == 520, "each record arrives once")
+            #expect(await deviceB.records.count == 520)
+        }
+    }
+
+    @Test func tombstones_deleteTheRecordOnOtherDevices() async throws {
+        try await withTestServer { server in
+            let (deviceA, deviceB) = try await twoDevicesSharingThreeNotes(on: server)
+            #expect(await deviceB.records.count == 3)
+
+            await deviceA.delete(id("b"))
+            try await deviceA.engine.sendChanges()
+            let mark = await deviceB.events.count
+            try await deviceB.engine.fetchChanges()
+            let event = await deviceB.waitForEvent(from: mark) { $0.name == "fetchedRecordZoneChanges" }
+            guard case .fetchedRecordZoneChanges(let page) = event else { return }
+            #expect(page.deletions.map(\.recordID) == [id("b")])
+            #expect(page.deletions.first?.recordType == "Note")
+            #expect(page.modifications.isEmpty)
+            #expect(await deviceB.records.keys.sorted { $0.recordName < $1.recordName } == [id("a"), id("c")])
+        }
+    }
+
+    @Test func tokenExpiry_refetchesTheZoneFromScratchAndDropsWhatIsGone() async throws {
+        let serverClock = ManualClock()
+        try await withTestServer(clock: serverClock) { server in
+            let (deviceA, deviceB) = try await twoDevicesSharingThreeNotes(on: server)
+
+            // B stays away for longer than the tombstone horizon while A deletes "b".
+            await deviceA.delete(id("b"))
+            try await deviceA.engine.sendChanges()
+            serverClock.advance(by: 31 * 24 * 3600)
+            await deviceA.save(note("d", "d"))
+            try await deviceA.engine.sendChanges()
+
+            let mark = await deviceB.events.count
+            try await deviceB.engine.fetchChanges()
+            let zoneEvents = await deviceB.events[mark...].compactMap { event -> String? in
+                switch event {
+                case .willFetchRecordZoneChanges(let will): "will(fromScratch: \(will.fromScratch))"
+                case .didFetchRecordZoneChanges(let did): "did(\(did.error?.code?.rawValue ?? "ok"))"
+                default: nil
+                }
+            }
+            #expect(zoneEvents == ["will(fromScratch: false)", "did(CHANGE_TOKEN_EXPIRED)", "will(fromScratch: true)", "did(ok)"])
+            #expect(await deviceB.records.keys.map(\.recordName).sorted() == ["a", "c", "d"])
+        }
+    }
+
+    // MARK: Failures
+
+    @Test func throttled_waitsRetryAfterOnTheInjectedClockThenSends() async throws {
+        try await withTestServer { server in
+            try await createZone(on: server)
+            let clock = TestClock()
+            let database = FaultInjectingDatabase(server.database(device: "A"))
+            database.inject(.serverError(.throttled, retryAfter: 30), into: .recordsModify)
+            let deviceA = await automaticDevice(database, clock: clock)
+            await deviceA.save(note("n", "x"))
+            await clock.waitForSleepers()
+            clock.advance(by: .seconds(1))  // the debounce
+
+            await clock.waitForSleepers()
+            #expect(database.requestCount(.recordsModify) == 1)
+            #expect(clock.nextDeadline == clock.now.advanced(by: .seconds(30)))
+            clock.advance(by: .seconds(29))
+            #expect(database.requestCount(.recordsModify) == 1, "no request before retryAfter")
+            clock.advance(by: .seconds(1))
+            await deviceA.waitForEvent { $0.name == "sentRecordZoneChanges" }
+            #expect(database.requestCount(.recordsModify) == 2)
+
+            #expect(try await valueOnAnotherDevice("n", on: server) == "x")
+        }
+    }
+
+    @Test func networkFailures_backOffExponentiallyThenResume() async throws {
+        try await withTestServer { server in
+            try await createZone(on: server)
+            let clock = TestClock()
+            let database = FaultInjectingDatabase(server.database(device: "A"))
+            database.inject(.networkFailure, into: .recordsModify, times: 2)
+            let deviceA = await automaticDevice(database, clock: clock) { configuration in
+                configuration.backoffBase = .seconds(2)
+                configuration.jitter = { 1 }
+            }
+            await deviceA.save(note("n", "x"))
+            await clock.waitForSleepers()
+            clock.advance(by: .seconds(1))  // the debounce
+
+            await clock.waitForSleepers()
+            #expect(clock.nextDeadline == clock.now.advanced(by: .seconds(2)))
+            clock.advance(by: .seconds(2))
+            await clock.waitForSleepers()
+            #expect(clock.nextDeadline == clock.now.advanced(by: .seconds(4)), "the delay doubles")
+            #expect(database.requestCount(.recordsModify) == 2)
+            #expect(deviceA.engine.state.pendingRecordZoneChanges.count == 1, "nothing is dropped")
+            clock.advance(by: .seconds(4))
+            await deviceA.waitForEvent { $0.name == "sentRecordZoneChanges" }
+            #expect(deviceA.engine.state.pendingRecordZoneChanges.isEmpty)
+        }
+    }
+
+    @Test func droppedConnection_sendIsRetriedAndNothingIsDuplicated() async throws {
+        try await withTestServer { server in
+            try await createZone(on: server)
+            let database = FaultInjectingDatabase(server.database(device: "A"))
+            let deviceA = await TestDevice("A", database: database)
+            for name in ["a", "b", "c"] { await deviceA.save(note(name, name)) }
+
+            // The server applies the batch, then the connection drops before the answer arrives.
+            database.inject(.responseLost, into: .recordsModify)
+            await #expect(throws: CloudError.self) { try await deviceA.engine.sendChanges() }
+            #expect(deviceA.engine.state.pendingRecordZoneChanges.count == 3)
+
+            let mark = await deviceA.events.count
+            try await deviceA.engine.sendChanges()
+            let event = await deviceA.waitForEvent(from: mark) { $0.name == "sentRecordZoneChanges" }
+            guard case .sentRecordZoneChanges(let sent) = event else { return }
+            #expect(sent.savedRecords.count == 3)
+            #expect(sent.failedRecordSaves.isEmpty)
+            #expect(deviceA.engine.state.pendingRecordZoneChanges.isEmpty)
+
+            // An update whose answer is lost is recognised the same way.
+            await deviceA.edit(id("a"), ["value": "edited"])
+            database.inject(.responseLost, into: .recordsModify)
+            await #expect(throws: CloudError.self) { try await deviceA.engine.sendChanges() }
+            try await deviceA.engine.sendChanges()
+            #expect(deviceA.engine.state.pendingRecordZoneChanges.isEmpty)
+
+            let deviceB = await TestDevice("B", database: server.database(device: "B"))
+            try await deviceB.engine.fetchChanges()
+            let fetched = await deviceB.events.flatMap { event -> [String] in
+                if case .fetchedRecordZoneChanges(let page) = event { return page.modifications.map(\.recordName) }
+                return []
+            }
+            #expect(fetched.sorted() == ["a", "b", "c"], "each record exists once on the server")
+            #expect(await deviceB.record(id("a"))?.fields["value"] == "edited")
+        }
+    }
+
+    @Test func limitExceeded_splitsABatchOverTheServersBodyLimit() async throws {
+        try await withTestServer { server in
+            try await createZone(on: server)
+            let database = FaultInjectingDatabase(server.database(device: "A"))
+            let deviceA = await TestDevice("A", database: database) { $0.maxBatchBytes = 64 << 20 }
+            let big = String(repeating: "x", count: 900_000)
+            for index in 0..<5 { await deviceA.save(note("big\(index)", big)) }
+            try await deviceA.engine.sendChanges()
+            #expect(database.requestCount(.recordsModify) == 3, "4.5 MB refused, then 2 and 3 records")
+            #expect(deviceA.engine.state.pendingRecordZoneChanges.isEmpty)
+        }
+    }
+
+    // MARK: Push
+
+    @Test func push_wakesDeviceBWithinOneLongPollRoundAfterASends() async throws {
+        try await withTestServer { server in
+            try await createZone(on: server)
+            let databaseB = FaultInjectingDatabase(server.database(device: "B"))
+            let deviceB = await TestDevice("B", database: databaseB, automaticallySync: true) { configuration in
+                configuration.longPollTimeout = .seconds(30)
+                configuration.pollInterval = nil
+            }
+            await deviceB.waitForEvent { $0.name == "didFetchChanges" }
+            await databaseB.waitForRequests(.notifications, count: 1)
+
+            let deviceA = await TestDevice("A", database: server.database(device: "A"))
+            await deviceA.save(note("pushed", "hello"))
+            let sentAt = ContinuousClock.now
+            try await deviceA.engine.sendChanges()
+
+            await deviceB.waitForEvent { event in
+                if case .fetchedRecordZoneChanges(let page) = event { return page.modifications.contains { $0.recordName == "pushed" } }
+                return false
+            }
+            #expect(ContinuousClock.now - sentAt < .seconds(15), "well within one 30 s long poll")
+            #expect(databaseB.requestCount(.notifications) <= 2, "the first long poll woke B")
+            #expect(await deviceB.record(id("pushed"))?.fields["value"] == "hello")
+        }
+    }
+
+    // MARK: Accounts
+
+    @Test func account_anotherUsersCredentialsSwitchAccountsAndDropTheOldState() async throws {
+        try await withTestServer { server in
+            let alice = await TestDevice("A", database: server.database(device: "A"))
+            try await alice.engine.fetchChanges()
+            let saved = try #require(await alice.savedState)
+
+            let bob = await TestDevice("A", database: server.database(user: "_bob", device: "A"), state: saved)
+            bob.engine.state.add(pendingRecordZoneChanges: [.saveRecord(id("x"))])
+            try await bob.engine.fetchChanges()
+            let change = await bob.waitForEvent { $0.name == "accountChange" }
+            #expect(change.description == "accountChange(switchAccounts(_alice → _bob))")
+            #expect(bob.engine.state.pendingRecordZoneChanges.isEmpty)
+        }
+    }
+
+    @Test func account_rejectedCredentialsSignOutAndStopTheEngine() async throws {
+        try await withTestServer { server in
+            let database = HTTPCloudDatabase(
+                baseURL: server.baseURL, container: Self.container, token: "not-a-token", deviceID: "A")
+            let device = await TestDevice("A", database: database)
+            let error = await #expect(throws: SyncEngineError.self) { try await device.engine.sendChanges() }
+            #expect(error?.code == .stopped)
+            #expect(await device.eventNames().contains("accountChange"))
+        }
+    }
+
+    // MARK: The article's example
+
+    @Test func example_notesMergeFieldsEditedOnTwoDevices() async throws {
+        try await withTestServer { server in
+            let storeA = NotesStore()
+            let storeB = NotesStore()
+            let syncA = await NotesSync(store: storeA, database: server.database(device: "A"), automaticallySync: false)
+            let syncB = await NotesSync(store: storeB, database: server.database(device: "B"), automaticallySync: false)
+            try await syncA.sync()  // signs in, creates the zone
+            await syncA.save(Note(id: "N-1", title: "Groceries", body: "Milk"))
+            try await syncA.sync()
+            try await syncB.sync()
+            #expect(await storeB.note("N-1")?.title == "Groceries")
+
+            await syncA.save(Note(id: "N-1", title: "Shopping", body: "Milk"))
+            await syncB.save(Note(id: "N-1", title: "Groceries", body: "Milk, eggs"))
+            try await syncA.sync()
+            try await syncB.sync()  // conflict: title from A, body from B, sent again
+            try await syncA.sync()
+
+            for store in [storeA, storeB] {
+                let note = try #require(await store.note("N-1"))
+                #expect(note.title == "Shopping")
+                #expect(note.body == "Milk, eggs")
+            }
+            #expect(await storeA.syncState != nil)
+        }
+    }
+}
+
+// MARK: Support
+
+/// Runs `body` with a fresh server, and shuts it down afterwards, also when `body` throws.
+func withTestServer(
+    limits: ServerLimits = ServerLimits(), clock: ManualClock? = nil, _ body: (TestServer) async throws -> Void
+) async throws {
+    let server = try await TestServer.start(limits: limits, clock: clock)
+    do {
+        try await body(server)
+    } catch {
+        try? await server.shutdown()
+        throw error
+    }
+    try await server.shutdown()
+}
+
+extension TestServer {
+    /// A user's private database, as one device sees it.
+    func database(user: String = "_alice", device: String) -> HTTPCloudDatabase {
+        HTTPCloudDatabase(
+            baseURL: baseURL, container: SyncEngineMultiDeviceTests.container, token: token(for: user),
+            deviceID: device, requestTimeout: .seconds(20))
+    }
+}
