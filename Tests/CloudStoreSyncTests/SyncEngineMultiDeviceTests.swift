@@ -254,6 +254,40 @@ import Testing
         }
     }
 
+    @Test func networkReturning_endsTheBackoffAndSendsAtOnce() async throws {
+        try await withTestServer { server in
+            try await createZone(on: server)
+            let clock = TestClock()
+            let databaseB = FaultInjectingDatabase(server.database(device: "B"))
+            databaseB.inject(.networkFailure, into: .recordsModify)
+            let deviceB = await TestDevice("B", database: databaseB, automaticallySync: true) { configuration in
+                configuration.clock = clock
+                configuration.pollInterval = nil
+                configuration.backoffBase = .seconds(60)
+                configuration.jitter = { 1 }
+            }
+            await deviceB.waitForEvent { $0.name == "didFetchChanges" }
+            await databaseB.waitForRequests(.notifications, count: 1)
+            await deviceB.save(note("offline", "x"))
+            await clock.waitForSleepers()
+            clock.advance(by: .seconds(1))  // the debounce
+            await clock.waitForSleepers()
+            #expect(clock.nextDeadline == clock.now.advanced(by: .seconds(60)))
+
+            // The long poll answers because another device wrote: the network works again.
+            let deviceA = await TestDevice("A", database: server.database(device: "A"))
+            await deviceA.save(note("online", "y"))
+            try await deviceA.engine.sendChanges()
+            await deviceB.waitForEvent { event in
+                if case .sentRecordZoneChanges(let sent) = event { return sent.savedRecords.contains { $0.recordName == "offline" } }
+                return false
+            }
+            #expect(databaseB.requestCount(.recordsModify) == 2)
+            #expect(clock.now == TestClock.Instant(offset: .seconds(1)), "the 60 s back-off was not waited out")
+            #expect(await deviceB.record(id("online"))?.fields["value"] == "y")
+        }
+    }
+
     @Test func droppedConnection_sendIsRetriedAndNothingIsDuplicated() async throws {
         try await withTestServer { server in
             try await createZone(on: server)
@@ -330,6 +364,28 @@ import Testing
             #expect(ContinuousClock.now - sentAt < .seconds(15), "well within one 30 s long poll")
             #expect(databaseB.requestCount(.notifications) <= 2, "the first long poll woke B")
             #expect(await deviceB.record(id("pushed"))?.fields["value"] == "hello")
+        }
+    }
+
+    @Test func polling_fetchesEveryPollIntervalWhenPushIsUnavailable() async throws {
+        try await withTestServer { server in
+            try await createZone(on: server)
+            let clock = TestClock()
+            let databaseB = FaultInjectingDatabase(server.database(device: "B"))
+            let deviceB = await automaticDevice(databaseB, clock: clock) { $0.pollInterval = .seconds(60) }
+            let deviceA = await TestDevice("A", database: server.database(device: "A"))
+            await deviceA.save(note("polled", "z"))
+            try await deviceA.engine.sendChanges()
+
+            await clock.waitForSleepers()
+            #expect(clock.nextDeadline == TestClock.Instant(offset: .seconds(60)))
+            #expect(databaseB.requestCount(.changesDatabase) == 1)
+            clock.advance(by: .seconds(60))
+            await deviceB.waitForEvent { event in
+                if case .fetchedRecordZoneChanges(let page) = event { return page.modifications.contains { $0.recordName == "polled" } }
+                return false
+            }
+            #expect(databaseB.requestCount(.changesDatabase) == 2)
         }
     }
 

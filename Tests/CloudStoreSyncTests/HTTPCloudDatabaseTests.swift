@@ -1,0 +1,128 @@
+import CloudStoreSync
+import CloudStoreTesting
+import CloudStoreWire
+import Foundation
+import Logging
+import Synchronization
+import Testing
+
+/// The HTTP transport against a real server on a loopback port.
+@Suite(.timeLimit(.minutes(1))) struct HTTPCloudDatabaseTests {
+    let notes = ZoneID(zoneName: "Notes")
+
+    @Test func records_carryTheDeviceHeaderAsTheirModifiedDevice() async throws {
+        try await withTestServer { server in
+            let database = server.database(device: "ipad-7")
+            _ = try await database.modifyZones(ZonesModifyRequest(operations: [.init(.create, notes)]))
+            let response = try await database.modifyRecords(
+                RecordsModifyRequest(
+                    zoneID: notes,
+                    operations: [.init(.create, Record(recordType: "Note", recordID: RecordID(recordName: "N1", zoneID: notes)))]))
+            let saved = try #require(response.records.first?.record)
+            #expect(saved.modified?.deviceID == "ipad-7")
+            #expect(saved.recordChangeTag != nil)
+            #expect(try await database.caller().userRecordName == "_alice")
+        }
+    }
+
+    @Test func atomicFailure_comesBackAsPerRecordResultsNotAsAThrow() async throws {
+        try await withTestServer { server in
+            let database = server.database(device: "A")
+            _ = try await database.modifyZones(ZonesModifyRequest(operations: [.init(.create, notes)]))
+            let stale = Record(
+                recordName: "N2", recordType: "Note", recordChangeTag: "no-such-tag", zoneID: notes, fields: ["t": "x"])
+            let response = try await database.modifyRecords(
+                RecordsModifyRequest(
+                    zoneID: notes, atomic: true,
+                    operations: [
+                        .init(.create, Record(recordType: "Note", recordID: RecordID(recordName: "N1", zoneID: notes))),
+                        .init(.update, stale),
+                    ]))
+            #expect(response.records.compactMap(\.error?.code) == [.atomicError, .notFound])
+        }
+    }
+
+    @Test func serverErrors_throwWithTheirCodeAndStatus() async throws {
+        try await withTestServer { server in
+            let stranger = HTTPCloudDatabase(
+                baseURL: server.baseURL, container: SyncEngineMultiDeviceTests.container, token: "nobody", deviceID: "A")
+            let error = await #expect(throws: CloudError.self) { try await stranger.listZones() }
+            #expect(error?.code == .authenticationFailed)
+            #expect(error?.httpStatus == 401)
+            #expect(error?.description.contains("nobody") == false, "the token never appears in errors")
+
+            let missing = await #expect(throws: CloudError.self) {
+                try await server.database(device: "A").lookupRecords(
+                    RecordsLookupRequest(zoneID: ZoneID(zoneName: "Nowhere"), recordNames: ["x"]))
+            }
+            #expect(missing?.code == .zoneNotFound)
+        }
+    }
+
+    @Test func refusedConnection_isANetworkError() async throws {
+        let server = try await TestServer.start()
+        let baseURL = server.baseURL
+        try await server.shutdown()
+        let database = HTTPCloudDatabase(
+            baseURL: baseURL, container: "iCloud.test", token: "alice-token", deviceID: "A", requestTimeout: .seconds(1))
+        let error = await #expect(throws: CloudError.self) { try await database.listZones() }
+        #expect(error?.kind == .network)
+        #expect(error?.isTransient == true)
+    }
+
+    @Test func longPoll_answersWhenAnotherDeviceWrites() async throws {
+        try await withTestServer { server in
+            let writer = server.database(device: "A")
+            let listener = server.database(device: "B")
+            let start = try await listener.fetchDatabaseChanges(DatabaseChangesRequest())
+            let poll = Task { try await listener.waitForChanges(since: start.syncToken, timeout: .seconds(30)) }
+            _ = try await writer.modifyZones(ZonesModifyRequest(operations: [.init(.create, notes)]))
+            let answer = try await poll.value
+            #expect(answer.changed)
+            #expect(answer.syncToken != start.syncToken)
+        }
+    }
+
+    @Test func logs_nameEveryRequestAndNeverTheToken() async throws {
+        let lines = LogLines()
+        try await withTestServer { server in
+            var logger = Logger(label: "test.http") { _ in lines.handler }
+            logger.logLevel = .trace
+            let database = HTTPCloudDatabase(
+                baseURL: server.baseURL, container: SyncEngineMultiDeviceTests.container, token: "alice-token",
+                deviceID: "A", logger: logger)
+            _ = try await database.modifyZones(ZonesModifyRequest(operations: [.init(.create, notes)]))
+            _ = try await database.listZones()
+        }
+        let logged = lines.all
+        #expect(logged.contains { $0.hasPrefix("info HTTP request") && $0.contains("zones/modify") && $0.contains("status=200") })
+        #expect(logged.contains { $0.hasPrefix("trace Request body") })
+        #expect(!logged.contains { $0.contains("alice-token") })
+    }
+}
+
+/// Every log line, with its level and metadata, as text.
+final class LogLines: Sendable {
+    private let lines = Mutex<[String]>([])
+
+    var all: [String] { lines.withLock { $0 } }
+
+    var handler: some LogHandler { Handler(lines: self) }
+
+    private struct Handler: LogHandler {
+        let lines: LogLines
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+
+        func log(event: LogEvent) {
+            let fields = (event.metadata ?? [:]).merging(metadata) { $1 }.sorted { $0.key < $1.key }
+            let text = "\(event.level) \(event.message) " + fields.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+            lines.lines.withLock { $0.append(text) }
+        }
+    }
+}
