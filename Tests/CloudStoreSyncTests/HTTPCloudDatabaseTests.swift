@@ -3,7 +3,6 @@ import CloudStoreTesting
 import CloudStoreWire
 import Foundation
 import Logging
-import Synchronization
 import Testing
 
 /// The HTTP transport against a real server on a loopback port.
@@ -84,45 +83,18 @@ import Testing
     }
 
     @Test func logs_nameEveryRequestAndNeverTheToken() async throws {
-        let lines = LogLines()
+        let recorder = LogRecorder()
         try await withTestServer { server in
-            var logger = Logger(label: "test.http") { _ in lines.handler }
-            logger.logLevel = .trace
+            let logger = recorder.logger(label: "test.http", level: .trace)
             let database = HTTPCloudDatabase(
                 baseURL: server.baseURL, container: SyncEngineMultiDeviceTests.container, token: "alice-token",
                 deviceID: "A", logger: logger)
             _ = try await database.modifyZones(ZonesModifyRequest(operations: [.init(.create, notes)]))
             _ = try await database.listZones()
         }
-        let logged = lines.all
+        let logged = recorder.messages
         #expect(logged.contains { $0.hasPrefix("info HTTP request") && $0.contains("zones/modify") && $0.contains("status=200") })
         #expect(logged.contains { $0.hasPrefix("trace Request body") })
         #expect(!logged.contains { $0.contains("alice-token") })
-    }
-}
-
-/// Every log line, with its level and metadata, as text.
-final class LogLines: Sendable {
-    private let lines = Mutex<[String]>([])
-
-    var all: [String] { lines.withLock { $0 } }
-
-    var handler: some LogHandler { Handler(lines: self) }
-
-    private struct Handler: LogHandler {
-        let lines: LogLines
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-
-        func log(event: LogEvent) {
-            let fields = (event.metadata ?? [:]).merging(metadata) { $1 }.sorted { $0.key < $1.key }
-            let text = "\(event.level) \(event.message) " + fields.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
-            lines.lines.withLock { $0.append(text) }
-        }
     }
 }

@@ -20,7 +20,7 @@ public final class LogRecorder: Sendable {
 
     public init() {}
 
-    /// Every message logged so far.
+    /// Every message logged so far, as `level message key=value …` (metadata sorted by key).
     public var messages: [String] { state.withLock { $0.messages } }
 
     /// A logger that records into this recorder.
@@ -63,7 +63,8 @@ public final class LogRecorder: Sendable {
         }
 
         func log(event: LogEvent) {
-            recorder.record("\(event.level) \(event.message)")
+            let fields = metadata.merging(event.metadata ?? [:]) { $1 }.sorted { $0.key < $1.key }
+            recorder.record((["\(event.level) \(event.message)"] + fields.map { "\($0.key)=\($0.value)" }).joined(separator: " "))
         }
     }
 }
