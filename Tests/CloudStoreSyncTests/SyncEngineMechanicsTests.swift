@@ -293,6 +293,42 @@ import Testing
         #expect(await device.eventNames().last == "didSendChanges")
     }
 
+    @Test func cancelOperations_duringAScheduledSendRetriesAfterABackoff() async throws {
+        let clock = TestClock()
+        let calls = Mutex(0)
+        let database = FaultInjectingDatabase(ScriptedDatabase { script in
+            script.databaseChanges = { _ in DatabaseChangesResponse(syncToken: "db1", moreComing: false, zones: []) }
+            script.modifyRecords = { request in
+                if calls.withLock({ calls in
+                    calls += 1
+                    return calls
+                }) == 1 {
+                    try await waitUntilCancelled()
+                }
+                return Self.acceptAll(request)
+            }
+        })
+        let device = await TestDevice("A", database: database, automaticallySync: true) { configuration in
+            configuration.clock = clock
+            configuration.listensForPush = false
+            configuration.pollInterval = nil
+            configuration.jitter = { 0 }
+        }
+        await device.waitForEvent { $0.name == "didFetchChanges" }
+        await device.save(note("N1"))
+        await clock.waitForSleepers()
+        clock.advance(by: .seconds(1))
+        await database.waitForRequests(.recordsModify, count: 1)
+        await device.engine.cancelOperations()
+
+        await clock.waitForSleepers()
+        #expect(clock.nextDeadline == clock.now.advanced(by: .milliseconds(500)), "1 s base, jitter 0: half")
+        #expect(device.engine.state.pendingRecordZoneChanges.count == 1)
+        clock.advance(by: .milliseconds(500))
+        await device.waitForEvent { $0.name == "sentRecordZoneChanges" }
+        #expect(device.engine.state.pendingRecordZoneChanges.isEmpty)
+    }
+
     @Test func stateUpdate_followsChangesTheAppAddsWithoutSyncing() async throws {
         let device = await TestDevice("A", database: ScriptedDatabase())
         await device.save(note("N1"))

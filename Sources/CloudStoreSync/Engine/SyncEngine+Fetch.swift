@@ -9,8 +9,8 @@ extension SyncEngine {
     /// carried a token) is dropped and the database or zone is fetched again from scratch in the
     /// same operation.
     func fetch(_ context: FetchChangesContext) async throws {
-        try checkCanOperate()
         do {
+            try checkCanOperate()
             try await checkAccount()
             logger.notice("Fetching changes", metadata: ["reason": "\(context.reason)"])
             await emit(.willFetchChanges(Event.WillFetchChanges(context: context)))

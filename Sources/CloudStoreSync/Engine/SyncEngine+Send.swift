@@ -18,8 +18,8 @@ extension SyncEngine {
     /// One send operation: account check, `willSendChanges`, zone changes, record batches until
     /// the delegate is done, `didSendChanges`. The caller holds the operation turn.
     func send(_ context: SendChangesContext) async throws {
-        try checkCanOperate()
         do {
+            try checkCanOperate()
             try await checkAccount()
             let start = clock.now
             let pendingBefore = state.withStorage { $0.recordChanges.count + $0.databaseChanges.count }
@@ -95,7 +95,6 @@ extension SyncEngine {
             }
         }
     }
-
 
     /// Sends one batch (one or more requests), looks up server copies for conflicts that came
     /// without one, removes what was settled from the pending changes and reports it. On a

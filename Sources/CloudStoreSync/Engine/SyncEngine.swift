@@ -183,8 +183,10 @@ public actor SyncEngine {
     /// Turns an operation's failure into the error its caller sees, tells the scheduler, and stops
     /// the engine on an authentication failure.
     func settle(_ error: any Error, of operation: SyncScheduler.Operation) async -> any Error {
+        if error is CancellationError || (error as? SyncEngineError)?.code == .cancelled {
+            return settleCancellation(of: operation)
+        }
         if let error = error as? SyncEngineError { return error }
-        if error is CancellationError { return settleCancellation(of: operation) }
         guard let error = error as? CloudError else {
             scheduler.failed(operation, at: clock.now, cause: .server, retryAfter: nil, jitter: configuration.jitter())
             return error
