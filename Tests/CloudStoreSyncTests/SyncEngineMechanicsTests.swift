@@ -181,6 +181,12 @@ import Testing
         #expect(device.engine.state.pendingRecordZoneChanges.isEmpty)
         let names = await device.eventNames().filter { $0 != "stateUpdate" }
         #expect(names == ["accountChange", "willSendChanges", "sentDatabaseChanges", "sentRecordZoneChanges", "didSendChanges"])
+        let sent = await device.waitForEvent { $0.name == "sentRecordZoneChanges" }
+        guard case .sentRecordZoneChanges(let sentRecords) = sent else { return }
+        #expect(sentRecords.savedRecords.map(\.recordChangeTag) == ["tag-N1"])
+        #expect(
+            sentRecords.stateSerialization.pendingRecordZoneChanges.isEmpty,
+            "the event's state no longer holds the acknowledged change, so both persist together")
     }
 
     @Test func send_limitExceededSplitsTheBatchInHalvesUntilItFits() async throws {

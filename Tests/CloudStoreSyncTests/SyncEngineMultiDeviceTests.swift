@@ -110,6 +110,40 @@ import Testing
         }
     }
 
+    @Test func atomicBatch_resendsTheOthersOnceTheCulpritIsHandled() async throws {
+        try await withTestServer { server in
+            try await createZone(on: server)
+            let deviceA = await TestDevice("A", database: server.database(device: "A"))
+            await deviceA.save(note("x", "A"))
+            try await deviceA.engine.sendChanges()
+
+            let deviceB = await TestDevice("B", database: server.database(device: "B"))
+            await deviceB.setAtomic(true)
+            for (name, value) in [("x", "B"), ("y", "B"), ("z", "B")] { await deviceB.save(note(name, value)) }
+            try await deviceB.engine.sendChanges()
+
+            let sent = await deviceB.events.compactMap { event -> String? in
+                guard case .sentRecordZoneChanges(let sent) = event else { return nil }
+                return "saved \(sent.savedRecords.map(\.recordName).sorted()), failed \(sent.failedRecordSaves.map(\.record.recordName))"
+            }
+            #expect(sent == ["saved [], failed [\"x\"]", "saved [\"y\", \"z\"], failed []"])
+            #expect(deviceB.engine.state.pendingRecordZoneChanges.isEmpty)
+            #expect(try await valueOnAnotherDevice("y", on: server) == "B")
+        }
+    }
+
+    @Test func untrackedChanges_areAskedForAndSent() async throws {
+        try await withTestServer { server in
+            try await createZone(on: server)
+            let deviceA = await TestDevice("A", database: server.database(device: "A"))
+            await deviceA.saveUntracked(note("quiet", "q"))
+            #expect(deviceA.engine.state.pendingRecordZoneChanges.isEmpty)
+            try await deviceA.engine.sendChanges()
+            #expect(!deviceA.engine.state.hasPendingUntrackedChanges)
+            #expect(try await valueOnAnotherDevice("quiet", on: server) == "q")
+        }
+    }
+
     // MARK: Zones
 
     @Test func zoneNotFound_isReportedThenTheZoneIsCreatedAndTheSaveSucceeds() async throws {

@@ -21,6 +21,11 @@ actor TestDevice: SyncEngineDelegate {
     private(set) var savedState: SyncEngine.State.Serialization?
     private(set) var events: [SyncEngine.Event] = []
     var conflictPolicy = ConflictPolicy.serverWins
+    /// Sends each zone's changes all-or-nothing.
+    var atomic = false
+    /// Records the app tracks itself (``SyncEngine/State/hasPendingUntrackedChanges``), handed
+    /// out once the tracked changes are sent.
+    private var untracked: [Record] = []
     var recreatesMissingZones = true
     /// Records of a zone not seen yet in a fetch from scratch; deleted locally when it completes.
     private var unseenInFullFetch: [ZoneID: Set<RecordID>] = [:]
@@ -61,6 +66,15 @@ actor TestDevice: SyncEngineDelegate {
     func record(_ recordID: RecordID) -> Record? { records[recordID] }
 
     func setConflictPolicy(_ policy: ConflictPolicy) { conflictPolicy = policy }
+    func setAtomic(_ value: Bool) { atomic = value }
+
+    /// Saves a record locally without telling the engine which one: it only learns that there are
+    /// untracked changes.
+    func saveUntracked(_ record: Record) {
+        records[record.recordID] = record
+        untracked.append(record)
+        engine.state.hasPendingUntrackedChanges = true
+    }
     func setRecreatesMissingZones(_ value: Bool) { recreatesMissingZones = value }
 
     // MARK: Events
@@ -139,7 +153,14 @@ actor TestDevice: SyncEngineDelegate {
         -> SyncEngine.RecordZoneChangeBatch?
     {
         let changes = syncEngine.state.pendingRecordZoneChanges.filter { context.options.scope.contains($0) }
-        return await SyncEngine.RecordZoneChangeBatch(pendingChanges: changes) { recordID in
+        if changes.isEmpty && !untracked.isEmpty {
+            defer {
+                untracked = []
+                syncEngine.state.hasPendingUntrackedChanges = false
+            }
+            return SyncEngine.RecordZoneChangeBatch(recordsToSave: untracked, atomicByZone: atomic)
+        }
+        return await SyncEngine.RecordZoneChangeBatch(pendingChanges: changes, atomicByZone: atomic) { recordID in
             await self.record(recordID)
         }
     }
