@@ -105,7 +105,7 @@ public struct HTTPCloudDatabase: CloudDatabase {
     }
 
     public func waitForChanges(since syncToken: String?, timeout: Duration) async throws -> NotificationsResponse {
-        let seconds = max(0, Int((Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18).rounded(.up)))
+        let seconds = max(0, Int((timeout / .seconds(1)).rounded(.up)))
         var query = [("timeout", String(seconds))]
         if let syncToken { query.insert(("since", syncToken), at: 0) }
         let exchange = try await send(
