@@ -423,6 +423,30 @@ import Testing
         }
     }
 
+    @Test func pushFailing_fallsBackToPollingAndKeepsRetryingTheLongPoll() async throws {
+        try await withTestServer { server in
+            try await createZone(on: server)
+            let clock = TestClock()
+            let databaseB = FaultInjectingDatabase(server.database(device: "B"))
+            databaseB.inject(.networkFailure, into: .notifications, times: 1000)
+            let deviceB = await TestDevice("B", database: databaseB, automaticallySync: true) { configuration in
+                configuration.clock = clock
+                configuration.pollInterval = .seconds(60)
+                configuration.jitter = { 1 }
+            }
+            await deviceB.waitForEvent { $0.name == "didFetchChanges" }
+            await clock.waitForSleepers(count: 2)  // the loop until the first poll, the listener backing off
+            #expect(databaseB.requestCount(.notifications) == 1)
+            #expect(databaseB.requestCount(.changesDatabase) == 1)
+
+            let mark = await deviceB.events.count
+            clock.advance(by: .seconds(60))
+            await deviceB.waitForEvent(from: mark) { $0.name == "didFetchChanges" }
+            #expect(databaseB.requestCount(.changesDatabase) == 2, "polled")
+            #expect(databaseB.requestCount(.notifications) >= 2, "the long poll is retried too")
+        }
+    }
+
     // MARK: Accounts
 
     @Test func account_anotherUsersCredentialsSwitchAccountsAndDropTheOldState() async throws {
