@@ -28,6 +28,10 @@ public func buildApplication(
         case .postgres(let url):
             try PostgresStorage(url: url, logger: configuration.logger)
         }
+    if let bad = configuration.users.values.first(where: { $0.isEmpty || $0.utf8.count > 255 }) {
+        throw ServerConfigurationError(
+            "user \"\(bad.prefix(64))\" is not a valid userRecordName: use 1 to 255 characters")
+    }
     let services = CloudServices(
         storage: storage, broker: ChangeBroker(), limits: configuration.limits, clock: configuration.clock,
         bearerTokens: BearerTokens(configuration.users), serverKeys: try ServerKeys(configuration.serverKeys),

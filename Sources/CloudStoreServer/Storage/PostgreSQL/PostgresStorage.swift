@@ -26,7 +26,11 @@ final class PostgresStorage: ServerStorage {
             tls: url.requireTLS ? .require(.makeClientConfiguration()) : .disable)
         configuration.options.maximumConnections = 16
         configuration.options.connectionIdleTimeout = .seconds(30)
-        client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        // PostgresNIO warns when the first lease (prepare) races the pool's start (run), which is
+        // harmless: the lease waits. Its background log shows only errors unless the server debugs.
+        var backgroundLogger = logger
+        if backgroundLogger.logLevel > .debug { backgroundLogger.logLevel = max(backgroundLogger.logLevel, .error) }
+        client = PostgresClient(configuration: configuration, backgroundLogger: backgroundLogger)
         schemaName = url.schema
         self.logger = logger
     }
