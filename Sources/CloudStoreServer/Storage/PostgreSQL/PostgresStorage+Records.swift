@@ -56,30 +56,26 @@ extension PostgresStorage {
         guard var stored = try await liveZone(connection, id, zone.zoneName) else { return nil }
 
         var records = try await rows(connection, id, zone.zoneName, named: Array(request.names))
-        var referrers: [String: Set<String>] = [:]
-        var frontier = Array(request.cascadeRoots)
-        var visited = Set(frontier)
-        while !frontier.isEmpty {
-            let pairs = try await connection.query(
+        var search = CascadeSearch(roots: request.cascadeRoots)
+        while !search.frontier.isEmpty {
+            let rows = try await connection.query(
                 """
                 SELECT reference.target, reference.source FROM \(unescaped: table("reference")) AS reference
                 JOIN \(unescaped: table("record")) AS record ON record.partition_id = reference.partition_id
                     AND record.zone = reference.zone AND record.name = reference.source AND NOT record.deleted
                 WHERE reference.partition_id = \(id) AND reference.zone = \(zone.zoneName)
-                    AND reference.target = ANY(\(frontier))
+                    AND reference.target = ANY(\(search.frontier))
                 """, logger: logger)
-            frontier = []
-            for try await (target, source) in pairs.decode((String, String).self) {
-                referrers[target, default: []].insert(source)
-                if visited.insert(source).inserted { frontier.append(source) }
-            }
-            let missing = frontier.filter { records[$0] == nil }
-            records.merge(try await rows(connection, id, zone.zoneName, named: missing)) { $1 }
+            var pairs: [(target: String, source: String)] = []
+            for try await pair in rows.decode((String, String).self) { pairs.append(pair) }
+            search.advance(with: pairs)
+            let missing = search.frontier.filter { records[$0] == nil }
+            records.merge(try await self.rows(connection, id, zone.zoneName, named: missing)) { $1 }
         }
         let schema = try await self.schema(
             connection, container: partition.container, environment: partition.environment)
         let (plan, decision) = try decide(
-            RecordSnapshot(zone: stored, records: records, deleteSelfReferrers: referrers, schema: schema))
+            RecordSnapshot(zone: stored, records: records, deleteSelfReferrers: search.referrers, schema: schema))
         guard !plan.writes.isEmpty else { return (decision, []) }
 
         let dbSeq = try await bumpDatabaseSeq(connection, id, partition)

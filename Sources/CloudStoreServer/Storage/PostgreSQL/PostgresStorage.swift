@@ -233,10 +233,8 @@ final class PostgresStorage: ServerStorage {
 
     /// A live zone; the default zone always, pristine when it has no row.
     func liveZone(_ connection: PostgresConnection, _ partitionID: Int64?, _ name: String) async throws -> StoredZone? {
-        if let partitionID, let stored = try await zoneRow(connection, partitionID, name), !stored.deleted {
-            return stored
-        }
-        return name == ZoneID.defaultZoneName ? .pristineDefaultZone() : nil
+        guard let partitionID else { return StoredZone.live(nil, name: name) }
+        return StoredZone.live(try await zoneRow(connection, partitionID, name), name: name)
     }
 
     func zones(in partition: DatabasePartition) async throws -> [StoredZone] {

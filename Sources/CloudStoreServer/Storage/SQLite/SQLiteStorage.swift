@@ -146,9 +146,7 @@ final class SQLiteStorage: ServerStorage {
 
     /// A live zone; the default zone always, pristine when it has no row.
     func liveZone(_ db: Database, _ partitionID: Int64?, _ name: String) throws -> StoredZone? {
-        let stored = try partitionID.flatMap { try zoneRow(db, $0, name) }
-        if let stored, !stored.deleted { return stored }
-        return name == ZoneID.defaultZoneName ? .pristineDefaultZone() : nil
+        StoredZone.live(try partitionID.flatMap { try zoneRow(db, $0, name) }, name: name)
     }
 
     func zones(in partition: DatabasePartition) async throws -> [StoredZone] {
