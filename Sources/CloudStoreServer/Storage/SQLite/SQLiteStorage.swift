@@ -10,6 +10,8 @@ import Synchronization
 /// Each file is a GRDB `DatabasePool` in WAL mode with `synchronous = FULL`, so a write the server
 /// acknowledged survives a crash of the process *and* of the machine. GRDB serializes writers, which
 /// gives the per-partition serialization ``ServerStorage`` asks for; reads run on a snapshot.
+/// One server process owns a data directory: long polls are woken only by writes of this process
+/// (run several instances on PostgreSQL instead).
 final class SQLiteStorage: ServerStorage {
     private let directory: URL
     let logger: Logger
