@@ -28,6 +28,11 @@ public func buildApplication(
         case .postgres(let url):
             try PostgresStorage(url: url, logger: configuration.logger)
         }
+    try configuration.limits.validate()
+    if let bad = configuration.users.values.first(where: { $0.isEmpty || $0.utf8.count > 255 }) {
+        throw ServerConfigurationError(
+            "user \"\(bad.prefix(64))\" is not a valid userRecordName: use 1 to 255 characters")
+    }
     let services = CloudServices(
         storage: storage, broker: ChangeBroker(), limits: configuration.limits, clock: configuration.clock,
         bearerTokens: BearerTokens(configuration.users), serverKeys: try ServerKeys(configuration.serverKeys),
@@ -92,7 +97,11 @@ public final class CloudServer: Sendable {
 
     private init(port: Int, host: String, group: ServiceGroup, task: Task<Void, any Error>) {
         self.port = port
-        self.baseURL = URL(string: "http://\(host):\(port)")!
+        var components = URLComponents()
+        components.scheme = "http"
+        components.host = host.contains(":") ? "[\(host)]" : host
+        components.port = port
+        self.baseURL = components.url ?? URL(string: "http://127.0.0.1:\(port)")!
         self.group = group
         self.task = task
     }

@@ -60,20 +60,34 @@ struct ServerProcessTests {
         defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
         let names = (0..<200).map { "R-\($0)" }
         let payload = String(repeating: "p", count: 16 * 1024)
+        func batch(_ zone: String) throws -> Data {
+            try WireCoding.encode(
+                RecordsModifyRequest(
+                    zoneID: ZoneID(zoneName: zone), operations: names.map { .init(.create, note($0, title: payload)) }))
+        }
+
+        // How long one batch takes here, so the crashes land before, during and after its commit.
+        let calibration = try await ServerProcess.launch(["--data", data.path, "--tokens", tokens.path])
+        let client = CloudClient(baseURL: calibration.baseURL, container: "iCloud.crash")
+        try await client.createZone("Calibration")
+        let clock = ContinuousClock()
+        let started = clock.now
+        let answer = try await client.send(.POST, client.path(.private, .recordsModify), body: try batch("Calibration"))
+        let duration = clock.now - started
+        #expect(answer.status == 200)
+        await calibration.terminate()
+
         var outcomes: [Int] = []
-        for (round, delay) in [0, 5, 15, 30, 60, 100, 160, 250].enumerated() {
+        for (round, fraction) in [0.1, 0.3, 0.5, 0.7, 0.8, 0.9, 1.0, 1.3].enumerated() {
             let child = try await ServerProcess.launch(["--data", data.path, "--tokens", tokens.path])
             let client = CloudClient(baseURL: child.baseURL, container: "iCloud.crash")
             try await client.createZone("Round\(round)")
-            let batch = RecordsModifyRequest(
-                zoneID: ZoneID(zoneName: "Round\(round)"),
-                operations: names.map { .init(.create, note($0, title: payload)) })
-            let body = try WireCoding.encode(batch)
+            let body = try batch("Round\(round)")
             let send = Task { try await client.send(.POST, client.path(.private, .recordsModify), body: body) }
-            // The delay chooses the instant of the crash (while the body streams in, while the
-            // transaction writes, or after it committed); it does not synchronise anything.
-            try await Task.sleep(for: .milliseconds(delay))
+            // The delay chooses the instant of the crash; it does not synchronise anything.
+            try await Task.sleep(for: duration * fraction)
             await child.kill()
+            send.cancel()
             _ = try? await send.value
 
             let restarted = try await ServerProcess.launch(["--data", data.path, "--tokens", tokens.path])
@@ -83,6 +97,6 @@ struct ServerProcessTests {
             outcomes.append(found)
             #expect(await restarted.terminate() == 0)
         }
-        print("kill -9 rounds, records found after restart: \(outcomes)")
+        print("kill -9 during a batch of \(duration): records found after restart per round: \(outcomes)")
     }
 }

@@ -94,6 +94,13 @@ struct ServerUnitsTests {
         #expect(throws: APIError.self) { try limits.pageSize(-1) }
     }
 
+    @Test func limits_thatCannotWorkAreAConfigurationError() {
+        #expect(throws: ServerConfigurationError.self) { try ServerLimits(maxOperations: 0).validate() }
+        #expect(throws: ServerConfigurationError.self) { try ServerLimits(requestsPerSecondPerUser: 0).validate() }
+        #expect(throws: ServerConfigurationError.self) { try ServerLimits(maxLongPollSeconds: -1).validate() }
+        #expect(throws: Never.self) { try ServerLimits().validate() }
+    }
+
     @Test func bearerTokens_matchExactly() {
         let tokens = BearerTokens(["alpha": "_a", "beta": "_b"])
         #expect(tokens.user(for: "alpha") == "_a")

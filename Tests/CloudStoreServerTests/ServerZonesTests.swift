@@ -1,3 +1,4 @@
+import CloudStoreServer
 import CloudStoreTesting
 import CloudStoreWire
 import Foundation
@@ -77,6 +78,41 @@ struct ServerZonesTests {
             #expect(lookup.first?.code == .notFound)
             let resaved = try await client.save([note("N-1")])
             #expect(resaved[0].recordChangeTag != saved[0].recordChangeTag, "a change tag never repeats in a zone")
+        }
+    }
+}
+
+@Suite("shared database and servers without users")
+struct ServerDatabasesTests {
+    @Test(arguments: Backend.all)
+    func sharedDatabase_hasNoZonesHere(_ backend: Backend) async throws {
+        try await withServer(backend) { _, client in
+            let list = try await client.send(.GET, client.path(.shared, .zonesList))
+            #expect(try list.decode(ZonesResponse.self).zones.isEmpty)
+            let create = try await client.call(
+                .shared, .zonesModify, ZonesModifyRequest(operations: [.init(.create, ZoneID(zoneName: "Mine"))]))
+            #expect(create.status == 400)
+            let save = try await client.call(
+                .shared, .recordsModify, RecordsModifyRequest(operations: [.init(.create, note("S-1"))]))
+            #expect(save.status == 404)
+            #expect(save.error?.serverErrorCode == .zoneNotFound)
+        }
+    }
+
+    @Test(arguments: Backend.all)
+    func withoutUsers_privateDatabasesRefuseEveryone(_ backend: Backend) async throws {
+        try await withServer(backend, users: [:]) { _, client in
+            let withToken = try await client.send(.GET, client.path(.private, .zonesList))
+            #expect(withToken.status == 401)
+            let anonymous = client.asUser(nil)
+            #expect(try await anonymous.send(.GET, client.path(.private, .zonesList)).status == 421)
+            #expect(try await anonymous.send(.GET, client.path(.public, .zonesList)).status == 421)
+        }
+    }
+
+    @Test func users_withInvalidNamesAreAConfigurationError() async throws {
+        await #expect(throws: ServerConfigurationError.self) {
+            _ = try await TestServer.start(users: ["token": ""])
         }
     }
 }

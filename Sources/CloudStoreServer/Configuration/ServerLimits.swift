@@ -41,6 +41,19 @@ public struct ServerLimits: Hashable, Sendable {
         self.maxLongPollSeconds = maxLongPollSeconds
     }
 
+    /// Throws when a limit cannot work (zero pages, no body, a rate of zero), naming it.
+    func validate() throws(ServerConfigurationError) {
+        let positive: [(String, Double)] = [
+            ("maxOperations", Double(maxOperations)), ("maxResultsLimit", Double(maxResultsLimit)),
+            ("maxBodyBytes", Double(maxBodyBytes)), ("maxRecordBytes", Double(maxRecordBytes)),
+            ("requestsPerSecondPerUser", requestsPerSecondPerUser ?? 1), ("tombstoneHorizon", tombstoneHorizon),
+            ("maxLongPollSeconds", maxLongPollSeconds),
+        ]
+        if let (name, value) = positive.first(where: { !($0.1 > 0) }) {
+            throw ServerConfigurationError("limit \(name) must be above 0; it is \(value)")
+        }
+    }
+
     /// The page size for a requested `resultsLimit`: absent means the maximum, a larger one is
     /// clamped to the maximum, and zero or a negative number is a bad request.
     func pageSize(_ requested: Int?, field: String = "resultsLimit") throws(APIError) -> Int {

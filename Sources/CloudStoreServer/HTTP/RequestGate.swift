@@ -28,6 +28,7 @@ struct RequestGate: RouterMiddleware {
             caller: caller, container: container, environment: environment, scope: scope, body: body,
             deviceID: request.headers[named: WireHeader.device])
         context.logger[metadataKey: "caller"] = "\(caller)"
+        context.logger.trace("request body", metadata: ["body": "\(String(decoding: body.prefix(1 << 16), as: UTF8.self))"])
         return try await next(request, context)
     }
 

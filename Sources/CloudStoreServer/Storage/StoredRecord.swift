@@ -21,6 +21,13 @@ struct StoredZone: Hashable, Sendable {
             name: ZoneID.defaultZoneName, seq: 0, dbSeq: 0, incarnation: 0, purgedThrough: 0, deleted: false)
     }
 
+    /// A zone as reads see it: its row when live, the pristine default zone when the default zone
+    /// has no row, nil otherwise.
+    static func live(_ row: StoredZone?, name: String) -> StoredZone? {
+        if let row, !row.deleted { return row }
+        return name == ZoneID.defaultZoneName ? .pristineDefaultZone() : nil
+    }
+
     /// The live zones of a partition as listed: the default zone first (pristine when it has no row).
     static func defaultZoneFirst(_ zones: [StoredZone]) -> [StoredZone] {
         let defaultZone = zones.first { $0.name == ZoneID.defaultZoneName } ?? .pristineDefaultZone()
@@ -83,6 +90,30 @@ struct RecordSnapshotRequest: Hashable, Sendable {
     /// Records an operation may delete: the snapshot includes every live record that would be
     /// deleted with them through `DELETE_SELF` references, transitively.
     var cascadeRoots: Set<String>
+}
+
+/// The breadth-first search for the records a deletion reaches through `DELETE_SELF` references;
+/// a backend fetches the referrers of each ``frontier`` and hands them to ``advance(with:)``.
+struct CascadeSearch: Sendable {
+    /// Target → live records referring to it with `DELETE_SELF`, for every target searched.
+    private(set) var referrers: [String: Set<String>] = [:]
+    /// The records whose referrers are still to be fetched.
+    private(set) var frontier: [String]
+    private var visited: Set<String>
+
+    init(roots: Set<String>) {
+        frontier = Array(roots)
+        visited = roots
+    }
+
+    /// Records the referrers of the frontier; the new frontier is the referrers not seen before.
+    mutating func advance(with pairs: [(target: String, source: String)]) {
+        frontier = []
+        for (target, source) in pairs {
+            referrers[target, default: []].insert(source)
+            if visited.insert(source).inserted { frontier.append(source) }
+        }
+    }
 }
 
 /// The rows of one zone a records/modify plan decides on, read under the zone's write lock.

@@ -121,7 +121,7 @@ struct CloudClient: Sendable {
     /// Sends raw bytes to a path (which may carry a query).
     func send(
         _ method: HTTPMethod, _ path: String, body: Data? = nil, headers: [(String, String)] = [],
-        timeout: TimeAmount = .seconds(90)
+        timeout: TimeAmount = .seconds(90), chunked: Bool = false
     ) async throws -> Answer {
         var request = HTTPClientRequest(url: baseURL.absoluteString + path)
         request.method = method
@@ -129,7 +129,20 @@ struct CloudClient: Sendable {
         if let device { request.headers.add(name: WireHeader.device, value: device) }
         request.headers.add(name: "Content-Type", value: "application/json")
         for (name, value) in headers { request.headers.replaceOrAdd(name: name, value: value) }
-        if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
+        if let body {
+            if chunked {
+                let chunks = stride(from: 0, to: body.count, by: 16 * 1024).map {
+                    ByteBuffer(bytes: body[$0..<min($0 + 16 * 1024, body.count)])
+                }
+                let stream = AsyncStream<ByteBuffer> { continuation in
+                    for chunk in chunks { continuation.yield(chunk) }
+                    continuation.finish()
+                }
+                request.body = .stream(stream, length: .unknown)
+            } else {
+                request.body = .bytes(ByteBuffer(bytes: body))
+            }
+        }
         let response = try await HTTPClient.shared.execute(request, timeout: timeout)
         let collected = try await response.body.collect(upTo: 64 << 20)
         return Answer(status: Int(response.status.code), headers: response.headers, body: Data(buffer: collected))

@@ -56,38 +56,31 @@ extension PostgresStorage {
         guard var stored = try await liveZone(connection, id, zone.zoneName) else { return nil }
 
         var records = try await rows(connection, id, zone.zoneName, named: Array(request.names))
-        var referrers: [String: Set<String>] = [:]
-        var frontier = Array(request.cascadeRoots)
-        var visited = Set(frontier)
-        while !frontier.isEmpty {
-            let pairs = try await connection.query(
+        var search = CascadeSearch(roots: request.cascadeRoots)
+        while !search.frontier.isEmpty {
+            let rows = try await connection.query(
                 """
                 SELECT reference.target, reference.source FROM \(unescaped: table("reference")) AS reference
                 JOIN \(unescaped: table("record")) AS record ON record.partition_id = reference.partition_id
                     AND record.zone = reference.zone AND record.name = reference.source AND NOT record.deleted
                 WHERE reference.partition_id = \(id) AND reference.zone = \(zone.zoneName)
-                    AND reference.target = ANY(\(frontier))
+                    AND reference.target = ANY(\(search.frontier))
                 """, logger: logger)
-            frontier = []
-            for try await (target, source) in pairs.decode((String, String).self) {
-                referrers[target, default: []].insert(source)
-                if visited.insert(source).inserted { frontier.append(source) }
-            }
-            let missing = frontier.filter { records[$0] == nil }
-            records.merge(try await rows(connection, id, zone.zoneName, named: missing)) { $1 }
+            var pairs: [(target: String, source: String)] = []
+            for try await pair in rows.decode((String, String).self) { pairs.append(pair) }
+            search.advance(with: pairs)
+            let missing = search.frontier.filter { records[$0] == nil }
+            records.merge(try await self.rows(connection, id, zone.zoneName, named: missing)) { $1 }
         }
         let schema = try await self.schema(
             connection, container: partition.container, environment: partition.environment)
         let (plan, decision) = try decide(
-            RecordSnapshot(zone: stored, records: records, deleteSelfReferrers: referrers, schema: schema))
+            RecordSnapshot(zone: stored, records: records, deleteSelfReferrers: search.referrers, schema: schema))
         guard !plan.writes.isEmpty else { return (decision, []) }
 
         let dbSeq = try await bumpDatabaseSeq(connection, id, partition)
-        var written: [StoredRecord] = []
-        for write in plan.writes {
-            stored.seq += 1
-            written.append(try await apply(write, seq: stored.seq, connection, id, zone.zoneName))
-        }
+        let written = try await apply(plan.writes, after: stored.seq, connection, id, zone.zoneName)
+        stored.seq += Int64(written.count)
         try await connection.query(
             """
             INSERT INTO \(unescaped: table("zone")) (partition_id, name, seq, db_seq) VALUES (\(id), \(zone.zoneName), \(stored.seq), \(dbSeq))
@@ -103,38 +96,53 @@ extension PostgresStorage {
         return (decision, written)
     }
 
-    private func apply(_ write: RecordWrite, seq: Int64, _ connection: PostgresConnection, _ id: Int64, _ zone: String)
-        async throws -> StoredRecord
-    {
+    /// Writes rows with consecutive sequences after `seq`, three statements for the whole batch.
+    private func apply(
+        _ writes: [RecordWrite], after seq: Int64, _ connection: PostgresConnection, _ id: Int64, _ zone: String
+    ) async throws -> [StoredRecord] {
+        var records: [StoredRecord] = []
+        var references: (sources: [String], targets: [String]) = ([], [])
+        for (offset, write) in writes.enumerated() {
+            let seq = seq + Int64(offset) + 1
+            switch write.change {
+            case .save(let content, let targets):
+                records.append(StoredRecord(name: write.name, type: write.type, seq: seq, content: content, deletedAt: nil))
+                for target in targets.sorted() {
+                    references.sources.append(write.name)
+                    references.targets.append(target)
+                }
+            case .delete:
+                records.append(StoredRecord(name: write.name, type: write.type, seq: seq, content: nil, deletedAt: write.time))
+            }
+        }
+        let names = records.map(\.name)
         try await connection.query(
             """
             DELETE FROM \(unescaped: table("reference"))
-            WHERE partition_id = \(id) AND zone = \(zone) AND source = \(write.name)
+            WHERE partition_id = \(id) AND zone = \(zone) AND source = ANY(\(names))
             """, logger: logger)
-        let record: StoredRecord
-        switch write.change {
-        case .save(let content, let targets):
-            record = StoredRecord(name: write.name, type: write.type, seq: seq, content: content, deletedAt: nil)
-            if !targets.isEmpty {
-                try await connection.query(
-                    """
-                    INSERT INTO \(unescaped: table("reference")) (partition_id, zone, source, target)
-                    SELECT \(id), \(zone), \(write.name), target FROM unnest(\(Array(targets))) AS target
-                    """, logger: logger)
-            }
-        case .delete:
-            record = StoredRecord(name: write.name, type: write.type, seq: seq, content: nil, deletedAt: write.time)
+        if !references.sources.isEmpty {
+            try await connection.query(
+                """
+                INSERT INTO \(unescaped: table("reference")) (partition_id, zone, source, target)
+                SELECT \(id), \(zone), source, target FROM unnest(\(references.sources), \(references.targets)) AS pair(source, target)
+                ON CONFLICT DO NOTHING
+                """, logger: logger)
         }
-        let content = try record.content?.encoded()
+        // Arrays cannot carry NULL here: -1 and '' stand for a live record's missing deletion time and
+        // a tombstone's missing content.
+        let contents = try records.map { try $0.content?.encoded() ?? "" }
         try await connection.query(
             """
             INSERT INTO \(unescaped: table("record")) (partition_id, zone, name, type, seq, deleted, deleted_at, content)
-            VALUES (\(id), \(zone), \(write.name), \(write.type), \(seq), \(record.isDeleted),
-                \(record.deletedAt?.millisecondsSince1970), \(content))
+            SELECT \(id), \(zone), name, type, seq, deleted, NULLIF(deleted_at, -1), NULLIF(content, '')
+            FROM unnest(\(names), \(records.map(\.type)), \(records.map(\.seq)), \(records.map(\.isDeleted)),
+                \(records.map { $0.deletedAt?.millisecondsSince1970 ?? -1 }), \(contents))
+                AS row(name, type, seq, deleted, deleted_at, content)
             ON CONFLICT (partition_id, zone, name) DO UPDATE SET type = excluded.type, seq = excluded.seq,
                 deleted = excluded.deleted, deleted_at = excluded.deleted_at, content = excluded.content
             """, logger: logger)
-        return record
+        return records
     }
 
     func records(named names: [String], in zone: ZoneAddress) async throws -> [String: StoredRecord]? {

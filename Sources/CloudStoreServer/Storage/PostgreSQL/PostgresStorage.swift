@@ -26,7 +26,11 @@ final class PostgresStorage: ServerStorage {
             tls: url.requireTLS ? .require(.makeClientConfiguration()) : .disable)
         configuration.options.maximumConnections = 16
         configuration.options.connectionIdleTimeout = .seconds(30)
-        client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        // PostgresNIO warns when the first lease (prepare) races the pool's start (run), which is
+        // harmless: the lease waits. Its background log shows only errors unless the server debugs.
+        var backgroundLogger = logger
+        if backgroundLogger.logLevel > .debug { backgroundLogger.logLevel = max(backgroundLogger.logLevel, .error) }
+        client = PostgresClient(configuration: configuration, backgroundLogger: backgroundLogger)
         schemaName = url.schema
         self.logger = logger
     }
@@ -229,10 +233,8 @@ final class PostgresStorage: ServerStorage {
 
     /// A live zone; the default zone always, pristine when it has no row.
     func liveZone(_ connection: PostgresConnection, _ partitionID: Int64?, _ name: String) async throws -> StoredZone? {
-        if let partitionID, let stored = try await zoneRow(connection, partitionID, name), !stored.deleted {
-            return stored
-        }
-        return name == ZoneID.defaultZoneName ? .pristineDefaultZone() : nil
+        guard let partitionID else { return StoredZone.live(nil, name: name) }
+        return StoredZone.live(try await zoneRow(connection, partitionID, name), name: name)
     }
 
     func zones(in partition: DatabasePartition) async throws -> [StoredZone] {

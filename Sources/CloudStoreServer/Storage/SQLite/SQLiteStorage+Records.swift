@@ -73,22 +73,15 @@ extension SQLiteStorage {
             guard var stored = try self.liveZone(db, id, zone.zoneName) else { return nil }
 
             var records = try self.rows(db, id, zone.zoneName, named: request.names)
-            var referrers: [String: Set<String>] = [:]
-            var frontier = Array(request.cascadeRoots)
-            var visited = Set(frontier)
-            while !frontier.isEmpty {
-                let pairs = try self.deleteSelfReferrers(db, id, zone.zoneName, of: frontier)
-                frontier = []
-                for (target, source) in pairs {
-                    referrers[target, default: []].insert(source)
-                    if visited.insert(source).inserted { frontier.append(source) }
-                }
-                let missing = frontier.filter { records[$0] == nil }
+            var search = CascadeSearch(roots: request.cascadeRoots)
+            while !search.frontier.isEmpty {
+                search.advance(with: try self.deleteSelfReferrers(db, id, zone.zoneName, of: search.frontier))
+                let missing = search.frontier.filter { records[$0] == nil }
                 records.merge(try self.rows(db, id, zone.zoneName, named: missing)) { $1 }
             }
             let schema = try Self.schema(db, zone.partition.environment)
             let (plan, decision) = try decide(
-                RecordSnapshot(zone: stored, records: records, deleteSelfReferrers: referrers, schema: schema))
+                RecordSnapshot(zone: stored, records: records, deleteSelfReferrers: search.referrers, schema: schema))
             guard !plan.writes.isEmpty else { return (decision, []) }
 
             let dbSeq = try self.bumpDatabaseSeq(db, id)

@@ -10,6 +10,8 @@ import Synchronization
 /// Each file is a GRDB `DatabasePool` in WAL mode with `synchronous = FULL`, so a write the server
 /// acknowledged survives a crash of the process *and* of the machine. GRDB serializes writers, which
 /// gives the per-partition serialization ``ServerStorage`` asks for; reads run on a snapshot.
+/// One server process owns a data directory: long polls are woken only by writes of this process
+/// (run several instances on PostgreSQL instead).
 final class SQLiteStorage: ServerStorage {
     private let directory: URL
     let logger: Logger
@@ -146,9 +148,7 @@ final class SQLiteStorage: ServerStorage {
 
     /// A live zone; the default zone always, pristine when it has no row.
     func liveZone(_ db: Database, _ partitionID: Int64?, _ name: String) throws -> StoredZone? {
-        let stored = try partitionID.flatMap { try zoneRow(db, $0, name) }
-        if let stored, !stored.deleted { return stored }
-        return name == ZoneID.defaultZoneName ? .pristineDefaultZone() : nil
+        StoredZone.live(try partitionID.flatMap { try zoneRow(db, $0, name) }, name: name)
     }
 
     func zones(in partition: DatabasePartition) async throws -> [StoredZone] {
