@@ -51,6 +51,7 @@ let package = Package(
                 "CloudStoreWire",
                 "CloudStoreSync",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings),
@@ -100,9 +101,22 @@ let package = Package(
             path: "Benchmarks/CloudStoreBenchmarks",
             swiftSettings: swiftSettings),
 
+        // A child process for the store's crash and multi-process tests (not a product).
+        .executableTarget(
+            name: "CloudStoreTestHelper",
+            dependencies: ["CloudStore", .product(name: "Logging", package: "swift-log")],
+            path: "Tests/CloudStoreTestHelper",
+            swiftSettings: swiftSettings),
+
         .testTarget(name: "CloudStoreWireTests", dependencies: ["CloudStoreWire"], swiftSettings: swiftSettings),
         .testTarget(name: "CloudStoreSyncTests", dependencies: ["CloudStoreSync", "CloudStoreTesting"], swiftSettings: swiftSettings),
-        .testTarget(name: "CloudStoreTests", dependencies: ["CloudStore", "CloudStoreTesting"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "CloudStoreTests",
+            dependencies: [
+                "CloudStore", "CloudStoreTesting", "CloudStoreTestHelper", .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings),
         .testTarget(name: "CloudStoreServerTests", dependencies: ["CloudStoreServer", "CloudStoreTesting"], swiftSettings: swiftSettings),
         .testTarget(name: "CloudStoreCLITests", dependencies: ["CloudStoreCLI", "CloudStoreTesting"], swiftSettings: swiftSettings),
     ]
