@@ -22,21 +22,17 @@ struct StoreBenchmarks {
         let notes = BenchNote.make(saveCount)
         let snapshots = notes.map(\.snapshot)
         return [
-            Benchmark(name: "save.cloudstore", summary: "\(saveCount) notes, one unit of work, with history") {
-                let store = try newStore(recordsHistory: true)
-                return { try store.write(author: "bench") { context in for note in notes { try context.insert(note) } } }
+            save("save.cloudstore", "\(saveCount) notes, one unit of work, with history", history: true) { context in
+                for note in notes { try context.insert(note) }
             },
-            Benchmark(name: "save.cloudstore.nohistory", summary: "the same without history") {
-                let store = try newStore(recordsHistory: false)
-                return { try store.write(author: "bench") { context in for note in notes { try context.insert(note) } } }
+            save("save.cloudstore.nohistory", "the same without history", history: false) { context in
+                for note in notes { try context.insert(note) }
             },
-            Benchmark(name: "save.cloudstore.snapshots", summary: "the same from EntitySnapshots, with history") {
-                let store = try newStore(recordsHistory: true)
-                return { try store.write(author: "bench") { context in for note in snapshots { try context.insert(note) } } }
+            save("save.cloudstore.snapshots", "the same from EntitySnapshots, with history", history: true) { context in
+                for note in snapshots { try context.insert(note) }
             },
-            Benchmark(name: "save.cloudstore.snapshots.nohistory", summary: "the same from EntitySnapshots, without history") {
-                let store = try newStore(recordsHistory: false)
-                return { try store.write(author: "bench") { context in for note in snapshots { try context.insert(note) } } }
+            save("save.cloudstore.snapshots.nohistory", "the same from EntitySnapshots, without history", history: false) {
+                context in for note in snapshots { try context.insert(note) }
             },
             Benchmark(name: "save.grdb.codable", summary: "GRDB Codable record insert, one transaction") {
                 let pool = try newPool()
@@ -63,6 +59,16 @@ struct StoreBenchmarks {
                 return { _ = try pool.read { try Self.rawFetch($0) } }
             },
         ]
+    }
+
+    /// A save into a new store, as one unit of work.
+    func save(
+        _ name: String, _ summary: String, history: Bool, _ body: @escaping (WriteContext) throws -> Void
+    ) -> Benchmark {
+        Benchmark(name: name, summary: summary) {
+            let store = try newStore(recordsHistory: history)
+            return { try store.write(author: "bench", body) }
+        }
     }
 
     static var configuration: GRDB.Configuration {
