@@ -20,6 +20,9 @@ struct StoreLayout: Sendable {
     let tables: [EntityTable]
     let links: [LinkTable]
     private let tableIndex: [String: Int]
+    /// For each entity: the relationships of other entities that point to it without an inverse
+    /// (only non-mirrored schemas have them), which a delete must clear by itself.
+    private let incomingWithoutInverse: [String: [(table: Int, relationship: RelationshipLayout)]]
 
     init(schema: Schema) {
         self.schema = schema
@@ -52,6 +55,13 @@ struct StoreLayout: Sendable {
         self.tables = tables
         self.links = links.values.sorted { $0.name < $1.name }
         self.tableIndex = Dictionary(uniqueKeysWithValues: tables.enumerated().map { ($1.name, $0) })
+        var incoming: [String: [(table: Int, relationship: RelationshipLayout)]] = [:]
+        for table in tables {
+            for relationship in table.relationships where relationship.inverse == nil {
+                incoming[relationship.destination, default: []].append((table.position, relationship))
+            }
+        }
+        self.incomingWithoutInverse = incoming
     }
 
     /// The table of an entity, or an error naming it.
@@ -65,6 +75,11 @@ struct StoreLayout: Sendable {
     }
 
     func table(at position: Int) -> EntityTable { tables[position] }
+
+    /// The relationships without an inverse that point to objects of `entity`.
+    func incomingWithoutInverse(to entity: String) -> [(table: EntityTable, relationship: RelationshipLayout)] {
+        (incomingWithoutInverse[entity] ?? []).map { (tables[$0.table], $0.relationship) }
+    }
 
     /// Every statement that creates the store's user tables and their indexes.
     var creationStatements: [String] {
@@ -153,6 +168,8 @@ struct EntityTable: Sendable {
     let selectByIDSQL: String
     /// Each column's value for a new object that does not set it.
     let defaultRow: [AttributeValue]
+    /// Whether a row's writes must keep one-to-one partners consistent.
+    let hasOneToOne: Bool
 
     init(entity: EntityDescription, position: Int, columns: [Column], relationships: [RelationshipLayout]) {
         self.entity = entity
@@ -173,6 +190,7 @@ struct EntityTable: Sendable {
                 ? " ON CONFLICT(\"id\") DO NOTHING" : " ON CONFLICT(\"id\") DO UPDATE SET \(updates.joined(separator: ", "))")
         selectByIDSQL = "SELECT \(selectList) FROM \(table) WHERE \"id\" = ?"
         defaultRow = columns.map { $0.defaultValue ?? .null }
+        hasOneToOne = relationships.contains { $0.kind == .oneToOne }
     }
 
     var name: String { entity.name }

@@ -171,8 +171,7 @@ public final class WriteContext: ReadContext {
     private func insertRow(_ table: EntityTable, _ snapshot: EntitySnapshot) throws {
         let id = snapshot.id
         let row = try table.row(from: snapshot, base: nil)
-        let oneToOne = table.relationships.filter { $0.kind == .oneToOne }
-        if !oneToOne.isEmpty { try releaseOneToOne(table, id: id, row: row, old: nil) }
+        if table.hasOneToOne { try releaseOneToOne(table, id: id, row: row, old: nil) }
 
         let statement = try insertStatement(table)
         var code = bindUUID(id, to: statement, at: 1)
@@ -259,6 +258,7 @@ public final class WriteContext: ReadContext {
                 try detach(id, from: related, in: table, through: relationship, destination: destination)
             }
         }
+        try detachIncomingWithoutInverse(id, of: table)
         try db.run("DELETE FROM \(table.quotedName) WHERE \"id\" = ?", [.uuid(id)])
         var tombstone: [String: AttributeValue] = [:]
         for attribute in table.entity.preservedAttributes {
@@ -295,6 +295,27 @@ public final class WriteContext: ReadContext {
         }
         if let inverse {
             for other in related { record(update: destination, other, CollectionOfOne(inverse)) }
+        }
+    }
+
+    /// Clears the relationships without an inverse (in non-mirrored entities) that point to a
+    /// deleted object, recording an update of each object that pointed to it.
+    private func detachIncomingWithoutInverse(_ id: UUID, of table: EntityTable) throws {
+        for (source, relationship) in layout.incomingWithoutInverse(to: table.name) {
+            let name = relationship.name
+            let changed: [UUID]
+            if relationship.column != nil {
+                changed = try db.uuids(
+                    "UPDATE \(source.quotedName) SET \(name.quotedIdentifier) = NULL WHERE \(name.quotedIdentifier) = ? RETURNING \"id\"",
+                    [.uuid(id)])
+            } else {
+                let link = relationship.link!
+                let own = link.ownColumn(entity: source.name, relationship: name)
+                let other = link.otherColumn(entity: source.name, relationship: name)
+                changed = try db.uuids(
+                    "DELETE FROM \(link.name.quotedIdentifier) WHERE \"\(other)\" = ? RETURNING \"\(own)\"", [.uuid(id)])
+            }
+            for object in changed { record(update: source, object, CollectionOfOne(name)) }
         }
     }
 

@@ -94,4 +94,31 @@ import Testing
         try store.write { try $0.delete(Person.self, id: ben.id) }
         #expect(try fetch(store, cleo.id)?.friends == [])
     }
+
+    @Test func relationshipsWithoutInverse_areClearedWhenTheirTargetIsDeleted() throws {
+        let schema = Schema(name: "Local", version: 1, entities: [
+            EntityDescription("Item", attributes: [AttributeDescription("name", .string, optional: true)], isMirrored: false),
+            EntityDescription(
+                "Bookmark", attributes: [],
+                relationships: [
+                    .toOne("item", to: "Item", inverse: nil), .toMany("items", to: "Item", inverse: nil),
+                ],
+                isMirrored: false),
+        ])
+        let fixture = try StoreFixture(schema: schema)
+        let item = UUID()
+        let bookmark = UUID()
+        try fixture.store.write { context in
+            try context.insert(EntitySnapshot(entityName: "Item", id: item))
+            try context.insert(
+                EntitySnapshot(entityName: "Bookmark", id: bookmark, values: ["item": .uuid(item)], toMany: ["items": [item]]))
+        }
+        try fixture.store.write { try $0.delete(entityName: "Item", id: item) }
+        try fixture.store.read { context throws in
+            #expect(try context.fetchSnapshot(entityName: "Bookmark", id: bookmark)?["item"] == .null)
+            #expect(try context.relatedIDs(entityName: "Bookmark", id: bookmark, relationship: "items").isEmpty)
+        }
+        let deleted = try #require(try fixture.store.history(after: nil).last)
+        #expect(deleted.changes.first { $0.objectID == bookmark }?.updatedProperties == ["item", "items"])
+    }
 }
