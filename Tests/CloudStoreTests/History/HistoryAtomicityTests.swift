@@ -9,15 +9,19 @@ import Testing
         let fixture = try StoreFixture()
         try fixture.store.write { try $0.insert(Note(title: "before")) }
         let before = try fixture.store.history(after: nil)
-        // 5,000 notes with 200-byte bodies overflow SQLite's page cache, so pages of the open
+        let wal = fixture.url.path + "-wal"
+        func walSize() -> Int { ((try? FileManager.default.attributesOfItem(atPath: wal))?[.size] as? Int) ?? 0 }
+        let walBefore = walSize()
+        // 20,000 notes with 200-byte bodies overflow SQLite's page cache, so pages of the open
         // transaction are already in the WAL file when the child is killed.
         let (child, output) = try TestHelperProcess.start([
-            "hang-in-write", fixture.url.path, RepositoryPaths.notesSchema.path, "5000",
+            "hang-in-write", fixture.url.path, RepositoryPaths.notesSchema.path, "20000",
         ])
         #expect(output.next() == "inside")
         kill(child.processIdentifier, SIGKILL)
         child.waitUntilExit()
         #expect(child.terminationReason == .uncaughtSignal)
+        #expect(walSize() > walBefore + 1_000_000)
 
         let reopened = try fixture.reopen()
         try reopened.read { context throws in
