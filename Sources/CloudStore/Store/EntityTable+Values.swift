@@ -8,13 +8,13 @@ extension EntityTable {
     func row(from snapshot: EntitySnapshot, base: [AttributeValue]?) throws -> [AttributeValue] {
         var row = base ?? defaultRow
         var matched = 0
-        for (index, column) in columns.enumerated() {
-            guard let value = snapshot.values[column.name] else {
-                if base == nil && !column.isOptional && row[index].isNull { throw missing(column, snapshot.id) }
+        for (index, name) in columnNames.enumerated() {
+            guard let value = snapshot.values[name] else {
+                if base == nil && row[index].isNull && !columns[index].isOptional { throw missing(columns[index], snapshot.id) }
                 continue
             }
             matched += 1
-            row[index] = try checked(value, for: column, id: snapshot.id)
+            row[index] = try checked(value, column: index, id: snapshot.id)
         }
         if matched != snapshot.values.count {
             let unknown = snapshot.values.keys.filter { columnIndex(of: $0) == nil }.sorted()
@@ -31,23 +31,26 @@ extension EntityTable {
         return row
     }
 
-    private func checked(_ value: AttributeValue, for column: Column, id: UUID) throws -> AttributeValue {
-        switch (value, column.type) {
+    private func checked(_ value: AttributeValue, column index: Int, id: UUID) throws -> AttributeValue {
+        switch (value, columnTypes[index]) {
         case (.null, _):
-            if !column.isOptional { throw missing(column, id) }
+            if !columns[index].isOptional { throw missing(columns[index], id) }
             return .null
         case (.date(let date), .date):
             return .date(milliseconds: date)
         case (.int64(let number), .double):
             return .double(Double(number))
         default:
-            guard value.type == column.type else {
-                let what = column.isRelationship ? "a to-one relationship to \(column.destination!) (a UUID)" : "a \(column.type.rawValue)"
-                throw StoreError(
-                    .invalidValue,
-                    "\(name).\(column.name) of \(id.uuidString) is \(what) but the value is a \(value.type!.rawValue) (\(value))")
-            }
-            return value
+            guard value.type != columnTypes[index] else { return value }
+            let column = columns[index]
+            let what =
+                column.isRelationship
+                ? "a to-one relationship to \(column.destination!) (a UUID)"
+                : "\(article(column.type.rawValue)) \(column.type.rawValue)"
+            let given = value.type!.rawValue
+            throw StoreError(
+                .invalidValue,
+                "\(name).\(column.name) of \(id.uuidString) is \(what) but the value is \(article(given)) \(given) (\(value))")
         }
     }
 

@@ -146,12 +146,12 @@ extension EntityTable {
     /// Reads the columns after `id` of the current row.
     func readRow(_ statement: OpaquePointer, id: UUID) throws -> [AttributeValue] {
         var values: [AttributeValue] = []
-        values.reserveCapacity(columns.count)
-        for (index, column) in columns.enumerated() {
-            guard let value = AttributeValue.read(statement, column: Int32(index + 1), as: column.type) else {
+        values.reserveCapacity(columnTypes.count)
+        for (index, type) in columnTypes.enumerated() {
+            guard let value = AttributeValue.read(statement, column: Int32(index + 1), as: type) else {
                 throw StoreError(
                     .invalidValue,
-                    "\(name).\(column.name) of \(id.uuidString) holds \(columnText(statement, Int32(index + 1)).debugDescription), which is not a \(column.type.rawValue) (a row written outside the store?); fix the row with SQL")
+                    "\(name).\(columnNames[index]) of \(id.uuidString) holds \(columnText(statement, Int32(index + 1)).debugDescription), which is not \(article(type.rawValue)) \(type.rawValue) (a row written outside the store?); fix the row with SQL")
             }
             values.append(value)
         }
@@ -167,8 +167,8 @@ extension EntityTable {
     /// A snapshot from a row in column order.
     func snapshot(id: UUID, row: [AttributeValue]) -> EntitySnapshot {
         var values: [String: AttributeValue] = [:]
-        values.reserveCapacity(columns.count)
-        for (index, column) in columns.enumerated() { values[column.name] = row[index] }
-        return EntitySnapshot(entityName: name, id: id, values: values)
+        values.reserveCapacity(columnNames.count)
+        for (index, name) in columnNames.enumerated() { values[name] = row[index] }
+        return EntitySnapshot(entityName: self.name, id: id, values: values)
     }
 }

@@ -170,6 +170,12 @@ struct EntityTable: Sendable {
     let defaultRow: [AttributeValue]
     /// Whether a row's writes must keep one-to-one partners consistent.
     let hasOneToOne: Bool
+    // The hot loops read these instead of copying `Column` values (each holds a description
+    // with many strings, and a copy retains and releases all of them).
+    let columnNames: [String]
+    let columnTypes: [AttributeType]
+    /// The positions in `relationships` of the to-one relationships (those with a column).
+    let toOneRelationships: [Int]
 
     init(entity: EntityDescription, position: Int, columns: [Column], relationships: [RelationshipLayout]) {
         self.entity = entity
@@ -191,6 +197,9 @@ struct EntityTable: Sendable {
         selectByIDSQL = "SELECT \(selectList) FROM \(table) WHERE \"id\" = ?"
         defaultRow = columns.map { $0.defaultValue ?? .null }
         hasOneToOne = relationships.contains { $0.kind == .oneToOne }
+        columnNames = columns.map(\.name)
+        columnTypes = columns.map(\.type)
+        toOneRelationships = relationships.indices.filter { relationships[$0].column != nil }
     }
 
     var name: String { entity.name }

@@ -191,9 +191,10 @@ public final class WriteContext: ReadContext {
         }
         sqlite3_reset(statement)
         record(insert: table, id)
-        for relationship in table.relationships where relationship.column != nil {
-            if case .uuid = row[relationship.column!] {
-                try toOneChanged(table, id: id, relationship, old: .null, new: row[relationship.column!])
+        for position in table.toOneRelationships {
+            let column = table.relationships[position].column!
+            if case .uuid = row[column] {
+                try toOneChanged(table, id: id, table.relationships[position], old: .null, new: row[column])
             }
         }
         for (name, ids) in snapshot.toMany {
@@ -217,13 +218,14 @@ public final class WriteContext: ReadContext {
         let changed = new.indices.filter { new[$0] != old[$0] }
         if !changed.isEmpty {
             try releaseOneToOne(table, id: id, row: new, old: old)
-            let assignments = changed.map { "\(table.columns[$0].name.quotedIdentifier) = ?" }.joined(separator: ", ")
+            let assignments = changed.map { "\(table.columnNames[$0].quotedIdentifier) = ?" }.joined(separator: ", ")
             try db.run(
                 "UPDATE \(table.quotedName) SET \(assignments) WHERE \"id\" = ?", changed.map { new[$0] } + [.uuid(id)])
-            record(update: table, id, changed.map { table.columns[$0].name })
-            for relationship in table.relationships {
-                guard let column = relationship.column, changed.contains(column) else { continue }
-                try toOneChanged(table, id: id, relationship, old: old[column], new: new[column])
+            record(update: table, id, changed.map { table.columnNames[$0] })
+            for position in table.toOneRelationships {
+                let column = table.relationships[position].column!
+                guard changed.contains(column) else { continue }
+                try toOneChanged(table, id: id, table.relationships[position], old: old[column], new: new[column])
             }
         }
         for (name, ids) in snapshot.toMany {
