@@ -58,6 +58,7 @@ let package = Package(
                 "CloudStoreWire", "CloudStoreLogging",
                 "CloudStoreSync",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings),
@@ -108,10 +109,23 @@ let package = Package(
             path: "Benchmarks/CloudStoreBenchmarks",
             swiftSettings: swiftSettings),
 
+        // A child process for the store's crash and multi-process tests (not a product).
+        .executableTarget(
+            name: "CloudStoreTestHelper",
+            dependencies: ["CloudStore", .product(name: "Logging", package: "swift-log")],
+            path: "Tests/CloudStoreTestHelper",
+            swiftSettings: swiftSettings),
+
         .testTarget(name: "CloudStoreWireTests", dependencies: ["CloudStoreWire"], swiftSettings: swiftSettings),
         .testTarget(name: "CloudStoreLoggingTests", dependencies: ["CloudStoreLogging"], swiftSettings: swiftSettings),
         .testTarget(name: "CloudStoreSyncTests", dependencies: ["CloudStoreSync", "CloudStoreTesting"], swiftSettings: swiftSettings),
-        .testTarget(name: "CloudStoreTests", dependencies: ["CloudStore", "CloudStoreTesting"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "CloudStoreTests",
+            dependencies: [
+                "CloudStore", "CloudStoreTesting", "CloudStoreTestHelper", .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings),
         .testTarget(
             name: "CloudStoreServerTests",
             dependencies: [

@@ -25,9 +25,11 @@ extension Schema {
         if !problems.isEmpty { throw SchemaError(schema: name, problems: problems) }
     }
 
-    /// The layout of a Swift entity type, probed once per type and schema.
+    /// The layout of a Swift entity type, probed once per type and entity description. (The key
+    /// is the entity's description, not the schema hash: hashing the description costs about a
+    /// microsecond, computing the schema hash serialises the whole schema, on every save.)
     func layout<E: Entity>(of type: E.Type) -> (EntityLayout, [SchemaProblem]) {
-        let key = LayoutCacheKey(type: ObjectIdentifier(type), schemaHash: schemaHash, schemaName: name)
+        let key = LayoutCacheKey(type: ObjectIdentifier(type), entity: entity(named: E.entityName))
         if let cached = layoutCache.withLock({ $0[key] }) { return cached }
         let result = probe(type)
         layoutCache.withLock { $0[key] = result }
@@ -110,8 +112,7 @@ extension Schema {
 
 private struct LayoutCacheKey: Hashable {
     var type: ObjectIdentifier
-    var schemaHash: String
-    var schemaName: String
+    var entity: EntityDescription?
 }
 
 private let layoutCache = Mutex<[LayoutCacheKey: (EntityLayout, [SchemaProblem])]>([:])

@@ -1,0 +1,176 @@
+import Foundation
+
+/// Which objects a fetch or count selects: comparisons of attributes and to-one relationships,
+/// membership in to-many relationships, combined with and/or/not.
+///
+/// ```swift
+/// let recent = try store.read { context in
+///     try context.fetch(Note.self,
+///                       where: .equals("pinned", true) && .greaterThan("created", lastWeek),
+///                       sortBy: [.descending("created")], limit: 20)
+/// }
+/// let inFolder = Condition.equals("folder", folderID)           // to-one, by the related id
+/// let tagged = Condition.contains("tags", tagID)                 // to-many membership
+/// let titled = Condition.beginsWith("title", "Meeting") || .in("priority", [1, 2])
+/// ```
+///
+/// Property names are checked against the entity when the fetch runs: an unknown property, a
+/// value of the wrong type or an operator the type does not support is a ``StoreError`` naming
+/// `Entity.property`. ``isNull(_:)`` matches a missing value; `notEquals` also matches nulls.
+/// `"id"` names the object's id. Strings compare by their UTF-8 bytes (case-sensitive).
+public struct Condition: Hashable, Sendable {
+    enum Comparison: String, Hashable, Sendable {
+        case equal = "="
+        case notEqual = "IS NOT"
+        case less = "<"
+        case lessOrEqual = "<="
+        case greater = ">"
+        case greaterOrEqual = ">="
+    }
+
+    indirect enum Node: Hashable, Sendable {
+        case compare(String, Comparison, AttributeValue)
+        case oneOf(String, [AttributeValue])
+        case beginsWith(String, String)
+        case contains(String, UUID)
+        case and([Node])
+        case or([Node])
+        case not(Node)
+    }
+
+    let node: Node
+
+    init(_ node: Node) { self.node = node }
+
+    public static func equals(_ property: String, _ value: some AttributeValueConvertible) -> Condition {
+        Condition(.compare(property, .equal, value.attributeValue))
+    }
+
+    public static func notEquals(_ property: String, _ value: some AttributeValueConvertible) -> Condition {
+        Condition(.compare(property, .notEqual, value.attributeValue))
+    }
+
+    public static func lessThan(_ property: String, _ value: some AttributeValueConvertible) -> Condition {
+        Condition(.compare(property, .less, value.attributeValue))
+    }
+
+    public static func lessThanOrEqual(_ property: String, _ value: some AttributeValueConvertible) -> Condition {
+        Condition(.compare(property, .lessOrEqual, value.attributeValue))
+    }
+
+    public static func greaterThan(_ property: String, _ value: some AttributeValueConvertible) -> Condition {
+        Condition(.compare(property, .greater, value.attributeValue))
+    }
+
+    public static func greaterThanOrEqual(_ property: String, _ value: some AttributeValueConvertible) -> Condition {
+        Condition(.compare(property, .greaterOrEqual, value.attributeValue))
+    }
+
+    /// The property has no value (an optional attribute, or a to-one relationship set to nil).
+    public static func isNull(_ property: String) -> Condition {
+        Condition(.compare(property, .equal, .null))
+    }
+
+    /// The property has a value.
+    public static func isNotNull(_ property: String) -> Condition {
+        Condition(.compare(property, .notEqual, .null))
+    }
+
+    /// The property's value is one of `values` (SQL `IN`).
+    public static func `in`<Value: AttributeValueConvertible>(_ property: String, _ values: [Value]) -> Condition {
+        Condition(.oneOf(property, values.map(\.attributeValue)))
+    }
+
+    /// A string (or URL) property starts with `prefix` (case-sensitive; `BEGINSWITH` in Core Data).
+    public static func beginsWith(_ property: String, _ prefix: String) -> Condition {
+        Condition(.beginsWith(property, prefix))
+    }
+
+    /// A to-many relationship contains the object with this id.
+    public static func contains(_ relationship: String, _ id: UUID) -> Condition {
+        Condition(.contains(relationship, id))
+    }
+
+    public static func and(_ conditions: [Condition]) -> Condition { Condition(.and(conditions.map(\.node))) }
+    public static func or(_ conditions: [Condition]) -> Condition { Condition(.or(conditions.map(\.node))) }
+    public static func not(_ condition: Condition) -> Condition { Condition(.not(condition.node)) }
+
+    public static func && (lhs: Condition, rhs: Condition) -> Condition { .and([lhs, rhs]) }
+    public static func || (lhs: Condition, rhs: Condition) -> Condition { .or([lhs, rhs]) }
+    public static prefix func ! (condition: Condition) -> Condition { .not(condition) }
+}
+
+/// The order of fetched objects: a property name and a direction.
+///
+/// ```swift
+/// try context.fetch(Note.self, sortBy: [.descending("pinned"), .ascending("title")])
+/// ```
+public struct SortKey: Hashable, Sendable {
+    public var property: String
+    public var ascending: Bool
+
+    public init(_ property: String, ascending: Bool = true) {
+        self.property = property
+        self.ascending = ascending
+    }
+
+    public static func ascending(_ property: String) -> SortKey { SortKey(property, ascending: true) }
+    public static func descending(_ property: String) -> SortKey { SortKey(property, ascending: false) }
+}
+
+/// A Swift value that can stand for an attribute value in a ``Condition``.
+public protocol AttributeValueConvertible: Sendable {
+    var attributeValue: AttributeValue { get }
+}
+
+extension AttributeValue: AttributeValueConvertible {
+    public var attributeValue: AttributeValue { self }
+}
+
+extension String: AttributeValueConvertible {
+    public var attributeValue: AttributeValue { .string(self) }
+}
+
+extension Int: AttributeValueConvertible {
+    public var attributeValue: AttributeValue { .int64(Int64(self)) }
+}
+
+extension Int64: AttributeValueConvertible {
+    public var attributeValue: AttributeValue { .int64(self) }
+}
+
+extension Int32: AttributeValueConvertible {
+    public var attributeValue: AttributeValue { .int64(Int64(self)) }
+}
+
+extension Double: AttributeValueConvertible {
+    public var attributeValue: AttributeValue { .double(self) }
+}
+
+extension Bool: AttributeValueConvertible {
+    public var attributeValue: AttributeValue { .bool(self) }
+}
+
+extension Date: AttributeValueConvertible {
+    public var attributeValue: AttributeValue { .date(milliseconds: self) }
+}
+
+extension Data: AttributeValueConvertible {
+    public var attributeValue: AttributeValue { .data(self) }
+}
+
+extension UUID: AttributeValueConvertible {
+    public var attributeValue: AttributeValue { .uuid(self) }
+}
+
+extension URL: AttributeValueConvertible {
+    public var attributeValue: AttributeValue { .url(self) }
+}
+
+extension Decimal: AttributeValueConvertible {
+    public var attributeValue: AttributeValue { .decimal(self) }
+}
+
+extension Optional: AttributeValueConvertible where Wrapped: AttributeValueConvertible {
+    public var attributeValue: AttributeValue { self?.attributeValue ?? .null }
+}

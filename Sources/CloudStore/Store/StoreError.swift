@@ -1,0 +1,94 @@
+import GRDB
+
+/// A store operation that failed, with a message that names the file, entity, property or
+/// migration step involved and what to do about it.
+///
+/// Match a kind of failure by its ``code``:
+///
+/// ```swift
+/// do {
+///     let transactions = try store.history(after: savedToken)
+/// } catch StoreError.Code.historyTokenExpired {
+///     // The history the token pointed into was purged: re-read everything.
+/// }
+/// ```
+public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The kind of failure.
+    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        public var rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
+        /// The file is not a CloudStore store: not SQLite at all, or SQLite without CloudStore's metadata.
+        public static let notAStore = Code(rawValue: "notAStore")
+        /// SQLite reports the file as damaged.
+        public static let corrupt = Code(rawValue: "corrupt")
+        /// The store was written by a newer schema version than the one it is opened with.
+        public static let schemaTooOld = Code(rawValue: "schemaTooOld")
+        /// The schema's shape changed but its version did not.
+        public static let schemaVersionNotBumped = Code(rawValue: "schemaVersionNotBumped")
+        /// The store holds another schema (a different schema name).
+        public static let schemaMismatch = Code(rawValue: "schemaMismatch")
+        /// A schema change loses data and no explicit migration step handles it.
+        public static let destructiveMigration = Code(rawValue: "destructiveMigration")
+        /// A migration step failed; the store is unchanged.
+        public static let migrationFailed = Code(rawValue: "migrationFailed")
+        /// The schema is not valid (see ``SchemaError``) or uses something the store cannot hold.
+        public static let invalidSchema = Code(rawValue: "invalidSchema")
+        /// An insert used an id that already exists.
+        public static let objectExists = Code(rawValue: "objectExists")
+        /// An update or delete named an id that does not exist.
+        public static let objectNotFound = Code(rawValue: "objectNotFound")
+        /// An entity name the schema does not declare.
+        public static let unknownEntity = Code(rawValue: "unknownEntity")
+        /// A property name the entity does not declare.
+        public static let unknownProperty = Code(rawValue: "unknownProperty")
+        /// A value of the wrong type, or a missing required value.
+        public static let invalidValue = Code(rawValue: "invalidValue")
+        /// A delete refused by a `deny` delete rule.
+        public static let deleteDenied = Code(rawValue: "deleteDenied")
+        /// The history after a token was purged (like `NSPersistentHistoryTokenExpiredError`), or the
+        /// token belongs to another store. Re-read the whole store instead of resuming from the token.
+        public static let historyTokenExpired = Code(rawValue: "historyTokenExpired")
+        /// A history token that cannot be read.
+        public static let invalidHistoryToken = Code(rawValue: "invalidHistoryToken")
+        /// The store or query generation was closed.
+        public static let closed = Code(rawValue: "closed")
+        /// SQLite failed for another reason; the message carries SQLite's.
+        public static let sqlite = Code(rawValue: "sqlite")
+    }
+
+    public var code: Code
+    /// What went wrong and what to do, naming the file, entity, property or step.
+    public var message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { message }
+}
+
+extension StoreError.Code {
+    /// Lets `catch StoreError.Code.historyTokenExpired { … }` match a store error by its code.
+    public static func ~= (code: StoreError.Code, error: any Error) -> Bool {
+        (error as? StoreError)?.code == code
+    }
+}
+
+extension StoreError {
+    /// Wraps any error thrown while working on the file at `path`: store errors pass through,
+    /// SQLite's corruption codes become ``Code/corrupt``, other SQLite errors ``Code/sqlite``.
+    static func wrapping(_ error: any Error, path: String, while doing: String) -> any Error {
+        guard let error = error as? DatabaseError else { return error }
+        switch error.resultCode {
+        case .SQLITE_CORRUPT, .SQLITE_NOTADB:
+            return StoreError(
+                .corrupt,
+                "\(path) is damaged (\(error.message ?? "SQLite \(error.resultCode)")) while \(doing); restore it from a backup, or delete it to start over (a mirrored store re-downloads its data)")
+        default:
+            return StoreError(.sqlite, "\(path): SQLite failed while \(doing): \(error.message ?? "\(error.resultCode)")")
+        }
+    }
+}

@@ -1,0 +1,62 @@
+import CloudStore
+import Foundation
+import Logging
+
+/// A second process for the store's tests: it opens the same store file and writes to it, so tests
+/// can kill a writer mid-transaction or observe commits made by another process.
+///
+/// ```
+/// CloudStoreTestHelper write <store> <schema.json> <transactions>   one note per transaction, then "done"
+/// CloudStoreTestHelper write-forever <store> <schema.json>           50 notes per transaction, "committed <n>" after each
+/// CloudStoreTestHelper hang-in-write <store> <schema.json> <notes>   inserts, prints "inside", waits to be killed
+/// ```
+@main
+struct TestHelper {
+    static func main() throws {
+        let arguments = CommandLine.arguments
+        guard arguments.count >= 4 else {
+            FileHandle.standardError.write(Data("usage: CloudStoreTestHelper <command> <store> <schema.json> [count]\n".utf8))
+            exit(2)
+        }
+        let schema = try Schema.load(contentsOf: URL(fileURLWithPath: arguments[3]))
+        var logger = Logger(label: "cloudstore.testhelper")
+        logger.logLevel = .warning
+        let store = try PersistentStore(url: URL(fileURLWithPath: arguments[2]), schema: schema, logger: logger)
+        let count = arguments.count > 4 ? Int(arguments[4]) ?? 1 : 1
+        switch arguments[1] {
+        case "write":
+            for index in 0..<count {
+                try store.write(author: "helper", contextName: "child") { context in
+                    try context.insert(note(title: "helper-\(index)"))
+                }
+            }
+            say("done")
+        case "write-forever":
+            var batch = 0
+            while true {
+                try store.write(author: "helper", contextName: "child") { context in
+                    for index in 0..<50 { try context.insert(note(title: "batch-\(batch)-\(index)")) }
+                }
+                batch += 1
+                say("committed \(batch)")
+            }
+        case "hang-in-write":
+            try store.write(author: "helper", contextName: "child") { context in
+                for index in 0..<count { try context.insert(note(title: "uncommitted-\(index)")) }
+                say("inside")
+                while true { sleep(60) }
+            }
+        default:
+            FileHandle.standardError.write(Data("unknown command \(arguments[1])\n".utf8))
+            exit(2)
+        }
+    }
+
+    static func note(title: String) -> EntitySnapshot {
+        EntitySnapshot(entityName: "Note", id: UUID(), values: ["title": .string(title), "body": .string(String(repeating: "x", count: 200))])
+    }
+
+    static func say(_ line: String) {
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    }
+}
