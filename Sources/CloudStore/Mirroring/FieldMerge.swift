@@ -10,6 +10,9 @@ struct FieldMerge {
     /// created the same object), so every server value counts as a change.
     var ancestor: [String: AttributeValue]?
     var server: [String: AttributeValue]
+    /// When the server's values were edited, per field, where the record says.
+    var serverChanges: [String: Date] = [:]
+    /// When the server record was last written, for fields without an edit time.
     var serverModified: Date?
 
     struct Outcome: Equatable {
@@ -42,7 +45,7 @@ struct FieldMerge {
             let conflict = FieldConflict(
                 entityName: entityName, objectID: objectID, property: key, ancestorValue: ancestor?[key],
                 localValue: localValue, serverValue: serverValue, localModified: localChanges[key],
-                serverModified: serverModified)
+                serverModified: serverChanges[key] ?? serverModified)
             let resolution = Self.resolution(of: conflict, policy: policy)
             func log(_ side: ConflictRecord.Side, lost: AttributeValue, won: AttributeValue) {
                 outcome.conflicts.append(

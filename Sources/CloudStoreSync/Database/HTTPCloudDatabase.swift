@@ -44,12 +44,12 @@ public struct HTTPCloudDatabase: CloudDatabase {
     ///   - scope: which database of the container: `private` (the user's own), `shared` or `public`.
     ///   - token: the user's bearer token; nil for requests without a user.
     ///   - deviceID: this device's stable identifier, sent as `X-CloudStore-Device`.
-    ///   - httpClient: the client to send with; by default the process-wide shared one.
+    ///   - httpClient: the client to send with; by default ``defaultHTTPClient``.
     ///   - requestTimeout: how long one request may take before it fails with `.timeout`.
     ///   - logger: where requests are logged; by default warnings and errors only.
     public init(
         baseURL: URL, container: String, environment: CloudEnvironment = .development,
-        scope: DatabaseScope = .private, token: String?, deviceID: String, httpClient: HTTPClient = .shared,
+        scope: DatabaseScope = .private, token: String?, deviceID: String, httpClient: HTTPClient = HTTPCloudDatabase.defaultHTTPClient,
         requestTimeout: Duration = .seconds(30), logger: Logger = .quiet(label: "cloudstore.http")
     ) {
         var baseURL = baseURL.absoluteString
@@ -63,6 +63,17 @@ public struct HTTPCloudDatabase: CloudDatabase {
         self.requestTimeout = requestTimeout
         self.logger = logger
     }
+
+    /// The process-wide client ``HTTPCloudDatabase`` sends with unless given another: like
+    /// `HTTPClient.shared`, except that a refused connection fails at once (within a 5-second
+    /// connect timeout) instead of being retried until the request's deadline, so an unreachable
+    /// server is reported quickly and the sync engine's back-off takes over.
+    public static let defaultHTTPClient: HTTPClient = {
+        var configuration = HTTPClient.Configuration()
+        configuration.timeout.connect = .seconds(5)
+        configuration.connectionPool.retryConnectionEstablishment = false
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }()
 
     // MARK: CloudDatabase
 

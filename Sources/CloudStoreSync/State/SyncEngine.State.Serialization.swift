@@ -77,3 +77,12 @@ extension SyncEngine.State {
         }
     }
 }
+
+extension SyncEngine.State.Serialization {
+    /// The database sync token the state has fetched up to (the server's change watermark as this
+    /// device knows it), for status displays; nil before the first fetch.
+    public var databaseSyncToken: String? { databaseToken }
+
+    /// The user the state belongs to, once the engine asked the server.
+    public var user: String? { userRecordName }
+}

@@ -1,0 +1,53 @@
+import CloudStoreSync
+import Foundation
+
+/// A database that tells mirroring about every request that failed, so the container's status
+/// and events can say why sync is not moving (throttling, a refused token, no network) instead of
+/// leaving it to a log.
+struct ObservedDatabase: CloudDatabase {
+    let base: any CloudDatabase
+    let failed: @Sendable (CloudError) -> Void
+
+    var scope: DatabaseScope { base.scope }
+
+    private func observe<T>(_ request: () async throws -> T) async throws -> T {
+        do {
+            return try await request()
+        } catch let error as CloudError {
+            if error.kind != .cancelled { failed(error) }
+            throw error
+        }
+    }
+
+    func modifyZones(_ request: ZonesModifyRequest) async throws -> ZonesResponse {
+        try await observe { try await base.modifyZones(request) }
+    }
+    func listZones() async throws -> ZonesResponse { try await observe { try await base.listZones() } }
+    func lookupZones(_ request: ZonesLookupRequest) async throws -> ZonesResponse {
+        try await observe { try await base.lookupZones(request) }
+    }
+    func modifyRecords(_ request: RecordsModifyRequest) async throws -> RecordsResponse {
+        try await observe { try await base.modifyRecords(request) }
+    }
+    func lookupRecords(_ request: RecordsLookupRequest) async throws -> RecordsResponse {
+        try await observe { try await base.lookupRecords(request) }
+    }
+    func queryRecords(_ request: RecordsQueryRequest) async throws -> RecordsQueryResponse {
+        try await observe { try await base.queryRecords(request) }
+    }
+    func fetchDatabaseChanges(_ request: DatabaseChangesRequest) async throws -> DatabaseChangesResponse {
+        try await observe { try await base.fetchDatabaseChanges(request) }
+    }
+    func fetchZoneChanges(_ request: ZoneChangesRequest) async throws -> ZoneChangesResponse {
+        try await observe { try await base.fetchZoneChanges(request) }
+    }
+    func waitForChanges(since syncToken: String?, timeout: Duration) async throws -> NotificationsResponse {
+        // A failed long poll is routine (push is a hint); it is not a sync failure.
+        try await base.waitForChanges(since: syncToken, timeout: timeout)
+    }
+    func caller() async throws -> CallerResponse { try await observe { try await base.caller() } }
+    func modifySchema(_ schema: CloudSchema) async throws -> CloudSchema {
+        try await observe { try await base.modifySchema(schema) }
+    }
+    func fetchSchema() async throws -> CloudSchema { try await observe { try await base.fetchSchema() } }
+}

@@ -1,0 +1,97 @@
+import CloudStoreSync
+import Foundation
+
+extension PersistentCloudContainer {
+    /// A piece of mirroring work, as `NSPersistentCloudKitContainer.Event`: delivered once when it
+    /// starts (``endDate`` nil) and once when it ends, with the same ``id``.
+    ///
+    /// ```swift
+    /// for await event in container.events() where event.endDate != nil {
+    ///     print(event.kind, event.succeeded, event.counts.saved)
+    /// }
+    /// ```
+    public struct Event: Sendable, Hashable, Identifiable, CustomStringConvertible {
+        public enum Kind: String, Sendable, Hashable {
+            /// Opening the mirror: metadata, the sync engine, the first look at local history.
+            case setup
+            /// Fetching and applying changes from the server.
+            case `import`
+            /// Sending local changes to the server.
+            case export
+        }
+
+        public let id: UUID
+        public let kind: Kind
+        public let startDate: Date
+        /// Nil while the work runs.
+        public let endDate: Date?
+        /// False when the work ended with an error.
+        public let succeeded: Bool
+        public let error: SyncFailure?
+        /// What the work did so far.
+        public let counts: MirrorCounts
+
+        public var description: String {
+            let state =
+                endDate == nil ? "started" : succeeded ? "succeeded" : "failed (\(error?.description ?? "unknown error"))"
+            return "\(kind.rawValue) \(state): \(counts.saved) saved, \(counts.deleted) deleted, \(counts.conflicts) conflicts"
+        }
+    }
+
+    /// Why mirroring failed, as the server or the network said.
+    public struct SyncFailure: Error, Sendable, Hashable, CustomStringConvertible {
+        /// The server's error code, when the server answered.
+        public var code: ServerErrorCode?
+        public var message: String
+        /// Seconds the server asked to wait (throttling).
+        public var retryAfter: Double?
+        /// The record concerned, for a refused upload.
+        public var recordName: String?
+        public var date: Date
+
+        public init(code: ServerErrorCode? = nil, message: String, retryAfter: Double? = nil, recordName: String? = nil, date: Date = Date()) {
+            self.code = code
+            self.message = message
+            self.retryAfter = retryAfter
+            self.recordName = recordName
+            self.date = date
+        }
+
+        init(_ error: CloudError, date: Date = Date()) {
+            self.init(code: error.code, message: error.description, retryAfter: error.retryAfter, date: date)
+        }
+
+        init(_ error: ServerError, date: Date = Date()) {
+            self.init(
+                code: error.serverErrorCode, message: error.description, retryAfter: error.retryAfter,
+                recordName: error.recordName, date: date)
+        }
+
+        public var description: String { message }
+    }
+
+    /// Where mirroring stands, as the store file records it.
+    public struct SyncStatus: Sendable, Hashable {
+        /// Whether a server is configured.
+        public var isMirroring: Bool
+        /// The user the mirrored data belongs to, once the server said.
+        public var user: String?
+        /// True after the server rejected the credentials; local data and pending changes are kept.
+        public var isSignedOut: Bool
+        /// Records waiting to be uploaded (objects and links).
+        public var pendingUploads: Int
+        /// Local history transactions not yet folded into pending uploads.
+        public var unexportedTransactions: Int
+        /// The server's database token this device has fetched up to.
+        public var serverChangeToken: String?
+        public var lastImport: Date?
+        public var lastExport: Date?
+        public var lastError: SyncFailure?
+        /// Entries in the conflict log.
+        public var conflictCount: Int
+
+        /// Whether this device has nothing left to upload (it says nothing about the server having
+        /// newer changes: ``PersistentCloudContainer/waitUntilSynced(timeout:)`` checks both).
+        public var hasNothingToUpload: Bool { pendingUploads == 0 && unexportedTransactions == 0 }
+    }
+}

@@ -1,0 +1,85 @@
+import CloudStoreSync
+import Foundation
+
+extension PersistentCloudContainer {
+    /// The cloud server a container mirrors to.
+    ///
+    /// ```swift
+    /// let server = PersistentCloudContainer.Server(
+    ///     url: URL(string: "http://127.0.0.1:8080")!, containerIdentifier: "iCloud.com.example.notes",
+    ///     token: "alice-token")
+    /// ```
+    public struct Server: Sendable {
+        /// The server's base URL, e.g. `http://127.0.0.1:8080`.
+        public var url: URL
+        /// The container identifier, e.g. `iCloud.com.example.notes`.
+        public var containerIdentifier: String
+        public var environment: CloudEnvironment
+        /// The user's bearer token.
+        public var token: String
+        /// This device's identifier, sent with every request; nil uses one the store keeps.
+        public var deviceID: String?
+
+        public init(
+            url: URL, containerIdentifier: String, environment: CloudEnvironment = .development, token: String,
+            deviceID: String? = nil
+        ) {
+            self.url = url
+            self.containerIdentifier = containerIdentifier
+            self.environment = environment
+            self.token = token
+            self.deviceID = deviceID
+        }
+    }
+
+    /// What to do with local data when the store's zone disappears from the server.
+    public enum ZoneDeletionPolicy: String, Sendable, Hashable {
+        /// Delete the local copy of the mirrored data (always the case when the user purged it).
+        case deleteLocalData
+        /// Recreate the zone and upload the local data again.
+        case reupload
+    }
+
+    /// What to do with local data when the server reports a different user than the store's.
+    public enum AccountChangePolicy: String, Sendable, Hashable {
+        /// Delete the previous user's local copy (including changes it had not uploaded) and import
+        /// the new user's data. The default: one user's data never reaches another's account.
+        case replaceLocalData
+        /// Keep the local data and upload all of it to the new user's account.
+        case keepLocalData
+    }
+
+    /// How a container mirrors.
+    ///
+    /// ```swift
+    /// var options = PersistentCloudContainer.Options(server: server)
+    /// options.conflictPolicy = .lastWriterWins
+    /// options.automaticallySync = false   // tests: call sync() yourself
+    /// ```
+    public struct Options: Sendable {
+        /// The server to mirror to; nil keeps the store local only.
+        public var server: Server?
+        /// How fields both sides changed are resolved; every losing value is logged.
+        public var conflictPolicy: ConflictPolicy = .serverWins
+        /// The zone the store's records live in; nil uses the schema's name.
+        public var zoneName: String?
+        /// Sync by itself: export shortly after local saves, import when the server pushes. Turn it
+        /// off in tests that need a fixed order, and call ``PersistentCloudContainer/sync()``.
+        public var automaticallySync = true
+        /// Quiet time after a local save before an automatic export.
+        public var exportDebounce: Duration = .milliseconds(20)
+        /// How often to fetch when the server's push does not answer.
+        public var pollInterval: Duration = .seconds(60)
+        public var zoneDeletionPolicy: ZoneDeletionPolicy = .deleteLocalData
+        public var accountChangePolicy: AccountChangePolicy = .replaceLocalData
+        /// Records per fetched page (at most 200).
+        public var fetchPageSize: Int?
+        /// Changes the sync engine; applied last, for settings these options do not cover.
+        public var configureEngine: (@Sendable (inout SyncEngine.Configuration) -> Void)?
+
+        public init(server: Server? = nil, conflictPolicy: ConflictPolicy = .serverWins) {
+            self.server = server
+            self.conflictPolicy = conflictPolicy
+        }
+    }
+}

@@ -1,0 +1,269 @@
+import CloudStoreSync
+import Foundation
+import GRDB
+
+extension MirrorTransaction {
+    /// Applies one fetched page: records in their latest server state and tombstones. Objects this
+    /// device changed and has not uploaded yet are merged field by field; references to objects that
+    /// have not arrived are kept and linked when they do.
+    func applyFetched(_ records: [Record], deletions: [SyncEngine.Event.FetchedRecordZoneChanges.Deletion]) throws {
+        // Objects with local edits, so edits lost to a cascade from a server delete are logged.
+        let edited = try editedObjects()
+        var deleted: Set<UUID> = []
+        // Objects before links, so a link finds both its objects when they come in the same page.
+        for record in records where record.recordType != LinkRecords.recordType {
+            try applyRecord(record)
+        }
+        for record in records where record.recordType == LinkRecords.recordType {
+            try applyLink(record)
+        }
+        for deletion in deletions {
+            if let id = try applyDeletion(deletion.recordID, recordType: deletion.recordType) { deleted.insert(id) }
+        }
+        if !deletions.isEmpty { try reportCascadedEdits(edited, exceptDeleted: deleted) }
+    }
+
+    private func applyRecord(_ record: Record) throws {
+        guard let type = record.recordType, let entity = schema.entity(named: type), entity.isMirrored else {
+            try keepForeign(record)
+            return
+        }
+        let content: RecordContent
+        do {
+            content = try schema.content(of: record)
+        } catch {
+            try keepForeign(record)
+            return
+        }
+        var row = try db.mirroredRecord(record.recordName)
+            ?? MirroredRecord(recordName: record.recordName, entityName: entity.name)
+        // The version this device already has (its own upload coming back, say).
+        if row.changeTag != nil, row.changeTag == record.recordChangeTag { return }
+        let id = content.snapshot.id
+        let serverValues = recordValues(content.snapshot, entity)
+        switch row.pending {
+        case .save:
+            if try context.exists(entityName: entity.name, id: id) {
+                try merge(record, into: &row)
+            } else {
+                try apply(serverValues, to: entity, id: id)
+                row.pending = nil
+            }
+        case .delete:
+            if case .localWins = policy {
+                try log([
+                    ConflictRecord(
+                        date: now, entityName: entity.name, objectID: id, property: "*", losingSide: .server,
+                        losingValue: .null, winningValue: .null, policy: policy.name)
+                ])
+            } else {
+                // The server's edit wins over this device's delete: the object comes back.
+                try apply(serverValues, to: entity, id: id)
+                row.pending = nil
+                try log([
+                    ConflictRecord(
+                        date: now, entityName: entity.name, objectID: id, property: "*", losingSide: .local,
+                        losingValue: .null, winningValue: .null, policy: policy.name)
+                ])
+            }
+        case nil:
+            try apply(serverValues, to: entity, id: id)
+        }
+        row.changeTag = record.recordChangeTag
+        row.ancestor = serverValues
+        row.unknownFields = content.unknownFields
+        try store(row)
+        counts.saved += 1
+    }
+
+    private func applyLink(_ record: Record) throws {
+        guard let ends = LinkRecords.ends(of: record), LinkRecords.canonical(ends.relationship, in: schema) != nil else {
+            try keepForeign(record)
+            return
+        }
+        var row = try db.mirroredRecord(record.recordName)
+            ?? MirroredRecord(recordName: record.recordName, entityName: LinkRecords.recordType, link: ends)
+        row.changeTag = record.recordChangeTag
+        if row.pending == .delete, case .localWins = policy {
+            try store(row)
+            return
+        }
+        row.pending = nil
+        try store(row)
+        try applyLocally(ends)
+        counts.saved += 1
+    }
+
+    /// Applies a tombstone; returns the id of the object it deleted, if any.
+    private func applyDeletion(_ recordID: RecordID, recordType: String?) throws -> UUID? {
+        let name = recordID.recordName
+        let row = try db.mirroredRecord(name)
+        if let ends = row?.link ?? (recordType == LinkRecords.recordType ? LinkRecords.ends(recordName: name) : nil) {
+            if var row, case .save? = row.pending, case .localWins = policy {
+                row.changeTag = nil
+                try store(row)
+                return nil
+            }
+            try removeLocally(ends)
+            try forget(name)
+            try db.execute(sql: "DELETE FROM cloudstore_mirror_foreign_record WHERE record_name = ?", arguments: [name])
+            counts.deleted += 1
+            return nil
+        }
+        try db.execute(sql: "DELETE FROM cloudstore_mirror_foreign_record WHERE record_name = ?", arguments: [name])
+        guard let id = UUID(uuidString: name) else { return nil }
+        guard var row else {
+            // Never mirrored here; delete the object if this device has it anyway.
+            for entity in schema.mirroredEntities where recordType == nil || recordType == entity.name {
+                if try context.exists(entityName: entity.name, id: id) {
+                    try context.delete(entityName: entity.name, id: id)
+                    counts.deleted += 1
+                    return id
+                }
+            }
+            return nil
+        }
+        if case .save? = row.pending {
+            try applyServerDeletion(of: &row)
+            return try context.exists(entityName: row.entityName, id: id) ? nil : id
+        }
+        if try context.exists(entityName: row.entityName, id: id) {
+            try context.delete(entityName: row.entityName, id: id)
+        }
+        try db.removePendingReferences(of: row.entityName, id: id)
+        try forget(name)
+        counts.deleted += 1
+        return id
+    }
+
+    /// Writes server values into an object, creating it if needed. A to-one reference whose target
+    /// is not here yet is kept aside and set when the target arrives; an object that arrives sets
+    /// the references and links that were waiting for it.
+    func apply(_ values: [String: AttributeValue], to entity: EntityDescription, id: UUID) throws {
+        var values = values
+        for relationship in entity.toOneRelationships {
+            guard let value = values[relationship.name] else { continue }
+            if case .uuid(let target) = value, try !context.exists(entityName: relationship.destination, id: target) {
+                values[relationship.name] = .null
+                try db.addPendingReference(entity: entity.name, id: id, relationship: relationship.name, target: target)
+            } else {
+                try db.removePendingReferences(of: entity.name, id: id, relationship: relationship.name)
+            }
+        }
+        let snapshot = EntitySnapshot(entityName: entity.name, id: id, values: values)
+        if try context.exists(entityName: entity.name, id: id) {
+            try context.update(snapshot)
+            return
+        }
+        try context.insert(snapshot)
+        for waiting in try db.takePendingReferences(to: id) where try context.exists(entityName: waiting.entity, id: waiting.id) {
+            try context.update(EntitySnapshot(entityName: waiting.entity, id: waiting.id, values: [waiting.relationship: .uuid(id)]))
+        }
+        for link in try db.mirroredLinks(of: id) where link.pending != .delete {
+            if let ends = link.link { try applyLocally(ends) }
+        }
+    }
+
+    /// Adds a link locally when both of its objects are here.
+    private func applyLocally(_ ends: LinkEnds) throws {
+        guard let (entity, relationship) = LinkRecords.canonical(ends.relationship, in: schema),
+            try context.exists(entityName: entity.name, id: ends.source),
+            try context.exists(entityName: relationship.destination, id: ends.target)
+        else { return }
+        try context.addRelated(entityName: entity.name, id: ends.source, relationship: relationship.name, ends.target)
+    }
+
+    private func removeLocally(_ ends: LinkEnds) throws {
+        guard let (entity, relationship) = LinkRecords.canonical(ends.relationship, in: schema),
+            try context.exists(entityName: entity.name, id: ends.source)
+        else { return }
+        try context.removeRelated(entityName: entity.name, id: ends.source, relationship: relationship.name, ends.target)
+    }
+
+    /// Keeps a record this schema cannot read (a newer app version's), so it is not lost.
+    private func keepForeign(_ record: Record) throws {
+        try db.execute(
+            sql: "INSERT OR REPLACE INTO cloudstore_mirror_foreign_record (record_name, record) VALUES (?, ?)",
+            arguments: [record.recordName, try MirrorMetadata.encode(record)])
+    }
+
+    // MARK: Edits lost to cascades
+
+    private struct EditedObject {
+        var row: MirroredRecord
+        var snapshot: EntitySnapshot
+    }
+
+    private func editedObjects() throws -> [EditedObject] {
+        try db.mirroredRecords(pendingOnly: true).compactMap { row in
+            guard case .save? = row.pending, row.link == nil, let id = UUID(uuidString: row.recordName),
+                let snapshot = try context.fetchSnapshot(entityName: row.entityName, id: id)
+            else { return nil }
+            return EditedObject(row: row, snapshot: snapshot)
+        }
+    }
+
+    /// An object this device edited that a server delete removed through a cascade: its edits are
+    /// logged as lost, or with `localWins` the object is put back and uploaded as new.
+    private func reportCascadedEdits(_ edited: [EditedObject], exceptDeleted deleted: Set<UUID>) throws {
+        for var object in edited where !deleted.contains(object.snapshot.id) {
+            guard let entity = schema.entity(named: object.row.entityName),
+                try !context.exists(entityName: entity.name, id: object.snapshot.id)
+            else { continue }
+            if case .localWins = policy {
+                var values = recordValues(object.snapshot, entity)
+                for relationship in entity.toOneRelationships {
+                    if case .uuid(let target)? = values[relationship.name],
+                        try !context.exists(entityName: relationship.destination, id: target)
+                    {
+                        values[relationship.name] = .null
+                    }
+                }
+                try context.insert(EntitySnapshot(entityName: entity.name, id: object.snapshot.id, values: values))
+                object.row.changeTag = nil
+                object.row.ancestor = nil
+                object.row.pending = .save(full: true, keys: Dictionary(uniqueKeysWithValues: values.keys.map { ($0, now) }))
+                try store(object.row)
+                continue
+            }
+            let lost = object.row.pending?.changeDates.keys.filter { entity.recordKeys.contains($0) }.sorted() ?? []
+            try log(
+                lost.map { key in
+                    ConflictRecord(
+                        date: now, entityName: entity.name, objectID: object.snapshot.id, property: key,
+                        losingSide: .local, losingValue: object.snapshot.values[key] ?? .null, winningValue: .null,
+                        policy: policy.name)
+                })
+            object.row.pending = nil
+            try store(object.row)
+        }
+    }
+}
+
+extension MirrorTransaction {
+    /// Removes this device's copy of a record the server no longer has.
+    func removeLocalCopy(of row: MirroredRecord) throws {
+        if let ends = row.link {
+            try removeLocally(ends)
+        } else if let id = UUID(uuidString: row.recordName), try context.exists(entityName: row.entityName, id: id) {
+            try context.delete(entityName: row.entityName, id: id)
+            try db.removePendingReferences(of: row.entityName, id: id)
+        }
+        try forget(row.recordName)
+        counts.deleted += 1
+    }
+
+    /// Deletes the local copy of every mirrored object and all mirroring metadata of records (the
+    /// zone is gone, or another user's data replaces this one's). The conflict log stays.
+    func deleteMirroredData() throws {
+        for entity in schema.mirroredEntities {
+            for id in try context.fetchIDs(entityName: entity.name) where try context.exists(entityName: entity.name, id: id) {
+                try context.delete(entityName: entity.name, id: id)
+                counts.deleted += 1
+            }
+        }
+        for row in try db.mirroredRecords(pendingOnly: false) { try forget(row.recordName) }
+        try db.execute(sql: "DELETE FROM cloudstore_mirror_pending_reference")
+        try db.execute(sql: "DELETE FROM cloudstore_mirror_foreign_record")
+    }
+}

@@ -1,0 +1,125 @@
+@testable import CloudStore
+import Foundation
+import Testing
+
+@Suite("Mirroring: conflicts follow the policy and every loser is logged", .serialized)
+struct MirroringConflictTests {
+    /// A and B both change the title offline (B also its priority); A syncs first, then B.
+    func run(
+        policy: ConflictPolicy, _ check: (_ a: Device, _ b: Device, _ note: Note) async throws -> Void
+    ) async throws {
+        try await withServer { server in
+            let a = try await Device.make("A", server: server.url, policy: policy)
+            let b = try await Device.make("B", server: server.url, policy: policy)
+            let note = Note(title: "Original", priority: 1)
+            try await a.write { try $0.insert(note) }
+            try await a.sync()
+            try await b.sync()
+            try await a.write { context in
+                var edited = note
+                edited.title = "A's title"
+                try context.update(edited)
+            }
+            try await b.write { context in
+                var edited = note
+                edited.title = "B's title"
+                edited.priority = 9
+                try context.update(edited)
+            }
+            try await a.sync()
+            try await b.sync()
+            try await a.sync()
+            try await check(a, b, note)
+            #expect(try a.contents() == b.contents(), "both devices end with the same object")
+            await a.close()
+            await b.close()
+        }
+    }
+
+    @Test func serverWinsByDefault() async throws {
+        try await run(policy: .serverWins) { a, b, note throws in
+            #expect(try b.note(note.id)?.title == "A's title")
+            #expect(try b.note(note.id)?.priority == 9, "the field only B changed survives")
+            let log = try b.container.conflicts()
+            #expect(log.count == 1)
+            #expect(log.first?.property == "title")
+            #expect(log.first?.losingValue == "B's title")
+            #expect(log.first?.winningValue == "A's title")
+            #expect(log.first?.losingSide == .local)
+            #expect(log.first?.policy == "serverWins")
+        }
+    }
+
+    @Test func localWins() async throws {
+        try await run(policy: .localWins) { a, b, note throws in
+            #expect(try a.note(note.id)?.title == "B's title")
+            let log = try b.container.conflicts()
+            #expect(log.map(\.losingValue) == ["A's title"])
+            #expect(log.first?.losingSide == .server)
+        }
+    }
+
+    @Test func lastWriterWins() async throws {
+        try await run(policy: .lastWriterWins) { a, b, note throws in
+            // B edited after A uploaded: B's edit is the later one.
+            #expect(try a.note(note.id)?.title == "B's title")
+            #expect(try b.container.conflicts().map(\.losingValue) == ["A's title"])
+        }
+    }
+
+    @Test func customClosure() async throws {
+        let policy = ConflictPolicy.custom { conflict in
+            guard case .string(let local) = conflict.localValue, case .string(let server) = conflict.serverValue else {
+                return .server
+            }
+            return .value(.string("\(server) + \(local)"))
+        }
+        try await run(policy: policy) { a, b, note throws in
+            #expect(try a.note(note.id)?.title == "A's title + B's title")
+            #expect(Set(try b.container.conflicts().map(\.losingValue)) == ["A's title", "B's title"])
+        }
+    }
+
+    @Test func theWWDCTestSyncConflict() async throws {
+        // Device A saves "A"; device B saves "B" before fetching; B's send meets the conflict and
+        // the server's value wins.
+        try await withServer { server in
+            let a = try await Device.make("A", server: server.url)
+            let b = try await Device.make("B", server: server.url)
+            let id = UUID()
+            try await a.write { try $0.insert(Note(id: id, title: "A")) }
+            try await a.sync()
+            try await b.write { try $0.insert(Note(id: id, title: "B")) }
+            try await b.container.sendChanges()
+            #expect(try b.note(id)?.title == "A")
+            #expect(try b.container.conflicts().map(\.losingValue) == ["B"])
+            await a.close()
+            await b.close()
+        }
+    }
+
+    @Test func aServerDeleteWinsOverALocalEditAndTheEditIsLogged() async throws {
+        try await withServer { server in
+            let a = try await Device.make("A", server: server.url)
+            let b = try await Device.make("B", server: server.url)
+            let note = Note(title: "doomed")
+            try await a.write { try $0.insert(note) }
+            try await a.sync()
+            try await b.sync()
+            try await a.write { try $0.delete(Note.self, id: note.id) }
+            try await b.write { context in
+                var edited = note
+                edited.body = "last words"
+                try context.update(edited)
+            }
+            try await a.sync()
+            try await b.sync()
+            #expect(try b.note(note.id) == nil)
+            let log = try b.container.conflicts()
+            #expect(log.map(\.property) == ["body"])
+            #expect(log.first?.losingValue == "last words")
+            await a.close()
+            await b.close()
+        }
+    }
+}

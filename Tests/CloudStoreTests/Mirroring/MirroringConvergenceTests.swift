@@ -1,0 +1,255 @@
+@testable import CloudStore
+import Foundation
+import Testing
+
+@Suite("Mirroring: devices converge through a real server", .serialized)
+struct MirroringConvergenceTests {
+    @Test func everyAttributeAndRelationshipKindConverges() async throws {
+        try await withServer { server in
+            let a = try await Device.make("A", server: server.url)
+            let b = try await Device.make("B", server: server.url)
+            let folder = Folder(title: "Home", sortIndex: 3, color: "blue")
+            let home = Tag(name: "home"), food = Tag(name: "food", color: "green")
+            var draft = EntityCodingTests.fullNote()
+            draft.folder = folder.id
+            draft.tags = [home.id, food.id]
+            let note = draft
+            let plain = Note(title: "Plain", folder: folder.id)
+            try await a.write { context in
+                try context.insert(folder)
+                try context.insert(home)
+                try context.insert(food)
+                try context.insert(note)
+                try context.insert(plain)
+            }
+            try await a.sync()
+            try await b.sync()
+            #expect(try b.contents() == a.contents())
+            #expect(try b.note(note.id)?.tags.sorted { $0.uuidString < $1.uuidString }
+                == [home.id, food.id].sorted { $0.uuidString < $1.uuidString })
+            #expect(try b.folders().first?.notes.count == 2)
+
+            // Updates, a removed link, a cleared reference and a delete travel too.
+            try await a.write { context in
+                var changed = try #require(try context.fetch(Note.self, id: note.id))
+                changed.title = "Groceries!"
+                changed.body = nil
+                changed.tags = [food.id]
+                changed.folder = nil
+                try context.update(changed)
+                try context.delete(Note.self, id: plain.id)
+            }
+            try await a.sync()
+            try await b.sync()
+            #expect(try b.contents() == a.contents())
+            #expect(try b.note(note.id)?.title == "Groceries!")
+            #expect(try b.note(note.id)?.tags == [food.id])
+            #expect(try b.note(plain.id) == nil)
+
+            // A third device starting from nothing gets the same.
+            let c = try await Device.make("C", server: server.url)
+            try await c.sync()
+            #expect(try c.contents() == a.contents())
+            for device in [a, b, c] { await device.close() }
+        }
+    }
+
+    @Test func anImportIsNeverExportedBack() async throws {
+        try await withServer { server in
+            let a = try await Device.make("A", server: server.url)
+            let b = try await Device.make("B", server: server.url)
+            try await a.write { try $0.insert(Note(title: "from A")) }
+            try await a.sync()
+            try await b.sync()
+            let status = try await b.container.status()
+            #expect(status.pendingUploads == 0)
+            #expect(status.unexportedTransactions == 0)
+            let history = try b.store.history(after: nil)
+            #expect(history.map(\.author) == ["cloudstore.import"])
+            #expect(history.first?.changes.map(\.changeType) == [.insert])
+            // Sending from B changes nothing on the server: A sees no new version.
+            try await b.sync()
+            let before = try a.store.currentHistoryToken()
+            try await a.sync()
+            #expect(try a.store.currentHistoryToken() == before)
+            await a.close()
+            await b.close()
+        }
+    }
+
+    @Test func offlineEditsToDifferentFieldsBothSurvive() async throws {
+        try await withServer { server in
+            let a = try await Device.make("A", server: server.url)
+            let b = try await Device.make("B", server: server.url)
+            let note = Note(title: "Draft", body: "first")
+            try await a.write { try $0.insert(note) }
+            try await a.sync()
+            try await b.sync()
+            try await a.write { context in
+                var edited = note
+                edited.title = "Title from A"
+                try context.update(edited)
+            }
+            try await b.write { context in
+                var edited = note
+                edited.body = "Body from B"
+                try context.update(edited)
+            }
+            try await a.sync()
+            try await b.sync()
+            try await a.sync()
+            for device in [a, b] {
+                let merged = try #require(try device.note(note.id))
+                #expect(merged.title == "Title from A")
+                #expect(merged.body == "Body from B")
+            }
+            #expect(try a.container.conflicts().isEmpty)
+            #expect(try b.container.conflicts().isEmpty)
+            await a.close()
+            await b.close()
+        }
+    }
+
+    @Test func aChildArrivingBeforeItsParentIsLinkedWhenTheParentArrives() async throws {
+        try await withServer { server in
+            let a = try await Device.make("A", server: server.url)
+            let folder = Folder(title: "Work")
+            let note = Note(title: "Memo", folder: folder.id)
+            try await a.write { context in
+                try context.insert(folder)
+                try context.insert(note)
+            }
+            try await a.sync()
+            // The folder changes again, so the server lists it after the note.
+            try await a.write { context in
+                var renamed = try #require(try context.fetch(Folder.self, id: folder.id))
+                renamed.title = "Work (renamed)"
+                try context.update(renamed)
+            }
+            try await a.sync()
+            let b = try await Device.make("B", server: server.url, pageSize: 1)
+            try await b.sync()
+            #expect(try b.note(note.id)?.folder == folder.id)
+            #expect(try b.folders().map(\.title) == ["Work (renamed)"])
+            #expect(try b.contents() == a.contents())
+            await a.close()
+            await b.close()
+        }
+    }
+
+    @Test func deletingAFolderCascadesOnTheOtherDevice() async throws {
+        try await withServer { server in
+            let a = try await Device.make("A", server: server.url)
+            let b = try await Device.make("B", server: server.url)
+            let folder = Folder(title: "Old")
+            let notes = (0..<5).map { Note(title: "n\($0)", folder: folder.id) }
+            let kept = Note(title: "kept")
+            try await a.write { context in
+                try context.insert(folder)
+                for note in notes { try context.insert(note) }
+                try context.insert(kept)
+            }
+            try await a.sync()
+            try await b.sync()
+            #expect(try b.notes().count == 6)
+            try await a.write { try $0.delete(Folder.self, id: folder.id) }
+            #expect(try a.notes().map(\.title) == ["kept"])
+            try await a.sync()
+            try await b.sync()
+            #expect(try b.notes().map(\.title) == ["kept"])
+            #expect(try b.folders().isEmpty)
+            #expect(try b.contents() == a.contents())
+            await a.close()
+            await b.close()
+        }
+    }
+
+    @Test func aDeviceCreatedAfterAThousandChangesBootstrapsToTheSameState() async throws {
+        try await withServer { server in
+            let a = try await Device.make("A", server: server.url)
+            var random = SeededRandom(seed: 7)
+            var live: [UUID] = []
+            let tags = (0..<5).map { Tag(name: "t\($0)") }
+            try await a.write { context in for tag in tags { try context.insert(tag) } }
+            var changes = 0
+            while changes < 1000 {
+                let batch = 50
+                let plan = (0..<batch).map { _ in random.next(upTo: 10) }
+                let existing = live
+                let chosen = plan.map { _ in existing.isEmpty ? nil : existing[random.next(upTo: existing.count)] }
+                let fresh = plan.map { _ in UUID() }
+                let inserted = try await a.store.write(author: "app") { context -> [UUID] in
+                    var insertedIDs: [UUID] = []
+                    var deleted: Set<UUID> = []
+                    for (index, kind) in plan.enumerated() {
+                        if kind < 5 || chosen[index] == nil {
+                            try context.insert(Note(title: "note \(fresh[index])", priority: Int64(index), tags: [tags[index % 5].id]))
+                            insertedIDs.append(fresh[index])
+                        } else if let id = chosen[index], !deleted.contains(id), kind < 8 {
+                            guard var note = try context.fetch(Note.self, id: id) else { continue }
+                            note.priority += 1
+                            note.tags = [tags[(index + 1) % 5].id]
+                            try context.update(note)
+                        } else if let id = chosen[index], !deleted.contains(id) {
+                            try context.delete(Note.self, id: id)
+                            deleted.insert(id)
+                        }
+                    }
+                    return insertedIDs.filter { !deleted.contains($0) }
+                }
+                live = try a.notes().map(\.id)
+                _ = inserted
+                changes += batch
+                if changes % 200 == 0 { try await a.sync() }
+            }
+            try await a.sync()
+            let c = try await Device.make("C", server: server.url)
+            try await c.sync()
+            #expect(try c.notes().count == a.notes().count)
+            #expect(try c.contents() == a.contents())
+            await a.close()
+            await c.close()
+        }
+    }
+
+    @Test func importedTransactionsReachHistoryObservers() async throws {
+        try await withServer { server in
+            let a = try await Device.make("A", server: server.url)
+            let b = try await Device.make("B", server: server.url)
+            let start = try b.store.currentHistoryToken()
+            let note = Note(title: "watched")
+            try await a.write { try $0.insert(note) }
+            try await a.sync()
+            try await a.write { context in
+                var edited = note
+                edited.pinned = true
+                try context.update(edited)
+            }
+            try await a.sync()
+            try await b.sync()
+            let transactions = try await withTimeout {
+                var iterator = b.store.transactions(after: start).makeAsyncIterator()
+                return try await iterator.next()
+            }
+            #expect(transactions?.author == "cloudstore.import")
+            #expect(transactions?.changes.first?.entityName == "Note")
+            #expect(transactions?.changes.first?.objectID == note.id)
+            await a.close()
+            await b.close()
+        }
+    }
+}
+
+/// A small deterministic random generator (SplitMix64), so a failing run can be repeated.
+struct SeededRandom: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+    mutating func next(upTo bound: Int) -> Int { Int(next() % UInt64(bound)) }
+}

@@ -1,0 +1,148 @@
+@testable import CloudStore
+import CloudStoreSync
+import Foundation
+import Testing
+
+@Suite("Mirroring: zones, accounts, offline starts and the sync-finished signal", .serialized)
+struct MirroringLifecycleTests {
+    @Test func aContainerWithoutAServerIsALocalStore() async throws {
+        let device = try await Device.make("local", server: nil)
+        try await device.write { try $0.insert(Note(title: "only here")) }
+        #expect(try device.notes().map(\.title) == ["only here"])
+        try await device.container.waitUntilSynced(timeout: .seconds(1))
+        await #expect(throws: ContainerError.self) { try await device.container.sync() }
+        let status = try await device.container.status()
+        #expect(status.isMirroring == false)
+        await device.close()
+    }
+
+    @Test func anUnreachableServerAtStartSyncsLater() async throws {
+        let directory = try TemporaryDirectory()
+        // A port nothing listens on.
+        let offline = try await Device.make("A", server: URL(string: "http://127.0.0.1:9")!, directory: directory)
+        try await offline.write { try $0.insert(Note(title: "written offline")) }
+        await #expect(throws: (any Error).self) { try await offline.container.sync() }
+        let status = try await offline.container.status()
+        #expect(status.pendingUploads == 1)
+        #expect(status.lastError != nil)
+        await offline.close()
+        try await withServer { server in
+            let a = try await Device.make("A", server: server.url, directory: directory)
+            try await a.container.waitUntilSynced(timeout: .seconds(20))
+            let b = try await Device.make("B", server: server.url)
+            try await b.sync()
+            #expect(try b.notes().map(\.title) == ["written offline"])
+            await a.close()
+            await b.close()
+        }
+    }
+
+    @Test func automaticSyncConvergesAndWaitUntilSyncedSaysWhen() async throws {
+        try await withServer { server in
+            let a = try await Device.make("A", server: server.url, automatic: true)
+            let b = try await Device.make("B", server: server.url, automatic: true)
+            for index in 0..<20 {
+                try await a.write { try $0.insert(Note(title: "auto \(index)")) }
+            }
+            try await a.container.waitUntilSynced(timeout: .seconds(30))
+            try await b.container.waitUntilSynced(timeout: .seconds(30))
+            #expect(try b.notes().count == 20)
+            #expect(try b.contents() == a.contents())
+            let status = try await a.container.status()
+            #expect(status.hasNothingToUpload)
+            #expect(status.lastExport != nil)
+            await a.close()
+            await b.close()
+        }
+    }
+
+    @Test func eventsReportImportsAndExportsWithCounts() async throws {
+        try await withServer { server in
+            let a = try await Device.make("A", server: server.url)
+            let events = a.container.events()
+            try await a.write { context in
+                for index in 0..<3 { try context.insert(Note(title: "e\(index)")) }
+            }
+            try await a.sync()
+            var ended: [PersistentCloudContainer.Event] = []
+            for await event in events where event.endDate != nil {
+                ended.append(event)
+                if ended.contains(where: { $0.kind == .import }) { break }
+            }
+            let export = try #require(ended.first(where: { $0.kind == .export }))
+            #expect(export.succeeded)
+            #expect(export.counts.saved == 3)
+            await a.close()
+        }
+    }
+
+    @Test func aMissingZoneIsRecreatedAndEverythingUploadedAgain() async throws {
+        try await withServer { server in
+            let a = try await Device.make("A", server: server.url)
+            try await a.write { context in
+                for index in 0..<3 { try context.insert(Note(title: "z\(index)")) }
+            }
+            try await a.sync()
+            // Someone deletes the zone on the server.
+            let database = HTTPCloudDatabase(
+                baseURL: server.url, container: Device.containerIdentifier, token: "alice-token", deviceID: "admin")
+            _ = try await database.modifyZones(ZonesModifyRequest(operations: [.init(.delete, ZoneID(zoneName: "Notes"))]))
+            try await a.write { try $0.insert(Note(title: "z3")) }
+            try await a.container.sendChanges()
+            try await a.container.sendChanges()
+            let b = try await Device.make("B", server: server.url)
+            try await b.sync()
+            #expect(try b.notes().map(\.title) == ["z0", "z1", "z2", "z3"])
+            await a.close()
+            await b.close()
+        }
+    }
+
+    @Test func aDeletedZoneRemovesTheLocalCopyOnOtherDevices() async throws {
+        try await withServer { server in
+            let a = try await Device.make("A", server: server.url)
+            try await a.write { try $0.insert(Note(title: "shared")) }
+            try await a.sync()
+            let database = HTTPCloudDatabase(
+                baseURL: server.url, container: Device.containerIdentifier, token: "alice-token", deviceID: "admin")
+            _ = try await database.modifyZones(ZonesModifyRequest(operations: [.init(.delete, ZoneID(zoneName: "Notes"))]))
+            try await a.container.fetchChanges()
+            #expect(try a.notes().isEmpty)
+            await a.close()
+        }
+    }
+
+    @Test func switchingAccountsReplacesTheLocalCopy() async throws {
+        try await withServer { server in
+            let bob = try await Device.make("bob", server: server.url, token: "bob-token")
+            try await bob.write { try $0.insert(Note(title: "Bob's")) }
+            try await bob.sync()
+            let directory = try TemporaryDirectory()
+            let alice = try await Device.make("device", server: server.url, token: "alice-token", directory: directory)
+            try await alice.write { try $0.insert(Note(title: "Alice's")) }
+            try await alice.sync()
+            await alice.close()
+            // The same store file, now signed in as Bob.
+            let switched = try await Device.make("device", server: server.url, token: "bob-token", directory: directory)
+            try await switched.sync()
+            try await switched.sync()
+            #expect(try switched.notes().map(\.title) == ["Bob's"])
+            let status = try await switched.container.status()
+            #expect(status.user == "_bob")
+            await switched.close()
+            await bob.close()
+        }
+    }
+
+    @Test func aRejectedTokenKeepsLocalChanges() async throws {
+        try await withServer { server in
+            let device = try await Device.make("A", server: server.url, token: "wrong-token")
+            try await device.write { try $0.insert(Note(title: "kept")) }
+            await #expect(throws: (any Error).self) { try await device.container.sync() }
+            let status = try await device.container.status()
+            #expect(status.pendingUploads == 1)
+            #expect(try device.notes().map(\.title) == ["kept"])
+            await device.close()
+        }
+    }
+}
