@@ -9,11 +9,23 @@ import Logging
 /// CloudStoreTestHelper write <store> <schema.json> <transactions>   one note per transaction, then "done"
 /// CloudStoreTestHelper write-forever <store> <schema.json>           50 notes per transaction, "committed <n>" after each
 /// CloudStoreTestHelper hang-in-write <store> <schema.json> <notes>   inserts, prints "inside", waits to be killed
+/// CloudStoreTestHelper device <store> <schema.json> <steps> <server> <container> <token> <seed>
+///     a device mirroring through a server: seeded inserts, updates, deletes and syncs, printing
+///     "commit insert|update|delete <id> <title>" after each local commit and "sync" before each sync
 /// ```
 @main
 struct TestHelper {
-    static func main() throws {
+    static func main() async throws {
         let arguments = CommandLine.arguments
+        if arguments.count >= 9, arguments[1] == "device" {
+            try await DeviceWorkload(arguments: arguments).run()
+        } else {
+            try runStoreCommand(arguments)
+        }
+    }
+
+    /// The store commands, synchronous like the writers they stand for.
+    static func runStoreCommand(_ arguments: [String]) throws {
         guard arguments.count >= 4 else {
             FileHandle.standardError.write(Data("usage: CloudStoreTestHelper <command> <store> <schema.json> [count]\n".utf8))
             exit(2)
