@@ -108,7 +108,7 @@ let package = Package(
             path: "Benchmarks/CloudStoreBenchmarks",
             swiftSettings: swiftSettings),
 
-        .testTarget(name: "CloudStoreWireTests", dependencies: ["CloudStoreWire"], swiftSettings: swiftSettings),
+        .testTarget(name: "CloudStoreWireTests", dependencies: ["CloudStoreWire", "CloudStoreTesting"], swiftSettings: swiftSettings),
         .testTarget(name: "CloudStoreLoggingTests", dependencies: ["CloudStoreLogging"], swiftSettings: swiftSettings),
         .testTarget(name: "CloudStoreSyncTests", dependencies: ["CloudStoreSync", "CloudStoreTesting"], swiftSettings: swiftSettings),
         .testTarget(name: "CloudStoreTests", dependencies: ["CloudStore", "CloudStoreTesting"], swiftSettings: swiftSettings),
