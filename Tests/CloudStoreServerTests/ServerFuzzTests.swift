@@ -82,6 +82,47 @@ struct ServerFuzzTests {
         }
     }
 
+    /// Every field type with every troublesome value, saved without atomicity: each record is saved
+    /// or refused on its own, and the zone's records can all be read back (a value that decoded but
+    /// could not be encoded again would make the server fail when answering).
+    @Test(arguments: Backend.all)
+    func fieldValues_everyTypeWithTroublesomeValuesIsSavedOrRefusedAndReadsBack(_ backend: Backend) async throws {
+        let types = ["STRING", "INT64", "DOUBLE", "TIMESTAMP", "BYTES", "REFERENCE", "LOCATION", "ASSETID", "STRING_LIST",
+                     "INT64_LIST", "TIMESTAMP_LIST", "REFERENCE_LIST", "UNKNOWN_LIST", "QUATERNION", nil]
+        let values = [
+            "9223372036854775807", "-9223372036854775808", "9223372036854775808", "8640000000000000", "1e308", "-1e308",
+            "4.9e-324", "1e400", "1.5", "-0", "0", "\"\"", "\"abc\"", "\"9223372036854775807\"", "\"1e400\"", "\"aGk=\"", "\"%%%\"",
+            "true", "[]", "[1, \"a\"]", "[[1]]", "[9223372036854775807, -9223372036854775808]", "{}",
+            #"{"recordName": "N-1", "action": "DELETE_SELF"}"#, #"{"recordName": ""}"#, #"{"latitude": 1e308, "longitude": -1e308}"#,
+            #"{"fileChecksum": "x", "size": 1e308}"#, "\"\\ud800\"", "\"\\u0000\"",
+        ]
+        try await withServer(backend) { _, client in
+            try await client.createZone("Values")
+            var saved = 0
+            var refused = 0
+            for (typeIndex, type) in types.enumerated() {
+                for (index, value) in values.enumerated() {
+                    let typed = type.map { #", "type": "\#($0)""# } ?? ""
+                    let record = #"{"recordName": "V-\#(typeIndex)-\#(index)", "recordType": "Value", "fields": {"v\#(typeIndex)": {"value": \#(value)\#(typed)}}}"#
+                    let body = #"{"zoneID": {"zoneName": "Values"}, "atomic": false, "operations": [{"operationType": "create", "record": \#(record)}]}"#
+                    let answer = try await client.call(.private, .recordsModify, json: body)
+                    let what = "\(type ?? "no type") \(value): HTTP \(answer.status) \(answer.text.prefix(300))"
+                    #expect(answer.status == 200 || answer.status == 400, "\(what)")
+                    let result = try? WireCoding.decode(RecordsResponse.self, from: answer.body).records.first
+                    if answer.status == 200, result?.record != nil {
+                        saved += 1
+                    } else {
+                        #expect((answer.error ?? result?.error)?.serverErrorCode == .badRequest, "\(what)")
+                        refused += 1
+                    }
+                }
+            }
+            let stored = try await client.allZoneChanges("Values").records
+            #expect(stored.count == saved, "every saved record reads back")
+            print("fuzz: field values (\(backend.testDescription)) types \(types.count), values \(values.count), saved \(saved), refused \(refused), 5xx 0")
+        }
+    }
+
     /// A 2xx, or a 4xx whose body is a protocol error (or an atomic failure's `records`).
     static func checkDocumented(_ answer: Answer, route: Route, body: Data, seed: UInt64) {
         let input = String(decoding: body.prefix(200), as: UTF8.self)

@@ -131,13 +131,13 @@ extension FieldValue: Codable {
         case .double:
             let container = try decoder.singleValueContainer()
             if let string = try? container.decode(String.self) {
-                guard let value = Double(string) else {
+                guard let value = Double(string), value.isFinite else {
                     throw DecodingError.dataCorruptedError(
-                        in: container, debugDescription: "DOUBLE value \"\(string)\" is not a number")
+                        in: container, debugDescription: "DOUBLE value \"\(string.prefix(64))\" is not a finite number")
                 }
                 return .double(value)
             }
-            return .double(try container.decode(Double.self))
+            return .double(try finite(container.decode(Double.self), in: decoder))
         case .timestamp:
             return .timestamp(try decodeTimestamp(from: decoder))
         case .bytes:
@@ -169,6 +169,15 @@ extension FieldValue: Codable {
             }
             return try homogeneousList(values, in: decoder)
         }
+    }
+
+    /// A `DOUBLE` that JSON can carry back: not infinite, not NaN (a literal like `1e400` reads as infinity).
+    private static func finite(_ value: Double, in decoder: any Decoder) throws -> Double {
+        guard value.isFinite else {
+            throw DecodingError.dataCorrupted(
+                DecodingError.Context(codingPath: decoder.codingPath, debugDescription: "DOUBLE value \(value) is not a finite number"))
+        }
+        return value
     }
 
     /// A `TIMESTAMP`: milliseconds within ``Foundation/Date/timestampRange``.
@@ -216,7 +225,7 @@ extension FieldValue: Codable {
             {
                 return .int64(integer)
             }
-            return .double(value)
+            return .double(try finite(value, in: decoder))
         case .string(let value):
             return .string(value)
         case .object(let object):

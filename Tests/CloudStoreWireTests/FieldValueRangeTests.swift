@@ -2,9 +2,18 @@ import CloudStoreWire
 import Foundation
 import Testing
 
-/// Timestamps the fuzzer found: a value past what a `Date` carries exactly used to decode, then
-/// trap when the record was encoded again (the server answering it, say).
-@Suite struct FieldValueTimestampTests {
+/// Values the fuzzers found: each used to decode into something that could not be encoded again,
+/// so the server trapped (timestamps) or misreported the record's size (doubles) when answering.
+@Suite struct FieldValueRangeTests {
+    @Test(arguments: [#""1e400""#, #""-1e400""#, #""nan""#, #""inf""#, "1e400", "-1e400"])
+    func double_notFiniteIsADecodingError(_ value: String) throws {
+        #expect(throws: DecodingError.self) { try decode(FieldValue.self, #"{"value": \#(value), "type": "DOUBLE"}"#) }
+        #expect(throws: DecodingError.self) { try decode(FieldValue.self, #"{"value": [\#(value)], "type": "DOUBLE_LIST"}"#) }
+        if !value.hasPrefix("\"") {
+            #expect(throws: DecodingError.self) { try decode(FieldValue.self, #"{"value": \#(value)}"#) }
+        }
+    }
+
     @Test(arguments: ["9223372036854775807", "-9223372036854775808", "8640000000000001", "1e18"])
     func timestamp_outOfRangeIsADecodingErrorNotACrash(_ milliseconds: String) throws {
         #expect(throws: DecodingError.self) {
