@@ -8,7 +8,7 @@ import Testing
 /// 4xx JSON error with a `serverErrorCode` (never 5xx, never a crash, never a hang), and the data
 /// stored before is unchanged. Seeded (`CLOUDSTORE_FUZZ_SEED`); `CLOUDSTORE_SOAK=1` sends 50 times
 /// as many requests.
-@Suite("fuzzed requests", .timeLimit(.minutes(3)))
+@Suite("fuzzed requests", .timeLimit(ReliabilityRun.isSoak ? .minutes(240) : .minutes(3)))
 struct ServerFuzzTests {
     /// A route and valid bodies to mutate. Bodies name the zone `Fuzz`, so that a mutation that
     /// stays valid writes there and never to the zones whose snapshot is compared.
