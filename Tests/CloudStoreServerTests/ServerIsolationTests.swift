@@ -81,6 +81,13 @@ struct ServerIsolationTests {
             ]))
             #expect([400, 410].contains(zoneToken.status), "\(zoneToken.text)")
             #expect(!zoneToken.text.contains("secret"))
+            // A reference that would check or follow alice's record is refused before looking.
+            let alicesRecord = RecordID(recordName: "N-1", zoneID: ZoneID(zoneName: "Notes", ownerRecordName: "_alice"))
+            let (_, references) = try await bob.modify([
+                .init(.create, note("B-1", extra: ["r": .reference(Reference(alicesRecord, action: .validate))])),
+                .init(.create, note("B-2", extra: ["r": .reference(Reference(alicesRecord, action: .deleteSelf))])),
+            ], atomic: false)
+            #expect(references.map(\.code) == [.badRequest, .badRequest], "\(references)")
             let poll = try await bob.send(.GET, bob.path(.private, .notifications) + "?timeout=0&since=\(aliceDatabase.syncToken)")
             #expect(poll.status == 400, "a long poll on alice's database token: \(poll.text)")
             let users = try await bob.send(.GET, bob.path(.public, .usersCaller)).decode(CallerResponse.self)
