@@ -116,7 +116,7 @@ let package = Package(
             path: "Tests/CloudStoreTestHelper",
             swiftSettings: swiftSettings),
 
-        .testTarget(name: "CloudStoreWireTests", dependencies: ["CloudStoreWire"], swiftSettings: swiftSettings),
+        .testTarget(name: "CloudStoreWireTests", dependencies: ["CloudStoreWire", "CloudStoreTesting"], swiftSettings: swiftSettings),
         .testTarget(name: "CloudStoreLoggingTests", dependencies: ["CloudStoreLogging"], swiftSettings: swiftSettings),
         .testTarget(name: "CloudStoreSyncTests", dependencies: ["CloudStoreSync", "CloudStoreTesting"], swiftSettings: swiftSettings),
         .testTarget(

@@ -137,7 +137,10 @@ extension AttributeValue {
             return .int64(Int64(value))
         case (.double, .number(let value)): return .double(value)
         case (.bool, .bool(let value)): return .bool(value)
-        case (.date, .number(let value)): return .date(Date(millisecondsSince1970: Int64(value)))
+        case (.date, .number(let value)):
+            // Milliseconds since 1970 within ±100,000,000 days, the range of ECMAScript dates.
+            guard value.rounded() == value, abs(value) <= 8.64e15 else { return nil }
+            return .date(Date(millisecondsSince1970: Int64(value)))
         case (.date, .string(let value)):
             let formats: [Date.ISO8601FormatStyle] = [
                 .iso8601, .iso8601.year().month().day().time(includingFractionalSeconds: true),

@@ -56,15 +56,17 @@ public final class ServerProcess: Sendable {
     /// What the child printed so far (stdout and stderr).
     public var output: String { state.withLock { $0.output } }
 
-    /// Launches `cloudstore serve --host 127.0.0.1 --port 0 <arguments>` and returns once it listens.
+    /// Launches `cloudstore serve --host 127.0.0.1 --port <port> <arguments>` and returns once it listens.
     ///
-    /// - Parameter executable: the `cloudstore` binary; by default ``cloudstoreExecutable()``.
+    /// - Parameters:
+    ///   - executable: the `cloudstore` binary; by default ``cloudstoreExecutable()``.
+    ///   - port: the port to listen on; 0 (the default) picks a free one.
     public static func launch(
-        _ arguments: [String], executable: URL? = nil, environment: [String: String] = [:]
+        _ arguments: [String], executable: URL? = nil, environment: [String: String] = [:], port: Int = 0
     ) async throws -> ServerProcess {
         let process = Process()
         process.executableURL = try executable ?? cloudstoreExecutable()
-        process.arguments = ["serve", "--host", "127.0.0.1", "--port", "0"] + arguments
+        process.arguments = ["serve", "--host", "127.0.0.1", "--port", String(port)] + arguments
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         let pipe = Pipe()
         process.standardOutput = pipe

@@ -52,8 +52,9 @@ public final class TestServer: Sendable {
     ///   - users: bearer token → userRecordName.
     ///   - serverKeys: server-to-server key ID → P-256 public key PEM.
     ///   - clock: the server's clock; pass a ``ManualClock`` to move time.
+    ///   - port: the port to listen on; 0 (the default) picks a free one.
     public static func start(
-        users: [String: String] = defaultUsers, storage: Storage = .temporarySQLite,
+        users: [String: String] = defaultUsers, storage: Storage = .temporarySQLite, port: Int = 0,
         serverKeys: [String: String] = [:], limits: ServerLimits = ServerLimits(), clock: ManualClock? = nil,
         logger: Logger = Logger(label: "cloudstore.test-server", factory: { _ in SwiftLogNoOpLogHandler() })
     ) async throws -> TestServer {
@@ -71,7 +72,7 @@ public final class TestServer: Sendable {
             (directory, owns, configured) = (nil, false, .postgres(url: url))
         }
         let configuration = ServerConfiguration(
-            host: "127.0.0.1", port: 0, storage: configured, users: users, serverKeys: serverKeys, limits: limits,
+            host: "127.0.0.1", port: port, storage: configured, users: users, serverKeys: serverKeys, limits: limits,
             clock: clock?.serverClock ?? .system, logger: logger)
         do {
             let server = try await CloudServer.start(configuration: configuration)

@@ -71,9 +71,16 @@ extension FieldValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, E
 // MARK: - Milliseconds
 
 extension Date {
-    /// Milliseconds since 1970-01-01 UTC, rounded, as `TIMESTAMP` values travel.
+    /// The milliseconds since 1970 a `TIMESTAMP` may carry: ±100,000,000 days, the range of
+    /// ECMAScript dates. Within it a timestamp survives the trip through `Date` exactly; a value
+    /// outside it does not decode.
+    public static let timestampRange: ClosedRange<Int64> = -8_640_000_000_000_000...8_640_000_000_000_000
+
+    /// Milliseconds since 1970-01-01 UTC, rounded, as `TIMESTAMP` values travel; a date beyond what
+    /// 64 bits hold gives `Int64.min` or `Int64.max` rather than trapping.
     public var millisecondsSince1970: Int64 {
-        Int64((timeIntervalSince1970 * 1000).rounded())
+        let milliseconds = (timeIntervalSince1970 * 1000).rounded()
+        return Int64(exactly: milliseconds) ?? (milliseconds > 0 ? .max : .min)
     }
 
     /// The date of a `TIMESTAMP` value.
@@ -124,15 +131,15 @@ extension FieldValue: Codable {
         case .double:
             let container = try decoder.singleValueContainer()
             if let string = try? container.decode(String.self) {
-                guard let value = Double(string) else {
+                guard let value = Double(string), value.isFinite else {
                     throw DecodingError.dataCorruptedError(
-                        in: container, debugDescription: "DOUBLE value \"\(string)\" is not a number")
+                        in: container, debugDescription: "DOUBLE value \"\(string.prefix(64))\" is not a finite number")
                 }
                 return .double(value)
             }
-            return .double(try container.decode(Double.self))
+            return .double(try finite(container.decode(Double.self), in: decoder))
         case .timestamp:
-            return .timestamp(Date(millisecondsSince1970: try decodeInt64(from: decoder, roundingFractions: true)))
+            return .timestamp(try decodeTimestamp(from: decoder))
         case .bytes:
             let container = try decoder.singleValueContainer()
             let string = try container.decode(String.self)
@@ -162,6 +169,27 @@ extension FieldValue: Codable {
             }
             return try homogeneousList(values, in: decoder)
         }
+    }
+
+    /// A `DOUBLE` that JSON can carry back: not infinite, not NaN (a literal like `1e400` reads as infinity).
+    private static func finite(_ value: Double, in decoder: any Decoder) throws -> Double {
+        guard value.isFinite else {
+            throw DecodingError.dataCorrupted(
+                DecodingError.Context(codingPath: decoder.codingPath, debugDescription: "DOUBLE value \(value) is not a finite number"))
+        }
+        return value
+    }
+
+    /// A `TIMESTAMP`: milliseconds within ``Foundation/Date/timestampRange``.
+    static func decodeTimestamp(from decoder: any Decoder) throws -> Date {
+        let milliseconds = try decodeInt64(from: decoder, roundingFractions: true)
+        guard Date.timestampRange.contains(milliseconds) else {
+            throw DecodingError.dataCorrupted(
+                DecodingError.Context(
+                    codingPath: decoder.codingPath,
+                    debugDescription: "TIMESTAMP \(milliseconds) is out of range: use milliseconds since 1970 within ±8.64e15"))
+        }
+        return Date(millisecondsSince1970: milliseconds)
     }
 
     private static func decodeInt64(from decoder: any Decoder, roundingFractions: Bool = false) throws -> Int64 {
@@ -197,7 +225,7 @@ extension FieldValue: Codable {
             {
                 return .int64(integer)
             }
-            return .double(value)
+            return .double(try finite(value, in: decoder))
         case .string(let value):
             return .string(value)
         case .object(let object):

@@ -32,7 +32,7 @@ public struct Record: Hashable, Sendable {
 
         public init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
-            timestamp = Date(millisecondsSince1970: try container.decode(Int64.self, forKey: .timestamp))
+            timestamp = try FieldValue.decodeTimestamp(from: container.superDecoder(forKey: .timestamp))
             userRecordName = try container.decodeIfPresent(String.self, forKey: .userRecordName)
             deviceID = try container.decodeIfPresent(String.self, forKey: .deviceID)
         }

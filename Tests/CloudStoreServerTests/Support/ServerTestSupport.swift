@@ -98,6 +98,8 @@ struct CloudClient: Sendable {
     var environment: CloudEnvironment = .development
     var token: String? = "alice-token"
     var device: String? = "device-A"
+    /// How long one request may take.
+    var requestTimeout: TimeAmount = .seconds(90)
 
     func asUser(_ token: String?, device: String? = nil) -> CloudClient {
         var copy = self
@@ -121,7 +123,7 @@ struct CloudClient: Sendable {
     /// Sends raw bytes to a path (which may carry a query).
     func send(
         _ method: HTTPMethod, _ path: String, body: Data? = nil, headers: [(String, String)] = [],
-        timeout: TimeAmount = .seconds(90), chunked: Bool = false
+        timeout: TimeAmount? = nil, chunked: Bool = false
     ) async throws -> Answer {
         var request = HTTPClientRequest(url: baseURL.absoluteString + path)
         request.method = method
@@ -143,7 +145,7 @@ struct CloudClient: Sendable {
                 request.body = .bytes(ByteBuffer(bytes: body))
             }
         }
-        let response = try await HTTPClient.shared.execute(request, timeout: timeout)
+        let response = try await HTTPClient.shared.execute(request, timeout: timeout ?? requestTimeout)
         let collected = try await response.body.collect(upTo: 64 << 20)
         return Answer(status: Int(response.status.code), headers: response.headers, body: Data(buffer: collected))
     }

@@ -53,7 +53,8 @@ actor NotesStore {
     func saveSyncState(_ state: SyncEngine.State.Serialization) { syncState = state }
 
     /// One transaction: the fetched page's records and the state that holds the page's token.
-    /// Notes with unsent edits are merged, not overwritten.
+    /// Notes with unsent edits are merged, not overwritten, and not deleted either: one deleted on
+    /// the server (or re-created here after a delete) is sent again as a new note.
     func apply(_ changes: SyncEngine.Event.FetchedRecordZoneChanges, unsent: Set<String>) {
         for record in changes.modifications {
             if unsent.contains(record.recordName), let local = notes[record.recordName] {
@@ -62,7 +63,15 @@ actor NotesStore {
                 notes[record.recordName] = Note(record)
             }
         }
-        for deletion in changes.deletions { notes[deletion.recordID.recordName] = nil }
+        for deletion in changes.deletions {
+            let id = deletion.recordID.recordName
+            if unsent.contains(id), var local = notes[id] {
+                local.lastServerRecord = nil
+                notes[id] = local
+            } else {
+                notes[id] = nil
+            }
+        }
         syncState = changes.stateSerialization
     }
 

@@ -101,11 +101,14 @@ actor TestDevice: SyncEngineDelegate {
         case .willFetchRecordZoneChanges(let will) where will.fromScratch:
             unseenInFullFetch[will.zoneID] = Set(records.keys.filter { $0.zoneID == will.zoneID })
         case .fetchedRecordZoneChanges(let changes):
+            let pending = syncEngine.state.pendingRecordZoneChanges
             for record in changes.modifications {
-                records[record.recordID] = record
                 unseenInFullFetch[changes.zoneID]?.remove(record.recordID)
+                records[record.recordID] = fetched(record, pending: pending)
             }
-            for deletion in changes.deletions { records[deletion.recordID] = nil }
+            for deletion in changes.deletions {
+                records[deletion.recordID] = deleted(deletion.recordID, pending: pending)
+            }
             savedState = changes.stateSerialization
         case .didFetchRecordZoneChanges(let did):
             // After a complete fetch from scratch, what did not come back no longer exists.
@@ -125,6 +128,27 @@ actor TestDevice: SyncEngineDelegate {
         let ready = waiters.filter { events.count - 1 >= $0.from && $0.matches(event) }
         waiters.removeAll { events.count - 1 >= $0.from && $0.matches(event) }
         for waiter in ready { waiter.continuation.resume(returning: event) }
+    }
+
+    /// What a fetched record becomes locally: it never brings back a record deleted here and not
+    /// yet sent, and under `.localWins` an unsent local edit keeps its fields (taking the server's
+    /// change tag), so a fetch between an edit and its send loses nothing.
+    private func fetched(_ record: Record, pending: [SyncEngine.PendingRecordZoneChange]) -> Record? {
+        if pending.contains(.deleteRecord(record.recordID)) { return nil }
+        guard conflictPolicy == .localWins, pending.contains(.saveRecord(record.recordID)),
+            var mine = records[record.recordID]
+        else { return record }
+        mine.recordChangeTag = record.recordChangeTag
+        return mine
+    }
+
+    /// What a record deleted on the server becomes locally: gone, unless it has an unsent save
+    /// (an edit, or a re-creation after a local delete), which is kept without its change tag so it
+    /// is sent again as a new record.
+    private func deleted(_ recordID: RecordID, pending: [SyncEngine.PendingRecordZoneChange]) -> Record? {
+        guard pending.contains(.saveRecord(recordID)), var mine = records[recordID] else { return nil }
+        mine.recordChangeTag = nil
+        return mine
     }
 
     private func resolve(_ failure: SyncEngine.Event.SentRecordZoneChanges.FailedRecordSave, syncEngine: SyncEngine) {
