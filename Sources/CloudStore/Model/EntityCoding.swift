@@ -188,12 +188,20 @@ private struct EntityEncodingContainer<Key: CodingKey>: KeyedEncodingContainerPr
     }
 }
 
-private struct EntityDecoder: Decoder {
+/// A class, so that the containers copied on every `decode` call copy one reference rather than
+/// the entity description and the snapshot.
+private final class EntityDecoder: Decoder {
     let entity: EntityDescription
     let snapshot: EntitySnapshot
     let toMany: (String) throws -> [UUID]
-    var codingPath: [any CodingKey] = []
-    var userInfo: [CodingUserInfoKey: Any] = [:]
+    let codingPath: [any CodingKey] = []
+    let userInfo: [CodingUserInfoKey: Any] = [:]
+
+    init(entity: EntityDescription, snapshot: EntitySnapshot, toMany: @escaping (String) throws -> [UUID]) {
+        self.entity = entity
+        self.snapshot = snapshot
+        self.toMany = toMany
+    }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
         KeyedDecodingContainer(EntityDecodingContainer<Key>(decoder: self))
