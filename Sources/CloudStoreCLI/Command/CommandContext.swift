@@ -37,7 +37,7 @@ public struct CommandContext: Sendable {
     }
 
     /// The context of the command running in this task, if any.
-    @TaskLocal public static var current: CommandContext?
+    @TaskLocal static var current: CommandContext?
 
     /// A logger for a CloudStore subsystem (`server`, `store`, `history`, `mirroring`, `sync`,
     /// `http`) at this context's level, writing to this context's standard error.
