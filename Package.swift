@@ -90,7 +90,8 @@ let package = Package(
         .target(
             name: "CloudStoreCLI",
             dependencies: [
-                "CloudStoreWire", "CloudStoreSync", "CloudStore", "CloudStoreServer", "CloudStoreTesting",
+                "CloudStoreWire", "CloudStoreLogging", "CloudStoreSync", "CloudStore", "CloudStoreServer",
+                "CloudStoreTesting",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

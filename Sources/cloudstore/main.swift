@@ -1,4 +1,5 @@
 /// The `cloudstore` executable: all of it lives in CloudStoreCLI, so tests run the same commands.
 import CloudStoreCLI
+import Foundation
 
-await CloudStoreCommand.runFromCommandLine()
+exit(await CloudStoreCommand.run(Array(CommandLine.arguments.dropFirst()), output: .standard, handlesSignals: true))

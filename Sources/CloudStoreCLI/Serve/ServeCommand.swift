@@ -10,9 +10,21 @@ import Foundation
 /// cloudstore serve --postgres postgres://me@127.0.0.1/cloudstore --tokens tokens.json
 /// ```
 /// Prints one line once it listens: `cloudstore: listening on http://127.0.0.1:8080 (storage: ...)`.
-public struct ServeCommand: AsyncParsableCommand {
+public struct ServeCommand: CloudStoreSubcommand {
     public static let configuration = CommandConfiguration(
-        commandName: "serve", abstract: "Run the CloudStore sync server (CloudKit Web Services JSON).")
+        commandName: "serve",
+        abstract: "Run the CloudStore sync server (CloudKit Web Services JSON).",
+        discussion: """
+            Serves the database API of PROTOCOL.md until SIGTERM or SIGINT, then finishes the \
+            requests in flight and exits. Stores in SQLite under --data (one file per container), or \
+            in PostgreSQL with --postgres. Users sign in with the bearer tokens of --tokens. Prints \
+            "cloudstore: listening on http://HOST:PORT (storage: ...)" once it accepts connections; \
+            --debug 2 logs each request.
+
+            Example:
+              echo '{"alice-token": "_alice"}' > tokens.json
+              cloudstore serve --port 8080 --data ./cloudstore-data --tokens tokens.json
+            """)
 
     @Option(help: "The address to listen on.")
     var host = "127.0.0.1"
@@ -31,34 +43,41 @@ public struct ServeCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("server-key"),
-        help: "A server-to-server key for the public database: ID=PEMFILE (a P-256 public key). Repeatable.")
-    var serverKeys: [String] = []
+        help: ArgumentHelp(
+            "A server-to-server key for the public database: a key ID and a file with its P-256 public key (PEM). Repeatable.",
+            valueName: "id=pem-file"),
+        transform: { argument in
+            guard let equals = argument.firstIndex(of: "="), equals != argument.startIndex,
+                equals != argument.index(before: argument.endIndex)
+            else { throw ValidationError("use the form ID=PEMFILE") }
+            return (id: String(argument[..<equals]), file: String(argument[argument.index(after: equals)...]))
+        })
+    var serverKeys: [(id: String, file: String)] = []
 
     @Option(help: "Requests per second each caller may make; above it the server answers 429.")
     var rateLimit: Double?
 
-    @Option(help: "Log detail: 0 warnings, 1 lifecycle, 2 requests, 3 records, 4 everything (or CLOUDSTORE_DEBUG).")
-    var debug: Int?
+    @OptionGroup public var global: GlobalOptions
 
     public init() {}
 
-    public func run() async throws {
-        let logger = DebugLevel.logger(label: "cloudstore.server", level: debug)
+    public func validate() throws {
+        if let rateLimit, !(rateLimit > 0) { throw ValidationError("--rate-limit must be above 0") }
+    }
+
+    public func run(in context: CommandContext) async throws {
         var limits = ServerLimits()
-        if let rateLimit {
-            guard rateLimit > 0 else { throw ValidationError("--rate-limit must be above 0") }
-            limits.requestsPerSecondPerUser = rateLimit
-        }
+        limits.requestsPerSecondPerUser = rateLimit
         let storage: ServerConfiguration.Storage =
             postgres.map { .postgres(url: $0) } ?? .sqlite(directory: URL(fileURLWithPath: data).standardizedFileURL.path)
         let configuration = ServerConfiguration(
             host: host, port: port, storage: storage, users: try tokens.map(Self.loadTokens) ?? [:],
-            serverKeys: try Self.loadServerKeys(serverKeys), limits: limits, logger: logger)
-        let host = host
-        try await CloudServer.run(configuration: configuration) { port in
-            let line = "cloudstore: listening on http://\(host):\(port) (storage: \(storage))\n"
-            FileHandle.standardOutput.write(Data(line.utf8))
-        }
+            serverKeys: try Self.loadServerKeys(serverKeys), limits: limits, logger: context.logger("server"))
+        let stop = StopSignal(handlingSignals: context.handlesSignals)
+        let server = try await CloudServer.start(configuration: configuration)
+        context.output.print("cloudstore: listening on http://\(host):\(server.port) (storage: \(storage))")
+        await stop.wait()
+        try await server.shutdown()
     }
 
     /// Reads a tokens file: a JSON object of bearer token → userRecordName.
@@ -67,31 +86,27 @@ public struct ServeCommand: AsyncParsableCommand {
         do {
             data = try Data(contentsOf: URL(fileURLWithPath: path))
         } catch {
-            throw ValidationError("cannot read the tokens file \(path): \(error.localizedDescription)")
+            throw CommandError("cannot read the tokens file \(path): \(error.localizedDescription)")
         }
         guard let users = try? JSONDecoder().decode([String: String].self, from: data) else {
-            throw ValidationError(
+            throw CommandError(
                 "the tokens file \(path) is not a JSON object of strings like {\"<token>\": \"_alice\"}")
         }
         if let bad = users.first(where: { $0.key.isEmpty || $0.value.isEmpty }) {
-            throw ValidationError(
+            throw CommandError(
                 "the tokens file \(path) has an empty token or user (user \"\(bad.value)\"): give every token a user")
         }
         return users
     }
 
-    /// Reads `ID=PEMFILE` arguments into key ID → PEM.
-    static func loadServerKeys(_ arguments: [String]) throws -> [String: String] {
+    /// Reads each key's PEM file: key ID → PEM.
+    static func loadServerKeys(_ arguments: [(id: String, file: String)]) throws -> [String: String] {
         var keys: [String: String] = [:]
-        for argument in arguments {
-            guard let equals = argument.firstIndex(of: "="), equals != argument.startIndex else {
-                throw ValidationError("--server-key \(argument) is not of the form ID=PEMFILE")
-            }
-            let path = String(argument[argument.index(after: equals)...])
+        for (id, file) in arguments {
             do {
-                keys[String(argument[..<equals])] = try String(contentsOfFile: path, encoding: .utf8)
+                keys[id] = try String(contentsOfFile: file, encoding: .utf8)
             } catch {
-                throw ValidationError("cannot read the server key file \(path): \(error.localizedDescription)")
+                throw CommandError("cannot read the server key file \(file) of key \(id): \(error.localizedDescription)")
             }
         }
         return keys
