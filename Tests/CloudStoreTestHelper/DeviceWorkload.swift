@@ -14,6 +14,8 @@ struct DeviceWorkload {
     let container: String
     let token: String
     let seed: UInt64
+    /// Whether to sync until nothing is pending before exiting.
+    let drain: Bool
 
     init(arguments: [String]) {
         store = URL(fileURLWithPath: arguments[2])
@@ -23,6 +25,7 @@ struct DeviceWorkload {
         container = arguments[6]
         token = arguments[7]
         seed = UInt64(arguments[8]) ?? 0
+        drain = arguments.count > 9 && arguments[9] == "drain"
     }
 
     func run() async throws {
@@ -53,17 +56,23 @@ struct DeviceWorkload {
                 let id = mine[Int(random.next() % UInt64(mine.count))]
                 let title = "A-\(seed)-\(step)-edited"
                 say("intent update \(id.uuidString) \(title)")
-                try await device.store.write(author: "app") { context in
+                // Another device may have deleted it, and an import removed it here.
+                let previous = try await device.store.write(author: "app") { context -> String? in
+                    guard let old = try context.fetchSnapshot(entityName: "Note", id: id) else { return nil }
                     try context.update(EntitySnapshot(entityName: "Note", id: id, values: ["title": .string(title)]))
+                    if case .string(let old)? = old.values["title"] { return old }
+                    return "-"
                 }
-                say("commit update \(id.uuidString) \(title)")
+                say(previous.map { "commit update \(id.uuidString) \(title) \($0)" } ?? "commit nothing \(id.uuidString) gone -")
             } else if roll < 7 {
                 let id = mine.remove(at: Int(random.next() % UInt64(mine.count)))
                 say("intent delete \(id.uuidString) -")
-                try await device.store.write(author: "app") { context in
+                let deleted = try await device.store.write(author: "app") { context -> Bool in
+                    guard try context.exists(entityName: "Note", id: id) else { return false }
                     try context.delete(entityName: "Note", id: id)
+                    return true
                 }
-                say("commit delete \(id.uuidString) -")
+                say(deleted ? "commit delete \(id.uuidString) -" : "commit nothing \(id.uuidString) gone -")
             } else {
                 say("sync")
                 do {
@@ -72,6 +81,14 @@ struct DeviceWorkload {
                 } catch {
                     say("sync-failed \(error)")
                 }
+            }
+        }
+        if drain {
+            do {
+                try await device.waitUntilSynced(timeout: .seconds(60))
+                say("drained")
+            } catch {
+                say("drain-failed \(error)")
             }
         }
         say("done")

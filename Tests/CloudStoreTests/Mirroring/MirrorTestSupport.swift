@@ -78,22 +78,7 @@ final class Device: Sendable {
 
     /// Every mirrored object as snapshots with their to-many links, sorted: what two converged
     /// devices agree on.
-    func contents() throws -> [EntitySnapshot] {
-        try store.read { context in
-            var all: [EntitySnapshot] = []
-            for entity in context.schema.entities {
-                for var snapshot in try context.fetchSnapshots(entityName: entity.name) {
-                    for relationship in entity.relationships where relationship.isToMany {
-                        snapshot.toMany[relationship.name] = try context.relatedIDs(
-                            entityName: entity.name, id: snapshot.id, relationship: relationship.name
-                        ).sorted { $0.uuidString < $1.uuidString }
-                    }
-                    all.append(snapshot)
-                }
-            }
-            return all.sorted { ($0.entityName, $0.id.uuidString) < ($1.entityName, $1.id.uuidString) }
-        }
-    }
+    func contents() throws -> [EntitySnapshot] { try store.mirroredContents() }
 
     func close() async {
         try? await container.close()
@@ -110,5 +95,25 @@ func withServer<T>(_ body: (MirrorServer) async throws -> T) async throws -> T {
     } catch {
         await server.stop()
         throw error
+    }
+}
+
+extension PersistentStore {
+    /// Every object as snapshots with their to-many links, sorted: what two converged devices agree on.
+    func mirroredContents() throws -> [EntitySnapshot] {
+        try read { context in
+            var all: [EntitySnapshot] = []
+            for entity in context.schema.entities {
+                for var snapshot in try context.fetchSnapshots(entityName: entity.name) {
+                    for relationship in entity.relationships where relationship.isToMany {
+                        snapshot.toMany[relationship.name] = try context.relatedIDs(
+                            entityName: entity.name, id: snapshot.id, relationship: relationship.name
+                        ).sorted { $0.uuidString < $1.uuidString }
+                    }
+                    all.append(snapshot)
+                }
+            }
+            return all.sorted { ($0.entityName, $0.id.uuidString) < ($1.entityName, $1.id.uuidString) }
+        }
     }
 }

@@ -35,50 +35,21 @@ struct MirroringCrashTests {
 
         let store = directory.file("A.sqlite")
         let steps = 12 + random.next(upTo: 12)
-        let (child, lines) = try TestHelperProcess.start([
-            "device", store.path, RepositoryPaths.notesSchema.path, "\(steps)", server.url.absoluteString, container,
-            "alice-token", "\(seed)",
-        ])
         // Most seeds kill in the middle of a sync (a random moment after the k-th "sync" line, as
         // the child exports or imports); the others after a random line.
-        let killAtSync = random.next(upTo: 10) < 7 ? 1 + random.next(upTo: 3) : nil
-        let killAfter = 1 + random.next(upTo: steps)
-        let delay = Duration.milliseconds(random.next(upTo: 40))
-        var output: [String] = []
-        var syncs = 0
-        var killedWhileSyncing = false
-        while let line = await lines.nextLine() {
-            output.append(line)
-            if line == "sync" { syncs += 1 }
-            let due = killAtSync.map { line == "sync" && syncs == $0 } ?? (output.count == killAfter)
-            if due || line == "done" {
-                if line == "sync" {
-                    killedWhileSyncing = true
-                    try await Task.sleep(for: delay)  // a random moment inside the sync, not a wait for it
-                }
-                kill(child.processIdentifier, SIGKILL)
-                break
-            }
-        }
-        child.waitUntilExit()
-        while let line = await lines.nextLine() { output.append(line) }
+        let kill: ChildDevice.Kill =
+            random.next(upTo: 10) < 7
+            ? .duringSync(1 + random.next(upTo: 3), delay: .milliseconds(random.next(upTo: 40)))
+            : .afterLine(1 + random.next(upTo: steps))
+        let run = try await ChildDevice.run(
+            store: store, server: server.url, container: container, steps: steps, seed: seed, kill: kill)
 
         // What the child committed: the notes it must still have, with their last titles. A change
-        // announced ("intent") but not confirmed may or may not have committed when the kill landed.
+        // announced but not confirmed may or may not have committed when the kill landed.
         var expected = Dictionary(uniqueKeysWithValues: bNotes.map { ($0.id, $0.title) })
-        var inFlight: (id: UUID, title: String?)?
-        for line in output {
-            let parts = line.split(separator: " ", maxSplits: 3).map(String.init)
-            guard parts.count == 4, let id = UUID(uuidString: parts[2]) else { continue }
-            let title = parts[1] == "delete" ? nil : parts[3]
-            switch parts[0] {
-            case "intent": inFlight = (id, title)
-            case "commit": expected[id] = title; inFlight = nil
-            default: continue
-            }
-        }
+        for change in run.committed where change.kind != .nothing { expected[change.id] = change.title }
         var expectedIfInFlightCommitted = expected
-        if let inFlight { expectedIfInFlightCommitted[inFlight.id] = inFlight.title }
+        if let change = run.inFlight, change.kind != .nothing { expectedIfInFlightCommitted[change.id] = change.title }
 
         // Restart the device and let everyone sync.
         let a = try await Device.make("A", server: server.url, directory: directory) { $0.server?.containerIdentifier = container }
@@ -94,19 +65,10 @@ struct MirroringCrashTests {
         let converged = Dictionary(uniqueKeysWithValues: onServer.map { ($0.id, $0.title) })
         #expect(
             converged == expected || converged == expectedIfInFlightCommitted,
-            "seed \(seed): lost or resurrected objects; child said:\n\(output.joined(separator: "\n"))")
+            "seed \(seed): lost or resurrected objects; child said:\n\(run.output.joined(separator: "\n"))")
         #expect(try a.contents() == c.contents(), "seed \(seed)")
         #expect(try b.contents() == c.contents(), "seed \(seed)")
         for device in [a, b, c] { await device.close() }
-        return killedWhileSyncing
-    }
-}
-
-extension LineReader {
-    /// The next line without blocking the caller's thread.
-    func nextLine() async -> String? {
-        await withCheckedContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(returning: self.next()) }
-        }
+        return run.killedWhileSyncing
     }
 }

@@ -1,0 +1,392 @@
+@testable import CloudStore
+import CloudStoreTesting
+import Foundation
+import GRDB
+import Testing
+
+/// Three devices of one user make random changes (inserts, edits, moves between folders, tags,
+/// deletes, folder deletes that cascade) while a random schedule syncs them through fault-injecting
+/// proxies, partitions them, kills and restarts the server (SIGKILL), and kills the third device, a
+/// child process, at random moments. After healing, every device and a fresh one agree, no object
+/// is duplicated, no object nobody deleted is missing, and every written value is either the final
+/// one, one its writer's successor saw and replaced, or in a conflict log.
+///
+/// A failing seed replays with `CLOUDSTORE_CONVERGENCE_SEED=<seed>`; `CLOUDSTORE_SOAK=1` runs many.
+@Suite("Mirroring: randomised convergence of three devices under faults", .serialized)
+struct MirroringRandomizedConvergenceTests {
+    @Test func threeDevicesConvergeAndLoseNothing() async throws {
+        let first = ReliabilityRun.seed(fixed: 1, variable: "CLOUDSTORE_CONVERGENCE_SEED")
+        let replaying = ProcessInfo.processInfo.environment["CLOUDSTORE_CONVERGENCE_SEED"] != nil
+        let seeds = replaying ? 1 : ReliabilityRun.count(ci: 6, soak: 300)
+        let server = try await RestartableServer.start(.childProcess, users: ["alice-token": "_alice"])
+        var report = ConvergenceReport()
+        do {
+            for seed in first..<(first + UInt64(seeds)) {
+                var run = ConvergenceRun(seed: seed, server: server)
+                try await run.run()
+                report.add(run)
+            }
+        } catch {
+            try? await server.shutdown()
+            throw error
+        }
+        try await server.shutdown()
+        print("convergence: \(report)")
+        #expect(report.seeds == seeds)
+        #expect(report.faults > 0 && report.crashes > 0 && report.serverRestarts > 0, "\(report)")
+        #expect(report.conflictsLogged > 0, "the schedule should make devices edit the same values concurrently")
+    }
+}
+
+struct ConvergenceReport: CustomStringConvertible {
+    var seeds = 0, operations = 0, syncs = 0, failedSyncs = 0, faults = 0, partitions = 0
+    var crashes = 0, serverRestarts = 0, conflictsLogged = 0, lost = 0, duplicated = 0
+
+    mutating func add(_ run: ConvergenceRun) {
+        seeds += 1
+        operations += run.operations
+        syncs += run.syncs
+        failedSyncs += run.failedSyncs
+        faults += run.faults
+        partitions += run.partitions
+        crashes += run.crashes
+        serverRestarts += run.serverRestarts
+        conflictsLogged += run.conflictsLogged
+        lost += run.lost
+        duplicated += run.duplicated
+    }
+
+    var description: String {
+        let c = ReportFormat.count
+        return "seeds \(c(seeds)), operations \(c(operations)), syncs \(c(syncs)) (\(c(failedSyncs)) failed), "
+            + "faults \(c(faults)), partitions \(c(partitions)), crashes \(c(crashes)), "
+            + "server restarts \(c(serverRestarts)), conflicts logged \(c(conflictsLogged)), lost \(lost), duplicated \(duplicated)"
+    }
+}
+
+/// What was written to one property of one object.
+struct PropertyKey: Hashable, CustomStringConvertible {
+    var object: UUID
+    var property: String
+    var description: String { "\(object).\(property)" }
+}
+
+/// One seed's run.
+struct ConvergenceRun {
+    let seed: UInt64
+    let server: RestartableServer
+    let container: String
+    var random: SeededRandom
+    var operations = 0, syncs = 0, failedSyncs = 0, faults = 0, partitions = 0, crashes = 0, serverRestarts = 0
+    var conflictsLogged = 0, lost = 0, duplicated = 0
+
+    // The ledger: what every device wrote, and what each write replaced.
+    var inserted: [UUID: String] = [:]  // object → entity
+    var maybeInserted: Set<UUID> = []
+    var deleted: Set<UUID> = []
+    var written: [PropertyKey: [String]] = [:]
+    var maybeWritten: [PropertyKey: Set<String>] = [:]
+    var replaced: [PropertyKey: Set<String>] = [:]
+    var counter = 0
+    var childRuns = 0
+
+    init(seed: UInt64, server: RestartableServer) {
+        self.seed = seed
+        self.server = server
+        self.container = "iCloud.convergence.s\(seed)"
+        self.random = SeededRandom(seed: seed &* 7919 &+ 17)
+    }
+
+    mutating func run() async throws {
+        let server = server
+        let proxies = [
+            try await FaultProxy.start(configuration: Self.proxyConfiguration) { server.baseURL },
+            try await FaultProxy.start(configuration: Self.proxyConfiguration) { server.baseURL },
+            try await FaultProxy.start(configuration: Self.proxyConfiguration) { server.baseURL },
+        ]
+        let childDirectory = try TemporaryDirectory()
+        let container = container
+        var devices: [Device] = []
+        do {
+            for (index, name) in ["A", "B"].enumerated() {
+                devices.append(
+                    try await Device.make(name, server: proxies[index].baseURL) { $0.server?.containerIdentifier = container })
+            }
+            for (index, proxy) in proxies.enumerated() {
+                proxy.setRandomFaults(seed: seed &+ UInt64(index), rate: 0.15, faults: Self.faults)
+            }
+            let rounds = 30 + random.next(upTo: 15)
+            for _ in 0..<rounds {
+                try await step(devices: devices, proxies: proxies, child: childDirectory.file("C.sqlite"))
+            }
+            try await heal(devices: devices, proxies: proxies, child: childDirectory.file("C.sqlite"))
+            try await check(devices: devices, child: childDirectory.file("C.sqlite"))
+        } catch {
+            for device in devices { await device.close() }
+            for proxy in proxies { await proxy.shutdown() }
+            throw error
+        }
+        for device in devices { await device.close() }
+        faults = proxies.map(\.statistics.faulted).reduce(0, +)
+        for proxy in proxies { await proxy.shutdown() }
+    }
+
+    static let faults: [FaultProxy.Fault] = [
+        .dropRequest, .dropResponse, .duplicateRequest, .delay(.milliseconds(5)), .reorder, .cutResponse,
+        .unavailable(retryAfter: 0), .throttle(retryAfter: 0),
+    ]
+
+    static var proxyConfiguration: FaultProxy.Configuration {
+        var configuration = FaultProxy.Configuration()
+        configuration.holdTimeout = .milliseconds(100)
+        return configuration
+    }
+
+    // MARK: The schedule
+
+    mutating func step(devices: [Device], proxies: [FaultProxy], child: URL) async throws {
+        switch random.next(upTo: 20) {
+        case 0..<8:
+            for _ in 0..<(1 + random.next(upTo: 3)) {
+                try await change(on: devices[random.next(upTo: devices.count)])
+            }
+        case 8..<14:
+            for device in devices where random.next(upTo: 3) > 0 {
+                syncs += 1
+                do { try await device.sync() } catch { failedSyncs += 1 }
+            }
+        case 14..<16:
+            let proxy = proxies[random.next(upTo: proxies.count)]
+            if !proxy.isPartitioned { partitions += 1 }
+            proxy.isPartitioned.toggle()
+        case 16:
+            serverRestarts += 1
+            try await server.restart()
+        default:
+            try await runChild(store: child, proxy: proxies[2], drain: false)
+        }
+    }
+
+    /// Runs the crashing device for a few steps and usually kills it somewhere.
+    mutating func runChild(store: URL, proxy: FaultProxy, drain: Bool) async throws {
+        childRuns += 1
+        let steps = drain ? 0 : 3 + random.next(upTo: 8)
+        var kill = ChildDevice.Kill.never
+        if !drain {
+            switch random.next(upTo: 4) {
+            case 0: kill = .never
+            case 1: kill = .afterLine(1 + random.next(upTo: steps))
+            default: kill = .duringSync(1, delay: .milliseconds(random.next(upTo: 30)))
+            }
+        }
+        let run = try await ChildDevice.run(
+            store: store, server: proxy.baseURL, container: container, steps: steps,
+            seed: seed &* 1000 &+ UInt64(childRuns), drain: drain, kill: kill)
+        if run.wasKilled { crashes += 1 }
+        if drain { #expect(run.output.contains("drained"), "seed \(seed): the child did not drain: \(run.output)") }
+        for change in run.committed { record(change, certain: true) }
+        if let change = run.inFlight { record(change, certain: false) }
+        operations += run.committed.count
+    }
+
+    mutating func record(_ change: ChildDevice.Change, certain: Bool) {
+        let key = PropertyKey(object: change.id, property: "title")
+        switch change.kind {
+        case .insert:
+            if certain { inserted[change.id] = "Note" } else { maybeInserted.insert(change.id) }
+            wrote(key, change.title!, replacing: nil, certain: certain)
+        case .update:
+            wrote(key, change.title!, replacing: change.previous, certain: certain)
+        case .delete:
+            deleted.insert(change.id)
+        case .nothing:
+            break
+        }
+    }
+
+    mutating func wrote(_ key: PropertyKey, _ value: String, replacing previous: String?, certain: Bool) {
+        if certain { written[key, default: []].append(value) } else { maybeWritten[key, default: []].insert(value) }
+        if let previous { replaced[key, default: []].insert(previous) }
+    }
+
+    mutating func unique(_ device: Device) -> String {
+        counter += 1
+        return "\(device.name.lowercased())\(seed)-\(counter)"
+    }
+
+    /// One random local change on an in-process device; it reads what it replaces in the same
+    /// transaction, so the ledger knows which values it saw.
+    mutating func change(on device: Device) async throws {
+        operations += 1
+        let store = device.store
+        let notes = try await store.read { try $0.fetchIDs(entityName: "Note") }
+        let folders = try await store.read { try $0.fetchIDs(entityName: "Folder") }
+        let tags = try await store.read { try $0.fetchIDs(entityName: "Tag") }
+        let roll = random.next(upTo: 100)
+        switch roll {
+        case 0..<25, _ where notes.isEmpty:
+            let id = UUID()
+            let title = unique(device)
+            let folder = folders.isEmpty || random.next(upTo: 2) == 0 ? nil : folders[random.next(upTo: folders.count)]
+            try await device.write { context in
+                try context.insert(
+                    EntitySnapshot(
+                        entityName: "Note", id: id,
+                        values: ["title": .string(title), "folder": folder.map(AttributeValue.uuid) ?? .null]))
+            }
+            inserted[id] = "Note"
+            wrote(PropertyKey(object: id, property: "title"), title, replacing: nil, certain: true)
+            wrote(PropertyKey(object: id, property: "folder"), folder?.uuidString ?? "-", replacing: nil, certain: true)
+        case 25..<50, 50..<60:
+            let id = notes[random.next(upTo: notes.count)]
+            let property = roll < 50 ? "title" : "body"
+            let value = unique(device)
+            let previous = try await store.write(author: "app", contextName: device.name) { context -> String? in
+                let old = try context.fetchSnapshot(entityName: "Note", id: id)?.values[property]
+                try context.update(EntitySnapshot(entityName: "Note", id: id, values: [property: .string(value)]))
+                return old.map(Self.text)
+            }
+            wrote(PropertyKey(object: id, property: property), value, replacing: previous, certain: true)
+        case 60..<70:
+            let id = notes[random.next(upTo: notes.count)]
+            let folder = folders.isEmpty || random.next(upTo: 4) == 0 ? nil : folders[random.next(upTo: folders.count)]
+            let previous = try await store.write(author: "app", contextName: device.name) { context -> String? in
+                let old = try context.fetchSnapshot(entityName: "Note", id: id)?.values["folder"]
+                try context.setRelated(entityName: "Note", id: id, relationship: "folder", to: folder.map { [$0] } ?? [])
+                return old.map(Self.text)
+            }
+            wrote(PropertyKey(object: id, property: "folder"), folder?.uuidString ?? "-", replacing: previous, certain: true)
+        case 70..<78:
+            let id = notes[random.next(upTo: notes.count)]
+            if tags.isEmpty || random.next(upTo: 3) == 0 {
+                let tag = UUID()
+                let name = unique(device)
+                try await device.write { context in
+                    try context.insert(EntitySnapshot(entityName: "Tag", id: tag, values: ["name": .string(name)]))
+                    try context.addRelated(entityName: "Note", id: id, relationship: "tags", tag)
+                }
+                inserted[tag] = "Tag"
+                wrote(PropertyKey(object: tag, property: "name"), name, replacing: nil, certain: true)
+            } else {
+                let tag = tags[random.next(upTo: tags.count)]
+                let add = random.next(upTo: 2) == 0
+                try await device.write { context in
+                    if add {
+                        try context.addRelated(entityName: "Note", id: id, relationship: "tags", tag)
+                    } else {
+                        try context.removeRelated(entityName: "Note", id: id, relationship: "tags", tag)
+                    }
+                }
+            }
+        case 78..<86:
+            let id = UUID()
+            let title = unique(device)
+            try await device.write { context in
+                try context.insert(EntitySnapshot(entityName: "Folder", id: id, values: ["title": .string(title)]))
+            }
+            inserted[id] = "Folder"
+            wrote(PropertyKey(object: id, property: "title"), title, replacing: nil, certain: true)
+        case 86..<95:
+            let id = notes[random.next(upTo: notes.count)]
+            try await device.write { context in try context.delete(entityName: "Note", id: id) }
+            deleted.insert(id)
+        default:
+            guard !folders.isEmpty else { return }
+            let id = folders[random.next(upTo: folders.count)]
+            let cascaded = try await store.write(author: "app", contextName: device.name) { context -> [UUID] in
+                let notes = try context.relatedIDs(entityName: "Folder", id: id, relationship: "notes")
+                try context.delete(entityName: "Folder", id: id)
+                return notes
+            }
+            deleted.insert(id)
+            deleted.formUnion(cascaded)
+        }
+    }
+
+    static func text(_ value: AttributeValue) -> String {
+        switch value {
+        case .null: "-"
+        case .string(let text): text
+        case .uuid(let id): id.uuidString
+        default: "\(value)"
+        }
+    }
+
+    // MARK: Healing and checking
+
+    mutating func heal(devices: [Device], proxies: [FaultProxy], child: URL) async throws {
+        for proxy in proxies {
+            proxy.removeFaults()
+            proxy.isPartitioned = false
+        }
+        if !server.isRunning { try await server.restart() }
+        // Two passes: what the child uploads last reaches the others in the second.
+        for _ in 0..<2 {
+            for device in devices { try await device.container.waitUntilSynced(timeout: .seconds(60)) }
+            try await runChild(store: child, proxy: proxies[2], drain: true)
+        }
+        for device in devices { try await device.container.waitUntilSynced(timeout: .seconds(60)) }
+    }
+
+    mutating func check(devices: [Device], child: URL) async throws {
+        let container = container
+        let fresh = try await Device.make("D", server: server.baseURL) { $0.server?.containerIdentifier = container }
+        let childStore: PersistentStore
+        do {
+            try await fresh.sync()
+            childStore = try PersistentStore(url: child, schema: try Schema.notes(), logger: .quiet)
+        } catch {
+            await fresh.close()
+            throw error
+        }
+        defer { try? childStore.close() }
+        try await compare(devices: devices, fresh: fresh, childStore: childStore)
+        await fresh.close()
+    }
+
+    mutating func compare(devices: [Device], fresh: Device, childStore: PersistentStore) async throws {
+        // Every device agrees with a fresh one, which has what the server has.
+        let final = try fresh.contents()
+        for device in devices {
+            #expect(try device.contents() == final, "seed \(seed): \(device.name) differs from the server")
+        }
+        #expect(try childStore.mirroredContents() == final, "seed \(seed): C differs from the server")
+
+        // Nothing duplicated: every title was written once, so no two objects carry the same one.
+        let titles = final.compactMap { snapshot -> String? in
+            guard case .string(let title)? = snapshot.values[snapshot.entityName == "Tag" ? "name" : "title"] else { return nil }
+            return title
+        }
+        duplicated = titles.count - Set(titles).count
+        #expect(duplicated == 0, "seed \(seed): duplicated objects")
+
+        // Nothing lost: an object nobody deleted exists.
+        let present = Dictionary(uniqueKeysWithValues: final.map { ($0.id, $0) })
+        let missing = inserted.keys.filter { !deleted.contains($0) && present[$0] == nil }
+        #expect(missing.isEmpty, "seed \(seed): objects nobody deleted are gone: \(missing)")
+
+        // Every value written to an object that still exists is its final value, was replaced by a
+        // writer who saw it, or is in a conflict log as the losing value.
+        var logged: [PropertyKey: Set<String>] = [:]
+        let logs = try devices.map { try $0.container.conflicts() }
+            + [try PersistentCloudContainer.conflicts(in: childStore)]
+        for entry in logs.joined() {
+            logged[PropertyKey(object: entry.objectID, property: entry.property), default: []].insert(Self.text(entry.losingValue))
+        }
+        conflictsLogged = logs.map(\.count).reduce(0, +)
+        var unexplained: [String] = []
+        for (key, values) in written {
+            guard let object = present[key.object] else { continue }
+            let final = object.values[key.property].map(Self.text) ?? "-"
+            for value in values where value != final && !(replaced[key]?.contains(value) ?? false)
+                && !(logged[key]?.contains(value) ?? false)
+            {
+                unexplained.append("\(key) = \(value) (final \(final))")
+            }
+        }
+        lost = missing.count + unexplained.count
+        #expect(unexplained.isEmpty, "seed \(seed): overwritten values missing from the conflict log: \(unexplained)")
+        let integrity = try await childStore.read { try String.fetchAll($0.db, sql: "PRAGMA integrity_check") }
+        #expect(integrity == ["ok"], "seed \(seed)")
+    }
+}
