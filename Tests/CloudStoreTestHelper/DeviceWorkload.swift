@@ -55,15 +55,21 @@ struct DeviceWorkload {
             } else if roll < 6 {
                 let id = mine[Int(random.next() % UInt64(mine.count))]
                 let title = "A-\(seed)-\(step)-edited"
-                say("intent update \(id.uuidString) \(title)")
-                // Another device may have deleted it, and an import removed it here.
-                let previous = try await device.store.write(author: "app") { context -> String? in
-                    guard let old = try context.fetchSnapshot(entityName: "Note", id: id) else { return nil }
-                    try context.update(EntitySnapshot(entityName: "Note", id: id, values: ["title": .string(title)]))
-                    if case .string(let old)? = old.values["title"] { return old }
-                    return "-"
+                // Another device may have deleted it, and an import removed it here. Nothing else
+                // writes to this store meanwhile, so what is read here is what the update replaces.
+                let old = try await device.store.read { context in
+                    try context.fetchSnapshot(entityName: "Note", id: id)
                 }
-                say(previous.map { "commit update \(id.uuidString) \(title) \($0)" } ?? "commit nothing \(id.uuidString) gone -")
+                guard let old else {
+                    say("commit nothing \(id.uuidString) gone -")
+                    continue
+                }
+                let previous = if case .string(let text)? = old.values["title"] { text } else { "-" }
+                say("intent update \(id.uuidString) \(title) \(previous)")
+                try await device.store.write(author: "app") { context in
+                    try context.update(EntitySnapshot(entityName: "Note", id: id, values: ["title": .string(title)]))
+                }
+                say("commit update \(id.uuidString) \(title) \(previous)")
             } else if roll < 7 {
                 let id = mine.remove(at: Int(random.next() % UInt64(mine.count)))
                 say("intent delete \(id.uuidString) -")

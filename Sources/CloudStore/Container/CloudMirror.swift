@@ -353,6 +353,7 @@ actor CloudMirror: SyncEngineDelegate {
                 case .failed(let error): refused[failure.record.recordName] = error
                 }
             }
+            try transaction.logOrphans()
             try transaction.db.setMirrorState(.engineState, encoding: state)
             return (zoneMissing, refused)
         }

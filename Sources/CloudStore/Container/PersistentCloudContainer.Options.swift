@@ -74,6 +74,9 @@ extension PersistentCloudContainer {
         public var accountChangePolicy: AccountChangePolicy = .replaceLocalData
         /// Records per fetched page (at most 200).
         public var fetchPageSize: Int?
+        /// How the local store opens and commits (`synchronous`, reader count, the clock its
+        /// history timestamps, and so the edit times `lastWriterWins` compares, come from).
+        public var storeConfiguration = PersistentStore.Configuration()
         /// Changes the sync engine; applied last, for settings these options do not cover.
         public var configureEngine: (@Sendable (inout SyncEngine.Configuration) -> Void)?
 

@@ -64,7 +64,8 @@ public final class PersistentCloudContainer: Sendable {
     ) async throws {
         var storeLogger = Logger(label: "cloudstore.store")
         storeLogger.logLevel = logger.logLevel
-        let store = try PersistentStore(url: url, schema: schema, migrations: migrations, logger: storeLogger)
+        let store = try PersistentStore(
+            url: url, schema: schema, migrations: migrations, configuration: options.storeConfiguration, logger: storeLogger)
         self.store = store
         self.schema = schema
         self.options = options

@@ -4,7 +4,7 @@ import Foundation
 ///
 /// Fields only one side changed never conflict: the change is kept. Only fields both sides changed
 /// to different values follow the policy, and every value that loses is written to the conflict log
-/// (``PersistentCloudContainer/conflicts(since:)``), so nothing is silently gone.
+/// (``PersistentCloudContainer/conflicts(after:limit:)``), so nothing is silently gone.
 ///
 /// ```swift
 /// let options = PersistentCloudContainer.Options(conflictPolicy: .lastWriterWins)

@@ -123,7 +123,7 @@ extension MirrorTransaction {
             return
         }
         let local = try context.fetchSnapshot(entityName: entity.name, id: id)
-        if case .localWins = policy, let local {
+        if case .localWins = policy, local != nil {
             row.changeTag = nil
             row.ancestor = nil
             row.pending = .save(full: true, keys: Dictionary(uniqueKeysWithValues: entity.recordKeys.map { ($0, now) }))
@@ -143,7 +143,7 @@ extension MirrorTransaction {
                         date: now, entityName: entity.name, objectID: id, property: key, losingSide: .local,
                         losingValue: local.values[key] ?? .null, winningValue: .null, policy: policy.name)
                 })
-            try context.delete(entityName: entity.name, id: id)
+            try deleteImported(entityName: entity.name, id: id)
             counts.deleted += 1
         }
         try db.removePendingReferences(of: entity.name, id: id)

@@ -7,9 +7,6 @@ extension MirrorTransaction {
     /// device changed and has not uploaded yet are merged field by field; references to objects that
     /// have not arrived are kept and linked when they do.
     func applyFetched(_ records: [Record], deletions: [SyncEngine.Event.FetchedRecordZoneChanges.Deletion]) throws {
-        // Objects with local edits, so edits lost to a cascade from a server delete are logged.
-        let edited = try editedObjects()
-        var deleted: Set<UUID> = []
         // Objects before links, so a link finds both its objects when they come in the same page.
         for record in records where record.recordType != LinkRecords.recordType {
             try applyRecord(record)
@@ -18,9 +15,9 @@ extension MirrorTransaction {
             try applyLink(record)
         }
         for deletion in deletions {
-            if let id = try applyDeletion(deletion.recordID, recordType: deletion.recordType) { deleted.insert(id) }
+            try applyDeletion(deletion.recordID, recordType: deletion.recordType)
         }
-        if !deletions.isEmpty { try reportCascadedEdits(edited, exceptDeleted: deleted) }
+        try logOrphans()
     }
 
     private func applyRecord(_ record: Record) throws {
@@ -94,46 +91,45 @@ extension MirrorTransaction {
         counts.saved += 1
     }
 
-    /// Applies a tombstone; returns the id of the object it deleted, if any.
-    private func applyDeletion(_ recordID: RecordID, recordType: String?) throws -> UUID? {
+    /// Applies a tombstone.
+    private func applyDeletion(_ recordID: RecordID, recordType: String?) throws {
         let name = recordID.recordName
         let row = try db.mirroredRecord(name)
         if let ends = row?.link ?? (recordType == LinkRecords.recordType ? LinkRecords.ends(recordName: name) : nil) {
             if var row, case .save? = row.pending, case .localWins = policy {
                 row.changeTag = nil
                 try store(row)
-                return nil
+                return
             }
             try removeLocally(ends)
             try forget(name)
             try db.execute(sql: "DELETE FROM cloudstore_mirror_foreign_record WHERE record_name = ?", arguments: [name])
             counts.deleted += 1
-            return nil
+            return
         }
         try db.execute(sql: "DELETE FROM cloudstore_mirror_foreign_record WHERE record_name = ?", arguments: [name])
-        guard let id = UUID(uuidString: name) else { return nil }
+        guard let id = UUID(uuidString: name) else { return }
         guard var row else {
             // Never mirrored here; delete the object if this device has it anyway.
             for entity in schema.mirroredEntities where recordType == nil || recordType == entity.name {
                 if try context.exists(entityName: entity.name, id: id) {
-                    try context.delete(entityName: entity.name, id: id)
+                    try deleteImported(entityName: entity.name, id: id)
                     counts.deleted += 1
-                    return id
+                    return
                 }
             }
-            return nil
+            return
         }
         if case .save? = row.pending {
             try applyServerDeletion(of: &row)
-            return try context.exists(entityName: row.entityName, id: id) ? nil : id
+            return
         }
         if try context.exists(entityName: row.entityName, id: id) {
-            try context.delete(entityName: row.entityName, id: id)
+            try deleteImported(entityName: row.entityName, id: id)
         }
         try db.removePendingReferences(of: row.entityName, id: id)
         try forget(name)
         counts.deleted += 1
-        return id
     }
 
     /// Writes server values into an object, creating it if needed. A to-one reference whose target
@@ -188,56 +184,6 @@ extension MirrorTransaction {
     }
 
     // MARK: Edits lost to cascades
-
-    private struct EditedObject {
-        var row: MirroredRecord
-        var snapshot: EntitySnapshot
-    }
-
-    private func editedObjects() throws -> [EditedObject] {
-        try db.mirroredRecords(pendingOnly: true).compactMap { row in
-            guard case .save? = row.pending, row.link == nil, let id = UUID(uuidString: row.recordName),
-                let snapshot = try context.fetchSnapshot(entityName: row.entityName, id: id)
-            else { return nil }
-            return EditedObject(row: row, snapshot: snapshot)
-        }
-    }
-
-    /// An object this device edited that a server delete removed through a cascade: its edits are
-    /// logged as lost, or with `localWins` the object is put back and uploaded as new.
-    private func reportCascadedEdits(_ edited: [EditedObject], exceptDeleted deleted: Set<UUID>) throws {
-        for var object in edited where !deleted.contains(object.snapshot.id) {
-            guard let entity = schema.entity(named: object.row.entityName),
-                try !context.exists(entityName: entity.name, id: object.snapshot.id)
-            else { continue }
-            if case .localWins = policy {
-                var values = recordValues(object.snapshot, entity)
-                for relationship in entity.toOneRelationships {
-                    if case .uuid(let target)? = values[relationship.name],
-                        try !context.exists(entityName: relationship.destination, id: target)
-                    {
-                        values[relationship.name] = .null
-                    }
-                }
-                try context.insert(EntitySnapshot(entityName: entity.name, id: object.snapshot.id, values: values))
-                object.row.changeTag = nil
-                object.row.ancestor = nil
-                object.row.pending = .save(full: true, keys: Dictionary(uniqueKeysWithValues: values.keys.map { ($0, now) }))
-                try store(object.row)
-                continue
-            }
-            let lost = object.row.pending?.changeDates.keys.filter { entity.recordKeys.contains($0) }.sorted() ?? []
-            try log(
-                lost.map { key in
-                    ConflictRecord(
-                        date: now, entityName: entity.name, objectID: object.snapshot.id, property: key,
-                        losingSide: .local, losingValue: object.snapshot.values[key] ?? .null, winningValue: .null,
-                        policy: policy.name)
-                })
-            object.row.pending = nil
-            try store(object.row)
-        }
-    }
 }
 
 extension MirrorTransaction {
@@ -246,7 +192,7 @@ extension MirrorTransaction {
         if let ends = row.link {
             try removeLocally(ends)
         } else if let id = UUID(uuidString: row.recordName), try context.exists(entityName: row.entityName, id: id) {
-            try context.delete(entityName: row.entityName, id: id)
+            try deleteImported(entityName: row.entityName, id: id)
             try db.removePendingReferences(of: row.entityName, id: id)
         }
         try forget(row.recordName)
@@ -265,5 +211,50 @@ extension MirrorTransaction {
         for row in try db.mirroredRecords(pendingOnly: false) { try forget(row.recordName) }
         try db.execute(sql: "DELETE FROM cloudstore_mirror_pending_reference")
         try db.execute(sql: "DELETE FROM cloudstore_mirror_foreign_record")
+    }
+}
+
+/// An object whose to-one parent an import deleted: kept, with the reference cleared.
+struct Orphan {
+    var entityName: String
+    var id: UUID
+    var property: String
+    var parent: UUID
+}
+
+extension MirrorTransaction {
+    /// Deletes an object for an import, nullifying instead of cascading. The objects a cascade
+    /// removed on the deleting device come with deletions of their own; one that does not was moved
+    /// in on another device meanwhile, and keeping it loses nothing. Its cleared reference is logged
+    /// by ``logOrphans()`` if it is still there when the page is applied.
+    func deleteImported(entityName: String, id: UUID) throws {
+        guard let entity = schema.entity(named: entityName) else { return }
+        for relationship in entity.relationships where relationship.deleteRule == .cascade && relationship.isToMany {
+            guard let inverse = relationship.inverse,
+                let inverseRelationship = schema.entity(named: relationship.destination)?.relationship(named: inverse),
+                !inverseRelationship.isToMany
+            else { continue }
+            for child in try context.relatedIDs(entityName: entityName, id: id, relationship: relationship.name) {
+                orphans.append(Orphan(entityName: relationship.destination, id: child, property: inverse, parent: id))
+            }
+        }
+        try context.deleteNullifying(entityName: entityName, id: id)
+    }
+
+    /// Logs the references that deletes of parents cleared on objects that stayed: each is a value
+    /// that lost to a delete made on another device.
+    func logOrphans() throws {
+        defer { orphans = [] }
+        var lost: [ConflictRecord] = []
+        for orphan in orphans {
+            guard let snapshot = try context.fetchSnapshot(entityName: orphan.entityName, id: orphan.id),
+                snapshot.values[orphan.property] == nil || snapshot.values[orphan.property] == .null
+            else { continue }
+            lost.append(
+                ConflictRecord(
+                    date: now, entityName: orphan.entityName, objectID: orphan.id, property: orphan.property,
+                    losingSide: .local, losingValue: .uuid(orphan.parent), winningValue: .null, policy: policy.name))
+        }
+        try log(lost)
     }
 }

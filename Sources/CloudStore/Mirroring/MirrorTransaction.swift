@@ -20,6 +20,8 @@ final class MirrorTransaction {
     private(set) var engineWork: [String: EngineWork] = [:]
     /// What the transaction did, for events and logs.
     var counts = MirrorCounts()
+    /// Objects whose parent an import deleted without cascading (see ``deleteImported(entityName:id:)``).
+    var orphans: [Orphan] = []
 
     var db: Database { context.db }
 

@@ -101,6 +101,17 @@ public final class WriteContext: ReadContext {
         }
     }
 
+    /// Deletes an object, nullifying its relationships instead of cascading: what an import does,
+    /// because the objects a cascade removed on the deleting device arrive with deletions of their
+    /// own, and an object that does not (another device moved it in meanwhile) must stay.
+    func deleteNullifying(entityName: String, id: UUID) throws {
+        try perform {
+            let table = try layout.table(entityName)
+            guard let row = try row(table, id: id) else { throw notFound(table, id, "delete") }
+            try deleteRow(table, id: id, row: row, cascades: false)
+        }
+    }
+
     /// Sets the members of a to-many relationship (or the target of a to-one, with zero or one id).
     public func setRelated(entityName: String, id: UUID, relationship name: String, to ids: [UUID]) throws {
         try perform {
@@ -234,7 +245,7 @@ public final class WriteContext: ReadContext {
         }
     }
 
-    private func deleteRow(_ table: EntityTable, id: UUID, row: [AttributeValue]) throws {
+    private func deleteRow(_ table: EntityTable, id: UUID, row: [AttributeValue], cascades: Bool = true) throws {
         let key = HistoryRecorder.Key(entity: table.position, id: id)
         guard deleting.insert(key).inserted else { return }
         defer { deleting.remove(key) }
@@ -250,7 +261,7 @@ public final class WriteContext: ReadContext {
             let related = try relatedIDs(of: id, in: table, through: relationship, row: row)
             if related.isEmpty { continue }
             let destination = try layout.table(relationship.destination)
-            if relationship.relationship.deleteRule == .cascade {
+            if relationship.relationship.deleteRule == .cascade && cascades {
                 for other in related where !deleting.contains(HistoryRecorder.Key(entity: destination.position, id: other)) {
                     if let otherRow = try self.row(destination, id: other) {
                         try deleteRow(destination, id: other, row: otherRow)

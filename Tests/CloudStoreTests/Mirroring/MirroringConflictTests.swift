@@ -9,8 +9,11 @@ struct MirroringConflictTests {
         policy: ConflictPolicy, _ check: (_ a: Device, _ b: Device, _ note: Note) async throws -> Void
     ) async throws {
         try await withServer { server in
+            // B's clock is an hour ahead, so B's edits are the later ones whatever the real timing.
             let a = try await Device.make("A", server: server.url, policy: policy)
-            let b = try await Device.make("B", server: server.url, policy: policy)
+            let b = try await Device.make("B", server: server.url, policy: policy) { options in
+                options.storeConfiguration.now = { Date().addingTimeInterval(3600) }
+            }
             let note = Note(title: "Original", priority: 1)
             try await a.write { try $0.insert(note) }
             try await a.sync()
@@ -61,7 +64,7 @@ struct MirroringConflictTests {
 
     @Test func lastWriterWins() async throws {
         try await run(policy: .lastWriterWins) { a, b, note throws in
-            // B edited after A uploaded: B's edit is the later one.
+            // B's edit is the later one.
             #expect(try a.note(note.id)?.title == "B's title")
             #expect(try b.container.conflicts().map(\.losingValue) == ["A's title"])
         }
@@ -120,6 +123,51 @@ struct MirroringConflictTests {
             #expect(log.first?.losingValue == "last words")
             await a.close()
             await b.close()
+        }
+    }
+
+    /// Found by the randomised convergence test: B moved a note into a folder A deleted meanwhile.
+    /// The note used to be deleted on B by the folder's cascade but stay on the server and on A,
+    /// so the devices disagreed. Now it stays everywhere, outside any folder, and B logs the move.
+    @Test(arguments: [false, true])
+    func aNoteMovedIntoAFolderDeletedElsewhere_isKeptOutsideItAndTheMoveIsLogged(bUploadsFirst: Bool) async throws {
+        try await withServer { server in
+            let a = try await Device.make("A", server: server.url)
+            let b = try await Device.make("B", server: server.url)
+            let folder = Folder(title: "Old")
+            let inside = Note(title: "inside", folder: folder.id)
+            let moved = Note(title: "moved")
+            try await a.write { context in
+                try context.insert(folder)
+                try context.insert(inside)
+                try context.insert(moved)
+            }
+            try await a.sync()
+            try await b.sync()
+            try await a.write { try $0.delete(Folder.self, id: folder.id) }  // cascades to "inside"
+            try await b.write { context in
+                try context.setRelated(entityName: "Note", id: moved.id, relationship: "folder", to: [folder.id])
+            }
+            if bUploadsFirst {
+                try await b.sync()
+                try await a.sync()
+                try await b.sync()
+            } else {
+                try await a.sync()
+                try await b.sync()
+                try await a.sync()
+            }
+            let c = try await Device.make("C", server: server.url)
+            try await c.sync()
+            for device in [a, b, c] {
+                #expect(try device.notes().map(\.title) == ["moved"], "\(device.name)")
+                #expect(try device.note(moved.id)?.folder == nil, "\(device.name)")
+                #expect(try device.folders().isEmpty, "\(device.name)")
+            }
+            let log = try b.container.conflicts()
+            #expect(log.map(\.property) == ["folder"])
+            #expect(log.first?.losingValue == .uuid(folder.id))
+            for device in [a, b, c] { await device.close() }
         }
     }
 }
