@@ -1,4 +1,5 @@
 @testable import CloudStore
+import CloudStoreTesting
 import Foundation
 import GRDB
 import Testing
@@ -6,10 +7,12 @@ import Testing
 /// A device is killed (SIGKILL) at random points while it exports and imports; after a restart every
 /// device converges, nothing it committed is lost, nothing is duplicated, and the file is intact.
 ///
-/// `CLOUDSTORE_CRASH_SEEDS=N` runs N seeds instead of 50 (the soak script runs thousands).
+/// `CLOUDSTORE_CRASH_SEEDS=N` runs N seeds instead of 50; `.ci/soak` (`CLOUDSTORE_SOAK=1`) runs 500.
 @Suite("Mirroring: crashes during export and import lose nothing", .serialized)
 struct MirroringCrashTests {
-    static var seeds: Int { ProcessInfo.processInfo.environment["CLOUDSTORE_CRASH_SEEDS"].flatMap(Int.init) ?? 50 }
+    static var seeds: Int {
+        ProcessInfo.processInfo.environment["CLOUDSTORE_CRASH_SEEDS"].flatMap(Int.init) ?? ReliabilityRun.count(ci: 50, soak: 500)
+    }
 
     @Test func killedDevicesConvergeWithNothingLostOrDuplicated() async throws {
         try await withServer { server in
