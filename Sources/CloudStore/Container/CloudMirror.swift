@@ -15,7 +15,6 @@ actor CloudMirror: SyncEngineDelegate {
     private(set) var engine: SyncEngine?
     /// What each record carried when it was put in a batch, to tell acknowledged edits from later ones.
     private var inFlight: [String: PendingExport] = [:]
-    private var exportedThrough: HistoryToken?
     private var zoneSaved = false
     /// Record names seen while a zone is fetched from scratch.
     private var fromScratch: Set<String>?
@@ -47,15 +46,13 @@ actor CloudMirror: SyncEngineDelegate {
         var setup = EventTracker(.setup)
         events.send(setup.started)
         do {
-            let (saved, through, zone) = try await store.write(author: MirrorAuthor.import) { context in
+            let (saved, zone) = try await store.write(author: MirrorAuthor.import) { context in
                 try MirrorMetadata.create(context.db)
                 return (
                     try context.db.mirrorState(.engineState, as: SyncEngine.State.Serialization.self),
-                    try context.db.mirrorState(.exportedThrough, as: HistoryToken.self),
                     try context.db.mirrorState(.zoneSaved, as: Bool.self) ?? false
                 )
             }
-            exportedThrough = through
             zoneSaved = zone
             if let database {
                 let observed = ObservedDatabase(base: database) { [weak self] error in
@@ -168,15 +165,8 @@ actor CloudMirror: SyncEngineDelegate {
             var complete = false
             while !complete {
                 let store = store
-                let after = exportedThrough
                 do {
-                    let (result, _) = try await transaction { transaction in
-                        let result = try transaction.foldHistory(of: store, after: after, limit: 500)
-                        try transaction.db.setMirrorState(.exportedThrough, encoding: result.token)
-                        return result
-                    }
-                    exportedThrough = result.token
-                    complete = result.isComplete
+                    complete = try await transaction { try $0.foldUnexportedHistory(of: store, limit: 500) }.value
                 } catch let error as StoreError where error.code == .historyTokenExpired {
                     logger.warning("history was purged past the last export; comparing every object with the server copy")
                     let current = try store.currentHistoryToken()
@@ -184,7 +174,6 @@ actor CloudMirror: SyncEngineDelegate {
                         try transaction.markEverythingForUpload(forgetServer: false)
                         try transaction.db.setMirrorState(.exportedThrough, encoding: current)
                     }
-                    exportedThrough = current
                     complete = true
                 }
             }
@@ -251,7 +240,11 @@ actor CloudMirror: SyncEngineDelegate {
             }
             let state = page.stateSerialization
             let (modifications, deletions) = (page.modifications, page.deletions)
+            let store = store
             let (_, counts) = try await transaction { transaction in
+                // Local saves export has not folded yet become pending first, in this transaction, so
+                // the merge sees them: otherwise a fetched record would overwrite them unnoticed.
+                try transaction.foldAllUnexportedHistory(of: store)
                 try transaction.applyFetched(modifications, deletions: deletions)
                 try transaction.db.setMirrorState(.engineState, encoding: state)
             }

@@ -16,6 +16,27 @@ extension MirrorTransaction {
         var side: LinkRecords.Side
     }
 
+    /// Folds up to `limit` local history transactions after the stored export position and stores
+    /// the new position; returns whether history was folded to its end. The position is read in
+    /// this transaction, so two folds never cover the same transactions.
+    func foldUnexportedHistory(of store: PersistentStore, limit: Int) throws -> Bool {
+        let after = try db.mirrorState(.exportedThrough, as: HistoryToken.self)
+        let result = try foldHistory(of: store, after: after, limit: limit)
+        try db.setMirrorState(.exportedThrough, encoding: result.token)
+        return result.isComplete
+    }
+
+    /// Folds all local history after the export position, before an import applies server
+    /// changes. History purged past the position is left to the next export, which compares every
+    /// object with its server copy.
+    func foldAllUnexportedHistory(of store: PersistentStore) throws {
+        do {
+            while try !foldUnexportedHistory(of: store, limit: 500) {}
+        } catch let error as StoreError where error.code == .historyTokenExpired {
+            return
+        }
+    }
+
     /// Folds up to `limit` local history transactions after `token` into pending uploads and
     /// returns the position read through (which also covers skipped imports), and whether history
     /// goes on after it.

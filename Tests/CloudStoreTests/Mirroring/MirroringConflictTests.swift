@@ -170,4 +170,39 @@ struct MirroringConflictTests {
             for device in [a, b, c] { await device.close() }
         }
     }
+
+    /// Found by the randomised convergence test: a fetch that landed before export had folded a
+    /// local save applied the server's value over it without a trace. Now the import folds local
+    /// history first, so the save is merged (and, losing to serverWins, logged).
+    @Test func aFetchBeforeExportMergesTheLocalSaveInsteadOfOverwritingIt() async throws {
+        try await withServer { server in
+            let a = try await Device.make("A", server: server.url)
+            let b = try await Device.make("B", server: server.url)
+            let note = Note(title: "Original")
+            try await a.write { try $0.insert(note) }
+            try await a.sync()
+            try await b.sync()
+            try await a.write { context in
+                var edited = note
+                edited.title = "A's title"
+                try context.update(edited)
+            }
+            try await a.sync()
+            try await b.write { context in
+                var edited = note
+                edited.title = "B's title"
+                edited.body = "B's body"
+                try context.update(edited)
+            }
+            try await b.container.fetchChanges()  // no export before it
+            #expect(try b.note(note.id)?.title == "A's title")
+            #expect(try b.note(note.id)?.body == "B's body", "B's change to another field is kept")
+            #expect(try b.container.conflicts().map(\.losingValue) == [.string("B's title")])
+            try await b.sync()
+            try await a.sync()
+            #expect(try a.contents() == b.contents())
+            await a.close()
+            await b.close()
+        }
+    }
 }
