@@ -47,6 +47,19 @@ struct CLIDemoTests {
         #expect(conflicts.status == 0 && conflicts.outputLines.count == 2, "the kept store can be inspected")
     }
 
+    @Test func onTheV1Schema_leavesStoresThatMigrate() async throws {
+        let result = await cloudstore("demo", "--keep", "--schema", Fixtures.notesV1Schema)
+        #expect(result.status == 0, "\(result.standardError)")
+        let folder = try dataFolder(result)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        #expect(result.standardOutput.contains("schema \"Notes\" version 1"))
+        let migrated = await cloudstore(
+            "migrate", "--store", folder + "/B.sqlite", "--schema", Fixtures.notesSchema, "--migrations",
+            CLIMigrateTests.migrations)
+        #expect(migrated.status == 0, "\(migrated.standardError)")
+        #expect(migrated.standardOutput.contains("version 1 → 2"))
+    }
+
     @Test func debugTwo_logsEachRequest() async throws {
         let result = await cloudstore("demo", "--debug", "2")
         #expect(result.status == 0)

@@ -75,13 +75,14 @@ struct DemoScenario {
         let folder = UUID()
         let titles = ["Groceries", "Trip to Lisbon", "Book list"]
         let notes = titles.map { _ in UUID() }
+        // Schema/Notes.v1.json has no `created`: the demo runs on either version.
+        let hasCreated = schema.entity(named: "Note")?.attributes.contains { $0.name == "created" } == true
         try await a.store.write(author: "demo", contextName: "A") { context in
             try context.insert(EntitySnapshot(entityName: "Folder", id: folder, values: ["title": .string("Ideas")]))
             for (id, title) in zip(notes, titles) {
-                try context.insert(
-                    EntitySnapshot(
-                        entityName: "Note", id: id,
-                        values: ["title": .string(title), "folder": .uuid(folder), "created": .date(Date())]))
+                var values: [String: AttributeValue] = ["title": .string(title), "folder": .uuid(folder)]
+                if hasCreated { values["created"] = .date(Date()) }
+                try context.insert(EntitySnapshot(entityName: "Note", id: id, values: values))
             }
         }
         step(1, "Device A creates folder \"Ideas\" with \(titles.count) notes: \(titles.map { "\"\($0)\"" }.joined(separator: ", "))")
