@@ -9,8 +9,10 @@ public enum CloudStoreVersion {
 /// The `cloudstore` command.
 ///
 /// ```sh
+/// cloudstore demo
 /// cloudstore schema validate Schema/Notes.json
 /// cloudstore serve --port 8080 --data ./data --tokens tokens.json
+/// cloudstore history --store notes.sqlite --limit 10
 /// ```
 ///
 /// Run it in process with ``run(_:output:environment:)``, as the executable and the tests do.
@@ -25,7 +27,10 @@ public struct CloudStoreCommand: AsyncParsableCommand {
             Exit status: 0 success, 1 failure (one line on standard error says why), 2 usage error.
             """,
         version: CloudStoreVersion.current,
-        subcommands: [SchemaCommand.self, ServeCommand.self])
+        subcommands: [
+            SchemaCommand.self, ServeCommand.self, MigrateCommand.self, StatusCommand.self, HistoryCommand.self,
+            ConflictsCommand.self, DemoCommand.self,
+        ])
 
     public init() {}
 

@@ -15,12 +15,18 @@ struct CLICommandLineTests {
         let result = await cloudstore("--help")
         #expect(result.status == 0)
         #expect(result.standardError.isEmpty)
-        for text in ["USAGE: cloudstore", "schema", "serve", "CLOUDSTORE_DEBUG", "Exit status"] {
+        for text in [
+            "USAGE: cloudstore", "schema", "serve", "migrate", "status", "history", "conflicts", "demo", "CLOUDSTORE_DEBUG",
+            "Exit status",
+        ] {
             #expect(result.standardOutput.contains(text), "help lacks \(text):\n\(result.standardOutput)")
         }
     }
 
-    @Test(arguments: [["schema", "validate"], ["serve"], ["schema"]])
+    @Test(arguments: [
+        ["schema", "validate"], ["schema", "init"], ["serve"], ["schema"], ["migrate"], ["status"], ["history"],
+        ["conflicts"], ["demo"],
+    ])
     func help_ofEachCommandHasAnAbstractADiscussionAndAnExample(_ command: [String]) async {
         let result = await cloudstore(command + ["--help"])
         #expect(result.status == 0)

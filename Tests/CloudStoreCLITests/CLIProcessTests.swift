@@ -29,6 +29,26 @@ struct CLIProcessTests {
             standardError: String(decoding: error, as: UTF8.self))
     }
 
+    @Test func readerGoneAway_isNotACrash() async throws {
+        // As `cloudstore schema init --dry-run | head -1`: standard output's reader closes early.
+        let process = Process()
+        process.executableURL = try ServerProcess.cloudstoreExecutable()
+        process.arguments = ["schema", "init", "--schema", Fixtures.notesSchema, "--dry-run"]
+        let standardOutput = Pipe()
+        try standardOutput.fileHandleForReading.close()
+        process.standardOutput = standardOutput
+        process.standardError = FileHandle.nullDevice
+        let exited = AsyncStream<Int32> { continuation in
+            process.terminationHandler = { continuation.yield($0.terminationStatus); continuation.finish() }
+        }
+        try process.run()
+        try standardOutput.fileHandleForWriting.close()
+        var status: Int32 = -1
+        for await code in exited { status = code }
+        #expect(process.terminationReason == .exit)
+        #expect(status == 0)
+    }
+
     @Test func version() async throws {
         let result = try await runExecutable("--version")
         #expect(result.status == 0)

@@ -26,8 +26,14 @@ struct StoreOpening {
 
     /// Checks the file without modifying it.
     private func inspect() throws {
+        _ = try decide(try Self.readMetadata(path: path))
+    }
+
+    /// The metadata of the store at `path`, read without modifying the file; nil when there is
+    /// no file, an empty one, or an empty database.
+    static func readMetadata(path: String) throws -> StoreMetadata? {
         guard let size = (try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int, size > 0 else {
-            return
+            return nil
         }
         guard let handle = FileHandle(forReadingAtPath: path) else {
             throw StoreError(.sqlite, "\(path) cannot be read; check its permissions")
@@ -44,7 +50,7 @@ struct StoreOpening {
         do {
             let queue = try DatabaseQueue(path: path, configuration: configuration)
             defer { try? queue.close() }
-            _ = try queue.read { db in try decide(try StoreMetadata.read(db, path: path)) }
+            return try queue.read { db in try StoreMetadata.read(db, path: path) }
         } catch {
             throw StoreError.wrapping(error, path: path, while: "checking the file before opening it")
         }

@@ -29,12 +29,13 @@ public struct CommandOutput: Sendable {
         self.writeError = standardError
     }
 
-    /// The process's standard output and standard error.
+    /// The process's standard output and standard error. Text that cannot be written (the
+    /// reader went away, as `cloudstore history | head` does) is dropped rather than crashing.
     public static var standard: CommandOutput {
         CommandOutput(
             isTerminal: isatty(STDERR_FILENO) == 1,
-            standardOutput: { FileHandle.standardOutput.write(Data($0.utf8)) },
-            standardError: { FileHandle.standardError.write(Data($0.utf8)) })
+            standardOutput: { try? FileHandle.standardOutput.write(contentsOf: Data($0.utf8)) },
+            standardError: { try? FileHandle.standardError.write(contentsOf: Data($0.utf8)) })
     }
 
     /// Writes `text` to standard output as it is.

@@ -8,13 +8,8 @@ enum SchemaFile {
     /// - Throws: ``CommandError`` when there is no readable file at `path`; `SchemaError`, listing
     ///   every problem, when the file is not a valid schema.
     static func load(_ path: String) throws -> Schema {
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-            throw CommandError("no schema file at \(path): check the path")
-        }
-        guard !isDirectory.boolValue else {
-            throw CommandError("\(path) is a directory: give the path of a schema file (e.g. Schema/Notes.json)")
-        }
-        return try Schema.load(contentsOf: URL(fileURLWithPath: path))
+        let url = try InputFile.existing(
+            path, missing: "no schema file at \(path): check the path", kind: "a schema file (e.g. Schema/Notes.json)")
+        return try Schema.load(contentsOf: url)
     }
 }

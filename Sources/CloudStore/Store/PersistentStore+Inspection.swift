@@ -1,0 +1,72 @@
+import Foundation
+
+/// What a store file says about itself, read without opening the store or modifying the file.
+///
+/// ```swift
+/// if let info = try PersistentStore.fileInfo(at: url) {
+///     print(info.schemaName, info.schemaVersion)          // Notes 1
+///     let store = try PersistentStore(url: url, schema: info.storedSchema!)   // opens without migrating
+/// }
+/// ```
+public struct StoreFileInfo: Sendable, Hashable {
+    /// The store file.
+    public var url: URL
+    /// The name of the schema the store holds.
+    public var schemaName: String
+    /// The version of the schema the store was last opened (created or migrated) with.
+    public var schemaVersion: Int
+    public var schemaHash: String
+    /// The schema the store was last opened with, as the store keeps it for migrations; nil when
+    /// the stored copy cannot be read.
+    public var storedSchema: Schema?
+    /// Every history transaction up to this number was purged (0 when none was).
+    public var historyPurgedThrough: Int64
+}
+
+extension PersistentStore {
+    /// What the store file at `url` holds, read without modifying it: nil when there is no file
+    /// (or an empty one), where opening a store would create one.
+    ///
+    /// - Throws: ``StoreError`` when the file is not a store (``StoreError/Code/notAStore``), is
+    ///   damaged (``StoreError/Code/corrupt``) or cannot be read.
+    public static func fileInfo(at url: URL) throws -> StoreFileInfo? {
+        try StoreOpening.readMetadata(path: url.path).map { metadata in
+            StoreFileInfo(
+                url: url, schemaName: metadata.schemaName, schemaVersion: metadata.schemaVersion,
+                schemaHash: metadata.schemaHash, storedSchema: metadata.schema,
+                historyPurgedThrough: metadata.historyPurgedThrough)
+        }
+    }
+
+    /// The changes opening the store at `url` with `schema` would make, in the order a migration
+    /// applies them (`add Note.created`, `rename Note.rank to priority`, `step 2 2-clamp-priority.sql`,
+    /// …), decided without modifying the file. Empty when the store opens as it is or does not
+    /// exist yet.
+    ///
+    /// ```swift
+    /// for change in try PersistentStore.migrationChanges(at: url, schema: schema, migrations: plan) {
+    ///     print(change)
+    /// }
+    /// ```
+    ///
+    /// - Throws: the ``StoreError`` opening would throw: not a store, damaged, a newer schema
+    ///   version, a changed schema whose version was not bumped, a destructive change no step handles.
+    public static func migrationChanges(
+        at url: URL, schema: Schema, migrations: MigrationPlan = MigrationPlan()
+    ) throws -> [String] {
+        try schema.validate()
+        let opening = try StoreOpening(path: url.path, schema: schema, migrations: migrations)
+        guard case .migrate(_, let work) = try opening.decide(try StoreOpening.readMetadata(path: url.path)) else {
+            return []
+        }
+        return work.changeDescriptions
+    }
+}
+
+extension MigrationWork {
+    /// Each change, in the order ``Migrator`` applies them.
+    var changeDescriptions: [String] {
+        lightweight.map(\.description) + steps.map { "step \($0.version) \($0.name)" }
+            + rebuilds.map { "rebuild \($0) without its removed or retyped columns" } + drops.map(\.description)
+    }
+}

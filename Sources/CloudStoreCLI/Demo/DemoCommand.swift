@@ -1,0 +1,75 @@
+import ArgumentParser
+import CloudStore
+import Foundation
+
+/// `cloudstore demo [--keep]`: an embedded server and two devices of one user in one process,
+/// narrated step by step: saves, sync, a conflict and its log, history.
+///
+/// ```sh
+/// $ swift run cloudstore demo
+/// CloudStore demo: an embedded server and two devices of one user, schema "Notes" version 2
+/// …
+/// 1. Device A creates folder "Ideas" with 3 notes: "Groceries", "Trip to Lisbon", "Book list"
+/// 2. Device A syncs: uploaded 4 objects
+/// 3. Device B syncs: fetched 4 records (1 Folder, 3 Note)
+/// …
+/// ```
+public struct DemoCommand: CloudStoreSubcommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "demo",
+        abstract: "Watch two devices sync through an embedded server, with a conflict.",
+        discussion: """
+            Starts a server on a free loopback port with SQLite in a temporary folder, opens two \
+            devices of one user on Schema/Notes.json, and narrates: device A creates a folder \
+            of notes, device B receives them, both edit the same note offline, the conflict is \
+            resolved (the server's value wins) and logged, and B's history is printed. Then \
+            everything is closed and deleted, unless --keep is given (the folder is printed, to \
+            inspect with cloudstore history, status and conflicts). --debug 2 shows each request.
+
+            Example:
+              cloudstore demo
+              cloudstore demo --keep --debug 1
+            """)
+
+    @Flag(help: "Keep the server's data and both stores in the temporary folder, and print where.")
+    var keep = false
+
+    @Option(help: "The schema file of the notes app; by default Schema/Notes.json of this package.")
+    var schema: String?
+
+    @OptionGroup public var global: GlobalOptions
+
+    public init() {}
+
+    public func run(in context: CommandContext) async throws {
+        let loaded = try SchemaFile.load(schema ?? Self.notesSchemaPath())
+        let directory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("cloudstore-demo-\(UUID().uuidString.prefix(8))", isDirectory: true)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let result: Result<DemoScenario.Summary, any Error>
+        do {
+            result = .success(try await DemoScenario(schema: loaded, directory: directory, context: context).run())
+        } catch {
+            result = .failure(error)
+        }
+        if keep {
+            context.output.print("Kept the data in \(directory.path): server/ (the server's SQLite), A.sqlite, B.sqlite.")
+            context.output.print("  Inspect it: cloudstore history --store \(directory.appendingPathComponent("B.sqlite").path)")
+        } else {
+            try? FileManager.default.removeItem(at: directory)
+        }
+        let summary = try result.get()
+        context.output.print(
+            "Done in \(CommandOutput.seconds(summary.elapsed)): 2 devices, \(summary.objects) objects, \(SchemaValidateCommand.count(summary.conflicts, "conflict")) resolved and logged\(keep ? "" : "; \(directory.path) removed").")
+    }
+
+    /// `Schema/Notes.json` in the current directory (`swift run` from the package), else in the
+    /// package this file was built from.
+    static func notesSchemaPath() -> String {
+        let relative = "Schema/Notes.json"
+        if FileManager.default.fileExists(atPath: relative) { return relative }
+        let packageRoot = URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        return packageRoot.appendingPathComponent(relative).path
+    }
+}

@@ -1,0 +1,179 @@
+import CloudStore
+import CloudStoreServer
+import Foundation
+
+/// The demo's story, run against an in-process server with two devices of one user that sync
+/// only when told, so every run prints the same steps in the same order.
+struct DemoScenario {
+    struct Summary {
+        var elapsed: Duration
+        var objects: Int
+        var conflicts: Int
+    }
+
+    static let token = "demo-token"
+    static let user = "_demo"
+    static let containerIdentifier = "iCloud.com.example.notes"
+    static let stepCount = 8
+
+    let schema: Schema
+    let directory: URL
+    let context: CommandContext
+    let progress: ProgressReporter
+
+    init(schema: Schema, directory: URL, context: CommandContext) {
+        self.schema = schema
+        self.directory = directory
+        self.context = context
+        self.progress = ProgressReporter("demo", total: Self.stepCount, output: context.output)
+    }
+
+    /// Starts the server and the devices, tells the story, and closes them all (also on failure).
+    func run() async throws -> Summary {
+        let started = ContinuousClock.now
+        let serverData = directory.appendingPathComponent("server", isDirectory: true)
+        let server = try await CloudServer.start(
+            configuration: ServerConfiguration(
+                host: "127.0.0.1", port: 0, storage: .sqlite(directory: serverData.path), users: [Self.token: Self.user],
+                logger: context.logger("server")))
+        var devices: [PersistentCloudContainer] = []
+        do {
+            say("CloudStore demo: an embedded server and two devices of one user, schema \"\(schema.name)\" version \(schema.version)")
+            say("   server    \(server.baseURL.absoluteString) (SQLite in \(serverData.path))")
+            let a = try await device("A", server: server.baseURL)
+            devices.append(a)
+            let b = try await device("B", server: server.baseURL)
+            devices.append(b)
+            say("")
+            let (objects, conflicts) = try await story(a, b)
+            for device in devices { try await device.close() }
+            try await server.shutdown()
+            progress.finish()
+            return Summary(elapsed: started.duration(to: .now), objects: objects, conflicts: conflicts)
+        } catch {
+            for device in devices { try? await device.close() }
+            try? await server.shutdown()
+            progress.finish()
+            throw error
+        }
+    }
+
+    private func device(_ name: String, server: URL) async throws -> PersistentCloudContainer {
+        var options = PersistentCloudContainer.Options(
+            server: .init(url: server, containerIdentifier: Self.containerIdentifier, token: Self.token, deviceID: name),
+            conflictPolicy: .serverWins)
+        options.automaticallySync = false
+        let url = directory.appendingPathComponent("\(name).sqlite")
+        let container = try await PersistentCloudContainer(
+            url: url, schema: schema, options: options, logger: context.logger("mirroring"))
+        say("   device \(name)  \(url.path)")
+        return container
+    }
+
+    /// The numbered steps; answers how many objects device A created and how many values lost.
+    private func story(_ a: PersistentCloudContainer, _ b: PersistentCloudContainer) async throws -> (Int, Int) {
+        let folder = UUID()
+        let titles = ["Groceries", "Trip to Lisbon", "Book list"]
+        let notes = titles.map { _ in UUID() }
+        // Schema/Notes.v1.json has no `created`: the demo runs on either version.
+        let hasCreated = schema.entity(named: "Note")?.attributes.contains { $0.name == "created" } == true
+        try await a.store.write(author: "demo", contextName: "A") { context in
+            try context.insert(EntitySnapshot(entityName: "Folder", id: folder, values: ["title": .string("Ideas")]))
+            for (id, title) in zip(notes, titles) {
+                var values: [String: AttributeValue] = ["title": .string(title), "folder": .uuid(folder)]
+                if hasCreated { values["created"] = .date(Date()) }
+                try context.insert(EntitySnapshot(entityName: "Note", id: id, values: values))
+            }
+        }
+        step(1, "Device A creates folder \"Ideas\" with \(titles.count) notes: \(titles.map { "\"\($0)\"" }.joined(separator: ", "))")
+
+        let created = try a.store.history(after: nil, matching: HistoryFilter(authors: ["demo"])).flatMap(\.changes)
+        try await a.sync()
+        let afterA = try await a.status()
+        step(
+            2,
+            "Device A syncs: \(created.count) changed objects to upload (\(Self.byEntity(created))); \(afterA.hasNothingToUpload ? "nothing" : "\(afterA.pendingUploads) records") left to upload")
+
+        let imported = try await fetch(b)
+        step(3, "Device B syncs: fetched \(imported.count) records (\(Self.byEntity(imported)))")
+        let received = try await b.store.read { context in
+            try context.fetchSnapshots(entityName: "Note").compactMap { $0["title"].flatMap(Self.text) }.sorted()
+        }
+        say("   B now has folder \"Ideas\" with \(received.count) notes: \(received.joined(separator: ", "))")
+
+        let groceries = notes[0]
+        let aTitle = "Groceries for Saturday"
+        let bTitle = "Groceries (bring bags)"
+        try await a.store.write(author: "demo", contextName: "A") { context in
+            try context.update(EntitySnapshot(entityName: "Note", id: groceries, values: ["title": .string(aTitle)]))
+        }
+        try await b.store.write(author: "demo", contextName: "B") { context in
+            try context.update(
+                EntitySnapshot(entityName: "Note", id: groceries, values: ["title": .string(bTitle), "pinned": .bool(true)]))
+        }
+        step(4, "Both devices are offline and edit note \"Groceries\":")
+        say("   A retitles it \"\(aTitle)\"; B retitles it \"\(bTitle)\" and pins it")
+
+        try await a.sync()
+        step(5, "Device A comes online first and syncs: its title reaches the server")
+
+        try await b.sync()
+        let conflicts = try b.conflicts()
+        let final = try await b.store.read { context in try context.fetchSnapshot(entityName: "Note", id: groceries) }
+        step(
+            6,
+            "Device B syncs: \(SchemaValidateCommand.count(conflicts.count, "conflict")) on Note.title, resolved by the policy \(conflicts.first?.policy ?? "serverWins")")
+        say(
+            "   winner: \(final?["title"]?.commandText ?? "?") (A's, from the server); B's pin is kept, since only B changed it (pinned = \(final?["pinned"]?.description ?? "?"))")
+        say("   B's conflict log:")
+        context.output.print(ConflictsCommand.table(conflicts, indent: "     "))
+
+        try await a.sync()
+        let aFinal = try await a.store.read { context in try context.fetchSnapshot(entityName: "Note", id: groceries) }
+        let agree = aFinal?["title"] == final?["title"] && aFinal?["pinned"] == final?["pinned"]
+        step(
+            7,
+            "Device A syncs again: \(agree ? "both devices agree" : "the devices DISAGREE"): \(aFinal?["title"]?.commandText ?? "?"), pinned = \(aFinal?["pinned"]?.description ?? "?")")
+
+        let history = try b.store.history(after: nil)
+        step(8, "History of device B (\(SchemaValidateCommand.count(history.count, "transaction"))): its own edit and what it imported")
+        for transaction in history {
+            say("   " + HistoryCommand.headline(transaction))
+            context.output.print(TextTable(transaction.changes.map(HistoryCommand.row), indent: "     "))
+        }
+        guard agree else {
+            throw CommandError("the devices did not converge on note \(groceries): report this as a bug, with the output of --debug 3")
+        }
+        return (titles.count + 1, conflicts.count)
+    }
+
+    /// Fetches into `device`; answers the changes the fetch wrote (its import transactions).
+    private func fetch(_ device: PersistentCloudContainer) async throws -> [HistoryChange] {
+        let before = try device.store.currentHistoryToken()
+        try await device.sync()
+        return try device.store.history(after: before, matching: HistoryFilter(authors: ["cloudstore.import"]))
+            .flatMap(\.changes)
+    }
+
+    /// `1 Folder, 3 Note`.
+    static func byEntity(_ changes: [HistoryChange]) -> String {
+        Dictionary(grouping: changes, by: \.entityName).sorted { $0.key < $1.key }
+            .map { "\($0.value.count) \($0.key)" }.joined(separator: ", ")
+    }
+
+    static func text(_ value: AttributeValue) -> String? {
+        if case .string(let text) = value { return text }
+        return nil
+    }
+
+    private func step(_ number: Int, _ text: String) {
+        say("\(number). \(text)")
+        progress.update(completed: number)
+    }
+
+    /// Prints a narrative line; on a terminal it first clears the progress line.
+    private func say(_ line: String) {
+        if context.output.isTerminal { context.output.writeError("\r\u{1B}[K") }
+        context.output.print(line)
+    }
+}

@@ -1,0 +1,74 @@
+import ArgumentParser
+import CloudStore
+import Foundation
+
+/// `cloudstore migrate --store PATH --schema FILE [--migrations DIR]`: migrates a local store to
+/// the schema file's version.
+///
+/// ```sh
+/// $ cloudstore migrate --store notes.sqlite --schema Schema/Notes.json --migrations Migrations
+/// notes.sqlite: schema "Notes" version 1 → 2, 5 changes
+///   rename Note.rank to priority
+///   …
+///   step 2 2-clamp-priority.sql
+/// migrated to version 2 in 0.03s
+/// ```
+public struct MigrateCommand: CloudStoreSubcommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "migrate",
+        abstract: "Migrate a local store to a newer version of its schema.",
+        discussion: """
+            Checks the store without modifying it, prints the version it holds, the schema file's \
+            version and every change the migration makes (renames and additions, the explicit \
+            steps of --migrations, table rebuilds and drops), then migrates in one transaction. A \
+            store already at the schema's version is left as it is. A store that is not a store, \
+            is damaged, holds a newer version, or a step that fails: exit status 1 naming the \
+            file or step, and the store is unchanged.
+
+            Migration steps are SQL files laid out as <dir>/<schema name>/<version>-<name>.sql \
+            (see Migrations/README.md).
+
+            Example:
+              cloudstore migrate --store notes.sqlite --schema Schema/Notes.json --migrations Migrations
+            """)
+
+    @Option(help: "The store file (SQLite) to migrate.")
+    var store: String
+
+    @Option(help: "The schema file to migrate to.")
+    var schema: String
+
+    @Option(help: "The folder of migration steps: <dir>/<schema name>/<version>-<name>.sql.")
+    var migrations: String?
+
+    @OptionGroup public var global: GlobalOptions
+
+    public init() {}
+
+    public func run(in context: CommandContext) async throws {
+        let target = try SchemaFile.load(schema)
+        let plan = try loadPlan(for: target)
+        let info = try StoreFile.info(store)
+        let changes = try PersistentStore.migrationChanges(at: info.url, schema: target, migrations: plan)
+        guard !changes.isEmpty else {
+            context.output.print("\(store): already at version \(info.schemaVersion) of schema \"\(info.schemaName)\"; nothing to do")
+            return
+        }
+        context.output.print(
+            "\(store): schema \"\(info.schemaName)\" version \(info.schemaVersion) → \(target.version), \(SchemaValidateCommand.count(changes.count, "change"))")
+        for change in changes { context.output.print("  \(change)") }
+        let started = ContinuousClock.now
+        let migrated = try PersistentStore(url: info.url, schema: target, migrations: plan, logger: context.logger("store"))
+        try migrated.close()
+        context.output.print("migrated to version \(target.version) in \(CommandOutput.seconds(started.duration(to: .now)))")
+    }
+
+    private func loadPlan(for schema: Schema) throws -> MigrationPlan {
+        guard let migrations else { return MigrationPlan() }
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: migrations, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw CommandError("no migrations folder at \(migrations): check the path (it holds <schema name>/<version>-<name>.sql files)")
+        }
+        return try MigrationPlan.load(directory: URL(fileURLWithPath: migrations), schemaName: schema.name)
+    }
+}

@@ -1,0 +1,46 @@
+import CloudStore
+import Foundation
+import Logging
+
+/// Opens the store file a command names.
+enum StoreFile {
+    /// The path as a file URL, after checking that a store file is there: commands that read a
+    /// store never create one.
+    ///
+    /// - Throws: ``CommandError`` when there is no file at `path` or it is a directory.
+    static func existing(_ path: String) throws -> URL {
+        try InputFile.existing(
+            path, missing: "no store at \(path): check the path (this command does not create stores)",
+            kind: "a store file (e.g. notes.sqlite)")
+    }
+
+    /// What the store at `path` holds, read without modifying it.
+    static func info(_ path: String) throws -> StoreFileInfo {
+        let url = try existing(path)
+        guard let info = try PersistentStore.fileInfo(at: url) else {
+            throw CommandError("\(path) is empty, not a CloudStore store: check the path")
+        }
+        return info
+    }
+
+    /// Opens the existing store at `path` as it is, without migrating it: with the schema file at
+    /// `schemaPath` when given (refused if it would migrate the store), else with the schema the
+    /// store keeps.
+    static func openWithoutMigrating(_ path: String, schemaPath: String?, logger: Logger) throws -> PersistentStore {
+        let info = try info(path)
+        let schema: Schema
+        if let schemaPath {
+            schema = try SchemaFile.load(schemaPath)
+            guard try PersistentStore.migrationChanges(at: info.url, schema: schema).isEmpty else {
+                throw CommandError(
+                    "\(path) holds version \(info.schemaVersion) of schema \"\(info.schemaName)\" and \(schemaPath) is version \(schema.version): run cloudstore migrate first, or leave out --schema")
+            }
+        } else {
+            guard let stored = info.storedSchema else {
+                throw CommandError("\(path) lacks the copy of its schema the store keeps: pass the schema file with --schema")
+            }
+            schema = stored
+        }
+        return try PersistentStore(url: info.url, schema: schema, logger: logger)
+    }
+}

@@ -1,0 +1,94 @@
+import CloudStore
+import CloudStoreServer
+import CloudStoreSync
+import Foundation
+import Testing
+
+/// `cloudstore schema init --schema FILE --server URL --container ID --token T [--dry-run]`.
+@Suite("cloudstore schema init")
+struct CLISchemaInitTests {
+    /// Runs `body` with a server on a free loopback port whose only user is `alice-token`.
+    func withServer(_ body: (URL) async throws -> Void) async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try await CloudServer.start(
+                configuration: ServerConfiguration(
+                    port: 0, storage: .sqlite(directory: directory.path), users: ["alice-token": "_alice"]))
+            do {
+                try await body(server.baseURL)
+            } catch {
+                try await server.shutdown()
+                throw error
+            }
+            try await server.shutdown()
+        }
+    }
+
+    @Test func dryRun_printsTheRecordTypesAndContactsNothing() async throws {
+        let result = await cloudstore("schema", "init", "--schema", Fixtures.notesSchema, "--dry-run")
+        #expect(result.status == 0, "\(result.standardError)")
+        let cloudSchema = try StoreFixtures.schema().cloudSchema
+        #expect(result.outputLines.first == "schema \"Notes\" version 2: \(cloudSchema.recordTypes.count) record types (dry run: nothing was sent)")
+        for recordType in cloudSchema.recordTypes {
+            #expect(result.outputLines.contains("\(recordType.name)  (\(recordType.fields.count) fields)"), "\(recordType.name)")
+        }
+        #expect(result.outputLines.contains { $0.hasPrefix("  title ") && $0.contains("STRING") && $0.hasSuffix("queryable") })
+        // A server that does not exist is never contacted.
+        let unreachable = await cloudstore(
+            "schema", "init", "--schema", Fixtures.notesSchema, "--server", "http://127.0.0.1:1", "--container", "iCloud.x",
+            "--token", "t", "--dry-run")
+        #expect(unreachable.status == 0 && unreachable.standardOutput == result.standardOutput)
+    }
+
+    @Test func server_savesTheRecordTypes() async throws {
+        try await withServer { url in
+            let result = await cloudstore(
+                "schema", "init", "--schema", Fixtures.notesSchema, "--server", url.absoluteString, "--container",
+                "iCloud.cli.test", "--token", "alice-token")
+            #expect(result.status == 0, "\(result.standardError)")
+            #expect(result.outputLines.first?.hasPrefix("schema \"Notes\" version 2: 4 record types saved on \(url.absoluteString) container iCloud.cli.test (development)") == true, "\(result.standardOutput)")
+            let database = HTTPCloudDatabase(baseURL: url, container: "iCloud.cli.test", token: "alice-token", deviceID: "test")
+            let saved = try await database.fetchSchema()
+            #expect(Set(saved.recordTypes.map(\.name)) == Set(try StoreFixtures.schema().cloudSchema.recordTypes.map(\.name)))
+        }
+    }
+
+    @Test func wrongToken_isRefusedInOneLineWithoutTheToken() async throws {
+        try await withServer { url in
+            let result = await cloudstore(
+                "schema", "init", "--schema", Fixtures.notesSchema, "--server", url.absoluteString, "--container",
+                "iCloud.cli.test", "--token", "mallory-secret")
+            #expect(result.isOneLineFailure(mentioning: "refused the token", "check --token"), "\(result.standardError)")
+            #expect(!result.standardError.contains("mallory-secret"))
+        }
+    }
+
+    @Test func unreachableServer_saysSoInOneLine() async throws {
+        // The address of a loopback server that has stopped: nothing listens there any more.
+        var stopped: URL?
+        try await withServer { url in stopped = url }
+        let url = try #require(stopped).absoluteString
+        let result = await cloudstore(
+            "schema", "init", "--schema", Fixtures.notesSchema, "--server", url, "--container", "iCloud.cli.test",
+            "--token", "alice-token")
+        #expect(result.isOneLineFailure(mentioning: "cannot reach the server at \(url)", "check --server"), "\(result.standardError)")
+    }
+
+    @Test func badInputs() async throws {
+        let noServer = await cloudstore("schema", "init", "--schema", Fixtures.notesSchema)
+        #expect(noServer.status == 2)
+        #expect(noServer.standardError.contains("required unless --dry-run"))
+        let badURL = await cloudstore(
+            "schema", "init", "--schema", Fixtures.notesSchema, "--server", "nowhere", "--container", "c", "--token", "t")
+        #expect(badURL.status == 2)
+        let missing = await cloudstore("schema", "init", "--schema", "/nonexistent/Notes.json", "--dry-run")
+        #expect(missing.isOneLineFailure(mentioning: "no schema file at /nonexistent/Notes.json"))
+        try await withTemporaryDirectory { directory in
+            let invalid = directory.appendingPathComponent("Invalid.json")
+            try Data("{\"name\": \"Notes\", \"version\": 1, \"entities\": [{\"name\": \"Note\", \"attributes\": [{\"name\": \"title\", \"type\": \"string\"}]}]}".utf8).write(to: invalid)
+            let result = await cloudstore("schema", "init", "--schema", invalid.path, "--dry-run")
+            #expect(result.isOneLineFailure(mentioning: "Note.title"), "\(result.standardError)")
+        }
+        let unknown = await cloudstore("schema", "init", "--schema", Fixtures.notesSchema, "--dry-run", "--frobnicate")
+        #expect(unknown.status == 2)
+    }
+}

@@ -1,0 +1,94 @@
+import CloudStore
+import CloudStoreServer
+import Foundation
+import Logging
+
+/// Store files for the commands that read them.
+enum StoreFixtures {
+    static func schema(_ path: String = Fixtures.notesSchema) throws -> Schema {
+        try Schema.load(contentsOf: URL(fileURLWithPath: path))
+    }
+
+    /// A local store of Notes version 1 holding one note whose `rank` is 7 (version 2 renames it
+    /// `priority` and the example migration step clamps it to 3).
+    static func notesV1Store(in directory: URL) throws -> (url: URL, note: UUID) {
+        let url = directory.appendingPathComponent("notes-v1.sqlite")
+        let store = try PersistentStore(url: url, schema: try schema(Fixtures.notesV1Schema))
+        let note = UUID()
+        try store.write(author: "app") { context in
+            try context.insert(EntitySnapshot(entityName: "Note", id: note, values: ["title": .string("Old"), "rank": .int64(7)]))
+        }
+        try store.close()
+        return (url, note)
+    }
+
+    /// A local store of Notes version 2 with three transactions: `app`/`editor` inserts a folder
+    /// and a note, `app`/`editor` renames the note, `importer` deletes a second note.
+    static func notesStore(in directory: URL) throws -> (url: URL, folder: UUID, note: UUID) {
+        let url = directory.appendingPathComponent("notes.sqlite")
+        let store = try PersistentStore(url: url, schema: try schema())
+        let folder = UUID()
+        let note = UUID()
+        let doomed = UUID()
+        try store.write(author: "app", contextName: "editor") { context in
+            try context.insert(EntitySnapshot(entityName: "Folder", id: folder, values: ["title": .string("Ideas")]))
+            try context.insert(
+                EntitySnapshot(entityName: "Note", id: note, values: ["title": .string("Draft"), "folder": .uuid(folder)]))
+            try context.insert(EntitySnapshot(entityName: "Note", id: doomed, values: ["title": .string("Doomed")]))
+        }
+        try store.write(author: "app", contextName: "editor") { context in
+            try context.update(EntitySnapshot(entityName: "Note", id: note, values: ["title": .string("Final"), "pinned": .bool(true)]))
+        }
+        try store.write(author: "importer") { context in
+            try context.delete(entityName: "Note", id: doomed)
+        }
+        try store.close()
+        return (url, folder, note)
+    }
+
+    /// The store files of two devices of one user that mirrored through an in-process server:
+    /// A created a note, B received it, both changed its title offline, A synced first, then B
+    /// (so B's log holds B's title losing to A's under `serverWins`).
+    static func conflictedStores(in directory: URL) async throws -> (a: URL, b: URL, note: UUID) {
+        let server = try await CloudServer.start(
+            configuration: ServerConfiguration(
+                port: 0, storage: .sqlite(directory: directory.appendingPathComponent("server").path),
+                users: ["alice-token": "_alice"]))
+        var logger = Logger(label: "test.mirroring")
+        logger.logLevel = .error
+        func device(_ name: String) async throws -> PersistentCloudContainer {
+            var options = PersistentCloudContainer.Options(
+                server: .init(url: server.baseURL, containerIdentifier: "iCloud.cli.test", token: "alice-token", deviceID: name))
+            options.automaticallySync = false
+            return try await PersistentCloudContainer(
+                url: directory.appendingPathComponent("\(name).sqlite"), schema: try schema(), options: options,
+                logger: logger)
+        }
+        let a = try await device("A")
+        let b = try await device("B")
+        let note = UUID()
+        try await a.store.write(author: "app", contextName: "A") { context in
+            try context.insert(EntitySnapshot(entityName: "Note", id: note, values: ["title": .string("Original")]))
+        }
+        try await a.sync()
+        try await b.sync()
+        for (device, title) in [(a, "A's title"), (b, "B's title")] {
+            try await device.store.write(author: "app") { context in
+                try context.update(EntitySnapshot(entityName: "Note", id: note, values: ["title": .string(title)]))
+            }
+        }
+        try await a.sync()
+        try await b.sync()
+        try await a.close()
+        try await b.close()
+        try await server.shutdown()
+        return (a.store.url, b.store.url, note)
+    }
+
+    /// A file that is not a store.
+    static func textFile(in directory: URL) throws -> URL {
+        let url = directory.appendingPathComponent("notes.txt")
+        try Data("not a database\n".utf8).write(to: url)
+        return url
+    }
+}
