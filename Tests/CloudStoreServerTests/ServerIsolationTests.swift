@@ -239,7 +239,7 @@ struct ServerIsolationTests {
             let started = ContinuousClock.now
             let after = try await base.asUser("t1").send(.GET, base.path(.private, .zonesList))
             #expect(after.status == 200)
-            #expect(ContinuousClock.now - started < .seconds(5), "the server stays responsive")
+            #expect(ContinuousClock.now - started < .seconds(15), "the server stays responsive")
             print("load: users 4, requests \(ReportFormat.count(counts.values.reduce(0, +))), answers \(counts.sorted { $0.key < $1.key })")
         }
     }

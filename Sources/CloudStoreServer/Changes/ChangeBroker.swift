@@ -84,7 +84,7 @@ final class ChangeBroker: Sendable {
         }
     }
 
-    private func waitForChange(_ subscription: Subscription) async {
+    func waitForChange(_ subscription: Subscription) async {
         await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 let resumeNow = state.withLock { state -> Bool in
