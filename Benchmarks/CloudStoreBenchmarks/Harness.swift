@@ -2,6 +2,7 @@ import Foundation
 
 /// A tiny benchmark harness: each benchmark prepares untimed state, then runs its timed body
 /// once to warm up and `iterations` times to measure; the report gives the median and minimum.
+/// Benchmarks that are not one timed body (sync, latency, memory) report ``Figure``s directly.
 struct Benchmark {
     /// `group.case`, e.g. `save50k.cloudstore`.
     var name: String
@@ -39,14 +40,14 @@ struct Harness {
                 let body = try benchmark.prepare()
                 let elapsed = try measured(body)
                 if run >= warmUp {
-                    times.append(Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+                    times.append(elapsed.inSeconds)
                 }
             }
             times.sort()
             let measurement = Measurement(
                 name: benchmark.name, summary: benchmark.summary, iterations: iterations,
                 medianSeconds: times[times.count / 2], minimumSeconds: times[0])
-            print(
+            say(
                 "  " + benchmark.name.padding(toLength: 38, withPad: " ", startingAt: 0)
                     + String(format: "median %8.1f ms   min %8.1f ms", measurement.medianSeconds * 1000, measurement.minimumSeconds * 1000))
             results.append(measurement)
@@ -57,7 +58,7 @@ struct Harness {
 
 /// Runs a benchmark's timed body. Not inlined, so that `valgrind --tool=callgrind
 /// --collect-atstart=no --toggle-collect='*measured*'` counts the instructions of the timed part
-/// only (see the README's Performance section).
+/// only (see the README's Benchmarks section).
 @inline(never)
 func measured(_ body: () throws -> Void) throws -> Duration {
     let start = ContinuousClock.now
@@ -65,42 +66,6 @@ func measured(_ body: () throws -> Void) throws -> Duration {
     return start.duration(to: .now)
 }
 
-/// A ratio between two measured benchmarks.
-struct Ratio: Codable {
-    var name: String
-    var numerator: String
-    var denominator: String
-    var value: Double
-    var goal: Double?
-}
-
-func ratio(_ name: String, _ numerator: String, _ denominator: String, goal: Double? = nil, in results: [Measurement]) -> Ratio? {
-    guard let top = results.first(where: { $0.name == numerator }),
-        let bottom = results.first(where: { $0.name == denominator })
-    else { return nil }
-    return Ratio(name: name, numerator: numerator, denominator: denominator, value: top.medianSeconds / bottom.medianSeconds, goal: goal)
-}
-
-/// The machine a run was made on.
-struct Machine: Codable {
-    var cpu: String
-    var cores: Int
-    var kernel: String
-    var sqlite: String
-
-    static func current(sqlite: String) -> Machine {
-        let cpuinfo = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
-        let model = cpuinfo.split(separator: "\n").first { $0.hasPrefix("model name") }
-            .map { String($0.split(separator: ":", maxSplits: 1)[1]).trimmingCharacters(in: .whitespaces) } ?? "unknown"
-        let kernel = ((try? String(contentsOfFile: "/proc/sys/kernel/osrelease", encoding: .utf8)) ?? "unknown")
-            .trimmingCharacters(in: .whitespacesAndNewlines)
-        return Machine(cpu: model, cores: ProcessInfo.processInfo.activeProcessorCount, kernel: kernel, sqlite: sqlite)
-    }
-}
-
-struct Report: Codable {
-    var machine: Machine
-    var date: Date
-    var measurements: [Measurement]
-    var ratios: [Ratio]
+extension Duration {
+    var inSeconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }

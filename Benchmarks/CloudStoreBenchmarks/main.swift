@@ -1,64 +1,138 @@
 import Foundation
 import GRDBSQLite
 
-/// `cloudstore-bench [--filter TEXT] [--iterations N] [--warmup N] [--save N] [--fetch N] [--json FILE]`
+/// `cloudstore-bench [--only GROUPS] [--quick] [--json FILE] [--markdown FILE] [--postgres URL] ...`
 ///
-/// Build and run in release: `swift run -c release cloudstore-bench`.
+/// Build and run in release: `swift run -c release cloudstore-bench`. See ``BenchOptions/usage``.
 let arguments = Array(CommandLine.arguments.dropFirst())
-func option(_ name: String) -> String? {
-    guard let index = arguments.firstIndex(of: name), index + 1 < arguments.count else { return nil }
-    return arguments[index + 1]
+switch arguments.first {
+case "serve":
+    try await BenchServer.serve(Array(arguments.dropFirst()))
+    exit(0)
+case "bootstrap":
+    try await ScaleBenchmarks.bootstrap(Array(arguments.dropFirst()))
+    exit(0)
+default:
+    break
 }
-if arguments.contains("--help") {
-    print("usage: cloudstore-bench [--filter TEXT] [--iterations N] [--warmup N] [--save N] [--fetch N] [--json FILE]")
+
+let options: BenchOptions
+do {
+    options = try BenchOptions(arguments)
+} catch {
+    FileHandle.standardError.write(Data("cloudstore-bench: \(error)\n\n\(BenchOptions.usage)\n".utf8))
+    exit(64)
+}
+if options.help {
+    say(BenchOptions.usage)
     exit(0)
 }
-var harness = Harness()
-harness.filter = option("--filter")
-harness.iterations = option("--iterations").flatMap(Int.init) ?? 5
-harness.warmUp = option("--warmup").flatMap(Int.init) ?? 1
-let saveCount = option("--save").flatMap(Int.init) ?? 50_000
-let fetchCount = option("--fetch").flatMap(Int.init) ?? 200_000
 
+let runStart = ContinuousClock.now
 let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cloudstore-bench-\(UUID().uuidString)")
 try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
 defer { try? FileManager.default.removeItem(at: directory) }
 
 let machine = Machine.current(sqlite: String(cString: sqlite3_libversion()))
-print("CloudStore benchmarks — \(machine.cpu), \(machine.cores) cores, Linux \(machine.kernel), SQLite \(machine.sqlite)")
-print("median and minimum of \(harness.iterations) runs after \(harness.warmUp) warm-up run(s)\n")
+let sizes = options.sizes
+say("CloudStore benchmarks — \(machine.summary)")
+say("groups: \(options.groups.map(\.rawValue).joined(separator: ", "))\(options.quick ? " (quick sizes)" : "")")
+say("store timings: median and minimum of \(options.iterations) runs after \(options.warmUp) warm-up run(s)\n")
 
-let store = StoreBenchmarks(directory: directory, saveCount: saveCount, fetchCount: fetchCount)
-if harness.selected(store.all).contains(where: { $0.name.hasPrefix("fetch") }) {
-    try store.prepareFetchDatabase()
+var measurements: [Measurement] = []
+var figures: [Figure] = []
+var skipped: [String] = []
+
+@MainActor
+func report(_ new: [Figure]) {
+    for figure in new {
+        say("  " + figure.name.padding(toLength: 60, withPad: " ", startingAt: 0) + figure.formattedValue.leftPadded(to: 10) + " " + figure.unit)
+    }
+    figures += new
 }
-let results = try harness.run(store.all)
 
-let ratios = [
-    ratio("history overhead (save with / without history)", "save.cloudstore", "save.cloudstore.nohistory", goal: 1.3, in: results),
-    ratio("history overhead, snapshots (with / without)", "save.cloudstore.snapshots", "save.cloudstore.snapshots.nohistory", goal: 1.3, in: results),
-    ratio("save: CloudStore with history / GRDB Codable", "save.cloudstore", "save.grdb.codable", goal: 1.5, in: results),
-    ratio("save: CloudStore without history / GRDB Codable", "save.cloudstore.nohistory", "save.grdb.codable", in: results),
-    ratio("save: GRDB Codable / raw SQLite", "save.grdb.codable", "save.raw", in: results),
-    ratio("save: CloudStore with history / raw SQLite", "save.cloudstore", "save.raw", in: results),
-    ratio("fetch: CloudStore entities / GRDB Codable", "fetch.cloudstore", "fetch.grdb.codable", in: results),
-    ratio("fetch: CloudStore snapshots / GRDB Codable", "fetch.cloudstore.snapshots", "fetch.grdb.codable", in: results),
-    ratio("fetch: GRDB Codable / raw SQLite", "fetch.grdb.codable", "fetch.raw", in: results),
-].compactMap { $0 }
+// Items 1-3: local saves and fetches.
+let storeGroups = options.groups.filter { $0 == .save || $0 == .fetch }
+if !storeGroups.isEmpty {
+    var harness = Harness()
+    harness.filter = options.filter
+    harness.iterations = options.iterations
+    harness.warmUp = options.warmUp
+    let store = StoreBenchmarks(directory: directory, saveCount: sizes.save, fetchCount: sizes.fetch)
+    let benchmarks = store.all.filter { benchmark in storeGroups.contains { benchmark.name.hasPrefix($0.rawValue + ".") } }
+    if harness.selected(benchmarks).contains(where: { $0.name.hasPrefix("fetch") }) {
+        try store.prepareFetchDatabase()
+    }
+    measurements = try harness.run(benchmarks)
+    let item = { (name: String) in name.hasPrefix("fetch") ? 3 : name.contains("nohistory") ? 2 : 1 }
+    figures += measurements.map { measurement in
+        Figure(
+            item: item(measurement.name), measurement.name, measurement.medianSeconds * 1000, "ms",
+            "\(measurement.summary); median of \(measurement.iterations), min \(String(format: "%.1f", measurement.minimumSeconds * 1000)) ms")
+    }
+    report(
+        [
+            ratio(item: 1, "save: CloudStore with history / GRDB Codable", "save.cloudstore", "save.grdb.codable", goal: .atMost(1.5), in: measurements),
+            ratio(item: 1, "save: CloudStore with history / raw SQLite", "save.cloudstore", "save.raw", in: measurements),
+            ratio(item: 1, "save: GRDB Codable / raw SQLite", "save.grdb.codable", "save.raw", in: measurements),
+            ratio(item: 1, "save from snapshots, with history / GRDB Codable", "save.cloudstore.snapshots", "save.grdb.codable", in: measurements),
+            ratio(item: 2, "history overhead: save with / without history", "save.cloudstore", "save.cloudstore.nohistory", goal: .atMost(1.3), in: measurements),
+            ratio(item: 2, "history overhead, from snapshots", "save.cloudstore.snapshots", "save.cloudstore.snapshots.nohistory", goal: .atMost(1.3), in: measurements),
+            ratio(item: 3, "fetch: CloudStore entities / GRDB Codable", "fetch.cloudstore", "fetch.grdb.codable", goal: .atMost(1.3), in: measurements),
+            ratio(item: 3, "fetch: CloudStore snapshots / GRDB Codable", "fetch.cloudstore.snapshots", "fetch.grdb.codable", in: measurements),
+            ratio(item: 3, "fetch: GRDB Codable / raw SQLite", "fetch.grdb.codable", "fetch.raw", in: measurements),
+        ].compactMap { $0 })
+}
 
-if !ratios.isEmpty {
-    print("\nratios (of medians)")
-    for ratio in ratios {
-        let goal = ratio.goal.map { "  goal ≤ " + String(format: "%.1f", $0) + "× " + (ratio.value <= $0 ? "met" : "MISSED") } ?? ""
-        print("  " + ratio.name.padding(toLength: 52, withPad: " ", startingAt: 0) + String(format: "%5.2f×", ratio.value) + goal)
+// Item 4: query generations.
+if options.groups.contains(.generations) {
+    say("\ngenerations")
+    report(try GenerationBenchmarks(directory: directory, pins: sizes.pins, writes: sizes.generationWrites).run())
+}
+
+// Items 5-8: through a server child process, on each backend.
+for group in options.groups where group.needsServer {
+    let backends = group == .scale ? [Backend.sqlite] : Backend.allCases
+    for backend in backends {
+        if backend == .postgres && options.postgresURL == nil {
+            skipped.append("\(group.rawValue) on PostgreSQL: no PostgreSQL (pass --postgres URL or set CLOUDSTORE_TEST_POSTGRES_URL)")
+            say("\n\(group.rawValue), \(backend.rawValue): skipped: no PostgreSQL")
+            continue
+        }
+        say("\n\(group.rawValue), \(backend.rawValue)")
+        let server = try await BenchServer.start(backend, postgresURL: options.postgresURL, directory: directory)
+        do {
+            switch group {
+            case .sync: report(try await SyncBenchmarks(directory: directory, server: server).bulk(count: sizes.sync))
+            case .latency: report(try await SyncBenchmarks(directory: directory, server: server).latency(changes: sizes.latencyChanges))
+            case .scale: report(try await ScaleBenchmarks(directory: directory, server: server).run(counts: sizes.scale))
+            case .server:
+                report(try await ServerBenchmarks(server: server).modifyThroughput(clients: 4, requests: sizes.serverRequests))
+            case .save, .fetch, .generations: break
+            }
+        } catch {
+            await server.stop()
+            throw error
+        }
+        await server.stop()
     }
 }
 
-if let path = option("--json") {
+let runReport = Report(
+    machine: machine, date: Date(), commandLine: CommandLine.arguments, seconds: runStart.duration(to: .now).inSeconds,
+    measurements: measurements, figures: figures, skipped: skipped)
+say("\nCloudStore benchmarks — \(machine.summary)")
+say(String(format: "whole run %.0f s\n", runReport.seconds))
+say(runReport.table())
+
+if let path = options.jsonPath {
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
     encoder.dateEncodingStrategy = .iso8601
-    try encoder.encode(Report(machine: machine, date: Date(), measurements: results, ratios: ratios))
-        .write(to: URL(fileURLWithPath: path))
-    print("\nwrote \(path)")
+    try encoder.encode(runReport).write(to: URL(fileURLWithPath: path))
+    say("\nwrote \(path)")
+}
+if let path = options.markdownPath {
+    try Data((runReport.markdown() + "\n").utf8).write(to: URL(fileURLWithPath: path))
+    say("wrote \(path)")
 }

@@ -376,11 +376,13 @@ actor CloudMirror: SyncEngineDelegate {
     }
 
     /// After a fetch from scratch: objects that are on the server no more (their tombstones were
-    /// compacted away) and not changed here are removed locally.
+    /// compacted away) and not changed here are removed locally. Only the unseen records are
+    /// loaded, so a bootstrap's memory does not grow with the store.
     private func removeUnseen(_ seen: Set<String>) async throws {
         try await transaction { transaction in
-            for row in try transaction.db.mirroredRecords(pendingOnly: false)
-            where row.isOnServer && row.pending == nil && !seen.contains(row.recordName) {
+            for name in try transaction.db.settledRecordNames(where: { !seen.contains($0) }) {
+                // Removing one object can remove or change others' rows (links), so each is read afresh.
+                guard let row = try transaction.db.mirroredRecord(name), row.isOnServer, row.pending == nil else { continue }
                 try transaction.removeLocalCopy(of: row)
             }
         }

@@ -163,6 +163,19 @@ extension Database {
         return try Row.fetchAll(self, sql: sql).map(MirroredRecord.init(row:))
     }
 
+    /// The names of the records that are on the server with nothing to upload here (`isOnServer`
+    /// and no `pending`) and that `include` accepts, read with a cursor: only the names, never
+    /// every record of the store at once.
+    func settledRecordNames(where include: (String) -> Bool) throws -> [String] {
+        let names = try String.fetchCursor(
+            self, sql: "SELECT record_name FROM cloudstore_mirror_record WHERE change_tag IS NOT NULL AND pending IS NULL")
+        var included: [String] = []
+        while let name = try names.next() {
+            if include(name) { included.append(name) }
+        }
+        return included
+    }
+
     /// The link records of an object: those whose source or target it is.
     func mirroredLinks(of id: UUID) throws -> [MirroredRecord] {
         try Row.fetchAll(

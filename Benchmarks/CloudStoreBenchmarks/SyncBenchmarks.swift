@@ -1,0 +1,147 @@
+import CloudStore
+import Foundation
+import Logging
+
+/// Items 5 and 6: two devices of one user mirroring through a server child process over loopback,
+/// both syncing by themselves (`automaticallySync`: debounced export, long-poll push).
+struct SyncBenchmarks {
+    let directory: URL
+    let server: BenchServer
+
+    /// A device of `user0`: a container on a fresh store file.
+    func device(_ name: String, automatic: Bool = true, zoneName: String? = nil) async throws -> PersistentCloudContainer {
+        var options = PersistentCloudContainer.Options(
+            server: .init(url: server.url, containerIdentifier: server.containerIdentifier, token: "user0-token", deviceID: name))
+        options.automaticallySync = automatic
+        options.zoneName = zoneName
+        return try await PersistentCloudContainer(
+            url: directory.appendingPathComponent("\(name)-\(UUID().uuidString.prefix(8)).sqlite"), schema: BenchNote.schema,
+            options: options, logger: StoreBenchmarks.quietLogger)
+    }
+
+    /// Item 5: A saves `count` notes in one unit of work; the time until B has imported them all.
+    func bulk(count: Int) async throws -> [Figure] {
+        let zone = "Bulk\(UUID().uuidString.prefix(6))"
+        let a = try await device("bulk-a", zoneName: zone)
+        let b = try await device("bulk-b", zoneName: zone)
+        try await a.waitUntilSynced()
+        try await b.waitUntilSynced()
+        let notes = BenchNote.make(count)
+        let after = try b.store.currentHistoryToken()
+        let (serverCPU, clientCPU) = (server.cpuSeconds, processCPUSeconds())
+
+        let start = ContinuousClock.now
+        try await a.store.write(author: "bench") { context in for note in notes { try context.insert(note) } }
+        let saved = ContinuousClock.now
+        async let uploaded = Self.syncedAt(a)
+        try await withTimeout(.seconds(600), "B to import \(count) notes") {
+            try await Self.imported(count, into: b.store, after: after)
+        }
+        let done = ContinuousClock.now
+        let uploadedAt = try await uploaded
+        let serverSeconds = server.cpuSeconds - serverCPU
+        let clientSeconds = processCPUSeconds() - clientCPU
+        try await a.close()
+        try await b.close()
+
+        let total = start.duration(to: done).inSeconds
+        let backend = server.backend.rawValue
+        let cpu = String(format: "CPU: server %.1f s, both devices %.1f s", serverSeconds, clientSeconds)
+        return [
+            Figure(item: 5, "bulk sync \(count) notes A → B, \(backend): end to end", total, "s",
+                String(format: "A's save %.2f s, A's upload done at %.2f s; ", start.duration(to: saved).inSeconds,
+                       start.duration(to: uploadedAt).inSeconds) + cpu),
+            Figure(item: 5, "bulk sync, \(backend): records/s end to end", Double(count) / total, "records/s",
+                "\(count) / end-to-end time", goal: .atLeast(5_000)),
+        ]
+    }
+
+    /// When `device` has sent everything and fetched everything.
+    static func syncedAt(_ device: PersistentCloudContainer) async throws -> ContinuousClock.Instant {
+        try await device.waitUntilSynced(timeout: .seconds(600))
+        return ContinuousClock.now
+    }
+
+    /// Returns once `count` Note inserts by the importer have committed in `store` after `token`.
+    static func imported(_ count: Int, into store: PersistentStore, after token: HistoryToken?) async throws {
+        var received = 0
+        let filter = HistoryFilter(authors: [MirrorAuthor.import], entities: ["Note"])
+        for try await transaction in store.transactions(after: token, matching: filter) {
+            received += transaction.changes.count(where: { $0.changeType == .insert })
+            if received >= count { return }
+        }
+        throw BenchError("the history sequence ended after \(received) of \(count) imported notes")
+    }
+
+    /// Item 6: one small change on A (a note's title) until B's history observation delivers it,
+    /// `changes` times one after the other; p50 and p99.
+    func latency(changes: Int) async throws -> [Figure] {
+        let zone = "Latency\(UUID().uuidString.prefix(6))"
+        let a = try await device("latency-a", zoneName: zone)
+        let b = try await device("latency-b", zoneName: zone)
+        let note = BenchNote.make(1)[0]
+        let seeded = try b.store.currentHistoryToken()
+        try await a.store.write(author: "bench") { [note] context in try context.insert(note) }
+        try await withTimeout(.seconds(60), "B to import the first note") { try await Self.imported(1, into: b.store, after: seeded) }
+
+        let filter = HistoryFilter(authors: [MirrorAuthor.import], entities: ["Note"])
+        let after = try b.store.currentHistoryToken()
+        var latencies = try await withTimeout(.seconds(Double(changes) * 2 + 30), "B to see \(changes) changes") {
+            [note] in
+            var note = note
+            var changesOnB = b.store.transactions(after: after, matching: filter).makeAsyncIterator()
+            var latencies: [Double] = []
+            for index in 0..<changes {
+                note.title = "Change \(index)"
+                let (id, expected) = (note.id, note.title)
+                let start = ContinuousClock.now
+                try await a.store.write(author: "bench") { [note] context in try context.update(note) }
+                seen: while true {
+                    guard let transaction = try await changesOnB.next() else { throw BenchError("B's history sequence ended") }
+                    guard transaction.changes.contains(where: { $0.objectID == id }) else { continue }
+                    let title = try await b.store.read { try $0.fetch(BenchNote.self, id: id)?.title }
+                    if title == expected { break seen }
+                }
+                latencies.append(start.duration(to: .now).inSeconds * 1000)
+            }
+            return latencies
+        }
+        try await a.close()
+        try await b.close()
+
+        latencies.sort()
+        let backend = server.backend.rawValue
+        let detail = "\(changes) changes one after another, save on A → B's transactions(after:) delivers the import"
+        return [
+            Figure(item: 6, "propagation latency p50, \(backend)", percentile(latencies, 0.5), "ms", detail, goal: .atMost(50)),
+            Figure(item: 6, "propagation latency p99, \(backend)", percentile(latencies, 0.99), "ms",
+                String(format: "max %.1f ms", latencies.last ?? 0), goal: .atMost(200)),
+        ]
+    }
+}
+
+/// The value below which `fraction` of the sorted `values` lie (nearest rank).
+func percentile(_ sorted: [Double], _ fraction: Double) -> Double {
+    guard !sorted.isEmpty else { return .nan }
+    let rank = Int((fraction * Double(sorted.count)).rounded(.up)) - 1
+    return sorted[min(max(rank, 0), sorted.count - 1)]
+}
+
+/// Runs `body`, failing with a message naming what it waited for if it takes longer than `limit`.
+func withTimeout<T: Sendable>(
+    _ limit: Duration, _ what: String, _ body: @escaping @Sendable () async throws -> T
+) async throws -> T {
+    try await withThrowingTaskGroup(of: T?.self) { group in
+        group.addTask { try await body() }
+        group.addTask {
+            try await Task.sleep(for: limit)
+            return nil
+        }
+        guard let first = try await group.next(), let result = first else {
+            group.cancelAll()
+            throw BenchError("timed out after \(limit) waiting for \(what)")
+        }
+        group.cancelAll()
+        return result
+    }
+}
