@@ -119,7 +119,7 @@ public struct SchemaInitCommand: CloudStoreSubcommand {
         switch error.kind {
         case .network, .timeout:
             return CommandError(
-                "cannot reach the server at \(server): check --server and that the server runs (cloudstore serve); the request failed: \(error.message)")
+                "cannot reach the server at \(server) (check --server, and that cloudstore serve runs there): \(error.message)")
         case .server(let serverError)
         where [.authenticationFailed, .authenticationRequired, .accessDenied].contains(serverError.serverErrorCode):
             return CommandError(

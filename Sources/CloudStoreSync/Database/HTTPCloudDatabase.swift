@@ -270,7 +270,13 @@ public struct HTTPCloudDatabase: CloudDatabase {
         if error is NIOTooManyBytesError {
             return CloudError(.invalidResponse, message: "\(what): the answer is larger than the accepted maximum")
         }
-        return CloudError(.network, message: "\(what) failed: \(error); check the server address and the network")
+        return CloudError(.network, message: "\(what) failed: \(Self.reason(error)); check the server address and the network")
+    }
+
+    /// A socket error as the system words it ("Connection refused"), anything else as it describes itself.
+    static func reason(_ error: any Error) -> String {
+        guard let error = error as? IOError else { return "\(error)" }
+        return String(cString: strerror(error.errnoCode))
     }
 
     static func timeAmount(_ duration: Duration) -> TimeAmount {
