@@ -16,6 +16,8 @@ actor CloudMirror: SyncEngineDelegate {
     /// What each record carried when it was put in a batch, to tell acknowledged edits from later ones.
     private var inFlight: [String: PendingExport] = [:]
     private var zoneSaved = false
+    /// This device's ID as the server records it in `modified.deviceID`.
+    private var deviceID: String?
     /// Record names seen while a zone is fetched from scratch.
     private var fromScratch: Set<String>?
     private var importTracker: EventTracker?
@@ -42,7 +44,8 @@ actor CloudMirror: SyncEngineDelegate {
     // MARK: Start and stop
 
     /// Prepares the metadata, makes the engine and catches up with local history.
-    func start(database: (any CloudDatabase)?) async throws {
+    func start(database: (any CloudDatabase)?, deviceID: String?) async throws {
+        self.deviceID = deviceID
         var setup = EventTracker(.setup)
         events.send(setup.started)
         do {
@@ -129,9 +132,10 @@ actor CloudMirror: SyncEngineDelegate {
     private func transaction<T: Sendable>(
         _ body: @escaping @Sendable (MirrorTransaction) throws -> T
     ) async throws -> (value: T, counts: MirrorCounts) {
-        let (schema, zoneID, policy) = (schema, zoneID, options.conflictPolicy)
+        let (schema, zoneID, policy, deviceID) = (schema, zoneID, options.conflictPolicy, deviceID)
         let (value, work, counts) = try await store.write(author: MirrorAuthor.import) { context in
-            let transaction = MirrorTransaction(context: context, schema: schema, zoneID: zoneID, policy: policy, now: Date())
+            let transaction = MirrorTransaction(
+                context: context, schema: schema, zoneID: zoneID, policy: policy, deviceID: deviceID, now: Date())
             let value = try body(transaction)
             return (value, transaction.engineWork, transaction.counts)
         }

@@ -17,7 +17,9 @@ extension PersistentCloudContainer {
         public var environment: CloudEnvironment
         /// The user's bearer token.
         public var token: String
-        /// This device's identifier, sent with every request; nil uses one the store keeps.
+        /// This device's identifier, sent with every request; nil uses one the store keeps (a
+        /// UUID made when the store first mirrored). Set it only to a value no other device of the
+        /// user has: a record last written by this ID is taken for this device's own write.
         public var deviceID: String?
 
         public init(

@@ -75,16 +75,16 @@ public final class PersistentCloudContainer: Sendable {
             store: store, schema: schema, zoneID: zoneID, options: options, events: hub, logger: logger)
         do {
             var database: (any CloudDatabase)?
+            var deviceID: String?
             if let server = options.server {
-                let deviceID: String
                 if let configured = server.deviceID {
                     deviceID = configured
                 } else {
                     deviceID = try await Self.storedDeviceID(store)
                 }
-                database = try makeDatabase(server, deviceID)
+                database = try makeDatabase(server, deviceID!)
             }
-            try await mirror.start(database: database)
+            try await mirror.start(database: database, deviceID: deviceID)
         } catch {
             try? store.close()
             throw error

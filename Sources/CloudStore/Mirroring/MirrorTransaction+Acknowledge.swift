@@ -97,6 +97,12 @@ extension MirrorTransaction {
         let serverValues = recordValues(content.snapshot, entity)
         row.changeTag = server.recordChangeTag
         row.unknownFields = content.unknownFields
+        if let deviceID, server.modified?.deviceID == deviceID {
+            // The server's version is this device's own upload whose answer was lost: a save is
+            // conditional on the version this device last saw, so nothing in it is another
+            // device's edit, and this device's later edits are not in conflict with it.
+            row.ancestor = serverValues
+        }
         defer { row.ancestor = serverValues }
         guard let local = try context.fetchSnapshot(entityName: entity.name, id: id) else {
             // Deleted here meanwhile: the pending delete goes up with the new tag.

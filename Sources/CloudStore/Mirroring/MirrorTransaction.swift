@@ -14,6 +14,8 @@ final class MirrorTransaction {
     let schema: Schema
     let zoneID: ZoneID
     let policy: ConflictPolicy
+    /// This device's ID as the server records it in `modified.deviceID`, when it mirrors.
+    let deviceID: String?
     let now: Date
     /// What the sync engine must have pending for each record this transaction touched, handed to
     /// it once the transaction committed.
@@ -25,11 +27,12 @@ final class MirrorTransaction {
 
     var db: Database { context.db }
 
-    init(context: WriteContext, schema: Schema, zoneID: ZoneID, policy: ConflictPolicy, now: Date) {
+    init(context: WriteContext, schema: Schema, zoneID: ZoneID, policy: ConflictPolicy, deviceID: String? = nil, now: Date) {
         self.context = context
         self.schema = schema
         self.zoneID = zoneID
         self.policy = policy
+        self.deviceID = deviceID
         self.now = now
     }
 

@@ -1,0 +1,43 @@
+@testable import CloudStore
+import CloudStoreTesting
+import Foundation
+import Testing
+
+/// A device whose upload the server applied but whose answer was lost, and that edits the same
+/// field again before it retries. Its retry used to meet its own earlier value as a conflict, which
+/// serverWins kept, logging the later edit as lost.
+@Suite("Mirroring: an upload whose answer was lost")
+struct MirroringLostAnswerTests {
+    @Test func aLaterEditOfTheSameFieldAfterALostAnswer_winsOverTheDevicesOwnEarlierValue() async throws {
+        try await withServer { server in
+            let serverURL = server.url
+            let proxy = try await FaultProxy.start { serverURL }
+            let a = try await Device.make("A", server: proxy.baseURL)
+            let note = Note(title: "first")
+            try await a.write { try $0.insert(note) }
+            try await a.sync()
+            try await a.write { context in
+                var edited = note
+                edited.title = "second"
+                try context.update(edited)
+            }
+            proxy.inject(.dropResponse, into: .recordsModify)
+            await #expect(throws: (any Error).self) { try await a.container.sendChanges() }  // applied, unheard
+            try await a.write { context in
+                var edited = note
+                edited.title = "third"
+                try context.update(edited)
+            }
+            try await a.container.waitUntilSynced(timeout: .seconds(30))
+            let b = try await Device.make("B", server: serverURL)
+            try await b.sync()
+            // The retry meets the device's own earlier value: not a conflict, the later edit wins.
+            #expect(try a.note(note.id)?.title == "third")
+            #expect(try a.container.conflicts().isEmpty)
+            #expect(try b.note(note.id)?.title == "third")
+            await a.close()
+            await b.close()
+            await proxy.shutdown()
+        }
+    }
+}
