@@ -27,6 +27,10 @@ public final class ServerProcess: Sendable {
         var exitWaiters: [CheckedContinuation<Int32, Never>] = []
         var listenWaiter: CheckedContinuation<Int, any Error>?
         var outputWaiters: [(text: String, continuation: CheckedContinuation<Void, Never>)] = []
+        /// The pipe's read end, kept open for as long as this value lives: releasing it while its
+        /// readability source may still be registered lets the descriptor be reused under
+        /// libdispatch's feet (a crash in `_dispatch_event_loop_drain` seen in a long soak).
+        var readEnd: FileHandle?
 
         /// Removes and answers the waiters whose text the output now contains.
         mutating func satisfiedOutputWaiters() -> [CheckedContinuation<Void, Never>] {
@@ -73,6 +77,7 @@ public final class ServerProcess: Sendable {
         process.standardError = pipe
 
         let state = SharedState()
+        state.withLock { $0.readEnd = pipe.fileHandleForReading }
         pipe.fileHandleForReading.readabilityHandler = { handle in
             let data = handle.availableData
             guard !data.isEmpty else {
