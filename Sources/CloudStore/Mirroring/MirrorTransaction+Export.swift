@@ -65,6 +65,7 @@ extension MirrorTransaction {
     ) throws {
         let recordName = change.objectID.uuidString
         var metadata = try db.mirroredRecord(recordName) ?? MirroredRecord(recordName: recordName, entityName: entity.name)
+        let serverMayHaveIt = mayBeOnServer(metadata)
         let folded: PendingExport.Change
         let linkSides = LinkRecords.sides(of: entity, in: schema)
         switch change.changeType {
@@ -88,11 +89,11 @@ extension MirrorTransaction {
             folded = .delete
             try db.removePendingReferences(of: entity.name, id: change.objectID)
             for var link in try db.mirroredLinks(of: change.objectID) where link.pending != .delete {
-                link.pending = PendingExport.folding(.delete, at: date, into: link.pending, isOnServer: link.isOnServer)
+                link.pending = PendingExport.folding(.delete, at: date, into: link.pending, isOnServer: mayBeOnServer(link))
                 if link.pending == nil { try forget(link.recordName) } else { try store(link) }
             }
         }
-        metadata.pending = PendingExport.folding(folded, at: date, into: metadata.pending, isOnServer: metadata.isOnServer)
+        metadata.pending = PendingExport.folding(folded, at: date, into: metadata.pending, isOnServer: serverMayHaveIt)
         if metadata.pending == nil && !metadata.isOnServer {
             try forget(recordName)
         } else {

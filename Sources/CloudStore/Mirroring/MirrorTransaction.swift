@@ -22,6 +22,9 @@ final class MirrorTransaction {
     private(set) var engineWork: [String: EngineWork] = [:]
     /// What the transaction did, for events and logs.
     var counts = MirrorCounts()
+    /// For each record this transaction touched, whether an upload of it was pending before the
+    /// transaction began (see ``mayBeOnServer(_:)``).
+    private var pendingBefore: [String: Bool] = [:]
     /// Objects whose parent an import deleted without cascading (see ``deleteImported(entityName:id:)``).
     var orphans: [Orphan] = []
 
@@ -34,6 +37,17 @@ final class MirrorTransaction {
         self.policy = policy
         self.deviceID = deviceID
         self.now = now
+    }
+
+    /// Whether the server may have the record: it does as far as this device knows, or an upload of
+    /// it was pending before this transaction and may have been applied with its answer lost (the
+    /// device was killed, say). Deleting such a record must reach the server; a record created and
+    /// deleted within one transaction never left the device.
+    func mayBeOnServer(_ row: MirroredRecord) -> Bool {
+        if row.isOnServer { return true }
+        if let pending = pendingBefore[row.recordName] { return pending }
+        pendingBefore[row.recordName] = row.pending != nil
+        return row.pending != nil
     }
 
     func recordID(_ recordName: String) -> RecordID {

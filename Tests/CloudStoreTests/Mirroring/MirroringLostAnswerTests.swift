@@ -40,4 +40,29 @@ struct MirroringLostAnswerTests {
             await proxy.shutdown()
         }
     }
+
+    /// Found by the convergence soak: a new object whose upload landed unheard (the device was killed
+    /// in the soak) and that was then deleted counted as never uploaded, so its delete stayed on the
+    /// device and the object came back everywhere.
+    @Test func anObjectCreatedUnheardThenDeleted_isDeletedOnTheServer() async throws {
+        try await withServer { server in
+            let serverURL = server.url
+            let proxy = try await FaultProxy.start { serverURL }
+            let a = try await Device.make("A", server: proxy.baseURL)
+            try await a.sync()
+            let note = Note(title: "short-lived")
+            try await a.write { try $0.insert(note) }
+            proxy.inject(.dropResponse, into: .recordsModify)
+            await #expect(throws: (any Error).self) { try await a.container.sendChanges() }  // created, unheard
+            try await a.write { try $0.delete(Note.self, id: note.id) }
+            try await a.container.waitUntilSynced(timeout: .seconds(30))
+            let b = try await Device.make("B", server: serverURL)
+            try await b.sync()
+            #expect(try b.notes().isEmpty, "the delete reached the server")
+            #expect(try a.notes().isEmpty, "and the object did not come back")
+            await a.close()
+            await b.close()
+            await proxy.shutdown()
+        }
+    }
 }
