@@ -102,13 +102,7 @@ struct MirroringConflictTests {
     }
 
     @Test func aServerDeleteWinsOverALocalEditAndTheEditIsLogged() async throws {
-        try await withServer { server in
-            let a = try await Device.make("A", server: server.url)
-            let b = try await Device.make("B", server: server.url)
-            let note = Note(title: "doomed")
-            try await a.write { try $0.insert(note) }
-            try await a.sync()
-            try await b.sync()
+        try await withTwoDevicesSharing(Note(title: "doomed")) { a, b, note in
             try await a.write { try $0.delete(Note.self, id: note.id) }
             try await b.write { context in
                 var edited = note
@@ -121,8 +115,6 @@ struct MirroringConflictTests {
             let log = try b.container.conflicts()
             #expect(log.map(\.property) == ["body"])
             #expect(log.first?.losingValue == "last words")
-            await a.close()
-            await b.close()
         }
     }
 
@@ -175,13 +167,7 @@ struct MirroringConflictTests {
     /// local save applied the server's value over it without a trace. Now the import folds local
     /// history first, so the save is merged (and, losing to serverWins, logged).
     @Test func aFetchBeforeExportMergesTheLocalSaveInsteadOfOverwritingIt() async throws {
-        try await withServer { server in
-            let a = try await Device.make("A", server: server.url)
-            let b = try await Device.make("B", server: server.url)
-            let note = Note(title: "Original")
-            try await a.write { try $0.insert(note) }
-            try await a.sync()
-            try await b.sync()
+        try await withTwoDevicesSharing(Note(title: "Original")) { a, b, note in
             try await a.write { context in
                 var edited = note
                 edited.title = "A's title"
@@ -201,8 +187,23 @@ struct MirroringConflictTests {
             try await b.sync()
             try await a.sync()
             #expect(try a.contents() == b.contents())
-            await a.close()
-            await b.close()
         }
+    }
+}
+
+/// Runs `body` with a server and devices A and B that both have `note` (A inserted it, both synced);
+/// closes both devices afterwards.
+func withTwoDevicesSharing(
+    _ note: Note, _ body: (Device, Device, Note) async throws -> Void
+) async throws {
+    try await withServer { server in
+        let a = try await Device.make("A", server: server.url)
+        let b = try await Device.make("B", server: server.url)
+        try await a.write { try $0.insert(note) }
+        try await a.sync()
+        try await b.sync()
+        try await body(a, b, note)
+        await a.close()
+        await b.close()
     }
 }

@@ -1,4 +1,5 @@
 @testable import CloudStore
+import CloudStoreTesting
 import Foundation
 import Testing
 
@@ -167,7 +168,7 @@ struct MirroringConvergenceTests {
     @Test func aDeviceCreatedAfterAThousandChangesBootstrapsToTheSameState() async throws {
         try await withServer { server in
             let a = try await Device.make("A", server: server.url)
-            var random = SeededRandom(seed: 7)
+            var random = SeededRandomNumberGenerator(seed: 7)
             var live: [UUID] = []
             let tags = (0..<5).map { Tag(name: "t\($0)") }
             try await a.write { context in for tag in tags { try context.insert(tag) } }
@@ -240,16 +241,7 @@ struct MirroringConvergenceTests {
     }
 }
 
-/// A small deterministic random generator (SplitMix64), so a failing run can be repeated.
-struct SeededRandom: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+extension SeededRandomNumberGenerator {
+    /// A number in `0..<bound`, the same for the same seed on every machine.
     mutating func next(upTo bound: Int) -> Int { Int(next() % UInt64(bound)) }
 }

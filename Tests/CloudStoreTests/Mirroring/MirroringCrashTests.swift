@@ -29,7 +29,7 @@ struct MirroringCrashTests {
     func runSeed(_ seed: UInt64, server: MirrorServer) async throws -> Bool {
         let container = "iCloud.crash.s\(seed)"
         let directory = try TemporaryDirectory()
-        var random = SeededRandom(seed: seed &+ 1000)
+        var random = SeededRandomNumberGenerator(seed: seed &+ 1000)
         // Another device has data the crashing one imports.
         let b = try await Device.make("B", server: server.url) { $0.server?.containerIdentifier = container }
         let bNotes = (0..<3).map { Note(title: "B-\(seed)-\($0)") }

@@ -80,7 +80,7 @@ struct ConvergenceRun {
     let seed: UInt64
     let server: RestartableServer
     let container: String
-    var random: SeededRandom
+    var random: SeededRandomNumberGenerator
     var operations = 0, syncs = 0, failedSyncs = 0, faults = 0, partitions = 0, crashes = 0, serverRestarts = 0
     var conflictsLogged = 0, lost = 0, duplicated = 0
 
@@ -98,7 +98,7 @@ struct ConvergenceRun {
         self.seed = seed
         self.server = server
         self.container = "iCloud.convergence.s\(seed)"
-        self.random = SeededRandom(seed: seed &* 7919 &+ 17)
+        self.random = SeededRandomNumberGenerator(seed: seed &* 7919 &+ 17)
     }
 
     mutating func run() async throws {
