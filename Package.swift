@@ -131,6 +131,8 @@ let package = Package(
             name: "CloudStoreServerTests",
             dependencies: [
                 "CloudStoreServer", "CloudStoreTesting",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -1,5 +1,7 @@
 import CloudStoreWire
 import Foundation
+import GRDB
+import Logging
 import Testing
 
 @testable import CloudStoreServer
@@ -107,5 +109,20 @@ struct ServerUnitsTests {
         #expect(tokens.user(for: "alph") == nil)
         #expect(tokens.user(for: "alphaa") == nil)
         #expect(tokens.user(for: "") == nil)
+    }
+
+    /// An acknowledged write survives a power loss: GRDB's `DatabasePool` sets `synchronous =
+    /// NORMAL` on its writer when it turns WAL on, so the storage sets `FULL` again; read back from
+    /// the writer and a reader of a container's file.
+    @Test func sqliteStorage_synchronousIsFullOnTheWriterAndTheReaders() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cloudstore-sync-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let storage = SQLiteStorage(directory: directory, logger: Logger(label: "test"))
+        let pool = try storage.pool("iCloud.durability")
+        let writer = try pool.writeWithoutTransaction { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") }
+        let reader = try pool.read { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") }
+        #expect(writer == 2 && reader == 2, "writer \(writer ?? -1), reader \(reader ?? -1)")
+        try pool.close()
     }
 }

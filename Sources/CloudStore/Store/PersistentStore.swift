@@ -64,6 +64,7 @@ public final class PersistentStore: Sendable {
             try FileManager.default.createDirectory(
                 at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
             pool = try DatabasePool(path: path, configuration: Self.databaseConfiguration(configuration, logger: logger))
+            try Self.applySynchronous(configuration.synchronous, toWriterOf: pool)
             storeIdentifier = try opening.prepare(pool, layout: layout, logger: logger)
         } catch {
             throw StoreError.wrapping(error, path: path, while: "opening the store")
@@ -263,6 +264,16 @@ public final class PersistentStore: Sendable {
             return StoreError(.closed, "the store at \(path) is closed; open a new PersistentStore to use it")
         }
         return StoreError.wrapping(error, path: path, while: doing)
+    }
+
+    /// Sets `synchronous` on the writer connection again: GRDB's `DatabasePool` runs `PRAGMA
+    /// synchronous = NORMAL` when it turns WAL on, after `prepareDatabase` ran, so the setting of
+    /// ``databaseConfiguration(_:logger:)`` holds on the readers only. The writer is the
+    /// connection whose commits it governs.
+    static func applySynchronous(_ synchronous: Configuration.Synchronous, toWriterOf pool: DatabasePool) throws {
+        try pool.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA synchronous = \(synchronous.rawValue)")
+        }
     }
 
     /// The GRDB configuration of the store's connections.

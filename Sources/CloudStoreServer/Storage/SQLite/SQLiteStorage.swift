@@ -46,6 +46,9 @@ final class SQLiteStorage: ServerStorage {
             }
             let path = directory.appendingPathComponent("\(container).sqlite").path
             let pool = try DatabasePool(path: path, configuration: configuration)
+            // GRDB sets `synchronous = NORMAL` on the writer when it turns WAL on, after
+            // `prepareDatabase`: set it again, on the connection whose commits it governs.
+            try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
             try Self.migrator.migrate(pool)
             logger.notice("container opened", metadata: ["container": "\(container)", "path": "\(path)"])
             pools[container] = pool
