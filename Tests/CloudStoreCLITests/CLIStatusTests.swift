@@ -5,23 +5,23 @@ import Testing
 /// `cloudstore status --store PATH [--schema FILE] [--json]`.
 @Suite("cloudstore status")
 struct CLIStatusTests {
-    @Test func localStore_hasNeverSyncedAndCountsItsTransactions() async throws {
+    @Test func localStore_hasNeverSynced() async throws {
         try await withTemporaryDirectory { directory in
             let (url, _, _) = try StoreFixtures.notesStore(in: directory)
             let result = await cloudstore("status", "--store", url.path)
             #expect(result.status == 0, "\(result.standardError)")
             #expect(
                 result.outputLines == [
-                    "store                    \(url.path) (schema \"Notes\" version 2)",
-                    "mirroring                no (never synced)",
-                    "signed out               no",
-                    "pending uploads          0",
-                    "unexported transactions  3",
-                    "server token             none",
-                    "last import              never",
-                    "last export              never",
-                    "last error               none",
-                    "conflicts logged         0",
+                    "store             \(url.path) (schema \"Notes\" version 2)",
+                    "mirroring         no (never synced)",
+                    "signed out        no",
+                    "pending uploads   0",
+                    "refused uploads   0",
+                    "server token      none",
+                    "last import       never",
+                    "last export       never",
+                    "last error        none",
+                    "conflicts logged  0",
                 ])
         }
     }
@@ -32,11 +32,11 @@ struct CLIStatusTests {
             let result = await cloudstore("status", "--store", b.path, "--schema", Fixtures.notesSchema)
             #expect(result.status == 0, "\(result.standardError)")
             let text = result.standardOutput
-            #expect(text.contains("mirroring                yes, user _alice\n"), "\(text)")
-            #expect(text.contains("conflicts logged         1\n"))
-            #expect(text.contains("pending uploads          0\n"))
-            #expect(!text.contains("server token             none"))
-            #expect(!text.contains("last import              never"))
+            #expect(text.contains("mirroring         yes, user _alice\n"), "\(text)")
+            #expect(text.contains("conflicts logged  1\n"))
+            #expect(text.contains("pending uploads   0\n"))
+            #expect(!text.contains("server token      none"))
+            #expect(!text.contains("last import       never"))
 
             let json = await cloudstore("status", "--store", b.path, "--json")
             let object = try #require(try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [String: Any])

@@ -78,10 +78,12 @@ extension PersistentCloudContainer {
         public var user: String?
         /// True after the server rejected the credentials; local data and pending changes are kept.
         public var isSignedOut: Bool
-        /// Records waiting to be uploaded (objects and links).
+        /// Records waiting to be uploaded (objects and links), not counting refused ones.
         public var pendingUploads: Int
-        /// Local history transactions not yet folded into pending uploads.
-        public var unexportedTransactions: Int
+        /// Uploads the server refused for good (too large, say); they stay local until the app
+        /// changes those objects again. ``PersistentCloudContainer/waitUntilSynced(timeout:)``
+        /// throws ``ContainerError/uploadsRefused(_:)`` naming them.
+        public var refusedUploads: Int
         /// The server's database token this device has fetched up to.
         public var serverChangeToken: String?
         public var lastImport: Date?
@@ -92,6 +94,6 @@ extension PersistentCloudContainer {
 
         /// Whether this device has nothing left to upload (it says nothing about the server having
         /// newer changes: ``PersistentCloudContainer/waitUntilSynced(timeout:)`` checks both).
-        public var hasNothingToUpload: Bool { pendingUploads == 0 && unexportedTransactions == 0 }
+        public var hasNothingToUpload: Bool { pendingUploads == 0 }
     }
 }

@@ -1,15 +1,14 @@
 import CloudStoreLogging
 import CloudStoreSync
 import Foundation
-import GRDB
 import Logging
 
 /// A local store that mirrors itself through a cloud server to every other device of the same user,
 /// as `NSPersistentCloudKitContainer` does on Apple platforms.
 ///
-/// Save through ``store`` as usual; the container exports each save's history to the server and
-/// imports what other devices saved, resolving conflicts field by field and logging every value that
-/// loses. Imports are written with the author `cloudstore.import`, so an app observing history sees
+/// Save through ``store`` as usual: each save records what it must upload in its own transaction,
+/// the container uploads it and imports what other devices saved, resolving conflicts field by
+/// field and logging every value that loses. Imports are written with the author `cloudstore.import`, so an app observing history sees
 /// them and can refresh only what changed.
 ///
 /// ```swift
@@ -92,13 +91,7 @@ public final class PersistentCloudContainer: Sendable {
     }
 
     private static func storedDeviceID(_ store: PersistentStore) async throws -> String {
-        try await store.write(author: MirrorAuthor.import) { context in
-            try MirrorMetadata.create(context.db)
-            if let id = try context.db.mirrorState(.deviceID, as: String.self) { return id }
-            let id = UUID().uuidString
-            try context.db.setMirrorState(.deviceID, encoding: id)
-            return id
-        }
+        try await store.write(author: MirrorAuthor.import) { context in try MirrorMetadata.deviceID(context.db) }
     }
 
     /// A stream of mirroring events: each setup, import and export when it starts and when it ends.
@@ -139,33 +132,7 @@ public final class PersistentCloudContainer: Sendable {
 
     /// Where mirroring of a store stands, read from the store file (the CLI's `status`).
     public static func status(of store: PersistentStore) throws -> SyncStatus {
-        try store.read { context in
-            let db = context.db
-            guard try MirrorMetadata.exists(db) else {
-                return SyncStatus(
-                    isMirroring: false, user: nil, isSignedOut: false, pendingUploads: 0,
-                    unexportedTransactions: try Int.fetchOne(db, sql: "SELECT count(*) FROM cloudstore_history_transaction") ?? 0,
-                    serverChangeToken: nil, lastImport: nil, lastExport: nil, lastError: nil, conflictCount: 0)
-            }
-            let engine = try db.mirrorState(.engineState, as: SyncEngine.State.Serialization.self)
-            let through = try db.mirrorState(.exportedThrough, as: HistoryToken.self)
-            let unexported = try Int.fetchOne(
-                db,
-                sql: "SELECT count(*) FROM cloudstore_history_transaction WHERE token > ? AND (author IS NULL OR author != ?)",
-                arguments: [through?.transactionNumber ?? 0, MirrorAuthor.import]) ?? 0
-            let lastError = try db.mirrorState(.lastError, as: String.self).map { message in
-                SyncFailure(message: message, date: (try? db.mirrorState(.lastErrorDate, as: Date.self)) ?? Date())
-            }
-            return SyncStatus(
-                isMirroring: try db.mirrorState(.engineState) != nil,
-                user: try db.mirrorState(.userRecordName, as: String.self) ?? engine?.user,
-                isSignedOut: try db.mirrorState(.accountStatus, as: String.self) == "signedOut",
-                pendingUploads: try db.pendingRecordCount(), unexportedTransactions: unexported,
-                serverChangeToken: engine?.databaseSyncToken,
-                lastImport: try db.mirrorState(.lastImport, as: Date.self),
-                lastExport: try db.mirrorState(.lastExport, as: Date.self), lastError: lastError,
-                conflictCount: try Int.fetchOne(db, sql: "SELECT count(*) FROM cloudstore_mirror_conflict") ?? 0)
-        }
+        try store.read { context in try MirrorMetadata.status(context.db) }
     }
 
     /// The conflict log: every value that lost a conflict, oldest first, after a sequence number.
@@ -202,43 +169,5 @@ public final class PersistentCloudContainer: Sendable {
         await mirror.stop()
         hub.finish()
         try store.close()
-    }
-}
-
-extension Schema {
-    /// The record types of the mirrored entities, as the server's schema endpoints take them: a field
-    /// per attribute and to-one relationship, and the link record type for many-to-many relationships.
-    public var cloudSchema: CloudSchema {
-        var recordTypes = mirroredEntities.map { entity in
-            CloudSchema.RecordType(
-                name: entity.name,
-                fields: entity.attributes.map { CloudSchema.Field(name: $0.name, type: $0.type.fieldType, queryable: true) }
-                    + entity.toOneRelationships.map { CloudSchema.Field(name: $0.name, type: .reference, queryable: true) }
-                    + [CloudSchema.Field(name: EditTimes.field, type: .string, queryable: false)])
-        }
-        if mirroredEntities.contains(where: { !LinkRecords.sides(of: $0, in: self).isEmpty }) {
-            recordTypes.append(
-                CloudSchema.RecordType(
-                    name: LinkRecords.recordType,
-                    fields: [
-                        CloudSchema.Field(name: "relationship", type: .string, queryable: true),
-                        CloudSchema.Field(name: "source", type: .reference, queryable: true),
-                        CloudSchema.Field(name: "target", type: .reference, queryable: true),
-                    ]))
-        }
-        return CloudSchema(recordTypes: recordTypes)
-    }
-}
-
-extension AttributeType {
-    /// The record field type an attribute travels as.
-    public var fieldType: FieldType {
-        switch self {
-        case .string, .uuid, .url, .decimal, .json: .string
-        case .int64, .bool: .int64
-        case .double: .double
-        case .date: .timestamp
-        case .data: .bytes
-        }
     }
 }

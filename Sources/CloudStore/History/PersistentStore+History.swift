@@ -150,8 +150,8 @@ extension PersistentStore {
 
     /// Writes the unit of work's history transaction, if it changed anything.
     /// Returns its token, how many changes it has, and the changes themselves when they will be logged.
-    func recordHistory(_ context: WriteContext, db: Database) throws -> (HistoryToken?, Int, [HistoryChange]) {
-        guard context.recordsHistory, !context.recorder.isEmpty else { return (nil, 0, []) }
+    func recordHistory(_ context: WriteContext, db: Database, date: Date) throws -> (HistoryToken?, Int, [HistoryChange]) {
+        guard configuration.recordsHistory, !context.recorder.isEmpty else { return (nil, 0, []) }
         let changes = context.recorder.recordedChanges
         let blob = HistoryEncoding.encode(changes) { layout.table(at: $0).name }
         let entities = Set(changes.map(\.entity)).sorted().map { layout.table(at: $0).name }
@@ -162,7 +162,7 @@ extension PersistentStore {
         let statement = try db.prepared(sql)
         try db.bind(
             [
-                .int64(configuration.now().millisecondsSince1970), context.author.map(AttributeValue.string) ?? .null,
+                .int64(date.millisecondsSince1970), context.author.map(AttributeValue.string) ?? .null,
                 context.contextName.map(AttributeValue.string) ?? .null,
                 .string(try AttributeValue.canonicalJSON(entities)), .int64(Int64(changes.count)),
             ], to: statement, sql: sql)

@@ -4,155 +4,190 @@ import GRDB
 
 /// How a refused save ended, for the caller to act on what a transaction cannot.
 enum SaveFailureOutcome: Equatable {
-    /// Resolved here (merged, re-queued, or given up with the error recorded).
+    /// Resolved here (merged, re-queued, or refused for good and recorded as such).
     case handled
     /// The zone is gone: recreate it and upload everything.
     case zoneMissing
-    /// Refused for good; the change stays pending locally until the app changes the object again.
-    case failed(ServerError)
 }
 
 extension MirrorTransaction {
-    /// The server saved a record: remember its new tag and values, and keep pending only what
-    /// changed here after the record was built.
-    func acknowledgeSave(of saved: Record, sent: PendingExport?) throws {
-        guard var row = try db.mirroredRecord(saved.recordName) else { return }
-        row.changeTag = saved.recordChangeTag
-        if row.link == nil, let entity = schema.entity(named: row.entityName) {
-            row.ancestor = (row.ancestor ?? [:]).merging(try serverValues(of: saved, entity)) { _, new in new }
-            if let edited = saved.fields[EditTimes.field] { row.unknownFields[EditTimes.field] = edited }
+    /// Settles one batch the server answered: acknowledged saves and deletes, refused ones, and the
+    /// engine's state after it, all in this transaction. Returns whether the zone is missing.
+    func acknowledge(_ sent: SyncEngine.Event.SentRecordZoneChanges, uploads: [String: SentUpload]) throws -> Bool {
+        var zoneMissing = false
+        for record in sent.savedRecords {
+            try acknowledgeSave(of: record, sent: uploads[record.recordName])
         }
-        row.pending = Self.remaining(row.pending, after: sent)
-        try store(row)
+        for recordID in sent.deletedRecordIDs {
+            try acknowledgeDelete(of: recordID)
+        }
+        for (recordID, error) in sent.failedRecordDeletes {
+            switch error.serverErrorCode {
+            case .notFound: try acknowledgeDelete(of: recordID)
+            case .zoneNotFound: zoneMissing = true
+            default: try refuse(recordID.recordName, error)
+            }
+        }
+        for failure in sent.failedRecordSaves {
+            let outcome = try resolveFailedSave(failure.record, error: failure.error)
+            if outcome == .zoneMissing { zoneMissing = true }
+        }
+        try logOrphans()
+        try saveEngineState(sent.stateSerialization)
+        return zoneMissing
+    }
+
+    /// The server saved a record and answered with its copy: remember its tag, take what other
+    /// devices changed (``ConflictResolution/acknowledgedUpload(_:sent:stillPending:of:)``), and
+    /// keep pending only what changed here after the upload was sent.
+    func acknowledgeSave(of saved: Record, sent: SentUpload?) throws {
+        guard var row = try db.recordMetadata(saved.recordName) else { return }
+        row.serverHas(saved.recordChangeTag)
         counts.saved += 1
+        let unchangedSinceSent = sent != nil && sent?.revision == row.uploadRevision
+        guard row.link == nil, let entity = schema.entity(named: row.entityName), let id = UUID(uuidString: row.recordName)
+        else {
+            if unchangedSinceSent { try setPendingUpload(nil, of: &row) }
+            try save(row)
+            return
+        }
+        let serverValues = try serverValues(of: saved, entity)
+        let ancestor = row.ancestor
+        row.ancestor = (ancestor ?? [:]).merging(serverValues) { _, new in new }
+        if let edited = saved.fields[EditTimes.field] { row.unknownFields[EditTimes.field] = edited }
+        // Deleted here after the upload was sent: the pending delete goes up next.
+        if case .save(_, let changes)? = row.pendingUpload, let snapshot = try context.fetchSnapshot(entityName: entity.name, id: id) {
+            let local = recordValues(snapshot, entity)
+            let stillPending = unchangedSinceSent ? [:] : changes.filter { entity.recordKeys.contains($0.key) }
+            let outcome = resolution.acknowledgedUpload(
+                ConflictResolution.Fields(
+                    local: local, localChanges: [:], ancestor: ancestor, server: serverValues,
+                    serverChanges: EditTimes.parse(saved.fields[EditTimes.field]), serverModified: saved.modified?.timestamp),
+                sent: sent?.values ?? serverValues, stillPending: stillPending,
+                of: ConflictResolution.Object(entityName: entity.name, id: id))
+            if outcome.merged.contains(where: { (local[$0.key] ?? .null) != $0.value }) {
+                try apply(outcome.merged, to: entity, id: id)
+            }
+            try log(outcome.conflicts)
+            try setPendingUpload(
+                outcome.keysToUpload.isEmpty
+                    ? nil
+                    : .save(full: false, keys: Dictionary(uniqueKeysWithValues: outcome.keysToUpload.map { ($0, stillPending[$0] ?? now) })),
+                of: &row)
+        }
+        try save(row)
     }
 
     /// The server deleted a record.
     func acknowledgeDelete(of recordID: RecordID) throws {
-        guard var row = try db.mirroredRecord(recordID.recordName) else { return }
-        guard row.pending == .delete else {
+        guard var row = try db.recordMetadata(recordID.recordName) else { return }
+        guard row.pendingUpload == .delete else {
             // Re-created here after the delete was sent: upload it whole as a new record.
-            row.changeTag = nil
-            row.ancestor = nil
-            try store(row)
+            row.forgetServerVersion()
+            try save(row)
             return
         }
         try forget(recordID.recordName)
         counts.deleted += 1
     }
 
-    /// What is still to upload once `sent` was acknowledged.
-    static func remaining(_ pending: PendingExport?, after sent: PendingExport?) -> PendingExport? {
-        guard let pending, let sent else { return pending }
-        guard case .save(let full, let keys) = pending, case .save(let sentFull, let sentKeys) = sent else {
-            return pending
-        }
-        let unsent = keys.filter { key, date in
-            guard let sentDate = sentKeys[key] else { return !sentFull }
-            return date > sentDate
-        }
-        let stillFull = full && !sentFull
-        return unsent.isEmpty && !stillFull ? nil : .save(full: stillFull, keys: unsent)
+    /// The server refused an upload for good: it stays pending locally, not sent again until the
+    /// app changes the object.
+    private func refuse(_ recordName: String, _ error: ServerError) throws {
+        guard var row = try db.recordMetadata(recordName) else { return }
+        row.refusal = error
+        try save(row)
+        refused[recordName] = error
+        counts.failed += 1
     }
 
-    /// The server refused a save for good: merge a conflict, apply the policy to a record that is
-    /// gone, or record the failure.
-    func resolveFailedSave(_ record: Record, error: ServerError, sent: PendingExport?) throws -> SaveFailureOutcome {
-        guard var row = try db.mirroredRecord(record.recordName) else { return .handled }
+    /// The server refused a save: merge a conflict, decide an edit against a deletion, or record
+    /// the refusal.
+    func resolveFailedSave(_ record: Record, error: ServerError) throws -> SaveFailureOutcome {
+        guard var row = try db.recordMetadata(record.recordName) else { return .handled }
         switch error.serverErrorCode {
         case .conflict, .exists:
             guard let server = error.serverRecord, !server.deleted else {
                 // No server copy to merge with: upload again as a new record.
                 row.changeTag = nil
-                try store(row)
+                try save(row)
                 return .handled
             }
             if row.link != nil {
                 // Both devices added the same link: it is on the server, which is all that matters.
-                row.changeTag = server.recordChangeTag
-                row.pending = Self.remaining(row.pending, after: sent)
-                try store(row)
+                row.serverHas(server.recordChangeTag)
+                if row.pendingUpload != .delete { try setPendingUpload(nil, of: &row) }
+                try save(row)
                 counts.saved += 1
                 return .handled
             }
             try merge(server, into: &row)
-            try store(row)
-            return .handled
+            try save(row)
         case .zoneNotFound:
             return .zoneMissing
         case .notFound:
             try applyServerDeletion(of: &row)
-            return .handled
         default:
-            counts.failed += 1
-            return .failed(error)
+            try refuse(record.recordName, error)
         }
+        return .handled
     }
 
     /// Merges the server's copy of an object into the local one, field by field against the
-    /// ancestor, logging every value that loses; the fields this device's value won are uploaded.
-    func merge(_ server: Record, into row: inout MirroredRecord) throws {
+    /// ancestor (``ConflictResolution/editAgainstEdit(_:of:)``), logging every value that loses;
+    /// the fields this device's value won stay pending.
+    func merge(_ server: Record, into row: inout RecordMetadata) throws {
         guard let entity = schema.entity(named: row.entityName), let id = UUID(uuidString: row.recordName) else { return }
         let content = try schema.content(of: server)
         let serverValues = recordValues(content.snapshot, entity)
-        row.changeTag = server.recordChangeTag
+        row.serverHas(server.recordChangeTag)
         row.unknownFields = content.unknownFields
-        if let deviceID, server.modified?.deviceID == deviceID {
-            // The server's version is this device's own upload whose answer was lost: a save is
-            // conditional on the version this device last saw, so nothing in it is another
-            // device's edit, and this device's later edits are not in conflict with it.
-            row.ancestor = serverValues
-        }
-        defer { row.ancestor = serverValues }
-        guard let local = try context.fetchSnapshot(entityName: entity.name, id: id) else {
+        let ancestor = ConflictResolution.ancestor(
+            row.ancestor, server: serverValues, writtenBy: server.modified?.deviceID, thisDevice: deviceID)
+        row.ancestor = serverValues
+        guard case .save? = row.pendingUpload, let local = try context.fetchSnapshot(entityName: entity.name, id: id) else {
             // Deleted here meanwhile: the pending delete goes up with the new tag.
             return
         }
-        let localChanges = row.pending?.changeDates.filter { entity.recordKeys.contains($0.key) } ?? [:]
-        let outcome = FieldMerge(
-            local: recordValues(local, entity), localChanges: localChanges, ancestor: row.ancestor,
-            server: serverValues, serverChanges: EditTimes.parse(server.fields[EditTimes.field]),
-            serverModified: server.modified?.timestamp
-        ).resolve(entityName: entity.name, objectID: id, policy: policy, now: now)
+        let localChanges = row.pendingUpload?.changeDates.filter { entity.recordKeys.contains($0.key) } ?? [:]
+        let outcome = resolution.editAgainstEdit(
+            ConflictResolution.Fields(
+                local: recordValues(local, entity), localChanges: localChanges, ancestor: ancestor, server: serverValues,
+                serverChanges: EditTimes.parse(server.fields[EditTimes.field]), serverModified: server.modified?.timestamp),
+            of: ConflictResolution.Object(entityName: entity.name, id: id))
         try apply(outcome.merged, to: entity, id: id)
         try log(outcome.conflicts)
-        row.pending =
+        try setPendingUpload(
             outcome.keysToUpload.isEmpty
-            ? nil : .save(full: false, keys: Dictionary(uniqueKeysWithValues: outcome.keysToUpload.map { ($0, localChanges[$0] ?? now) }))
+                ? nil : .save(full: false, keys: Dictionary(uniqueKeysWithValues: outcome.keysToUpload.map { ($0, localChanges[$0] ?? now) })),
+            of: &row)
     }
 
-    /// The server no longer has an object this device changed: with `localWins` it is uploaded again
-    /// as a new record; otherwise the deletion wins, and the local changes are logged as lost.
-    func applyServerDeletion(of row: inout MirroredRecord) throws {
+    /// The server no longer has an object this device changed
+    /// (``ConflictResolution/editAgainstDeletion(of:pendingKeys:local:)``): uploaded again as a new
+    /// record, or deleted here with the local changes logged as lost.
+    func applyServerDeletion(of row: inout RecordMetadata) throws {
         guard let entity = schema.entity(named: row.entityName), let id = UUID(uuidString: row.recordName) else {
             try forget(row.recordName)
             return
         }
         let local = try context.fetchSnapshot(entityName: entity.name, id: id)
-        if case .localWins = policy, local != nil {
-            row.changeTag = nil
-            row.ancestor = nil
-            row.pending = .save(full: true, keys: Dictionary(uniqueKeysWithValues: entity.recordKeys.map { ($0, now) }))
-            try store(row)
-            try log([
-                ConflictRecord(
-                    date: now, entityName: entity.name, objectID: id, property: "*", losingSide: .server,
-                    losingValue: .null, winningValue: .null, policy: policy.name)
-            ])
+        let pendingKeys = Set(row.pendingUpload?.changeDates.keys.filter { entity.recordKeys.contains($0) } ?? [])
+        let (winner, conflicts) = resolution.editAgainstDeletion(
+            of: ConflictResolution.Object(entityName: entity.name, id: id), pendingKeys: pendingKeys,
+            local: local.map { recordValues($0, entity) })
+        try log(conflicts)
+        if winner == .local {
+            row.forgetServerVersion()
+            try setPendingUpload(.save(full: true, keys: Dictionary(uniqueKeysWithValues: entity.recordKeys.map { ($0, now) })), of: &row)
+            try save(row)
             return
         }
-        if let local {
-            let lost = row.pending?.changeDates.keys.filter { entity.recordKeys.contains($0) }.sorted() ?? []
-            try log(
-                lost.map { key in
-                    ConflictRecord(
-                        date: now, entityName: entity.name, objectID: id, property: key, losingSide: .local,
-                        losingValue: local.values[key] ?? .null, winningValue: .null, policy: policy.name)
-                })
+        if local != nil {
             try deleteImported(entityName: entity.name, id: id)
             counts.deleted += 1
         }
-        try db.removePendingReferences(of: entity.name, id: id)
+        try db.removeUnresolvedReferences(of: entity.name, id: id)
         try forget(row.recordName)
     }
 

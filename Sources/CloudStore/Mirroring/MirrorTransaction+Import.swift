@@ -32,83 +32,88 @@ extension MirrorTransaction {
             try keepForeign(record)
             return
         }
-        var row = try db.mirroredRecord(record.recordName)
-            ?? MirroredRecord(recordName: record.recordName, entityName: entity.name)
+        var row = try db.recordMetadata(record.recordName)
+            ?? RecordMetadata(recordName: record.recordName, entityName: entity.name)
         // The version this device already has (its own upload coming back, say).
         if row.changeTag != nil, row.changeTag == record.recordChangeTag { return }
         let id = content.snapshot.id
         let serverValues = recordValues(content.snapshot, entity)
-        switch row.pending {
-        case .save:
+        switch row.pendingUpload {
+        case .save?:
             if try context.exists(entityName: entity.name, id: id) {
                 try merge(record, into: &row)
             } else {
                 try apply(serverValues, to: entity, id: id)
-                row.pending = nil
+                try setPendingUpload(nil, of: &row)
             }
-        case .delete:
-            if case .localWins = policy {
-                try log([
-                    ConflictRecord(
-                        date: now, entityName: entity.name, objectID: id, property: "*", losingSide: .server,
-                        losingValue: .null, winningValue: .null, policy: policy.name)
-                ])
-            } else {
+        case .delete?:
+            let (winner, conflicts) = resolution.deletionAgainstEdit(of: ConflictResolution.Object(entityName: entity.name, id: id))
+            try log(conflicts)
+            if winner == .server {
                 // The server's edit wins over this device's delete: the object comes back.
                 try apply(serverValues, to: entity, id: id)
-                row.pending = nil
-                try log([
-                    ConflictRecord(
-                        date: now, entityName: entity.name, objectID: id, property: "*", losingSide: .local,
-                        losingValue: .null, winningValue: .null, policy: policy.name)
-                ])
+                try setPendingUpload(nil, of: &row)
             }
         case nil:
             try apply(serverValues, to: entity, id: id)
         }
-        row.changeTag = record.recordChangeTag
+        row.serverHas(record.recordChangeTag)
         row.ancestor = serverValues
         row.unknownFields = content.unknownFields
-        try store(row)
+        try save(row)
         counts.saved += 1
     }
 
     private func applyLink(_ record: Record) throws {
-        guard let ends = LinkRecords.ends(of: record), LinkRecords.canonical(ends.relationship, in: schema) != nil else {
+        guard let ends = LinkRecords.ends(of: record), let (entity, relationship) = LinkRecords.canonical(ends.relationship, in: schema)
+        else {
             try keepForeign(record)
             return
         }
-        var row = try db.mirroredRecord(record.recordName)
-            ?? MirroredRecord(recordName: record.recordName, entityName: LinkRecords.recordType, link: ends)
-        row.changeTag = record.recordChangeTag
-        if row.pending == .delete, case .localWins = policy {
-            try store(row)
-            return
+        var row = try db.recordMetadata(record.recordName)
+            ?? RecordMetadata(recordName: record.recordName, entityName: LinkRecords.recordType, link: ends)
+        row.serverHas(record.recordChangeTag)
+        if row.pendingUpload == .delete {
+            let (winner, conflicts) = resolution.linkDeletionAgainstSave(link(ends, entity, relationship))
+            try log(conflicts)
+            if winner == .local {
+                try save(row)
+                return
+            }
         }
-        row.pending = nil
-        try store(row)
+        try setPendingUpload(nil, of: &row)
+        try save(row)
         try applyLocally(ends)
         counts.saved += 1
+    }
+
+    private func link(_ ends: LinkEnds, _ entity: EntityDescription, _ relationship: RelationshipDescription) -> ConflictResolution.Link {
+        ConflictResolution.Link(entityName: entity.name, relationship: relationship.name, source: ends.source, target: ends.target)
     }
 
     /// Applies a tombstone.
     private func applyDeletion(_ recordID: RecordID, recordType: String?) throws {
         let name = recordID.recordName
-        let row = try db.mirroredRecord(name)
+        let row = try db.recordMetadata(name)
+        try db.execute(sql: "DELETE FROM cloudstore_mirror_foreign_record WHERE record_name = ?", arguments: [name])
         if let ends = row?.link ?? (recordType == LinkRecords.recordType ? LinkRecords.ends(recordName: name) : nil) {
-            if var row, case .save? = row.pending, case .localWins = policy {
-                row.changeTag = nil
-                try store(row)
-                return
+            if var row, case .save? = row.pendingUpload, let (entity, relationship) = LinkRecords.canonical(ends.relationship, in: schema) {
+                let (winner, conflicts) = resolution.linkAgainstDeletion(link(ends, entity, relationship))
+                try log(conflicts)
+                if winner == .local {
+                    row.forgetServerVersion()
+                    try save(row)
+                    return
+                }
             }
             try removeLocally(ends)
             try forget(name)
-            try db.execute(sql: "DELETE FROM cloudstore_mirror_foreign_record WHERE record_name = ?", arguments: [name])
             counts.deleted += 1
             return
         }
-        try db.execute(sql: "DELETE FROM cloudstore_mirror_foreign_record WHERE record_name = ?", arguments: [name])
         guard let id = UUID(uuidString: name) else { return }
+        // References that wait for this object wait for nothing now.
+        _ = try db.takeUnresolvedReferences(to: id)
         guard var row else {
             // Never mirrored here; delete the object if this device has it anyway.
             for entity in schema.mirroredEntities where recordType == nil || recordType == entity.name {
@@ -120,14 +125,14 @@ extension MirrorTransaction {
             }
             return
         }
-        if case .save? = row.pending {
+        if case .save? = row.pendingUpload {
             try applyServerDeletion(of: &row)
             return
         }
         if try context.exists(entityName: row.entityName, id: id) {
             try deleteImported(entityName: row.entityName, id: id)
         }
-        try db.removePendingReferences(of: row.entityName, id: id)
+        try db.removeUnresolvedReferences(of: row.entityName, id: id)
         try forget(name)
         counts.deleted += 1
     }
@@ -141,9 +146,9 @@ extension MirrorTransaction {
             guard let value = values[relationship.name] else { continue }
             if case .uuid(let target) = value, try !context.exists(entityName: relationship.destination, id: target) {
                 values[relationship.name] = .null
-                try db.addPendingReference(entity: entity.name, id: id, relationship: relationship.name, target: target)
+                try db.addUnresolvedReference(entity: entity.name, id: id, relationship: relationship.name, target: target)
             } else {
-                try db.removePendingReferences(of: entity.name, id: id, relationship: relationship.name)
+                try db.removeUnresolvedReferences(of: entity.name, id: id, relationship: relationship.name)
             }
         }
         let snapshot = EntitySnapshot(entityName: entity.name, id: id, values: values)
@@ -152,10 +157,10 @@ extension MirrorTransaction {
             return
         }
         try context.insert(snapshot)
-        for waiting in try db.takePendingReferences(to: id) where try context.exists(entityName: waiting.entity, id: waiting.id) {
+        for waiting in try db.takeUnresolvedReferences(to: id) where try context.exists(entityName: waiting.entity, id: waiting.id) {
             try context.update(EntitySnapshot(entityName: waiting.entity, id: waiting.id, values: [waiting.relationship: .uuid(id)]))
         }
-        for link in try db.mirroredLinks(of: id) where link.pending != .delete {
+        for link in try db.linkMetadata(of: id) where link.pendingUpload != .delete {
             if let ends = link.link { try applyLocally(ends) }
         }
     }
@@ -182,18 +187,16 @@ extension MirrorTransaction {
             sql: "INSERT OR REPLACE INTO cloudstore_mirror_foreign_record (record_name, record) VALUES (?, ?)",
             arguments: [record.recordName, try MirrorMetadata.encode(record)])
     }
-
-    // MARK: Edits lost to cascades
 }
 
 extension MirrorTransaction {
     /// Removes this device's copy of a record the server no longer has.
-    func removeLocalCopy(of row: MirroredRecord) throws {
+    func removeLocalCopy(of row: RecordMetadata) throws {
         if let ends = row.link {
             try removeLocally(ends)
         } else if let id = UUID(uuidString: row.recordName), try context.exists(entityName: row.entityName, id: id) {
             try deleteImported(entityName: row.entityName, id: id)
-            try db.removePendingReferences(of: row.entityName, id: id)
+            try db.removeUnresolvedReferences(of: row.entityName, id: id)
         }
         try forget(row.recordName)
         counts.deleted += 1
@@ -208,8 +211,8 @@ extension MirrorTransaction {
                 counts.deleted += 1
             }
         }
-        for row in try db.mirroredRecords(pendingOnly: false) { try forget(row.recordName) }
-        try db.execute(sql: "DELETE FROM cloudstore_mirror_pending_reference")
+        try db.execute(sql: "DELETE FROM cloudstore_record_metadata")
+        try db.execute(sql: "DELETE FROM cloudstore_mirror_unresolved_reference")
         try db.execute(sql: "DELETE FROM cloudstore_mirror_foreign_record")
     }
 }

@@ -1,77 +1,89 @@
 import CloudStoreSync
 import Foundation
 import GRDB
+import Logging
 
 /// Mirroring's work inside one store transaction: it reads and writes objects through the write
-/// context and its own metadata through the same connection, so rows, metadata and sync state
-/// commit together (DESIGN.md invariants 2 and 3).
+/// context and record metadata through the same connection, so objects, metadata, pending uploads
+/// and the sync engine's tokens commit together (invariants 2 and 3 of the design).
 ///
-/// Export and import share it: export folds local history into pending uploads and builds the
-/// records to send; import applies fetched records and tombstones. Changes it makes to objects are
-/// written with the author `cloudstore.import`, so they are never exported back.
+/// Every sync engine event is handled by one of these: an import applies fetched records and
+/// tombstones, an acknowledgement settles what the server saved or refused, a batch takes the next
+/// pending uploads. Changes it makes to objects are written with the author `cloudstore.import`,
+/// so they are never uploaded back; what it leaves pending, it records itself.
 final class MirrorTransaction {
     let context: WriteContext
     let schema: Schema
     let zoneID: ZoneID
-    let policy: ConflictPolicy
+    let resolution: ConflictResolution
     /// This device's ID as the server records it in `modified.deviceID`, when it mirrors.
     let deviceID: String?
-    let now: Date
-    /// What the sync engine must have pending for each record this transaction touched, handed to
-    /// it once the transaction committed.
-    private(set) var engineWork: [String: EngineWork] = [:]
+    let logger: Logger
     /// What the transaction did, for events and logs.
     var counts = MirrorCounts()
-    /// For each record this transaction touched, whether an upload of it was pending before the
-    /// transaction began (see ``mayBeOnServer(_:)``).
-    private var pendingBefore: [String: Bool] = [:]
+    /// Whether the transaction left uploads pending (the engine is told once it committed).
+    private(set) var hasPendingUploads = false
+    /// Uploads the server refused for good in this transaction, by record name.
+    var refused: [String: ServerError] = [:]
+    private var revision: Int64?
     /// Objects whose parent an import deleted without cascading (see ``deleteImported(entityName:id:)``).
     var orphans: [Orphan] = []
 
     var db: Database { context.db }
+    var policy: ConflictPolicy { resolution.policy }
+    var now: Date { resolution.now }
 
-    init(context: WriteContext, schema: Schema, zoneID: ZoneID, policy: ConflictPolicy, deviceID: String? = nil, now: Date) {
+    init(
+        context: WriteContext, schema: Schema, zoneID: ZoneID, policy: ConflictPolicy, deviceID: String? = nil,
+        now: Date, logger: Logger
+    ) {
         self.context = context
         self.schema = schema
         self.zoneID = zoneID
-        self.policy = policy
+        self.resolution = ConflictResolution(policy: policy, now: now)
         self.deviceID = deviceID
-        self.now = now
-    }
-
-    /// Whether the server may have the record: it does as far as this device knows, or an upload of
-    /// it was pending before this transaction and may have been applied with its answer lost (the
-    /// device was killed, say). Deleting such a record must reach the server; a record created and
-    /// deleted within one transaction never left the device.
-    func mayBeOnServer(_ row: MirroredRecord) -> Bool {
-        if row.isOnServer { return true }
-        if let pending = pendingBefore[row.recordName] { return pending }
-        pendingBefore[row.recordName] = row.pending != nil
-        return row.pending != nil
+        self.logger = logger
     }
 
     func recordID(_ recordName: String) -> RecordID {
         RecordID(recordName: recordName, zoneID: zoneID)
     }
 
-    /// Stores a metadata row and notes what the engine now has to do for the record.
-    func store(_ record: MirroredRecord) throws {
-        try db.save(record)
-        switch record.pending {
-        case .save?: engineWork[record.recordName] = .save
-        case .delete?: engineWork[record.recordName] = .delete
-        case nil: engineWork[record.recordName] = EngineWork.none
+    /// Stores a record's metadata.
+    func save(_ metadata: RecordMetadata) throws {
+        try db.save(metadata)
+        if metadata.pendingUpload != nil && metadata.refusal == nil { hasPendingUploads = true }
+    }
+
+    /// Sets what a record has pending, stamped with this transaction's upload revision.
+    func setPendingUpload(_ upload: PendingUpload?, of metadata: inout RecordMetadata) throws {
+        guard upload != metadata.pendingUpload else { return }
+        try metadata.setPendingUpload(upload) {
+            if let revision { return revision }
+            let next = try db.nextUploadRevision()
+            revision = next
+            return next
         }
     }
 
     /// Forgets a record: it is neither on the server nor to upload.
     func forget(_ recordName: String) throws {
-        try db.deleteMirroredRecord(recordName)
-        engineWork[recordName] = EngineWork.none
+        try db.deleteRecordMetadata(recordName)
     }
 
+    /// Writes conflicts to the log, one line each at debug level 3.
     func log(_ conflicts: [ConflictRecord]) throws {
-        for conflict in conflicts { try db.log(conflict) }
+        for conflict in conflicts {
+            try db.log(conflict)
+            logger.debug(
+                "conflict resolved",
+                metadata: [
+                    "entity": "\(conflict.entityName)", "record": "\(conflict.objectID.uuidString)",
+                    "keys": "\(conflict.property)", "policy": "\(conflict.policy)",
+                    "winner": "\(conflict.losingSide == .local ? "server" : "local")",
+                    "loser": "\(conflict.losingSide.rawValue)",
+                ])
+        }
         counts.conflicts += conflicts.count
     }
 
@@ -80,27 +92,9 @@ final class MirrorTransaction {
         let keys = entity.recordKeys
         return snapshot.values.filter { keys.contains($0.key) }
     }
-}
 
-/// What the sync engine must have pending for one record.
-enum EngineWork: Sendable {
-    case save, delete, none
-
-    /// The engine's pending changes to add and to remove for a record.
-    static func changes(
-        _ work: [String: EngineWork], zoneID: ZoneID
-    ) -> (add: [SyncEngine.PendingRecordZoneChange], remove: [SyncEngine.PendingRecordZoneChange]) {
-        var add: [SyncEngine.PendingRecordZoneChange] = []
-        var remove: [SyncEngine.PendingRecordZoneChange] = []
-        for (name, work) in work.sorted(by: { $0.key < $1.key }) {
-            let id = RecordID(recordName: name, zoneID: zoneID)
-            switch work {
-            case .save: add.append(.saveRecord(id))
-            case .delete: add.append(.deleteRecord(id))
-            case .none: remove += [.saveRecord(id), .deleteRecord(id)]
-            }
-        }
-        return (add, remove)
+    func saveEngineState(_ state: SyncEngine.State.Serialization) throws {
+        try db.setMirrorState(.engineState, encoding: state)
     }
 }
 
@@ -127,4 +121,9 @@ public struct MirrorCounts: Hashable, Sendable {
     }
 
     public var isEmpty: Bool { self == MirrorCounts() }
+}
+
+/// The author of every write mirroring makes to objects; its transactions are never uploaded.
+public enum MirrorAuthor {
+    public static let `import` = "cloudstore.import"
 }

@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import GRDBSQLite
 import Logging
+import Synchronization
 
 /// A store over one SQLite file: a table per entity of a schema, persistent history written in the
 /// same transaction as the rows, observation of committed transactions (from this process and
@@ -33,6 +34,8 @@ public final class PersistentStore: Sendable {
     /// Identifies this store file in history tokens.
     let storeIdentifier: UUID
     let monitor: CommitMonitor
+    /// What writes its bookkeeping in each unit of work's transaction (mirroring's pending uploads).
+    let observers = Mutex<[any UnitOfWorkObserver]>([])
 
     var path: String { url.path }
 
@@ -181,13 +184,16 @@ public final class PersistentStore: Sendable {
         _ db: Database, author: String?, contextName: String?, _ block: (WriteContext) throws -> T
     ) throws -> WriteOutcome<T> {
         try db.beginTransaction(.immediate)
+        let observers = observers.withLock { $0 }
         let context = WriteContext(
             db: db, layout: layout, author: author, contextName: contextName,
-            recordsHistory: configuration.recordsHistory)
+            tracksChanges: configuration.recordsHistory || !observers.isEmpty)
         do {
             let value = try block(context)
             if let failure = context.failure { throw failure }
-            let (token, count, changes) = try recordHistory(context, db: db)
+            let date = configuration.now()
+            try notifyObservers(observers, of: context, date: date)
+            let (token, count, changes) = try recordHistory(context, db: db, date: date)
             do {
                 try db.commit()
             } catch {

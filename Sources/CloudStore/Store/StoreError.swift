@@ -52,6 +52,9 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let historyTokenExpired = Code(rawValue: "historyTokenExpired")
         /// A history token that cannot be read.
         public static let invalidHistoryToken = Code(rawValue: "invalidHistoryToken")
+        /// A write to a mirrored store through a `PersistentStore` that does not mirror it: write
+        /// through the store of the `PersistentCloudContainer` instead, so the save is uploaded.
+        public static let mirroredStore = Code(rawValue: "mirroredStore")
         /// The store or query generation was closed.
         public static let closed = Code(rawValue: "closed")
         /// SQLite failed for another reason; the message carries SQLite's.

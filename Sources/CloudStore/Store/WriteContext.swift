@@ -34,7 +34,8 @@ public final class WriteContext: ReadContext {
     /// Which part of the app writes (`"editor"`); recorded in history.
     public let contextName: String?
 
-    let recordsHistory: Bool
+    /// Whether the unit of work collects its changes (for history, or for a unit-of-work observer).
+    let tracksChanges: Bool
     var recorder = HistoryRecorder()
     /// The first error that left the unit of work half-done.
     private(set) var failure: (any Error)?
@@ -52,10 +53,10 @@ public final class WriteContext: ReadContext {
         var target: UUID
     }
 
-    init(db: Database, layout: StoreLayout, author: String?, contextName: String?, recordsHistory: Bool) {
+    init(db: Database, layout: StoreLayout, author: String?, contextName: String?, tracksChanges: Bool) {
         self.author = author
         self.contextName = contextName
-        self.recordsHistory = recordsHistory
+        self.tracksChanges = tracksChanges
         super.init(db: db, layout: layout)
     }
 
@@ -166,15 +167,15 @@ public final class WriteContext: ReadContext {
     }
 
     func record(insert table: EntityTable, _ id: UUID) {
-        if recordsHistory { recorder.inserted(entity: table.position, id: id) }
+        if tracksChanges { recorder.inserted(entity: table.position, id: id) }
     }
 
     func record(update table: EntityTable, _ id: UUID, _ properties: some Sequence<String>) {
-        if recordsHistory { recorder.updated(entity: table.position, id: id, properties: properties) }
+        if tracksChanges { recorder.updated(entity: table.position, id: id, properties: properties) }
     }
 
     func record(delete table: EntityTable, _ id: UUID, tombstone: [String: AttributeValue]) {
-        if recordsHistory { recorder.deleted(entity: table.position, id: id, tombstone: tombstone) }
+        if tracksChanges { recorder.deleted(entity: table.position, id: id, tombstone: tombstone) }
     }
 
     // MARK: Rows

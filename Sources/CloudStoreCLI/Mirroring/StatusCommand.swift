@@ -18,7 +18,7 @@ public struct StatusCommand: CloudStoreSubcommand {
         abstract: "Show where a store's sync stands, from the store file alone.",
         discussion: """
             Reads the store file (no server needed): the user its mirrored data belongs to, \
-            records waiting to be uploaded, history transactions not yet exported, the server \
+            records waiting to be uploaded and uploads the server refused, the server \
             token fetched up to, the last import and export, the last error and how many values \
             the conflict log holds. The store is opened as it is and not migrated.
 
@@ -56,7 +56,7 @@ public struct StatusCommand: CloudStoreSubcommand {
                 ["mirroring", status.isMirroring ? "yes" + (status.user.map { ", user \($0)" } ?? "") : "no (never synced)"],
                 ["signed out", status.isSignedOut ? "yes: the server refused the credentials" : "no"],
                 ["pending uploads", String(status.pendingUploads)],
-                ["unexported transactions", String(status.unexportedTransactions)],
+                ["refused uploads", String(status.refusedUploads)],
                 ["server token", status.serverChangeToken ?? "none"],
                 ["last import", status.lastImport.map(CommandOutput.timestamp) ?? never],
                 ["last export", status.lastExport.map(CommandOutput.timestamp) ?? never],
@@ -81,7 +81,7 @@ private struct StatusJSON: Encodable {
     var user: String?
     var isSignedOut: Bool
     var pendingUploads: Int
-    var unexportedTransactions: Int
+    var refusedUploads: Int
     var serverChangeToken: String?
     var lastImport: Date?
     var lastExport: Date?
@@ -96,7 +96,7 @@ private struct StatusJSON: Encodable {
         user = status.user
         isSignedOut = status.isSignedOut
         pendingUploads = status.pendingUploads
-        unexportedTransactions = status.unexportedTransactions
+        refusedUploads = status.refusedUploads
         serverChangeToken = status.serverChangeToken
         lastImport = status.lastImport
         lastExport = status.lastExport

@@ -68,9 +68,10 @@ extension SyncEngine {
                 )
             }
             let sendable = pending.filter { !excluded.contains(normalized($0.recordID)) }
-            let stuck = pending.filter { excluded.contains(normalized($0.recordID)) }
+            // Changes the delegate tracks itself that wait for a retry are as stuck as tracked ones.
+            let stuck = !pending.filter { excluded.contains(normalized($0.recordID)) }.isEmpty || (untracked && !excluded.isEmpty)
             func end() -> SendPassEnd {
-                guard !stuck.isEmpty else { return .done }
+                guard stuck else { return .done }
                 return .stalled(retryAfter: retryLater.values.compactMap(\.retryAfter).max())
             }
             guard !sendable.isEmpty || untracked else { return end() }
@@ -78,8 +79,11 @@ extension SyncEngine {
 
             let limits = BatchLimits(
                 maxCount: configuration.maxBatchCount, maxBytes: configuration.maxBatchBytes, excludedRecordIDs: excluded)
+            var batchContext = context
+            batchContext.recordIDsToSkip = excluded
+            batchContext.maxRecordCount = configuration.maxBatchCount
             let proposed = await BatchLimits.$current.withValue(limits) {
-                await delegate.nextRecordZoneChangeBatch(context, syncEngine: self)
+                await delegate.nextRecordZoneChangeBatch(batchContext, syncEngine: self)
             }
             guard var batch = proposed else { return end() }
             batch.recordsToSave = batch.recordsToSave.map(normalized).filter { !excluded.contains($0.recordID) }

@@ -57,5 +57,19 @@ extension SyncEngine {
         public let reason: SyncReason
         /// The scope the batch must respect: return only changes it contains.
         public let options: SendChangesOptions
+        /// Records the engine will not send again in this send (they failed and wait for a retry,
+        /// or were tried too often): leave them out of the batch. A delegate that builds batches
+        /// from ``SyncEngine/State/pendingRecordZoneChanges`` with
+        /// ``SyncEngine/RecordZoneChangeBatch/init(pendingChanges:atomicByZone:recordProvider:)``
+        /// need not look: that initializer skips them. One that tracks its own changes
+        /// (``SyncEngine/State/hasPendingUntrackedChanges``) must.
+        public internal(set) var recordIDsToSkip: Set<RecordID> = []
+        /// The most record changes one batch may hold.
+        public internal(set) var maxRecordCount = Configuration.defaultMaxBatchCount
+
+        init(reason: SyncReason, options: SendChangesOptions) {
+            self.reason = reason
+            self.options = options
+        }
     }
 }

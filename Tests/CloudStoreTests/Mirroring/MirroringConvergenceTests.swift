@@ -64,7 +64,6 @@ struct MirroringConvergenceTests {
             try await b.sync()
             let status = try await b.container.status()
             #expect(status.pendingUploads == 0)
-            #expect(status.unexportedTransactions == 0)
             let history = try b.store.history(after: nil)
             #expect(history.map(\.author) == ["cloudstore.import"])
             #expect(history.first?.changes.map(\.changeType) == [.insert])

@@ -1,0 +1,42 @@
+import CloudStoreSync
+import Foundation
+
+/// Why a container call failed.
+///
+/// ```swift
+/// do {
+///     try await container.waitUntilSynced(timeout: .seconds(30))
+/// } catch ContainerError.syncFailed(let failure) where failure.code == .authenticationFailed {
+///     // Ask the user to sign in again; local data and pending uploads are kept.
+/// }
+/// ```
+public enum ContainerError: Error, Sendable, CustomStringConvertible {
+    /// The container has no server: it keeps the store local only.
+    case localOnly
+    /// Not in sync within the time given; the last failure says why, if one happened.
+    case timedOut(Duration, lastFailure: PersistentCloudContainer.SyncFailure?)
+    /// The server refused some uploads for good (record name → error); the changes stay local
+    /// until the app changes those objects again.
+    case uploadsRefused([String: ServerError])
+    /// A request failed in a way retrying does not fix: the server rejected the credentials
+    /// (`code` is `AUTHENTICATION_FAILED`), or a bad request.
+    case syncFailed(PersistentCloudContainer.SyncFailure)
+
+    public var description: String {
+        switch self {
+        case .localOnly:
+            return "the container has no server configured; it keeps the store local only"
+        case .timedOut(let timeout, let failure):
+            return "not in sync after \(timeout)" + (failure.map { "; last failure: \($0)" } ?? "")
+        case .uploadsRefused(let errors):
+            let list = errors.sorted { $0.key < $1.key }.prefix(5).map { "\($0.key): \($0.value)" }.joined(separator: "; ")
+            return "the server refused \(errors.count) upload(s), kept locally until those objects change again: \(list)"
+        case .syncFailed(let failure):
+            return "sync failed: \(failure)"
+        }
+    }
+
+    /// What a container says when the server rejects its credentials.
+    static let credentialsRejected =
+        "the server rejected the container's credentials (its token); local data and pending uploads are kept: open the container again with a valid token"
+}

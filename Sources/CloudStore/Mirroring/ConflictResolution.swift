@@ -1,0 +1,218 @@
+import Foundation
+
+/// Every way a change made on this device can meet another device's change, and what wins:
+/// decided here, without I/O, so tests drive each case directly. ``MirrorTransaction`` carries the
+/// decisions out (writes objects, metadata and the conflict log).
+///
+/// | this device | the server | decided by |
+/// |---|---|---|
+/// | edited fields | edited fields | ``editAgainstEdit(_:of:)``: field by field against the ancestor |
+/// | its upload, acknowledged | that upload and maybe others' edits | ``acknowledgedUpload(_:sent:stillPending:of:)`` |
+/// | edited an object | deleted it | ``editAgainstDeletion(of:pendingKeys:local:)`` |
+/// | deleted an object | edited it | ``deletionAgainstEdit(of:)`` |
+/// | added a link | deleted it | ``linkAgainstDeletion(_:)`` |
+/// | removed a link | saved it | ``linkDeletionAgainstSave(_:)`` |
+/// | its own write whose answer was lost | that write | ``ancestor(_:server:writtenBy:thisDevice:)`` |
+///
+/// Only values both sides changed follow the ``ConflictPolicy``; every value that loses is returned
+/// as a ``ConflictRecord`` for the conflict log, so nothing is silently gone.
+struct ConflictResolution {
+    let policy: ConflictPolicy
+    let now: Date
+
+    /// Which side's version of a whole object or link wins.
+    enum Winner: Equatable {
+        case local, server
+    }
+
+    /// The object a decision is about.
+    struct Object: Equatable {
+        var entityName: String
+        var id: UUID
+    }
+
+    /// A many-to-many link as the conflict log names it: the canonical side's entity and
+    /// relationship, the source object and the member it links to.
+    struct Link: Equatable {
+        var entityName: String
+        var relationship: String
+        var source: UUID
+        var target: UUID
+    }
+
+    // MARK: Edit against edit
+
+    /// Both sides' values of an object, for a three-way merge.
+    struct Fields {
+        /// This device's current values and the keys it changed since the ancestor, with when.
+        var local: [String: AttributeValue]
+        var localChanges: [String: Date]
+        /// The server copy both sides last agreed on; nil when this device never saw one (two
+        /// devices created the same object), so every server value counts as a change.
+        var ancestor: [String: AttributeValue]?
+        var server: [String: AttributeValue]
+        /// When the server's values were edited, per field, where the record says.
+        var serverChanges: [String: Date] = [:]
+        /// When the server record was last written, for fields without an edit time.
+        var serverModified: Date?
+    }
+
+    struct FieldOutcome: Equatable {
+        /// The values the object should have: every key of either side.
+        var merged: [String: AttributeValue]
+        /// The keys whose merged value differs from the server's and must be uploaded.
+        var keysToUpload: Set<String>
+        /// Every value that lost.
+        var conflicts: [ConflictRecord]
+    }
+
+    /// Merges field by field: fields only this device changed keep its value (and are uploaded),
+    /// fields only the server changed take the server's, fields both changed to different values
+    /// follow the policy and the loser is logged.
+    func editAgainstEdit(_ fields: Fields, of object: Object) -> FieldOutcome {
+        var outcome = FieldOutcome(merged: fields.server, keysToUpload: [], conflicts: [])
+        for key in Set(fields.local.keys).union(fields.server.keys).sorted() {
+            let localValue = fields.local[key] ?? .null
+            let serverValue = fields.server[key] ?? .null
+            let localChanged = fields.localChanges[key] != nil
+            let serverChanged = fields.ancestor.map { ($0[key] ?? .null) != serverValue } ?? true
+            guard localChanged else {
+                outcome.merged[key] = serverValue
+                continue
+            }
+            guard serverChanged, localValue != serverValue else {
+                outcome.merged[key] = localValue
+                if localValue != serverValue { outcome.keysToUpload.insert(key) }
+                continue
+            }
+            let conflict = FieldConflict(
+                entityName: object.entityName, objectID: object.id, property: key, ancestorValue: fields.ancestor?[key],
+                localValue: localValue, serverValue: serverValue, localModified: fields.localChanges[key],
+                serverModified: fields.serverChanges[key] ?? fields.serverModified)
+            func lost(_ side: ConflictRecord.Side, _ value: AttributeValue, to winner: AttributeValue) {
+                outcome.conflicts.append(record(object, key, side, lost: value, won: winner))
+            }
+            switch Self.resolution(of: conflict, policy: policy) {
+            case .server:
+                outcome.merged[key] = serverValue
+                lost(.local, localValue, to: serverValue)
+            case .local:
+                outcome.merged[key] = localValue
+                outcome.keysToUpload.insert(key)
+                lost(.server, serverValue, to: localValue)
+            case .value(let value):
+                outcome.merged[key] = value
+                if value != serverValue {
+                    outcome.keysToUpload.insert(key)
+                    lost(.server, serverValue, to: value)
+                }
+                if value != localValue { lost(.local, localValue, to: value) }
+            }
+        }
+        return outcome
+    }
+
+    static func resolution(of conflict: FieldConflict, policy: ConflictPolicy) -> FieldConflict.Resolution {
+        switch policy {
+        case .serverWins:
+            return .server
+        case .localWins:
+            return .local
+        case .lastWriterWins:
+            guard let local = conflict.localModified else { return .server }
+            guard let server = conflict.serverModified else { return .local }
+            return local > server ? .local : .server
+        case .custom(let decide):
+            return decide(conflict)
+        }
+    }
+
+    // MARK: Acknowledged upload
+
+    /// The server acknowledged this device's upload with its copy of the record. That copy holds
+    /// what was sent, and it may hold more: other devices' edits the upload did not overwrite
+    /// (when a retry found this device's first attempt already applied, and others' edits after
+    /// it). This is a merge whose ancestor is what this device believed the server held once its
+    /// upload landed (the ancestor with the sent values): other devices' edits are applied here,
+    /// and meet the keys this device changed again after sending (`stillPending`) as any edit
+    /// meets another.
+    func acknowledgedUpload(
+        _ fields: Fields, sent: [String: AttributeValue], stillPending: [String: Date], of object: Object
+    ) -> FieldOutcome {
+        var believed = fields
+        believed.ancestor = (fields.ancestor ?? [:]).merging(sent) { _, sent in sent }
+        believed.localChanges = stillPending
+        return editAgainstEdit(believed, of: object)
+    }
+
+    // MARK: Edit against deletion
+
+    /// This device edited an object (the keys of its pending upload) that the server deleted.
+    /// With `localWins` the object is uploaded again as a new record and the deletion is logged as
+    /// lost; otherwise the deletion wins and each edited value is logged as lost.
+    func editAgainstDeletion(
+        of object: Object, pendingKeys: Set<String>, local: [String: AttributeValue]?
+    ) -> (Winner, [ConflictRecord]) {
+        if case .localWins = policy, local != nil {
+            return (.local, [record(object, "*", .server, lost: .null, won: .null)])
+        }
+        let lost = pendingKeys.sorted().map { key in
+            record(object, key, .local, lost: local?[key] ?? .null, won: .null)
+        }
+        return (.server, local == nil ? [] : lost)
+    }
+
+    /// This device deleted an object that the server edited. With `localWins` the deletion stays
+    /// pending and the server's edit is logged as lost; otherwise the object comes back with the
+    /// server's values and the deletion is logged as lost.
+    func deletionAgainstEdit(of object: Object) -> (Winner, [ConflictRecord]) {
+        if case .localWins = policy {
+            return (.local, [record(object, "*", .server, lost: .null, won: .null)])
+        }
+        return (.server, [record(object, "*", .local, lost: .null, won: .null)])
+    }
+
+    // MARK: Links
+
+    /// This device added a link that the server deleted: with `localWins` it is uploaded again,
+    /// otherwise it is removed here.
+    func linkAgainstDeletion(_ link: Link) -> (Winner, [ConflictRecord]) {
+        let object = Object(entityName: link.entityName, id: link.source)
+        if case .localWins = policy {
+            return (.local, [record(object, link.relationship, .server, lost: .null, won: .uuid(link.target))])
+        }
+        return (.server, [record(object, link.relationship, .local, lost: .uuid(link.target), won: .null)])
+    }
+
+    /// This device removed a link that the server saved (another device added it again): with
+    /// `localWins` the removal stays pending, otherwise the link stays.
+    func linkDeletionAgainstSave(_ link: Link) -> (Winner, [ConflictRecord]) {
+        let object = Object(entityName: link.entityName, id: link.source)
+        if case .localWins = policy {
+            return (.local, [record(object, link.relationship, .server, lost: .uuid(link.target), won: .null)])
+        }
+        return (.server, [record(object, link.relationship, .local, lost: .null, won: .uuid(link.target))])
+    }
+
+    // MARK: Own unheard write
+
+    /// The ancestor to merge a server copy against. When the server's copy was last written by
+    /// this device, it is this device's own upload whose answer was lost: a save is conditional on
+    /// the version this device last saw, so nothing in it is another device's edit, and the
+    /// server's values are the ancestor (this device's later edits are not in conflict with it).
+    static func ancestor(
+        _ current: [String: AttributeValue]?, server: [String: AttributeValue], writtenBy writer: String?,
+        thisDevice: String?
+    ) -> [String: AttributeValue]? {
+        guard let thisDevice, writer == thisDevice else { return current }
+        return server
+    }
+
+    private func record(
+        _ object: Object, _ property: String, _ side: ConflictRecord.Side, lost: AttributeValue, won: AttributeValue
+    ) -> ConflictRecord {
+        ConflictRecord(
+            date: now, entityName: object.entityName, objectID: object.id, property: property, losingSide: side,
+            losingValue: lost, winningValue: won, policy: policy.name)
+    }
+}

@@ -1,0 +1,123 @@
+import Foundation
+import GRDB
+
+extension MirrorMetadata {
+    /// Prepares a store for mirroring, in the caller's transaction: creates the tables, moves a
+    /// store written by the previous mirroring core to this layout (once, see ``LegacyMirrorLayout``),
+    /// and marks the file as requiring the ``PendingUploadRecorder``, so no writer can save changes
+    /// that are never uploaded.
+    static func prepare(_ context: WriteContext, store: PersistentStore, schema: Schema) throws {
+        try create(context.db)
+        try LegacyMirrorLayout.migrate(context, store: store, schema: schema)
+        try PersistentStore.requireObserver(named: observerName, context.db)
+    }
+}
+
+/// The layout the previous mirroring core wrote, which decided pending uploads later, by folding
+/// history from an export position into `cloudstore_mirror_record`.
+///
+/// Migrating a store written that way, once, when a container opens it:
+/// 1. its metadata rows move to `cloudstore_record_metadata`; a record with an upload pending may
+///    have reached the server with its answer lost, so it counts as possibly on the server;
+/// 2. references waiting for their target move to `cloudstore_mirror_unresolved_reference`;
+/// 3. local history after the export position, which the old core had not folded yet, is recorded
+///    as pending uploads, with the same rules a save follows now (``PendingUploadRecording``); if
+///    that history was purged, every object is compared with the server copy it last agreed with;
+/// 4. the export position is deleted. The sync engine's old copy of the pending changes is dropped
+///    when the engine starts (``CloudMirror``).
+enum LegacyMirrorLayout {
+    static let recordTable = "cloudstore_mirror_record"
+    static let referenceTable = "cloudstore_mirror_pending_reference"
+    /// The `cloudstore_mirror_state` key of the history token the old core had folded through.
+    static let exportPositionKey = "exported_through"
+
+    static func migrate(_ context: WriteContext, store: PersistentStore, schema: Schema) throws {
+        let db = context.db
+        if try db.tableExists(recordTable) {
+            try db.execute(
+                sql: """
+                    INSERT OR REPLACE INTO cloudstore_record_metadata
+                    (record_name, entity, change_tag, may_be_on_server, ancestor, unknown_fields, pending_upload,
+                     upload_revision, refusal, link_relationship, link_source, link_target)
+                    SELECT record_name, entity, change_tag, change_tag IS NOT NULL OR pending IS NOT NULL, ancestor,
+                           unknown_fields, pending, CASE WHEN pending IS NULL THEN NULL ELSE 1 END, NULL,
+                           link_relationship, link_source, link_target
+                    FROM \(recordTable);
+                    DROP TABLE \(recordTable);
+                    """)
+            _ = try db.nextUploadRevision()
+        }
+        if try db.tableExists(referenceTable) {
+            try db.execute(
+                sql: """
+                    INSERT OR REPLACE INTO cloudstore_mirror_unresolved_reference (entity, id, relationship, target)
+                    SELECT entity, id, relationship, target FROM \(referenceTable);
+                    DROP TABLE \(referenceTable);
+                    """)
+        }
+        guard let position = try Data.fetchOne(
+            db, sql: "SELECT value FROM cloudstore_mirror_state WHERE key = ?", arguments: [exportPositionKey])
+        else { return }
+        let token = try MirrorMetadata.decode(HistoryToken.self, position)
+        var recording = PendingUploadRecording(context: context, schema: schema, date: Date())
+        do {
+            try recordHistory(of: store, after: token, into: &recording)
+        } catch let error as StoreError where error.code == .historyTokenExpired {
+            try recordDifferencesFromAncestors(schema: schema, into: &recording)
+        }
+        try recording.finish()
+        try db.execute(sql: "DELETE FROM cloudstore_mirror_state WHERE key = ?", arguments: [exportPositionKey])
+    }
+
+    /// Records the local changes of history after `token`, as their saves would record them now.
+    private static func recordHistory(
+        of store: PersistentStore, after token: HistoryToken, into recording: inout PendingUploadRecording
+    ) throws {
+        var after: HistoryToken? = token
+        while true {
+            let page = try store.historyPage(
+                recording.context.db, after: after,
+                filter: HistoryFilter(excludingAuthors: [MirrorAuthor.import], limit: 500))
+            for transaction in page.transactions {
+                recording.date = transaction.timestamp
+                for change in transaction.changes { try recording.record(change) }
+            }
+            guard page.transactions.count == 500 else { return }
+            after = HistoryToken(storeIdentifier: store.storeIdentifier, transactionNumber: page.scannedThrough)
+        }
+    }
+
+    /// History was purged past the export position: records, for every mirrored object, what
+    /// differs from the server copy it last agreed with (all of it when it has none), a delete for
+    /// every record on the server that is gone here, and every many-to-many link to compare.
+    private static func recordDifferencesFromAncestors(
+        schema: Schema, into recording: inout PendingUploadRecording
+    ) throws {
+        let context = recording.context
+        var seen: Set<String> = []
+        for entity in schema.mirroredEntities {
+            let links = Set(LinkRecords.sides(of: entity, in: schema).map(\.0.name))
+            for snapshot in try context.fetchSnapshots(entityName: entity.name) {
+                seen.insert(snapshot.id.uuidString)
+                let metadata = try context.db.recordMetadata(snapshot.id.uuidString)
+                let change: HistoryChange.ChangeType
+                var keys = links
+                if let ancestor = metadata?.ancestor, metadata?.isOnServer == true {
+                    change = .update
+                    keys.formUnion(entity.recordKeys.filter { (snapshot.values[$0] ?? .null) != (ancestor[$0] ?? .null) })
+                } else {
+                    change = .insert
+                }
+                try recording.record(
+                    HistoryChange(
+                        entityName: entity.name, objectID: snapshot.id, changeType: change, updatedProperties: keys,
+                        tombstone: [:]))
+            }
+        }
+        for metadata in try context.db.allRecordMetadata() where metadata.link == nil && !seen.contains(metadata.recordName) {
+            guard let id = UUID(uuidString: metadata.recordName) else { continue }
+            try recording.record(
+                HistoryChange(entityName: metadata.entityName, objectID: id, changeType: .delete, updatedProperties: [], tombstone: [:]))
+        }
+    }
+}

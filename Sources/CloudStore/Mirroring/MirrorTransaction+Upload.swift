@@ -1,0 +1,118 @@
+import CloudStoreSync
+import Foundation
+import GRDB
+
+/// One pending upload handed to the sync engine: the change, the record to save, and what was
+/// sent, to tell the acknowledgement from later changes.
+struct PreparedUpload: Sendable {
+    var change: SyncEngine.PendingRecordZoneChange
+    /// The record to save; nil for a delete.
+    var record: Record?
+    var sent: SentUpload
+}
+
+/// What an upload carried, kept until the server answers.
+struct SentUpload: Sendable {
+    /// The upload revision the pending upload had when it was sent.
+    var revision: Int64?
+    /// The values the record carried (attributes and to-one ids), for an object.
+    var values: [String: AttributeValue]
+}
+
+extension MirrorTransaction {
+    /// The next pending uploads, in upload order, leaving out `skipping` (records the engine will
+    /// not send again in this pass): each save with the record to send. Every record handed out is
+    /// marked as possibly on the server from now on, in this transaction, before it is sent.
+    func prepareUploads(limit: Int, skipping: Set<String>) throws -> [PreparedUpload] {
+        var prepared: [PreparedUpload] = []
+        for var metadata in try db.pendingUploads(limit: limit, skipping: skipping) {
+            let upload: PreparedUpload
+            switch metadata.pendingUpload {
+            case .delete?:
+                upload = PreparedUpload(
+                    change: .deleteRecord(recordID(metadata.recordName)), record: nil,
+                    sent: SentUpload(revision: metadata.uploadRevision, values: [:]))
+            case .save?:
+                guard let (record, values) = try recordToUpload(metadata) else {
+                    // The object is gone without a delete being recorded: nothing to upload.
+                    logger.warning("a pending upload names an object that does not exist; dropping it", metadata: ["record": "\(metadata.recordName)"])
+                    try setPendingUpload(nil, of: &metadata)
+                    if metadata.mayBeOnServer { try save(metadata) } else { try forget(metadata.recordName) }
+                    continue
+                }
+                upload = PreparedUpload(
+                    change: .saveRecord(recordID(metadata.recordName)), record: record,
+                    sent: SentUpload(revision: metadata.uploadRevision, values: values))
+            case nil:
+                continue
+            }
+            if !metadata.mayBeOnServer {
+                metadata.mayBeOnServer = true
+                try save(metadata)
+            }
+            prepared.append(upload)
+        }
+        return prepared
+    }
+
+    /// The record to upload for a pending save, and the values it carries; nil when the object
+    /// does not exist.
+    private func recordToUpload(_ metadata: RecordMetadata) throws -> (Record, [String: AttributeValue])? {
+        guard case .save? = metadata.pendingUpload, let pending = metadata.pendingUpload else { return nil }
+        var record: Record
+        var values: [String: AttributeValue] = [:]
+        if let ends = metadata.link {
+            record = LinkRecords.record(ends, in: zoneID)
+        } else {
+            guard let entity = schema.entity(named: metadata.entityName), let id = UUID(uuidString: metadata.recordName),
+                var snapshot = try context.fetchSnapshot(entityName: entity.name, id: id)
+            else { return nil }
+            // A reference whose target has not arrived yet is still the object's value on the server.
+            for reference in try db.unresolvedReferences(of: entity.name, id: id) {
+                snapshot.values[reference.relationship] = .uuid(reference.target)
+            }
+            let keys = pending.keysToUpload.map { $0.intersection(entity.recordKeys) }
+            record = try schema.record(
+                for: snapshot, in: zoneID, keys: keys, unknownFields: keys == nil ? metadata.unknownFields : [:])
+            let edited = EditTimes.parse(metadata.unknownFields[EditTimes.field])
+                .merging(pending.changeDates.filter { entity.recordKeys.contains($0.key) }) { _, new in new }
+            record.fields[EditTimes.field] = EditTimes.fieldValue(edited)
+            values = recordValues(snapshot, entity).filter { keys?.contains($0.key) ?? true }
+        }
+        record.recordChangeTag = metadata.changeTag
+        return (record, values)
+    }
+
+    /// Marks every mirrored object and link for upload, whole, as new records: the server lost
+    /// them (the zone was recreated, or the account changed and the local data is kept). Metadata
+    /// of records this device no longer has is forgotten.
+    func uploadEverythingAgain() throws {
+        var seen: Set<String> = []
+        for entity in schema.mirroredEntities {
+            for snapshot in try context.fetchSnapshots(entityName: entity.name) {
+                let name = snapshot.id.uuidString
+                seen.insert(name)
+                var row = try db.recordMetadata(name) ?? RecordMetadata(recordName: name, entityName: entity.name)
+                row.forgetServerVersion()
+                let values = recordValues(snapshot, entity)
+                try setPendingUpload(.save(full: true, keys: Dictionary(uniqueKeysWithValues: values.keys.map { ($0, now) })), of: &row)
+                try save(row)
+                for (relationship, side) in LinkRecords.sides(of: entity, in: schema) where side.isCanonical {
+                    for member in try context.relatedIDs(entityName: entity.name, id: snapshot.id, relationship: relationship.name) {
+                        let ends = LinkRecords.ends(side, object: snapshot.id, member: member)
+                        let linkName = LinkRecords.recordName(ends)
+                        seen.insert(linkName)
+                        var link = try db.recordMetadata(linkName)
+                            ?? RecordMetadata(recordName: linkName, entityName: LinkRecords.recordType, link: ends)
+                        link.forgetServerVersion()
+                        try setPendingUpload(.save(full: true, keys: [:]), of: &link)
+                        try save(link)
+                    }
+                }
+            }
+        }
+        for row in try db.allRecordMetadata() where !seen.contains(row.recordName) {
+            try forget(row.recordName)
+        }
+    }
+}

@@ -1,0 +1,192 @@
+import CloudStoreSync
+import Foundation
+import GRDB
+
+/// The two objects a many-to-many link record joins, by the canonical side of the relationship.
+struct LinkEnds: Hashable, Sendable {
+    /// `Entity.relationship` of the canonical side.
+    var relationship: String
+    var source: UUID
+    var target: UUID
+}
+
+/// What this device knows of one record and still has to upload for it: one row of
+/// `cloudstore_record_metadata`, written in the same transaction as the objects it describes.
+///
+/// The table is the one queue of pending uploads (``pendingUpload``): a save records its own in
+/// its transaction, an import's merge records what this device's values won, and an upload stops
+/// being pending only when the server acknowledged it.
+struct RecordMetadata: Sendable {
+    var recordName: String
+    /// The entity, or ``LinkRecords/recordType`` for a link.
+    var entityName: String
+    /// The server's change tag of the last version this device has; nil when it has none.
+    var changeTag: String?
+    /// Whether the server may hold the record: this device has a server version of it, or handed
+    /// an upload of it to the sync engine (its answer may have been lost, the device killed). A
+    /// delete of such a record goes to the server; a record that never left the device is
+    /// deleted here only.
+    var mayBeOnServer = false
+    /// The server copy of the values this device last agreed with (attributes and to-one ids): the
+    /// ancestor of three-way merges.
+    var ancestor: [String: AttributeValue]?
+    /// Fields a newer version of the app wrote, uploaded again unchanged.
+    var unknownFields: [String: FieldValue] = [:]
+    /// What this device still has to upload; nil when nothing.
+    private(set) var pendingUpload: PendingUpload?
+    /// The upload revision (a store-wide counter, one per transaction) that last changed
+    /// ``pendingUpload``: uploads go in this order, and an acknowledgement clears the pending
+    /// upload only if it is still the revision that was sent.
+    private(set) var uploadRevision: Int64?
+    /// Why the server refused the pending upload for good (too large, say); it is not sent again
+    /// until the app changes the object.
+    var refusal: ServerError?
+    var link: LinkEnds?
+
+    init(recordName: String, entityName: String, link: LinkEnds? = nil) {
+        self.recordName = recordName
+        self.entityName = entityName
+        self.link = link
+    }
+
+    /// Whether this device has a server version of the record.
+    var isOnServer: Bool { changeTag != nil }
+
+    /// Sets what is pending, stamped with `revision` (taken only when something is pending).
+    mutating func setPendingUpload(_ upload: PendingUpload?, revision: () throws -> Int64) rethrows {
+        pendingUpload = upload
+        uploadRevision = upload == nil ? nil : try revision()
+    }
+
+    /// The server has the record at `changeTag`.
+    mutating func serverHas(_ changeTag: String?) {
+        self.changeTag = changeTag
+        mayBeOnServer = true
+    }
+
+    /// The server lost the record (its zone was recreated, the account changed): upload it whole
+    /// as a new record.
+    mutating func forgetServerVersion() {
+        changeTag = nil
+        ancestor = nil
+        mayBeOnServer = false
+    }
+}
+
+extension Database {
+    func recordMetadata(_ recordName: String) throws -> RecordMetadata? {
+        try Row.fetchOne(
+            self, sql: "SELECT * FROM cloudstore_record_metadata WHERE record_name = ?", arguments: [recordName]
+        ).map(RecordMetadata.init(row:))
+    }
+
+    func allRecordMetadata() throws -> [RecordMetadata] {
+        try Row.fetchAll(self, sql: "SELECT * FROM cloudstore_record_metadata").map(RecordMetadata.init(row:))
+    }
+
+    /// The next pending uploads to send, in upload order, leaving out refused ones and `skipping`.
+    func pendingUploads(limit: Int, skipping: Set<String>) throws -> [RecordMetadata] {
+        let rows = try Row.fetchAll(
+            self,
+            sql: """
+                SELECT * FROM cloudstore_record_metadata
+                WHERE pending_upload IS NOT NULL AND refusal IS NULL
+                ORDER BY upload_revision, record_name LIMIT ?
+                """,
+            arguments: [limit + skipping.count])
+        return try rows.lazy.map(RecordMetadata.init(row:)).filter { !skipping.contains($0.recordName) }.prefix(limit).map { $0 }
+    }
+
+    /// How many uploads are pending, not counting the ones the server refused.
+    func pendingUploadCount() throws -> Int {
+        try Int.fetchOne(
+            self, sql: "SELECT count(*) FROM cloudstore_record_metadata WHERE pending_upload IS NOT NULL AND refusal IS NULL"
+        ) ?? 0
+    }
+
+    /// The pending uploads the server refused for good, by record name.
+    func refusedUploads() throws -> [String: ServerError] {
+        var refused: [String: ServerError] = [:]
+        for row in try Row.fetchAll(
+            self,
+            sql: "SELECT record_name, refusal FROM cloudstore_record_metadata WHERE pending_upload IS NOT NULL AND refusal IS NOT NULL")
+        {
+            refused[row["record_name"]] = try MirrorMetadata.decode(ServerError.self, row["refusal"])
+        }
+        return refused
+    }
+
+    /// The names of the records that are on the server with nothing to upload here (`isOnServer`
+    /// and no pending upload) and that `include` accepts, read with a cursor: only the names,
+    /// never every record of the store at once.
+    func settledRecordNames(where include: (String) -> Bool) throws -> [String] {
+        let names = try String.fetchCursor(
+            self,
+            sql: "SELECT record_name FROM cloudstore_record_metadata WHERE change_tag IS NOT NULL AND pending_upload IS NULL")
+        var included: [String] = []
+        while let name = try names.next() {
+            if include(name) { included.append(name) }
+        }
+        return included
+    }
+
+    /// The link records of an object: those whose source or target it is.
+    func linkMetadata(of id: UUID) throws -> [RecordMetadata] {
+        try Row.fetchAll(
+            self,
+            sql: "SELECT * FROM cloudstore_record_metadata WHERE link_source = ? OR link_target = ?",
+            arguments: [id.uuidString, id.uuidString]
+        ).map(RecordMetadata.init(row:))
+    }
+
+    func save(_ metadata: RecordMetadata) throws {
+        try execute(
+            sql: """
+                INSERT OR REPLACE INTO cloudstore_record_metadata
+                (record_name, entity, change_tag, may_be_on_server, ancestor, unknown_fields, pending_upload,
+                 upload_revision, refusal, link_relationship, link_source, link_target)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+            arguments: [
+                metadata.recordName, metadata.entityName, metadata.changeTag, metadata.mayBeOnServer,
+                try metadata.ancestor.map { try MirrorMetadata.encode($0) },
+                metadata.unknownFields.isEmpty ? nil : try MirrorMetadata.encode(metadata.unknownFields),
+                try metadata.pendingUpload.map { try MirrorMetadata.encode($0) }, metadata.uploadRevision,
+                try metadata.refusal.map { try MirrorMetadata.encode($0) },
+                metadata.link?.relationship, metadata.link?.source.uuidString, metadata.link?.target.uuidString,
+            ])
+    }
+
+    func deleteRecordMetadata(_ recordName: String) throws {
+        try execute(sql: "DELETE FROM cloudstore_record_metadata WHERE record_name = ?", arguments: [recordName])
+    }
+
+    /// The next upload revision: a store-wide counter in `cloudstore_mirror_state`, one per
+    /// transaction that changes pending uploads.
+    func nextUploadRevision() throws -> Int64 {
+        let next = (try mirrorState(.uploadRevision, as: Int64.self) ?? 0) + 1
+        try setMirrorState(.uploadRevision, encoding: next)
+        return next
+    }
+}
+
+extension RecordMetadata {
+    init(row: Row) throws {
+        recordName = row["record_name"]
+        entityName = row["entity"]
+        changeTag = row["change_tag"]
+        mayBeOnServer = row["may_be_on_server"]
+        ancestor = try (row["ancestor"] as Data?).map { try MirrorMetadata.decode([String: AttributeValue].self, $0) }
+        unknownFields =
+            try (row["unknown_fields"] as Data?).map { try MirrorMetadata.decode([String: FieldValue].self, $0) } ?? [:]
+        pendingUpload = try (row["pending_upload"] as Data?).map { try MirrorMetadata.decode(PendingUpload.self, $0) }
+        uploadRevision = row["upload_revision"]
+        refusal = try (row["refusal"] as Data?).map { try MirrorMetadata.decode(ServerError.self, $0) }
+        if let relationship = row["link_relationship"] as String?,
+            let source = (row["link_source"] as String?).flatMap(UUID.init(uuidString:)),
+            let target = (row["link_target"] as String?).flatMap(UUID.init(uuidString:))
+        {
+            link = LinkEnds(relationship: relationship, source: source, target: target)
+        }
+    }
+}

@@ -1,0 +1,215 @@
+@testable import CloudStore
+import Foundation
+import Testing
+
+/// Every conflict kind, decided by ``ConflictResolution`` without I/O.
+@Suite("Conflict resolution: every kind of conflict, decided without I/O")
+struct ConflictResolutionTests {
+    let id = UUID()
+    let then = Date(timeIntervalSince1970: 1000)
+    let later = Date(timeIntervalSince1970: 2000)
+    var note: ConflictResolution.Object { .init(entityName: "Note", id: id) }
+
+    func resolution(_ policy: ConflictPolicy) -> ConflictResolution {
+        ConflictResolution(policy: policy, now: later)
+    }
+
+    func merge(
+        local: [String: AttributeValue], changed: [String: Date], ancestor: [String: AttributeValue]?,
+        server: [String: AttributeValue], serverModified: Date? = nil, policy: ConflictPolicy
+    ) -> ConflictResolution.FieldOutcome {
+        resolution(policy).editAgainstEdit(
+            .init(local: local, localChanges: changed, ancestor: ancestor, server: server, serverModified: serverModified),
+            of: note)
+    }
+
+    // MARK: Edit against edit
+
+    @Test func editAgainstEdit_differentFieldsBothSurvive() {
+        let outcome = merge(
+            local: ["title": "mine", "body": "old"], changed: ["title": then],
+            ancestor: ["title": "old", "body": "old"], server: ["title": "old", "body": "theirs"], policy: .serverWins)
+        #expect(outcome.merged == ["title": "mine", "body": "theirs"])
+        #expect(outcome.keysToUpload == ["title"])
+        #expect(outcome.conflicts.isEmpty)
+    }
+
+    @Test func editAgainstEdit_sameFieldServerWins() {
+        let outcome = merge(
+            local: ["title": "B"], changed: ["title": then], ancestor: ["title": "old"], server: ["title": "A"],
+            policy: .serverWins)
+        #expect(outcome.merged == ["title": "A"])
+        #expect(outcome.keysToUpload.isEmpty)
+        #expect(outcome.conflicts.map(\.losingValue) == ["B"])
+        #expect(outcome.conflicts.first?.losingSide == .local)
+        #expect(outcome.conflicts.first?.winningValue == "A")
+        #expect(outcome.conflicts.first?.policy == "serverWins")
+    }
+
+    @Test func editAgainstEdit_sameFieldLocalWins() {
+        let outcome = merge(
+            local: ["title": "B"], changed: ["title": then], ancestor: ["title": "old"], server: ["title": "A"],
+            policy: .localWins)
+        #expect(outcome.merged == ["title": "B"])
+        #expect(outcome.keysToUpload == ["title"])
+        #expect(outcome.conflicts.map(\.losingValue) == ["A"])
+        #expect(outcome.conflicts.first?.losingSide == .server)
+    }
+
+    @Test func editAgainstEdit_sameFieldLastWriterWins() {
+        let newerHere = merge(
+            local: ["title": "B"], changed: ["title": later], ancestor: ["title": "old"], server: ["title": "A"],
+            serverModified: then, policy: .lastWriterWins)
+        #expect(newerHere.merged == ["title": "B"])
+        let newerThere = merge(
+            local: ["title": "B"], changed: ["title": then], ancestor: ["title": "old"], server: ["title": "A"],
+            serverModified: later, policy: .lastWriterWins)
+        #expect(newerThere.merged == ["title": "A"])
+        #expect(newerThere.conflicts.map(\.losingValue) == ["B"])
+    }
+
+    @Test func editAgainstEdit_customMergesBothAndLogsBoth() {
+        let outcome = merge(
+            local: ["title": "B"], changed: ["title": then], ancestor: ["title": "old"], server: ["title": "A"],
+            policy: .custom { conflict in
+                guard case .string(let local) = conflict.localValue, case .string(let server) = conflict.serverValue else {
+                    return .server
+                }
+                return .value(.string(server + "+" + local))
+            })
+        #expect(outcome.merged == ["title": "A+B"])
+        #expect(outcome.keysToUpload == ["title"])
+        #expect(Set(outcome.conflicts.map(\.losingValue)) == ["A", "B"])
+    }
+
+    @Test func editAgainstEdit_equalChangesDoNotConflict() {
+        let outcome = merge(
+            local: ["title": "same"], changed: ["title": then], ancestor: ["title": "old"], server: ["title": "same"],
+            policy: .serverWins)
+        #expect(outcome.conflicts.isEmpty)
+        #expect(outcome.keysToUpload.isEmpty)
+    }
+
+    @Test func editAgainstEdit_withoutAncestorEveryServerValueCounts() {
+        let outcome = merge(
+            local: ["title": "mine", "body": "x"], changed: ["title": then, "body": then], ancestor: nil,
+            server: ["title": "theirs", "body": "x"], policy: .serverWins)
+        #expect(outcome.merged == ["title": "theirs", "body": "x"])
+        #expect(outcome.conflicts.count == 1)
+    }
+
+    // MARK: Acknowledged upload
+
+    @Test func acknowledgedUpload_ofWhatWasSentChangesNothing() {
+        let outcome = resolution(.serverWins).acknowledgedUpload(
+            .init(local: ["title": "mine", "body": "old"], localChanges: [:], ancestor: ["title": "old", "body": "old"],
+                  server: ["title": "mine", "body": "old"]),
+            sent: ["title": "mine"], stillPending: [:], of: note)
+        #expect(outcome.merged == ["title": "mine", "body": "old"])
+        #expect(outcome.keysToUpload.isEmpty)
+        #expect(outcome.conflicts.isEmpty)
+    }
+
+    /// A retry found this device's first attempt applied and another device's later edit of
+    /// another field: the acknowledgement brings that edit here instead of hiding it.
+    @Test func acknowledgedUpload_takesAnotherDevicesEditOfAnotherField() {
+        let outcome = resolution(.serverWins).acknowledgedUpload(
+            .init(local: ["title": "mine", "body": "old"], localChanges: [:], ancestor: ["title": "old", "body": "old"],
+                  server: ["title": "mine", "body": "theirs"]),
+            sent: ["title": "mine"], stillPending: [:], of: note)
+        #expect(outcome.merged == ["title": "mine", "body": "theirs"])
+        #expect(outcome.keysToUpload.isEmpty)
+        #expect(outcome.conflicts.isEmpty)
+    }
+
+    /// The same, when this device edited that field again after sending: a real conflict, logged.
+    @Test func acknowledgedUpload_anEditAfterSendingMeetsAnotherDevicesEditAsAConflict() {
+        let outcome = resolution(.serverWins).acknowledgedUpload(
+            .init(local: ["title": "mine", "body": "mine later"], localChanges: [:], ancestor: ["title": "old", "body": "old"],
+                  server: ["title": "mine", "body": "theirs"]),
+            sent: ["title": "mine"], stillPending: ["body": later], of: note)
+        #expect(outcome.merged["body"] == "theirs")
+        #expect(outcome.conflicts.map(\.losingValue) == ["mine later"])
+    }
+
+    @Test func acknowledgedUpload_keepsWhatChangedHereAfterSending() {
+        let outcome = resolution(.serverWins).acknowledgedUpload(
+            .init(local: ["title": "second"], localChanges: [:], ancestor: ["title": "old"], server: ["title": "first"]),
+            sent: ["title": "first"], stillPending: ["title": later], of: note)
+        #expect(outcome.merged == ["title": "second"])
+        #expect(outcome.keysToUpload == ["title"])
+        #expect(outcome.conflicts.isEmpty)
+    }
+
+    // MARK: Edit against deletion
+
+    @Test func editAgainstDeletion_theDeletionWinsAndEveryEditedValueIsLogged() {
+        let (winner, conflicts) = resolution(.serverWins).editAgainstDeletion(
+            of: note, pendingKeys: ["title", "body"], local: ["title": "mine", "body": "more"])
+        #expect(winner == .server)
+        #expect(conflicts.map(\.property) == ["body", "title"])
+        #expect(conflicts.map(\.losingValue) == ["more", "mine"])
+        #expect(conflicts.allSatisfy { $0.losingSide == .local && $0.winningValue == .null })
+    }
+
+    @Test func editAgainstDeletion_localWinsUploadsTheObjectAgain() {
+        let (winner, conflicts) = resolution(.localWins).editAgainstDeletion(
+            of: note, pendingKeys: ["title"], local: ["title": "mine"])
+        #expect(winner == .local)
+        #expect(conflicts.map(\.property) == ["*"])
+        #expect(conflicts.first?.losingSide == .server)
+    }
+
+    @Test func deletionAgainstEdit_theServersEditBringsTheObjectBackUnlessLocalWins() {
+        let (serverWins, logged) = resolution(.serverWins).deletionAgainstEdit(of: note)
+        #expect(serverWins == .server)
+        #expect(logged.map(\.losingSide) == [.local])
+        let (localWins, loggedToo) = resolution(.localWins).deletionAgainstEdit(of: note)
+        #expect(localWins == .local)
+        #expect(loggedToo.map(\.losingSide) == [.server])
+    }
+
+    // MARK: Links
+
+    @Test func links_addedAgainstDeletedAndRemovedAgainstSaved() {
+        let tag = UUID()
+        let link = ConflictResolution.Link(entityName: "Note", relationship: "tags", source: id, target: tag)
+        let (removed, logged) = resolution(.serverWins).linkAgainstDeletion(link)
+        #expect(removed == .server)
+        #expect(logged.first?.losingValue == .uuid(tag) && logged.first?.property == "tags")
+        #expect(resolution(.localWins).linkAgainstDeletion(link).0 == .local)
+        let (kept, keptLog) = resolution(.serverWins).linkDeletionAgainstSave(link)
+        #expect(kept == .server)
+        #expect(keptLog.first?.winningValue == .uuid(tag) && keptLog.first?.losingSide == .local)
+        #expect(resolution(.localWins).linkDeletionAgainstSave(link).0 == .local)
+    }
+
+    // MARK: Own unheard write
+
+    @Test func ownUnheardWrite_isTheAncestorOnlyWhenThisDeviceWroteIt() {
+        let current: [String: AttributeValue] = ["title": "old"]
+        let server: [String: AttributeValue] = ["title": "mine"]
+        #expect(ConflictResolution.ancestor(current, server: server, writtenBy: "A", thisDevice: "A") == server)
+        #expect(ConflictResolution.ancestor(current, server: server, writtenBy: "B", thisDevice: "A") == current)
+        #expect(ConflictResolution.ancestor(current, server: server, writtenBy: nil, thisDevice: nil) == current)
+    }
+
+    // MARK: Pending uploads
+
+    @Test func pendingUploadsFollowTheRules() {
+        typealias P = PendingUpload
+        let insert = P.adding(.insert(keys: ["title", "body"]), at: then, to: nil, mayBeOnServer: false)
+        #expect(insert == .save(full: true, keys: ["title": then, "body": then]))
+        let insertUpdate = P.adding(.update(keys: ["title"]), at: later, to: insert, mayBeOnServer: false)
+        #expect(insertUpdate == .save(full: true, keys: ["title": later, "body": then]), "insert + update → one save")
+        #expect(P.adding(.delete, at: later, to: insertUpdate, mayBeOnServer: false) == nil, "insert + delete → nothing")
+        #expect(P.adding(.delete, at: later, to: insertUpdate, mayBeOnServer: true) == .delete, "handed out, then deleted → delete")
+        let update = P.adding(.update(keys: ["title"]), at: then, to: nil, mayBeOnServer: true)
+        #expect(update == .save(full: false, keys: ["title": then]))
+        #expect(update?.keysToUpload == ["title"])
+        #expect(P.adding(.delete, at: later, to: update, mayBeOnServer: true) == .delete, "update + delete → delete")
+        let recreated = P.adding(.insert(keys: ["title"]), at: later, to: .delete, mayBeOnServer: true)
+        #expect(recreated == .save(full: true, keys: ["title": later]), "delete + insert → the whole object again")
+        #expect(recreated?.keysToUpload == nil)
+    }
+}
