@@ -12,6 +12,9 @@ import Logging
 /// CloudStoreTestHelper device <store> <schema.json> <steps> <server> <container> <token> <seed>
 ///     a device mirroring through a server: seeded inserts, updates, deletes and syncs, printing
 ///     "commit insert|update|delete <id> <title>" after each local commit and "sync" before each sync
+/// CloudStoreTestHelper save-then-hang <store> <schema.json> <server> <container> <token> <title>
+///     opens a container that does not sync by itself, saves one note, prints "saved <id>" and
+///     waits to be killed
 /// ```
 @main
 struct TestHelper {
@@ -19,6 +22,8 @@ struct TestHelper {
         let arguments = CommandLine.arguments
         if arguments.count >= 9, arguments[1] == "device" {
             try await DeviceWorkload(arguments: arguments).run()
+        } else if arguments.count >= 8, arguments[1] == "save-then-hang" {
+            try await saveThenHang(arguments)
         } else {
             try runStoreCommand(arguments)
         }
@@ -62,6 +67,24 @@ struct TestHelper {
             FileHandle.standardError.write(Data("unknown command \(arguments[1])\n".utf8))
             exit(2)
         }
+    }
+
+    /// Saves one note through a container and waits to be killed, before any sync could run.
+    static func saveThenHang(_ arguments: [String]) async throws {
+        var logger = Logger(label: "cloudstore.testhelper")
+        logger.logLevel = .critical
+        var options = PersistentCloudContainer.Options(
+            server: .init(url: URL(string: arguments[4])!, containerIdentifier: arguments[5], token: arguments[6], deviceID: "killed"))
+        options.automaticallySync = false
+        let device = try await PersistentCloudContainer(
+            url: URL(fileURLWithPath: arguments[2]), schema: try Schema.load(contentsOf: URL(fileURLWithPath: arguments[3])),
+            options: options, logger: logger)
+        let id = UUID()
+        try await device.store.write(author: "app") { context in
+            try context.insert(EntitySnapshot(entityName: "Note", id: id, values: ["title": .string(arguments[7])]))
+        }
+        say("saved \(id.uuidString)")
+        while true { try await Task.sleep(for: .seconds(60)) }
     }
 
     static func note(title: String) -> EntitySnapshot {

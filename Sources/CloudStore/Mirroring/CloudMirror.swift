@@ -28,6 +28,8 @@ actor CloudMirror: SyncEngineDelegate {
     private var savedEngineState: SyncEngine.State.Serialization?
     /// Record names seen while a zone is fetched from scratch.
     private var fromScratch: Set<String>?
+    /// Objects whose tombstones the fetch under way brought (see ``MirrorTransaction/deletedOnServer``).
+    private var deletedInFetch: Set<UUID> = []
     private var importTracker: EventTracker?
     private var exportTracker: EventTracker?
     private var lastFailure: PersistentCloudContainer.SyncFailure?
@@ -185,6 +187,7 @@ actor CloudMirror: SyncEngineDelegate {
         case .sentRecordZoneChanges(let sent):
             try await acknowledge(sent)
         case .willFetchChanges:
+            deletedInFetch = []
             let tracker = EventTracker(.import)
             importTracker = tracker
             events.send(tracker.started)
@@ -219,10 +222,14 @@ actor CloudMirror: SyncEngineDelegate {
             for record in page.modifications { fromScratch?.insert(record.recordName) }
         }
         let (modifications, deletions, state) = (page.modifications, page.deletions, page.stateSerialization)
-        let (_, counts) = try await transaction { transaction in
+        let deletedBefore = deletedInFetch
+        let (deleted, counts) = try await transaction { transaction in
+            transaction.deletedOnServer = deletedBefore
             try transaction.applyFetched(modifications, deletions: deletions)
             try transaction.saveEngineState(state)
+            return transaction.deletedOnServer
         }
+        deletedInFetch = deleted
         savedEngineState = state
         if let current = importTracker?.counts { importTracker?.counts = current + counts }
         logger.info(
@@ -334,6 +341,7 @@ actor CloudMirror: SyncEngineDelegate {
     }
 
     private func importEnded() async throws {
+        deletedInFetch = []
         guard let tracker = importTracker else { return }
         importTracker = nil
         try await ended(tracker, recordingAt: .lastImport, "import finished")

@@ -112,8 +112,9 @@ extension MirrorTransaction {
             return
         }
         guard let id = UUID(uuidString: name) else { return }
-        // References that wait for this object wait for nothing now.
+        // References that wait for this object wait for nothing now, and so will later ones.
         _ = try db.takeUnresolvedReferences(to: id)
+        deletedOnServer.insert(id)
         guard var row else {
             // Never mirrored here; delete the object if this device has it anyway.
             for entity in schema.mirroredEntities where recordType == nil || recordType == entity.name {
@@ -146,7 +147,11 @@ extension MirrorTransaction {
             guard let value = values[relationship.name] else { continue }
             if case .uuid(let target) = value, try !context.exists(entityName: relationship.destination, id: target) {
                 values[relationship.name] = .null
-                try db.addUnresolvedReference(entity: entity.name, id: id, relationship: relationship.name, target: target)
+                if deletedOnServer.contains(target) {
+                    try db.removeUnresolvedReferences(of: entity.name, id: id, relationship: relationship.name)
+                } else {
+                    try db.addUnresolvedReference(entity: entity.name, id: id, relationship: relationship.name, target: target)
+                }
             } else {
                 try db.removeUnresolvedReferences(of: entity.name, id: id, relationship: relationship.name)
             }

@@ -28,6 +28,9 @@ final class MirrorTransaction {
     private var revision: Int64?
     /// Objects whose parent an import deleted without cascading (see ``deleteImported(entityName:id:)``).
     var orphans: [Orphan] = []
+    /// Objects whose tombstones the current fetch brought: a reference to one of them is cleared
+    /// instead of waiting for a target that will not come.
+    var deletedOnServer: Set<UUID> = []
 
     var db: Database { context.db }
     var policy: ConflictPolicy { resolution.policy }

@@ -10,11 +10,12 @@ final class MirrorServer: Sendable {
     let process: ServerProcess
     let directory: TemporaryDirectory
 
-    static func start() async throws -> MirrorServer {
+    /// Starts `cloudstore serve` on a data directory of its own, or on `data`.
+    static func start(data: URL? = nil) async throws -> MirrorServer {
         let directory = try TemporaryDirectory()
         let tokens = directory.file("tokens.json")
         try JSONEncoder().encode(users).write(to: tokens)
-        let process = try await ServerProcess.launch(["--data", directory.file("data").path, "--tokens", tokens.path])
+        let process = try await ServerProcess.launch(["--data", (data ?? directory.file("data")).path, "--tokens", tokens.path])
         return MirrorServer(process: process, directory: directory)
     }
 
@@ -40,7 +41,7 @@ final class Device: Sendable {
 
     static func make(
         _ name: String, server: URL?, token: String = "alice-token", policy: ConflictPolicy = .serverWins,
-        automatic: Bool = false, pageSize: Int? = nil, directory: TemporaryDirectory? = nil,
+        automatic: Bool = false, pageSize: Int? = nil, directory: TemporaryDirectory? = nil, logger: Logger = .quiet,
         configure: (inout PersistentCloudContainer.Options) -> Void = { _ in }
     ) async throws -> Device {
         let directory = try directory ?? TemporaryDirectory()
@@ -53,7 +54,7 @@ final class Device: Sendable {
         options.fetchPageSize = pageSize
         configure(&options)
         let container = try await PersistentCloudContainer(
-            url: directory.file("\(name).sqlite"), schema: try Schema.notes(), options: options, logger: .quiet)
+            url: directory.file("\(name).sqlite"), schema: try Schema.notes(), options: options, logger: logger)
         return Device(name: name, container: container, directory: directory)
     }
 

@@ -1,17 +1,20 @@
 @testable import CloudStore
+import CloudStoreTesting
 import Foundation
+import Logging
 import Testing
 
 @Suite("Mirroring: conflicts follow the policy and every loser is logged", .serialized)
 struct MirroringConflictTests {
     /// A and B both change the title offline (B also its priority); A syncs first, then B.
     func run(
-        policy: ConflictPolicy, _ check: (_ a: Device, _ b: Device, _ note: Note) async throws -> Void
+        policy: ConflictPolicy, loggingB logger: Logger = .quiet,
+        _ check: (_ a: Device, _ b: Device, _ note: Note) async throws -> Void
     ) async throws {
         try await withServer { server in
             // B's clock is an hour ahead, so B's edits are the later ones whatever the real timing.
             let a = try await Device.make("A", server: server.url, policy: policy)
-            let b = try await Device.make("B", server: server.url, policy: policy) { options in
+            let b = try await Device.make("B", server: server.url, policy: policy, logger: logger) { options in
                 options.storeConfiguration.now = { Date().addingTimeInterval(3600) }
             }
             let note = Note(title: "Original", priority: 1)
@@ -50,6 +53,20 @@ struct MirroringConflictTests {
             #expect(log.first?.winningValue == "A's title")
             #expect(log.first?.losingSide == .local)
             #expect(log.first?.policy == "serverWins")
+        }
+    }
+
+    /// Debug level 3 shows each resolved conflict as one line; level 1's export line counts them.
+    @Test func eachResolvedConflictIsOneLogLine() async throws {
+        let recorder = LogRecorder()
+        try await run(policy: .serverWins, loggingB: recorder.logger(label: "cloudstore.mirroring", level: .debug)) {
+            _, _, note in
+            let lines = recorder.messages.filter { $0.contains("conflict resolved") }
+            #expect(
+                lines == [
+                    "debug conflict resolved entity=Note keys=title loser=local policy=serverWins record=\(note.id.uuidString) winner=server"
+                ])
+            #expect(recorder.messages.contains { $0.hasPrefix("notice export finished") && $0.contains("conflicts=1") })
         }
     }
 

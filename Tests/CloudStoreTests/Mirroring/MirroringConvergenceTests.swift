@@ -1,4 +1,5 @@
 @testable import CloudStore
+import GRDB
 import CloudStoreTesting
 import Foundation
 import Testing
@@ -134,6 +135,40 @@ struct MirroringConvergenceTests {
             #expect(try b.contents() == a.contents())
             await a.close()
             await b.close()
+        }
+    }
+
+    /// A note moved into a folder that another device deleted meanwhile still names the folder on
+    /// the server. A fresh device that fetches the folder's tombstone before the note (pages of
+    /// one record) clears the reference instead of keeping it waiting for a folder that will never
+    /// arrive.
+    @Test func aFreshDeviceDropsAReferenceToAParentWithATombstone() async throws {
+        try await withServer { server in
+            let a = try await Device.make("A", server: server.url)
+            let b = try await Device.make("B", server: server.url)
+            let folder = Folder(title: "doomed")
+            var note = Note(title: "moved late")
+            try await a.write { [note] context in
+                try context.insert(folder)
+                try context.insert(note)
+            }
+            try await a.sync()
+            try await b.sync()
+            try await b.write { try $0.delete(folder) }
+            try await b.sync()
+            note.folder = folder.id
+            try await a.write { [note] in try $0.update(note) }
+            try await a.container.sendChanges()
+
+            let fresh = try await Device.make("D", server: server.url, pageSize: 1)
+            try await fresh.sync()
+            #expect(try fresh.note(note.id)?.folder == nil)
+            let waiting = try await fresh.store.read { context in
+                try Int.fetchOne(context.db, sql: "SELECT count(*) FROM cloudstore_mirror_unresolved_reference")
+            }
+            #expect(waiting == 0, "no reference waits for a folder that has a tombstone")
+            #expect(try fresh.folders().isEmpty)
+            for device in [a, b, fresh] { await device.close() }
         }
     }
 
