@@ -26,14 +26,15 @@ struct BenchSizes {
     var fetch = 200_000
     var pins = 200
     var generationWrites = 10_000
-    var sync = 10_000
+    /// Notes of each bulk sync run, smallest first.
+    var sync = [10_000]
     var latencyChanges = 200
     var scale = [10_000, 100_000]
     /// Requests per client, 200 records each.
     var serverRequests = 50
 
     static let quick = BenchSizes(
-        save: 5_000, fetch: 20_000, pins: 50, generationWrites: 1_000, sync: 1_000, latencyChanges: 20,
+        save: 5_000, fetch: 20_000, pins: 50, generationWrites: 1_000, sync: [1_000], latencyChanges: 20,
         scale: [1_000, 10_000], serverRequests: 5)
 }
 
@@ -42,7 +43,7 @@ struct BenchOptions {
     static let usage = """
         usage: cloudstore-bench [--only GROUP,...] [--quick] [--json FILE] [--markdown FILE]
                                 [--postgres URL] [--iterations N] [--warmup N] [--filter TEXT]
-                                [--save N] [--fetch N] [--scale N,N]
+                                [--save N] [--fetch N] [--sync N,N] [--scale N,N]
 
           --only        groups to run: \(BenchGroup.allCases.map(\.rawValue).joined(separator: ", "))
                         (default all; "history" is an alias of save)
@@ -55,6 +56,8 @@ struct BenchOptions {
           --warmup      untimed runs before them (default 1)
           --filter      only store benchmarks whose name contains TEXT (e.g. save.raw)
           --save, --fetch  rows for the store benchmarks (default 50000 and 200000)
+          --sync        notes of each bulk sync run, smallest first (default 10000); several
+                        sizes show whether the CPU per record stays flat (3000,30000)
           --scale       record counts of the bootstrap runs, smallest first (default 10000,100000)
 
         Build in release: swift build -c release --product cloudstore-bench
@@ -77,9 +80,16 @@ struct BenchOptions {
         var fetch: Int?
         var iterations: Int?
         var scale: [Int]?
+        var sync: [Int]?
         func value(_ name: String) throws -> String {
             guard let value = remaining.popFirst() else { throw BenchError("\(name) needs a value") }
             return value
+        }
+        func counts(_ name: String) throws -> [Int] {
+            try value(name).split(separator: ",").map { count in
+                guard let count = Int(count), count > 0 else { throw BenchError("\(name) needs positive counts") }
+                return count
+            }
         }
         func number(_ name: String) throws -> Int {
             guard let number = Int(try value(name)), number > 0 else { throw BenchError("\(name) needs a positive number") }
@@ -106,11 +116,8 @@ struct BenchOptions {
             case "--filter": filter = try value(argument)
             case "--save": save = try number(argument)
             case "--fetch": fetch = try number(argument)
-            case "--scale":
-                scale = try value(argument).split(separator: ",").map { count in
-                    guard let count = Int(count), count > 0 else { throw BenchError("--scale needs positive counts") }
-                    return count
-                }
+            case "--scale": scale = try counts(argument)
+            case "--sync": sync = try counts(argument)
             default: throw BenchError("unknown argument \(argument)")
             }
         }
@@ -119,5 +126,6 @@ struct BenchOptions {
         if let save { sizes.save = save }
         if let fetch { sizes.fetch = fetch }
         if let scale { sizes.scale = scale }
+        if let sync { sizes.sync = sync }
     }
 }

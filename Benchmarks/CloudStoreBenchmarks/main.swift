@@ -103,7 +103,10 @@ for group in options.groups where group.needsServer {
         let server = try await BenchServer.start(backend, postgresURL: options.postgresURL, directory: directory)
         do {
             switch group {
-            case .sync: report(try await SyncBenchmarks(directory: directory, server: server).bulk(count: sizes.sync))
+            case .sync:
+                for count in sizes.sync {
+                    report(try await SyncBenchmarks(directory: directory, server: server).bulk(count: count))
+                }
             case .latency: report(try await SyncBenchmarks(directory: directory, server: server).latency(changes: sizes.latencyChanges))
             case .scale: report(try await ScaleBenchmarks(directory: directory, server: server).run(counts: sizes.scale))
             case .server:

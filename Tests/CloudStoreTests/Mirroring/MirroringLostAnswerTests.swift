@@ -65,4 +65,50 @@ struct MirroringLostAnswerTests {
             await proxy.shutdown()
         }
     }
+
+    /// The convergence soak's lost update (seed 900003): a retry found this device's own write
+    /// already applied and another device's later edit of another field on top. The engine counts
+    /// such a conflict as saved; the acknowledgement took the server's change tag without the
+    /// other device's value, so the fetch that followed skipped that version, and this device's
+    /// next edit of the field overwrote the other device's value without a conflict.
+    @Test func aRetryThatFindsItsOwnWriteApplied_takesAnotherDevicesLaterEdit() async throws {
+        try await withServer { server in
+            let serverURL = server.url
+            let proxy = try await FaultProxy.start { serverURL }
+            let a = try await Device.make("A", server: proxy.baseURL)
+            let b = try await Device.make("B", server: serverURL)
+            var note = Note(title: "t0")
+            note.body = "b0"
+            try await a.write { [note] in try $0.insert(note) }
+            try await a.sync()
+            try await b.sync()
+
+            var onA = note
+            onA.title = "A's title"
+            try await a.write { [onA] in try $0.update(onA) }
+            proxy.inject(.dropResponse, into: .recordsModify)
+            await #expect(throws: (any Error).self) { try await a.container.sendChanges() }  // applied, unheard
+
+            try await b.sync()
+            var onB = try #require(try b.note(note.id))
+            #expect(onB.title == "A's title")
+            onB.body = "B's body"
+            try await b.write { [onB] in try $0.update(onB) }
+            try await b.sync()
+
+            try await a.sync()  // the retry: CONFLICT, and the server holds what A sent
+            #expect(try a.note(note.id)?.body == "B's body", "the acknowledgement brings B's edit")
+            onA = try #require(try a.note(note.id))
+            onA.body = onA.body! + ", then A's"
+            try await a.write { [onA] in try $0.update(onA) }
+            try await a.sync()
+            try await b.sync()
+            #expect(try b.note(note.id)?.body == "B's body, then A's")
+            #expect(try a.container.conflicts().isEmpty && b.container.conflicts().isEmpty)
+            #expect(try a.contents() == b.contents())
+            await a.close()
+            await b.close()
+            await proxy.shutdown()
+        }
+    }
 }
