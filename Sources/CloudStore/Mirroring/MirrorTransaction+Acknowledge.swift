@@ -37,9 +37,10 @@ extension MirrorTransaction {
         return zoneMissing
     }
 
-    /// The server saved a record and answered with its copy: remember its tag, take what other
-    /// devices changed (``ConflictResolution/acknowledgedUpload(_:sent:stillPending:of:)``), and
-    /// keep pending only what changed here after the upload was sent.
+    /// The server saved a record and answered with its whole copy (a field it does not carry is
+    /// null there): remember its tag, take what other devices changed
+    /// (``ConflictResolution/acknowledgedUpload(_:sent:stillPending:of:)``), and keep pending only
+    /// what changed here after the upload was sent.
     func acknowledgeSave(of saved: Record, sent: SentUpload?) throws {
         guard var row = try db.recordMetadata(saved.recordName) else { return }
         row.serverHas(saved.recordChangeTag)

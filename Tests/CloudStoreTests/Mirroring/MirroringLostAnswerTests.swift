@@ -66,11 +66,11 @@ struct MirroringLostAnswerTests {
         }
     }
 
-    /// The convergence soak's lost update (seed 900003): a retry found this device's own write
-    /// already applied and another device's later edit of another field on top. The engine counts
-    /// such a conflict as saved; the acknowledgement took the server's change tag without the
-    /// other device's value, so the fetch that followed skipped that version, and this device's
-    /// next edit of the field overwrote the other device's value without a conflict.
+    /// A retry that finds this device's own write applied, with another device's later edit of
+    /// another field on top: the retry meets a CONFLICT, and the merge brings the other device's
+    /// edit here, so this device's next edit of that field builds on it instead of overwriting it
+    /// unseen. (When the server's copy holds every value sent, the engine counts the conflict as
+    /// saved; ``MirrorTransactionAcknowledgeTests`` covers that acknowledgement.)
     @Test func aRetryThatFindsItsOwnWriteApplied_takesAnotherDevicesLaterEdit() async throws {
         try await withServer { server in
             let serverURL = server.url

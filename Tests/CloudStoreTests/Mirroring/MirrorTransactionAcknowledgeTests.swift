@@ -1,0 +1,75 @@
+@testable import CloudStore
+import CloudStoreSync
+import Foundation
+import GRDB
+import Logging
+import Testing
+
+/// Acknowledgements, driven directly on a real store: what stays pending, and what the server's
+/// copy brings. The server answers a save with its whole copy of the record (as `records/modify`
+/// does): a field it does not carry is null there.
+@Suite("Mirroring: acknowledgements settle pending uploads by revision and merge the server's copy")
+struct MirrorTransactionAcknowledgeTests {
+    let zoneID = ZoneID(zoneName: "Notes")
+
+    func transaction<T: Sendable>(
+        _ store: PersistentStore, _ body: @escaping @Sendable (MirrorTransaction) throws -> T
+    ) async throws -> T {
+        let zoneID = zoneID
+        return try await store.write(author: MirrorAuthor.import) { context in
+            try body(
+                MirrorTransaction(
+                    context: context, schema: try Schema.notes(), zoneID: zoneID, policy: .serverWins, deviceID: "A",
+                    now: Date(), logger: .quiet))
+        }
+    }
+
+    func pending(_ store: PersistentStore, _ id: UUID) async throws -> PendingUpload? {
+        try await store.read { try $0.db.recordMetadata(id.uuidString)?.pendingUpload }
+    }
+
+    /// The server answered with its copy holding what was sent and another device's edit of
+    /// another field (a retry found this device's first attempt applied, and the engine counted
+    /// the conflict as saved): the other device's value is applied here, nothing stays pending.
+    @Test func anAcknowledgementBringsWhatElseTheServersCopyHolds() async throws {
+        let a = try await Device.make("A", server: nil)
+        let note = Note(title: "mine")
+        try await a.write { try $0.insert(note) }
+        let prepared = try await transaction(a.store) { try $0.prepareUploads(limit: 10, skipping: []) }
+        let upload = try #require(prepared.first)
+        var saved = try #require(upload.record)
+        saved.recordChangeTag = "2"
+        saved.fields["body"] = .string("theirs")
+        try await transaction(a.store) { [saved] in try $0.acknowledgeSave(of: saved, sent: upload.sent) }
+        #expect(try a.note(note.id)?.body == "theirs")
+        #expect(try a.note(note.id)?.title == "mine")
+        #expect(try await pending(a.store, note.id) == nil)
+        #expect(try a.container.conflicts().isEmpty)
+        await a.close()
+    }
+
+    /// An edit saved while the upload was in flight stays pending; an acknowledgement of the
+    /// revision that was sent clears the pending upload.
+    @Test func onlyTheRevisionThatWasSentIsCleared() async throws {
+        let a = try await Device.make("A", server: nil)
+        var note = Note(title: "first")
+        try await a.write { [note] in try $0.insert(note) }
+        let first = try #require(try await transaction(a.store) { try $0.prepareUploads(limit: 10, skipping: []) }.first)
+        note.title = "second"
+        try await a.write { [note] in try $0.update(note) }
+        var saved = try #require(first.record)
+        saved.recordChangeTag = "1"
+        try await transaction(a.store) { [saved] in try $0.acknowledgeSave(of: saved, sent: first.sent) }
+        #expect(try await pending(a.store, note.id)?.keysToUpload == ["title"], "the later edit is still to upload")
+
+        let second = try #require(try await transaction(a.store) { try $0.prepareUploads(limit: 10, skipping: []) }.first)
+        #expect(second.record?.fields.keys.contains("body") == false, "only the title is sent")
+        // The server answers with its whole copy: every field, the ones not sent included.
+        var savedAgain = saved
+        savedAgain.fields.merge(try #require(second.record).fields) { _, sent in sent }
+        savedAgain.recordChangeTag = "2"
+        try await transaction(a.store) { [savedAgain] in try $0.acknowledgeSave(of: savedAgain, sent: second.sent) }
+        #expect(try await pending(a.store, note.id) == nil)
+        await a.close()
+    }
+}
