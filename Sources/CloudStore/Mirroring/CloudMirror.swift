@@ -30,6 +30,12 @@ actor CloudMirror: SyncEngineDelegate {
     private var fromScratch: Set<String>?
     /// Objects whose tombstones the fetch under way brought (see ``MirrorTransaction/deletedOnServer``).
     private var deletedInFetch: Set<UUID> = []
+    /// Creates handed out and never answered, held back until a fetch covers them.
+    private var unheardCreates = UnheardCreates()
+    /// Whether the store's zone failed to fetch in the fetch under way.
+    private var zoneFetchFailed = false
+    /// Whether a fetch was asked for to release held-back creates (automatic sync only).
+    private var fetchRequested = false
     private var importTracker: EventTracker?
     private var exportTracker: EventTracker?
     private var lastFailure: PersistentCloudContainer.SyncFailure?
@@ -58,15 +64,17 @@ actor CloudMirror: SyncEngineDelegate {
         do {
             store.add(PendingUploadRecorder(schema: schema, signal: signal))
             let (store, schema) = (store, schema)
-            let (saved, zoneSaved, pending) = try await store.write(author: MirrorAuthor.import) { context in
+            let (saved, zoneSaved, pending, unheard) = try await store.write(author: MirrorAuthor.import) { context in
                 try MirrorMetadata.prepare(context, store: store, schema: schema)
                 return (
                     try context.db.mirrorState(.engineState, as: SyncEngine.State.Serialization.self),
                     try context.db.mirrorState(.zoneSaved, as: Bool.self) ?? false,
-                    try context.db.pendingUploadCount()
+                    try context.db.pendingUploadCount(),
+                    try context.db.unheardCreateNames()
                 )
             }
             savedEngineState = saved
+            unheardCreates = UnheardCreates(waiting: unheard)
             if let database { makeEngine(database, state: saved, zoneSaved: zoneSaved, pendingUploads: pending) }
             events.send(setup.ended())
             logger.notice(
@@ -136,7 +144,9 @@ actor CloudMirror: SyncEngineDelegate {
         _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
     ) async -> SyncEngine.RecordZoneChangeBatch? {
         guard context.options.scope.contains(zoneID) else { return nil }
-        let skipping = Set(context.recordIDsToSkip.filter { $0.zoneID == zoneID }.map(\.recordName))
+        let held = unheardCreates.waiting
+        let skipping = Set(context.recordIDsToSkip.filter { $0.zoneID == zoneID }.map(\.recordName)).union(held)
+        if !held.isEmpty { requestFetch(syncEngine) }
         // Cleared before reading, so a save committed after the read sets it again.
         syncEngine.state.hasPendingUntrackedChanges = false
         let prepared: [PreparedUpload]
@@ -153,12 +163,22 @@ actor CloudMirror: SyncEngineDelegate {
         var records: [String: Record] = [:]
         for upload in uploads {
             inFlight[upload.change.recordID.recordName] = upload.sent
-            if let record = upload.record { records[record.recordName] = record }
+            guard let record = upload.record else { continue }
+            records[record.recordName] = record
+            if record.recordChangeTag == nil { unheardCreates.handedOut(record.recordName) }
         }
         logger.info("uploads prepared", metadata: ["zone": "\(zoneID.zoneName)", "count": "\(uploads.count)"])
         return await SyncEngine.RecordZoneChangeBatch(pendingChanges: uploads.map(\.change)) { [records] recordID in
             records[recordID.recordName]
         }
+    }
+
+    /// Asks the engine for a fetch, so creates held back until one covers them go out soon. Only
+    /// when syncing automatically: otherwise the app drives fetches (`sync()` fetches after it sends).
+    private func requestFetch(_ engine: SyncEngine) {
+        guard options.automaticallySync, !fetchRequested else { return }
+        fetchRequested = true
+        Task { try? await engine.fetchChanges() }
     }
 
     func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {
@@ -188,6 +208,9 @@ actor CloudMirror: SyncEngineDelegate {
             try await acknowledge(sent)
         case .willFetchChanges:
             deletedInFetch = []
+            unheardCreates.fetchBegan()
+            zoneFetchFailed = false
+            fetchRequested = false
             let tracker = EventTracker(.import)
             importTracker = tracker
             events.send(tracker.started)
@@ -197,8 +220,14 @@ actor CloudMirror: SyncEngineDelegate {
             guard event.zoneID == zoneID else { return }
             if let seen = fromScratch, event.error == nil { try await removeUnseen(seen) }
             fromScratch = nil
-            if let error = event.error { importTracker?.failure = PersistentCloudContainer.SyncFailure(error) }
-        case .didFetchChanges:
+            if let error = event.error {
+                zoneFetchFailed = true
+                importTracker?.failure = PersistentCloudContainer.SyncFailure(error)
+            }
+        case .didFetchChanges(let event):
+            let held = unheardCreates.waiting.count
+            unheardCreates.fetchEnded(completed: event.error == nil && !zoneFetchFailed)
+            if unheardCreates.waiting.count < held { signal.uploadsPending() }
             try await importEnded()
         case .willSendChanges:
             let tracker = EventTracker(.export)
@@ -257,10 +286,13 @@ actor CloudMirror: SyncEngineDelegate {
             return (zoneMissing, transaction.refused)
         }
         savedEngineState = sent.stateSerialization
-        for record in sent.savedRecords { inFlight[record.recordName] = nil }
-        for recordID in sent.deletedRecordIDs { inFlight[recordID.recordName] = nil }
-        for failure in sent.failedRecordSaves { inFlight[failure.record.recordName] = nil }
-        for recordID in sent.failedRecordDeletes.keys { inFlight[recordID.recordName] = nil }
+        let answered =
+            sent.savedRecords.map(\.recordName) + sent.deletedRecordIDs.map(\.recordName)
+            + sent.failedRecordSaves.map(\.record.recordName) + sent.failedRecordDeletes.keys.map(\.recordName)
+        for name in answered {
+            inFlight[name] = nil
+            unheardCreates.heard(name)
+        }
         if let current = exportTracker?.counts { exportTracker?.counts = current + counts }
         for (name, error) in refused.sorted(by: { $0.key < $1.key }) {
             var failure = PersistentCloudContainer.SyncFailure(error)

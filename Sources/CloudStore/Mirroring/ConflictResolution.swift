@@ -9,7 +9,7 @@ import Foundation
 /// | edited fields | edited fields | ``editAgainstEdit(_:of:)``: field by field against the ancestor |
 /// | its upload, acknowledged | that upload and maybe others' edits | ``acknowledgedUpload(_:sent:stillPending:of:)`` |
 /// | edited an object | deleted it | ``editAgainstDeletion(of:pendingKeys:local:)`` |
-/// | deleted an object | edited it | ``deletionAgainstEdit(of:)`` |
+/// | deleted an object | edited it | ``deletionAgainstEdit(of:writtenByThisDevice:)`` |
 /// | added a link | deleted it | ``linkAgainstDeletion(_:)`` |
 /// | removed a link | saved it | ``linkDeletionAgainstSave(_:)`` |
 /// | its own write whose answer was lost | that write | ``ancestor(_:server:writtenBy:thisDevice:)`` |
@@ -164,8 +164,11 @@ struct ConflictResolution {
 
     /// This device deleted an object that the server edited. With `localWins` the deletion stays
     /// pending and the server's edit is logged as lost; otherwise the object comes back with the
-    /// server's values and the deletion is logged as lost.
-    func deletionAgainstEdit(of object: Object) -> (Winner, [ConflictRecord]) {
+    /// server's values and the deletion is logged as lost. When the server's version is this
+    /// device's own write whose answer was lost (`writtenByThisDevice`), nobody else edited it:
+    /// the deletion stands and nothing is logged.
+    func deletionAgainstEdit(of object: Object, writtenByThisDevice: Bool = false) -> (Winner, [ConflictRecord]) {
+        if writtenByThisDevice { return (.local, []) }
         if case .localWins = policy {
             return (.local, [record(object, "*", .server, lost: .null, won: .null)])
         }

@@ -47,7 +47,9 @@ extension MirrorTransaction {
                 try setPendingUpload(nil, of: &row)
             }
         case .delete?:
-            let (winner, conflicts) = resolution.deletionAgainstEdit(of: ConflictResolution.Object(entityName: entity.name, id: id))
+            let (winner, conflicts) = resolution.deletionAgainstEdit(
+                of: ConflictResolution.Object(entityName: entity.name, id: id),
+                writtenByThisDevice: deviceID != nil && record.modified?.deviceID == deviceID)
             try log(conflicts)
             if winner == .server {
                 // The server's edit wins over this device's delete: the object comes back.

@@ -97,6 +97,22 @@ extension Database {
         return try rows.lazy.map(RecordMetadata.init(row:)).filter { !skipping.contains($0.recordName) }.prefix(limit).map { $0 }
     }
 
+    /// The records whose create was handed to the sync engine and never answered (possibly on the
+    /// server, no change tag) and that still have a save to upload: ``UnheardCreates`` holds them
+    /// back until a fetch covered them.
+    func unheardCreateNames() throws -> [String] {
+        try Row.fetchAll(
+            self,
+            sql: """
+                SELECT record_name, pending_upload FROM cloudstore_record_metadata
+                WHERE may_be_on_server = 1 AND change_tag IS NULL AND pending_upload IS NOT NULL
+                """
+        ).compactMap { row in
+            let upload = try MirrorMetadata.decode(PendingUpload.self, row["pending_upload"])
+            return upload == .delete ? nil : row["record_name"]
+        }
+    }
+
     /// How many uploads are pending, not counting the ones the server refused.
     func pendingUploadCount() throws -> Int {
         try Int.fetchOne(

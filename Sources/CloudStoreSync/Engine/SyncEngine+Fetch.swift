@@ -22,7 +22,7 @@ extension SyncEngine {
                     try await fetchZoneChanges(zoneID)
                 }
             } catch {
-                await emit(.didFetchChanges(Event.DidFetchChanges(context: context)))
+                await emit(.didFetchChanges(Event.DidFetchChanges(context: context, error: error)))
                 throw error
             }
             await emit(.didFetchChanges(Event.DidFetchChanges(context: context)))

@@ -190,6 +190,14 @@ extension SyncEngine.Event {
 
     public struct DidFetchChanges: Sendable {
         public let context: SyncEngine.FetchChangesContext
+        /// Why the fetch stopped early (the network, the server); nil when it completed. A zone
+        /// that failed on its own is reported by ``SyncEngine/Event/didFetchRecordZoneChanges(_:)``.
+        public let error: (any Error)?
+
+        init(context: SyncEngine.FetchChangesContext, error: (any Error)? = nil) {
+            self.context = context
+            self.error = error
+        }
     }
 
     public struct WillSendChanges: Sendable {

@@ -1,0 +1,52 @@
+import Foundation
+
+/// Records this device may have created on the server without hearing back: their upload was
+/// handed to the sync engine without a change tag (a create), and no answer came (the request
+/// failed, the app was killed). Such a record is sent again only after a fetch that began after it
+/// was handed out: that fetch brings either the record itself (the create landed, and the merge
+/// recognises this device's own write) or its tombstone (it landed and another device deleted it
+/// since, which the deletion rules decide). Sent again before that, the create would bring a
+/// record another device deleted back to life everywhere.
+///
+/// Pure bookkeeping, kept in memory by ``CloudMirror``; the store's `may_be_on_server` flag
+/// carries it across launches (``init(waiting:)``).
+struct UnheardCreates: Sendable, Equatable {
+    /// How many fetches have begun.
+    private var fetchesBegun = 0
+    /// The number of the fetch under way.
+    private var fetchUnderWay: Int?
+    /// Record name → how many fetches had begun when it was last handed out.
+    private var handedOut: [String: Int] = [:]
+
+    /// Starts with the records an earlier launch handed out and never heard back about: any
+    /// completed fetch of this launch covers them.
+    init(waiting names: some Sequence<String> = []) {
+        for name in names { handedOut[name] = 0 }
+    }
+
+    /// The records to hold back now.
+    var waiting: Set<String> { Set(handedOut.keys) }
+
+    /// A create of the record was handed to the engine.
+    mutating func handedOut(_ name: String) {
+        handedOut[name] = fetchesBegun
+    }
+
+    /// The server answered for the record (saved, deleted, refused, or a conflict was merged).
+    mutating func heard(_ name: String) {
+        handedOut[name] = nil
+    }
+
+    mutating func fetchBegan() {
+        fetchesBegun += 1
+        fetchUnderWay = fetchesBegun
+    }
+
+    /// A fetch ended; when it completed for the store's zone, it covers every record handed out
+    /// before it began.
+    mutating func fetchEnded(completed: Bool) {
+        defer { fetchUnderWay = nil }
+        guard completed, let fetch = fetchUnderWay else { return }
+        handedOut = handedOut.filter { $0.value >= fetch }
+    }
+}
