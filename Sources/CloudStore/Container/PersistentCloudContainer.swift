@@ -101,8 +101,7 @@ public final class PersistentCloudContainer: Sendable {
 
     /// Sends local changes, then fetches the server's, now.
     public func sync() async throws {
-        try await mirror.sendNow()
-        try await mirror.fetchNow()
+        try await mirror.syncNow()
     }
 
     /// Sends local changes now.

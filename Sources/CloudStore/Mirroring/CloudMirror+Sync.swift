@@ -15,6 +15,15 @@ extension CloudMirror {
         try await containerErrors { try await engine.fetchChanges() }
     }
 
+    /// Sends, then fetches; sends again if the fetch released creates held back until a fetch
+    /// covered them (``UnheardCreates``).
+    func syncNow() async throws {
+        try await sendNow()
+        let held = heldBackCreates
+        try await fetchNow()
+        if heldBackCreates < held { try await sendNow() }
+    }
+
     /// Sends and fetches until nothing is left in either direction, retrying transient failures
     /// until `timeout`.
     func waitUntilSynced(timeout: Duration) async throws {

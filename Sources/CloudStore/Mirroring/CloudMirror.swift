@@ -173,6 +173,9 @@ actor CloudMirror: SyncEngineDelegate {
         }
     }
 
+    /// How many creates wait for a fetch before they go out again.
+    var heldBackCreates: Int { unheardCreates.waiting.count }
+
     /// Asks the engine for a fetch, so creates held back until one covers them go out soon. Only
     /// when syncing automatically: otherwise the app drives fetches (`sync()` fetches after it sends).
     private func requestFetch(_ engine: SyncEngine) {
