@@ -1,4 +1,5 @@
 import CloudStore
+import CloudStoreTesting
 import Foundation
 import Testing
 
@@ -6,7 +7,7 @@ import Testing
 @Suite("cloudstore conflicts")
 struct CLIConflictsTests {
     @Test func conflictedStore_printsOneAlignedLinePerLosingValue() async throws {
-        try await withTemporaryDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             let (a, b, note) = try await StoreFixtures.conflictedStores(in: directory)
             let result = await cloudstore("conflicts", "--store", b.path)
             #expect(result.status == 0, "\(result.standardError)")
@@ -35,7 +36,7 @@ struct CLIConflictsTests {
     }
 
     @Test func badInputs() async throws {
-        try await withTemporaryDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             let (url, _, _) = try StoreFixtures.notesStore(in: directory)
             let local = await cloudstore("conflicts", "--store", url.path)
             #expect(local.status == 0 && local.outputLines == ["no conflicts logged"])

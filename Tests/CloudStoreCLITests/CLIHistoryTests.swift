@@ -1,4 +1,5 @@
 import CloudStore
+import CloudStoreTesting
 import Foundation
 import Testing
 
@@ -6,7 +7,7 @@ import Testing
 @Suite("cloudstore history")
 struct CLIHistoryTests {
     @Test func listsEveryTransactionWithItsChangesAligned() async throws {
-        try await withTemporaryDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             let (url, folder, note) = try StoreFixtures.notesStore(in: directory)
             let result = await cloudstore("history", "--store", url.path)
             #expect(result.status == 0, "\(result.standardError)")
@@ -22,7 +23,7 @@ struct CLIHistoryTests {
     }
 
     @Test func filtersByAuthorEntityTokenAndLimit() async throws {
-        try await withTemporaryDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             let (url, _, note) = try StoreFixtures.notesStore(in: directory)
             let byImporter = await cloudstore("history", "--store", url.path, "--author", "importer")
             #expect(byImporter.outputLines.count == 2 && byImporter.outputLines[0].contains("author importer"))
@@ -43,7 +44,7 @@ struct CLIHistoryTests {
     }
 
     @Test func json_isMachineReadable() async throws {
-        try await withTemporaryDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             let (url, _, note) = try StoreFixtures.notesStore(in: directory)
             let result = await cloudstore("history", "--store", url.path, "--json")
             #expect(result.status == 0)
@@ -62,7 +63,7 @@ struct CLIHistoryTests {
     }
 
     @Test func purgedToken_failsWithTheStoresExplanation() async throws {
-        try await withTemporaryDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             let (url, _, _) = try StoreFixtures.notesStore(in: directory)
             let store = try PersistentStore(url: url, schema: try StoreFixtures.schema())
             let transactions = try store.history(after: nil)
@@ -74,7 +75,7 @@ struct CLIHistoryTests {
     }
 
     @Test func opensTheStoreWithoutMigratingIt() async throws {
-        try await withTemporaryDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             let (url, _) = try StoreFixtures.notesV1Store(in: directory)
             let result = await cloudstore("history", "--store", url.path)
             #expect(result.status == 0, "\(result.standardError)")
@@ -84,7 +85,7 @@ struct CLIHistoryTests {
     }
 
     @Test func badInputs() async throws {
-        try await withTemporaryDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             let (url, _, _) = try StoreFixtures.notesStore(in: directory)
             let badToken = await cloudstore("history", "--store", url.path, "--after", "yesterday")
             #expect(badToken.status == 2)

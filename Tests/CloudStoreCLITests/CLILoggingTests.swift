@@ -1,5 +1,6 @@
 @testable import CloudStoreCLI
 import CloudStoreLogging
+import CloudStoreTesting
 import Foundation
 import Logging
 import Testing
@@ -10,7 +11,7 @@ import Testing
 struct CLILoggingTests {
     /// Runs `cloudstore serve`, saves a note through it, stops it, and answers its standard error.
     func serveLog(_ arguments: [String] = [], environment: [String: String] = [:]) async throws -> String {
-        try await withTemporaryDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             let serve = try await ServeRun.start(
                 ["--data", directory.appendingPathComponent("data").path, "--tokens", try writeTokensFile(in: directory)]
                     + arguments,

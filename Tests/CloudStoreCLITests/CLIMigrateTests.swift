@@ -1,4 +1,5 @@
 import CloudStore
+import CloudStoreTesting
 import Foundation
 import Testing
 
@@ -8,7 +9,7 @@ struct CLIMigrateTests {
     static let migrations = Fixtures.root.appendingPathComponent("Migrations").path
 
     @Test func v1Store_migratesToV2WithTheExampleStepAndSaysWhatItDid() async throws {
-        try await withTemporaryDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             let (url, note) = try StoreFixtures.notesV1Store(in: directory)
             let result = await cloudstore(
                 "migrate", "--store", url.path, "--schema", Fixtures.notesSchema, "--migrations", Self.migrations)
@@ -32,7 +33,7 @@ struct CLIMigrateTests {
     }
 
     @Test func failingStep_namesItAndLeavesTheStoreAsItWas() async throws {
-        try await withTemporaryDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             let (url, _) = try StoreFixtures.notesV1Store(in: directory)
             let steps = directory.appendingPathComponent("steps/Notes", isDirectory: true)
             try FileManager.default.createDirectory(at: steps, withIntermediateDirectories: true)
@@ -46,7 +47,7 @@ struct CLIMigrateTests {
     }
 
     @Test func schemaOlderThanTheStore_isRefused() async throws {
-        try await withTemporaryDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             let (url, _, _) = try StoreFixtures.notesStore(in: directory)
             let result = await cloudstore("migrate", "--store", url.path, "--schema", Fixtures.notesV1Schema)
             #expect(result.isOneLineFailure(mentioning: url.path, "version 2", "newer than this app's version 1"), "\(result.standardError)")
@@ -54,7 +55,7 @@ struct CLIMigrateTests {
     }
 
     @Test func badInputs_failWithOneLine() async throws {
-        try await withTemporaryDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             let text = try StoreFixtures.textFile(in: directory)
             let notAStore = await cloudstore("migrate", "--store", text.path, "--schema", Fixtures.notesSchema)
             #expect(notAStore.isOneLineFailure(mentioning: text.path, "is not a CloudStore store"), "\(notAStore.standardError)")

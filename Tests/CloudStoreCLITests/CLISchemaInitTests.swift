@@ -1,6 +1,7 @@
 import CloudStore
 import CloudStoreServer
 import CloudStoreSync
+import CloudStoreTesting
 import Foundation
 import Testing
 
@@ -9,7 +10,7 @@ import Testing
 struct CLISchemaInitTests {
     /// Runs `body` with a server on a free loopback port whose only user is `alice-token`.
     func withServer(_ body: (URL) async throws -> Void) async throws {
-        try await withTemporaryDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             let server = try await CloudServer.start(
                 configuration: ServerConfiguration(
                     port: 0, storage: .sqlite(directory: directory.path), users: ["alice-token": "_alice"]))
@@ -82,7 +83,7 @@ struct CLISchemaInitTests {
         #expect(badURL.status == 2)
         let missing = await cloudstore("schema", "init", "--schema", "/nonexistent/Notes.json", "--dry-run")
         #expect(missing.isOneLineFailure(mentioning: "no schema file at /nonexistent/Notes.json"))
-        try await withTemporaryDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             let invalid = directory.appendingPathComponent("Invalid.json")
             try Data("{\"name\": \"Notes\", \"version\": 1, \"entities\": [{\"name\": \"Note\", \"attributes\": [{\"name\": \"title\", \"type\": \"string\"}]}]}".utf8).write(to: invalid)
             let result = await cloudstore("schema", "init", "--schema", invalid.path, "--dry-run")

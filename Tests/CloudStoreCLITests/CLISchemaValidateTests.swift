@@ -1,4 +1,5 @@
 import CloudStore
+import CloudStoreTesting
 import Foundation
 import Testing
 
@@ -20,7 +21,7 @@ struct CLISchemaValidateTests {
     }
 
     @Test func invalidSchema_listsEveryProblemAndExitsOne() async throws {
-        try await withTemporaryDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             let file = directory.appendingPathComponent("Broken.json")
             try Data(
                 """
@@ -44,7 +45,7 @@ struct CLISchemaValidateTests {
     }
 
     @Test func notJSON_saysSoAndExitsOne() async throws {
-        try await withTemporaryDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             let file = directory.appendingPathComponent("Notes.json")
             try Data("{\"name\": \"Notes\",".utf8).write(to: file)
             let result = await cloudstore("schema", "validate", file.path)
@@ -60,7 +61,7 @@ struct CLISchemaValidateTests {
     }
 
     @Test func directory_isRefusedWithAHint() async throws {
-        try await withTemporaryDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             let result = await cloudstore("schema", "validate", directory.path)
             #expect(result.isOneLineFailure(mentioning: directory.path, "is a directory"))
         }

@@ -8,7 +8,7 @@ import Testing
 @Suite("cloudstore serve", .timeLimit(.minutes(1)))
 struct CLIServeTests {
     @Test func serve_printsWhereItListensServesAndStops() async throws {
-        try await withTemporaryDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             let data = directory.appendingPathComponent("data")
             let serve = try await ServeRun.start(["--data", data.path, "--tokens", try writeTokensFile(in: directory)])
             #expect(
@@ -22,7 +22,7 @@ struct CLIServeTests {
     }
 
     @Test func wrongToken_isRefusedByTheServer() async throws {
-        try await withTemporaryDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             let serve = try await ServeRun.start([
                 "--data", directory.appendingPathComponent("data").path, "--tokens", try writeTokensFile(in: directory),
             ])
@@ -32,7 +32,7 @@ struct CLIServeTests {
     }
 
     @Test func missingTokensFile_failsWithOneLineNamingIt() async throws {
-        try await withTemporaryDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             let missing = directory.appendingPathComponent("nope.json").path
             let result = await cloudstore("serve", "--port", "0", "--data", directory.path, "--tokens", missing)
             #expect(result.isOneLineFailure(mentioning: "cannot read the tokens file \(missing)"), "\(result.standardError)")
@@ -40,7 +40,7 @@ struct CLIServeTests {
     }
 
     @Test func invalidTokensFile_failsWithOneLineShowingTheFormat() async throws {
-        try await withTemporaryDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             let tokens = directory.appendingPathComponent("tokens.json")
             try Data("[1, 2]".utf8).write(to: tokens)
             let result = await cloudstore("serve", "--port", "0", "--data", directory.path, "--tokens", tokens.path)
@@ -49,7 +49,7 @@ struct CLIServeTests {
     }
 
     @Test func missingServerKeyFile_failsWithOneLineNamingIt() async throws {
-        try await withTemporaryDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             let pem = directory.appendingPathComponent("key.pem").path
             let result = await cloudstore("serve", "--port", "0", "--data", directory.path, "--server-key", "k1=\(pem)")
             #expect(result.isOneLineFailure(mentioning: "cannot read the server key file \(pem) of key k1"))
@@ -58,7 +58,7 @@ struct CLIServeTests {
 
     @Test func portInUse_failsWithOneLine() async throws {
         let server = try await TestServer.start()
-        try await withTemporaryDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             let result = await cloudstore(
                 "serve", "--port", "\(server.port)", "--data", directory.path, "--tokens", try writeTokensFile(in: directory))
             #expect(result.isOneLineFailure(mentioning: "in use"), "\(result.standardError)")

@@ -1,4 +1,5 @@
 import CloudStore
+import CloudStoreTesting
 import Foundation
 import Testing
 
@@ -6,7 +7,7 @@ import Testing
 @Suite("cloudstore status")
 struct CLIStatusTests {
     @Test func localStore_hasNeverSynced() async throws {
-        try await withTemporaryDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             let (url, _, _) = try StoreFixtures.notesStore(in: directory)
             let result = await cloudstore("status", "--store", url.path)
             #expect(result.status == 0, "\(result.standardError)")
@@ -27,7 +28,7 @@ struct CLIStatusTests {
     }
 
     @Test func mirroredStore_showsTheUserTokensTimesAndConflicts() async throws {
-        try await withTemporaryDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             let (_, b, _) = try await StoreFixtures.conflictedStores(in: directory)
             let result = await cloudstore("status", "--store", b.path, "--schema", Fixtures.notesSchema)
             #expect(result.status == 0, "\(result.standardError)")
@@ -48,7 +49,7 @@ struct CLIStatusTests {
     }
 
     @Test func badInputs() async throws {
-        try await withTemporaryDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             let (url, _, _) = try StoreFixtures.notesStore(in: directory)
             let older = await cloudstore("status", "--store", url.path, "--schema", Fixtures.notesV1Schema)
             #expect(older.isOneLineFailure(mentioning: "newer than this app's version 1"), "\(older.standardError)")

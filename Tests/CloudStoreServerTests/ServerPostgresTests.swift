@@ -13,10 +13,9 @@ struct ServerPostgresTests {
     var url: String { Backend.url(Backend.postgresURL ?? "", schema: Backend.freshSchemaName()) }
 
     @Test func twoProcesses_writeThroughOneIsVisibleThroughTheOtherAndWakesItsLongPoll() async throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("cloudstore-pg-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: root) }
-        let tokens = root.appendingPathComponent("tokens.json")
+        let root = try TemporaryDirectory(prefix: "cloudstore-pg")
+        defer { withExtendedLifetime(root) {} }
+        let tokens = root.file("tokens.json")
         try WireCoding.encode(TestServer.defaultUsers).write(to: tokens)
         let url = self.url
 

@@ -7,18 +7,18 @@ import Testing
 /// `cloudstore serve` as a real process: startup, SIGTERM, kill -9 in the middle of a batch.
 @Suite("cloudstore serve process", .serialized, .timeLimit(.minutes(3)))
 struct ServerProcessTests {
-    /// A temporary directory with a tokens file for the default users.
-    static func makeDirectory() throws -> (data: URL, tokens: URL) {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("cloudstore-process-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
-        let tokens = root.appendingPathComponent("tokens.json")
+    /// A temporary directory (removed when the first value goes away) with a tokens file for the
+    /// default users.
+    static func makeDirectory() throws -> (root: TemporaryDirectory, data: URL, tokens: URL) {
+        let root = try TemporaryDirectory(prefix: "cloudstore-process")
+        let tokens = root.file("tokens.json")
         try WireCoding.encode(TestServer.defaultUsers).write(to: tokens)
-        return (root.appendingPathComponent("data"), tokens)
+        return (root, root.file("data"), tokens)
     }
 
     @Test func serve_printsWhereItListensServesAndStopsOnSIGTERM() async throws {
-        let (data, tokens) = try Self.makeDirectory()
-        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
+        let (root, data, tokens) = try Self.makeDirectory()
+        defer { withExtendedLifetime(root) {} }
         let child = try await ServerProcess.launch(["--data", data.path, "--tokens", tokens.path])
         #expect(child.output.contains("listening on http://127.0.0.1:\(child.port) (storage: SQLite in \(data.path))"))
         let client = CloudClient(baseURL: child.baseURL)
@@ -29,8 +29,8 @@ struct ServerProcessTests {
     }
 
     @Test func serve_refusesABadTokensFileWithAClearMessage() async throws {
-        let (data, tokens) = try Self.makeDirectory()
-        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
+        let (root, data, tokens) = try Self.makeDirectory()
+        defer { withExtendedLifetime(root) {} }
         try Data("[1, 2]".utf8).write(to: tokens)
         await #expect(throws: ServerProcess.LaunchError.self) {
             try await ServerProcess.launch(["--data", data.path, "--tokens", tokens.path])
@@ -38,8 +38,8 @@ struct ServerProcessTests {
     }
 
     @Test func sigterm_finishesAnInFlightLongPoll() async throws {
-        let (data, tokens) = try Self.makeDirectory()
-        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
+        let (root, data, tokens) = try Self.makeDirectory()
+        defer { withExtendedLifetime(root) {} }
         let child = try await ServerProcess.launch(["--data", data.path, "--tokens", tokens.path, "--debug", "3"])
         let client = CloudClient(baseURL: child.baseURL)
         let start = try await client.databaseChanges(token: nil)
@@ -56,8 +56,8 @@ struct ServerProcessTests {
     }
 
     @Test func kill9_duringALargeAtomicBatchLeavesAllOrNothing() async throws {
-        let (data, tokens) = try Self.makeDirectory()
-        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
+        let (root, data, tokens) = try Self.makeDirectory()
+        defer { withExtendedLifetime(root) {} }
         let names = (0..<200).map { "R-\($0)" }
         let payload = String(repeating: "p", count: 16 * 1024)
         func batch(_ zone: String) throws -> Data {

@@ -27,8 +27,9 @@ struct ServerShutdownTests {
     }
 
     @Test func restart_onTheSameDirectoryKeepsTheData() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cloudstore-restart-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: directory) }
+        let temporary = try TemporaryDirectory(prefix: "cloudstore-restart")
+        defer { withExtendedLifetime(temporary) {} }
+        let directory = temporary.url
         let first = try await TestServer.start(storage: .sqlite(directory: directory))
         var client = CloudClient(baseURL: first.baseURL)
         try await client.createZone("Notes")

@@ -1,3 +1,4 @@
+import CloudStoreTesting
 import CloudStoreWire
 import Foundation
 import GRDB
@@ -115,10 +116,9 @@ struct ServerUnitsTests {
     /// NORMAL` on its writer when it turns WAL on, so the storage sets `FULL` again; read back from
     /// the writer and a reader of a container's file.
     @Test func sqliteStorage_synchronousIsFullOnTheWriterAndTheReaders() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cloudstore-sync-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: directory) }
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let storage = SQLiteStorage(directory: directory, logger: Logger(label: "test"))
+        let directory = try TemporaryDirectory(prefix: "cloudstore-sync")
+        defer { withExtendedLifetime(directory) {} }
+        let storage = SQLiteStorage(directory: directory.url, logger: Logger(label: "test"))
         let pool = try storage.pool("iCloud.durability")
         let writer = try pool.writeWithoutTransaction { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") }
         let reader = try pool.read { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") }

@@ -10,7 +10,7 @@ import Testing
     let notes = ZoneID(zoneName: "Notes")
 
     @Test func records_carryTheDeviceHeaderAsTheirModifiedDevice() async throws {
-        try await withTestServer { server in
+        try await TestServer.with { server in
             let database = server.database(device: "ipad-7")
             _ = try await database.modifyZones(ZonesModifyRequest(operations: [.init(.create, notes)]))
             let response = try await database.modifyRecords(
@@ -25,7 +25,7 @@ import Testing
     }
 
     @Test func atomicFailure_comesBackAsPerRecordResultsNotAsAThrow() async throws {
-        try await withTestServer { server in
+        try await TestServer.with { server in
             let database = server.database(device: "A")
             _ = try await database.modifyZones(ZonesModifyRequest(operations: [.init(.create, notes)]))
             let stale = Record(
@@ -42,7 +42,7 @@ import Testing
     }
 
     @Test func serverErrors_throwWithTheirCodeAndStatus() async throws {
-        try await withTestServer { server in
+        try await TestServer.with { server in
             let stranger = HTTPCloudDatabase(
                 baseURL: server.baseURL, container: SyncEngineMultiDeviceTests.container, token: "nobody", deviceID: "A")
             let error = await #expect(throws: CloudError.self) { try await stranger.listZones() }
@@ -70,7 +70,7 @@ import Testing
     }
 
     @Test func longPoll_answersWhenAnotherDeviceWrites() async throws {
-        try await withTestServer { server in
+        try await TestServer.with { server in
             let writer = server.database(device: "A")
             let listener = server.database(device: "B")
             let start = try await listener.fetchDatabaseChanges(DatabaseChangesRequest())
@@ -84,7 +84,7 @@ import Testing
 
     @Test func logs_nameEveryRequestAndNeverTheToken() async throws {
         let recorder = LogRecorder()
-        try await withTestServer { server in
+        try await TestServer.with { server in
             let logger = recorder.logger(label: "test.http", level: .trace)
             let database = HTTPCloudDatabase(
                 baseURL: server.baseURL, container: SyncEngineMultiDeviceTests.container, token: "alice-token",

@@ -24,8 +24,8 @@ import Testing
         var configuration = FaultProxy.Configuration()
         configuration.holdTimeout = .milliseconds(200)
         try await withProxiedServer(configuration: configuration) { server, proxy in
-            let deviceA = await TestDevice("A", database: proxy.database(device: "A"))
-            let deviceB = await TestDevice("B", database: proxy.database(device: "B"))
+            let deviceA = await EngineDevice("A", database: proxy.database(device: "A"))
+            let deviceB = await EngineDevice("B", database: proxy.database(device: "B"))
             await deviceA.setConflictPolicy(.localWins)
 
             for name in ["c1", "c2", "c3"] { await deviceA.save(note(name, "v1")) }
@@ -55,7 +55,7 @@ import Testing
         var configuration = FaultProxy.Configuration()
         configuration.clock = clock
         try await withProxiedServer(configuration: configuration) { server, proxy in
-            let deviceA = await TestDevice("A", database: proxy.database(device: "A"))
+            let deviceA = await EngineDevice("A", database: proxy.database(device: "A"))
             try await deviceA.engine.fetchChanges()
             await deviceA.save(note("slow", "x"))
             proxy.inject(.delay(.seconds(30)), into: .recordsModify)
@@ -71,8 +71,8 @@ import Testing
 
     @Test func reorder_theServerSeesTheHeldSaveAfterTheNextOne() async throws {
         try await withProxiedServer { server, proxy in
-            let deviceA = await TestDevice("A", database: proxy.database(device: "A"))
-            let deviceB = await TestDevice("B", database: proxy.database(device: "B"))
+            let deviceA = await EngineDevice("A", database: proxy.database(device: "A"))
+            let deviceB = await EngineDevice("B", database: proxy.database(device: "B"))
             await deviceA.setConflictPolicy(.localWins)
             await deviceB.setConflictPolicy(.localWins)
             await deviceA.save(note("s", "first"))
@@ -100,7 +100,7 @@ import Testing
 
     @Test func partition_failsFastKeepsTheChangeAndHeals() async throws {
         try await withProxiedServer { server, proxy in
-            let deviceA = await TestDevice("A", database: proxy.database(device: "A"))
+            let deviceA = await EngineDevice("A", database: proxy.database(device: "A"))
             try await deviceA.engine.fetchChanges()
             await deviceA.save(note("offline", "x"))
             let forwarded = proxy.statistics.forwarded
@@ -122,7 +122,7 @@ import Testing
     @Test func throttle_fromTheProxyIsWaitedOutOnTheEnginesClock() async throws {
         try await withProxiedServer { server, proxy in
             let clock = TestClock()
-            let deviceA = await TestDevice("A", database: proxy.database(device: "A"), automaticallySync: true) {
+            let deviceA = await EngineDevice("A", database: proxy.database(device: "A"), automaticallySync: true) {
                 configuration in
                 configuration.clock = clock
                 configuration.listensForPush = false
@@ -150,7 +150,7 @@ import Testing
     /// still pending; the save was then skipped forever.
     @Test func deleteThenRecreate_theFetchedTombstoneKeepsTheUnsentRecord() async throws {
         try await withProxiedServer { server, proxy in
-            let deviceA = await TestDevice("A", database: proxy.database(device: "A"))
+            let deviceA = await EngineDevice("A", database: proxy.database(device: "A"))
             await deviceA.save(note("x", "first"))
             try await deviceA.engine.sendChanges()
             await deviceA.delete(id("x"))
@@ -188,7 +188,7 @@ import Testing
     @Test(arguments: [RestartableServer.Kind.inProcess, .childProcess])
     func serverKilledAndRestarted_losesNothingAcknowledged(_ kind: RestartableServer.Kind) async throws {
         try await withRestartableServer(kind) { server, proxy in
-            let deviceA = await TestDevice("A", database: proxy.database(device: "A"))
+            let deviceA = await EngineDevice("A", database: proxy.database(device: "A"))
             for name in ["a", "b"] { await deviceA.save(note(name, name)) }
             try await deviceA.engine.sendChanges()
 
@@ -201,7 +201,7 @@ import Testing
             // A keep-alive connection from before the kill can still be in the shared client pool and
             // fail once (remoteConnectionClosed); the automatic scheduler's retry would absorb it.
             try await retryingOnceOnNetworkError { try await deviceA.engine.sendChanges() }
-            let deviceB = await TestDevice("B", database: proxy.database(device: "B"))
+            let deviceB = await EngineDevice("B", database: proxy.database(device: "B"))
             try await retryingOnceOnNetworkError { try await deviceB.engine.fetchChanges() }
             #expect(await values(deviceB) == ["a": "a", "b": "b", "c": "c"])
             #expect(server.starts == 2)
@@ -238,8 +238,8 @@ import Testing
         return try await withRestartableServer(.inProcess, configuration: configuration) { server, proxy in
             var report = ConvergenceReport(seeds: 1)
             let devices = [
-                await TestDevice("A", database: proxy.database(device: "A")),
-                await TestDevice("B", database: proxy.database(device: "B")),
+                await EngineDevice("A", database: proxy.database(device: "A")),
+                await EngineDevice("B", database: proxy.database(device: "B")),
             ]
             for device in devices { await device.setConflictPolicy(.localWins) }
             proxy.setRandomFaults(seed: random.next(), rate: 0.25)
@@ -285,7 +285,7 @@ import Testing
     /// One random local change: a save of an own record (half the time), an edit of a shared one,
     /// or the delete of an own record. Answers the own record changed and its new value (nil when
     /// deleted).
-    func randomEdit(_ device: TestDevice, round: Int, using random: inout SeededRandomNumberGenerator) async
+    func randomEdit(_ device: EngineDevice, round: Int, using random: inout SeededRandomNumberGenerator) async
         -> (key: String, value: String?)?
     {
         let name = device.name
@@ -310,7 +310,7 @@ import Testing
     // MARK: Support
 
     /// Fetches then sends, retrying after a failure, until a round of both succeeds and nothing is pending.
-    func sync(_ device: TestDevice, attempts: Int) async throws {
+    func sync(_ device: EngineDevice, attempts: Int) async throws {
         var lastError: (any Error)?
         for _ in 0..<attempts {
             do {
@@ -327,7 +327,7 @@ import Testing
     }
 
     /// The device's records of the Notes zone: name → value.
-    func values(_ device: TestDevice) async -> [String: String] {
+    func values(_ device: EngineDevice) async -> [String: String] {
         var values: [String: String] = [:]
         for (recordID, record) in await device.records where recordID.zoneID.zoneName == notes.zoneName {
             if case .string(let value)? = record.fields["value"] { values[recordID.recordName] = value }
@@ -382,7 +382,7 @@ import Testing
         configuration: FaultProxy.Configuration = FaultProxy.Configuration(),
         _ body: (TestServer, FaultProxy) async throws -> Void
     ) async throws {
-        try await withTestServer { server in
+        try await TestServer.with { server in
             try await createZone(at: server.baseURL)
             let proxy = try await FaultProxy.start(inFrontOf: server.baseURL, configuration: configuration)
             do {

@@ -45,7 +45,7 @@ import Testing
                 return ZoneChangesResponse(zones: [.changes(page)])
             }
         }
-        let device = await TestDevice("A", database: database)
+        let device = await EngineDevice("A", database: database)
         try await device.engine.fetchChanges()
 
         let names = await device.eventNames().filter { $0 != "stateUpdate" }
@@ -92,7 +92,7 @@ import Testing
         let saved = SyncEngine.State.Serialization(
             userRecordName: "_u1", databaseToken: "db0", zoneTokens: [.init(zoneID: notes, syncToken: "old")],
             zonesWithUnfetchedChanges: [notes])
-        let device = await TestDevice("A", database: database, state: saved)
+        let device = await EngineDevice("A", database: database, state: saved)
         try await device.engine.fetchChanges()
 
         #expect(requestedTokens.withLock { $0 } == ["old", nil])
@@ -119,7 +119,7 @@ import Testing
                 return DatabaseChangesResponse(syncToken: "db1", moreComing: false, zones: [])
             }
         }
-        let device = await TestDevice(
+        let device = await EngineDevice(
             "A", database: database, state: SyncEngine.State.Serialization(userRecordName: "_u1", databaseToken: "garbage"))
         try await device.engine.fetchChanges()
         #expect(tokens.withLock { $0 } == ["garbage", nil])
@@ -133,7 +133,7 @@ import Testing
         let old = SyncEngine.State.Serialization(
             userRecordName: "_old", databaseToken: "db-old",
             pendingRecordZoneChanges: [.saveRecord(RecordID(recordName: "N1", zoneID: notes))])
-        let device = await TestDevice("A", database: database, state: old)
+        let device = await EngineDevice("A", database: database, state: old)
         try await device.engine.fetchChanges()
 
         let change = await device.waitForEvent { $0.name == "accountChange" }
@@ -149,7 +149,7 @@ import Testing
                 throw CloudError.server(ServerError(.authenticationFailed, reason: "bad token"), httpStatus: 401)
             }
         }
-        let device = await TestDevice("A", database: database)
+        let device = await EngineDevice("A", database: database)
         let error = await #expect(throws: SyncEngineError.self) { try await device.engine.fetchChanges() }
         #expect(error?.code == .stopped)
         let signOut = await device.waitForEvent { $0.description.hasPrefix("accountChange(signOut") }
@@ -171,7 +171,7 @@ import Testing
                 return Self.acceptAll(request)
             }
         }
-        let device = await TestDevice("A", database: database)
+        let device = await EngineDevice("A", database: database)
         await device.save(note("N1"))
         device.engine.state.add(pendingDatabaseChanges: [.saveZone(notes)])
         try await device.engine.sendChanges()
@@ -200,7 +200,7 @@ import Testing
                 return Self.acceptAll(request)
             }
         }
-        let device = await TestDevice("A", database: database)
+        let device = await EngineDevice("A", database: database)
         for index in 0..<5 { await device.save(note("N\(index)")) }
         try await device.engine.sendChanges()
         #expect(sizes.withLock { $0 } == [5, 2, 3, 1, 2])
@@ -228,7 +228,7 @@ import Testing
                 })
             }
         }
-        let device = await TestDevice("A", database: database)
+        let device = await EngineDevice("A", database: database)
         await device.save(note("N1", "mine", tag: "s1"))
         try await device.engine.sendChanges()
 
@@ -243,7 +243,7 @@ import Testing
     @Test func send_keepsChangesPendingAndThrowsWhenTheRequestFails() async throws {
         let database = FaultInjectingDatabase(ScriptedDatabase { $0.modifyRecords = Self.acceptAll })
         database.inject(.networkFailure, into: .recordsModify)
-        let device = await TestDevice("A", database: database)
+        let device = await EngineDevice("A", database: database)
         await device.save(note("N1"))
         let error = await #expect(throws: CloudError.self) { try await device.engine.sendChanges() }
         #expect(error?.kind == .network)
@@ -259,7 +259,7 @@ import Testing
             script.modifyRecords = Self.acceptAll
         })
         database.inject(.serverError(.throttled, retryAfter: 30), into: .recordsModify)
-        let device = await TestDevice("A", database: database, automaticallySync: true) { configuration in
+        let device = await EngineDevice("A", database: database, automaticallySync: true) { configuration in
             configuration.clock = clock
             configuration.listensForPush = false
             configuration.pollInterval = nil
@@ -288,7 +288,7 @@ import Testing
         let database = FaultInjectingDatabase(ScriptedDatabase { script in
             script.modifyRecords = { _ in try await waitUntilCancelled() }
         })
-        let device = await TestDevice("A", database: database)
+        let device = await EngineDevice("A", database: database)
         await device.save(note("N1"))
         let send = Task { try await device.engine.sendChanges() }
         await database.waitForRequests(.recordsModify, count: 1)
@@ -314,7 +314,7 @@ import Testing
                 return Self.acceptAll(request)
             }
         })
-        let device = await TestDevice("A", database: database, automaticallySync: true) { configuration in
+        let device = await EngineDevice("A", database: database, automaticallySync: true) { configuration in
             configuration.clock = clock
             configuration.listensForPush = false
             configuration.pollInterval = nil
@@ -336,7 +336,7 @@ import Testing
     }
 
     @Test func stateUpdate_followsChangesTheAppAddsWithoutSyncing() async throws {
-        let device = await TestDevice("A", database: ScriptedDatabase())
+        let device = await EngineDevice("A", database: ScriptedDatabase())
         await device.save(note("N1"))
         let update = await device.waitForEvent { $0.name == "stateUpdate" }
         guard case .stateUpdate(let stateUpdate) = update else { return }

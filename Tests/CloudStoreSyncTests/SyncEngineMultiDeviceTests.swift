@@ -19,7 +19,7 @@ import Testing
 
     /// What a fresh device of the same user sees for a record after a full fetch.
     func valueOnAnotherDevice(_ name: String, on server: TestServer) async throws -> FieldValue? {
-        let device = await TestDevice("other", database: server.database(device: "other"))
+        let device = await EngineDevice("other", database: server.database(device: "other"))
         try await device.engine.fetchChanges()
         return await device.record(id(name))?.fields["value"]
     }
@@ -28,8 +28,8 @@ import Testing
     func automaticDevice(
         _ database: any CloudDatabase, clock: TestClock,
         configure: @escaping @Sendable (inout SyncEngine.Configuration) -> Void = { _ in }
-    ) async -> TestDevice {
-        let device = await TestDevice("A", database: database, automaticallySync: true) { configuration in
+    ) async -> EngineDevice {
+        let device = await EngineDevice("A", database: database, automaticallySync: true) { configuration in
             configuration.clock = clock
             configuration.listensForPush = false
             configuration.pollInterval = nil
@@ -40,10 +40,10 @@ import Testing
     }
 
     /// Devices A and B in a Notes zone where A saved records `a`, `b` and `c` and B fetched them.
-    func twoDevicesSharingThreeNotes(on server: TestServer) async throws -> (TestDevice, TestDevice) {
+    func twoDevicesSharingThreeNotes(on server: TestServer) async throws -> (EngineDevice, EngineDevice) {
         try await createZone(on: server)
-        let deviceA = await TestDevice("A", database: server.database(device: "A"))
-        let deviceB = await TestDevice("B", database: server.database(device: "B"))
+        let deviceA = await EngineDevice("A", database: server.database(device: "A"))
+        let deviceB = await EngineDevice("B", database: server.database(device: "B"))
         for name in ["a", "b", "c"] { await deviceA.save(note(name, name)) }
         try await deviceA.engine.sendChanges()
         try await deviceB.engine.fetchChanges()
@@ -52,7 +52,7 @@ import Testing
 
     /// Creates the Notes zone on the server through a throwaway engine.
     func createZone(on server: TestServer) async throws {
-        let device = await TestDevice("setup", database: server.database(device: "setup"))
+        let device = await EngineDevice("setup", database: server.database(device: "setup"))
         device.engine.state.add(pendingDatabaseChanges: [.saveZone(notes)])
         try await device.engine.sendChanges()
     }
@@ -61,12 +61,12 @@ import Testing
 
     @Test(arguments: [false, true])
     func conflict_secondWriterGetsTheServerRecordAndResolvesToIt(serverSendsRecord: Bool) async throws {
-        try await withTestServer { server in
+        try await TestServer.with { server in
             try await createZone(on: server)
             let databaseB = FaultInjectingDatabase(server.database(device: "B"))
             databaseB.stripsServerRecordFromConflicts = !serverSendsRecord
-            let deviceA = await TestDevice("A", database: server.database(device: "A"))
-            let deviceB = await TestDevice("B", database: databaseB)
+            let deviceA = await EngineDevice("A", database: server.database(device: "A"))
+            let deviceB = await EngineDevice("B", database: databaseB)
 
             // Save a value from the first device to the server.
             await deviceA.save(note("value", "A"))
@@ -90,10 +90,10 @@ import Testing
     }
 
     @Test func conflict_resolvedLocallyIsSentAgainWithTheServersTag() async throws {
-        try await withTestServer { server in
+        try await TestServer.with { server in
             try await createZone(on: server)
-            let deviceA = await TestDevice("A", database: server.database(device: "A"))
-            let deviceB = await TestDevice("B", database: server.database(device: "B"))
+            let deviceA = await EngineDevice("A", database: server.database(device: "A"))
+            let deviceB = await EngineDevice("B", database: server.database(device: "B"))
             await deviceA.save(note("n", "first"))
             try await deviceA.engine.sendChanges()
             try await deviceB.engine.fetchChanges()
@@ -111,13 +111,13 @@ import Testing
     }
 
     @Test func atomicBatch_resendsTheOthersOnceTheCulpritIsHandled() async throws {
-        try await withTestServer { server in
+        try await TestServer.with { server in
             try await createZone(on: server)
-            let deviceA = await TestDevice("A", database: server.database(device: "A"))
+            let deviceA = await EngineDevice("A", database: server.database(device: "A"))
             await deviceA.save(note("x", "A"))
             try await deviceA.engine.sendChanges()
 
-            let deviceB = await TestDevice("B", database: server.database(device: "B"))
+            let deviceB = await EngineDevice("B", database: server.database(device: "B"))
             await deviceB.setAtomic(true)
             for (name, value) in [("x", "B"), ("y", "B"), ("z", "B")] { await deviceB.save(note(name, value)) }
             try await deviceB.engine.sendChanges()
@@ -133,9 +133,9 @@ import Testing
     }
 
     @Test func untrackedChanges_areAskedForAndSent() async throws {
-        try await withTestServer { server in
+        try await TestServer.with { server in
             try await createZone(on: server)
-            let deviceA = await TestDevice("A", database: server.database(device: "A"))
+            let deviceA = await EngineDevice("A", database: server.database(device: "A"))
             await deviceA.saveUntracked(note("quiet", "q"))
             #expect(deviceA.engine.state.pendingRecordZoneChanges.isEmpty)
             try await deviceA.engine.sendChanges()
@@ -147,8 +147,8 @@ import Testing
     // MARK: Zones
 
     @Test func zoneNotFound_isReportedThenTheZoneIsCreatedAndTheSaveSucceeds() async throws {
-        try await withTestServer { server in
-            let deviceA = await TestDevice("A", database: server.database(device: "A"))
+        try await TestServer.with { server in
+            let deviceA = await EngineDevice("A", database: server.database(device: "A"))
             await deviceA.save(note("n1", "x"))
             try await deviceA.engine.sendChanges()
 
@@ -169,14 +169,14 @@ import Testing
     // MARK: Fetching
 
     @Test func fetch_pagesThroughMoreThan500RecordsWithASmallPageSize() async throws {
-        try await withTestServer { server in
+        try await TestServer.with { server in
             try await createZone(on: server)
-            let deviceA = await TestDevice("A", database: server.database(device: "A"))
+            let deviceA = await EngineDevice("A", database: server.database(device: "A"))
             for index in 0..<520 { await deviceA.save(note(String(format: "n%03d", index), "v\(index)")) }
             try await deviceA.engine.sendChanges()
             #expect(deviceA.engine.state.pendingRecordZoneChanges.isEmpty)
 
-            let deviceB = await TestDevice("B", database: server.database(device: "B")) { $0.fetchResultsLimit = 50 }
+            let deviceB = await EngineDevice("B", database: server.database(device: "B")) { $0.fetchResultsLimit = 50 }
             try await deviceB.engine.fetchChanges()
             let pages = await deviceB.events.compactMap { event -> [Record]? in
                 if case .fetchedRecordZoneChanges(let page) = event { return page.modifications }
@@ -192,7 +192,7 @@ import Testing
     }
 
     @Test func tombstones_deleteTheRecordOnOtherDevices() async throws {
-        try await withTestServer { server in
+        try await TestServer.with { server in
             let (deviceA, deviceB) = try await twoDevicesSharingThreeNotes(on: server)
             #expect(await deviceB.records.count == 3)
 
@@ -211,7 +211,7 @@ import Testing
 
     @Test func tokenExpiry_refetchesTheZoneFromScratchAndDropsWhatIsGone() async throws {
         let serverClock = ManualClock()
-        try await withTestServer(clock: serverClock) { server in
+        try await TestServer.with(clock: serverClock) { server in
             let (deviceA, deviceB) = try await twoDevicesSharingThreeNotes(on: server)
 
             // B stays away for longer than the tombstone horizon while A deletes "b".
@@ -238,7 +238,7 @@ import Testing
     // MARK: Failures
 
     @Test func throttled_waitsRetryAfterOnTheInjectedClockThenSends() async throws {
-        try await withTestServer { server in
+        try await TestServer.with { server in
             try await createZone(on: server)
             let clock = TestClock()
             let database = FaultInjectingDatabase(server.database(device: "A"))
@@ -262,7 +262,7 @@ import Testing
     }
 
     @Test func networkFailures_backOffExponentiallyThenResume() async throws {
-        try await withTestServer { server in
+        try await TestServer.with { server in
             try await createZone(on: server)
             let clock = TestClock()
             let database = FaultInjectingDatabase(server.database(device: "A"))
@@ -289,12 +289,12 @@ import Testing
     }
 
     @Test func networkReturning_endsTheBackoffAndSendsAtOnce() async throws {
-        try await withTestServer { server in
+        try await TestServer.with { server in
             try await createZone(on: server)
             let clock = TestClock()
             let databaseB = FaultInjectingDatabase(server.database(device: "B"))
             databaseB.inject(.networkFailure, into: .recordsModify)
-            let deviceB = await TestDevice("B", database: databaseB, automaticallySync: true) { configuration in
+            let deviceB = await EngineDevice("B", database: databaseB, automaticallySync: true) { configuration in
                 configuration.clock = clock
                 configuration.pollInterval = nil
                 configuration.backoffBase = .seconds(60)
@@ -309,7 +309,7 @@ import Testing
             #expect(clock.nextDeadline == clock.now.advanced(by: .seconds(60)))
 
             // The long poll answers because another device wrote: the network works again.
-            let deviceA = await TestDevice("A", database: server.database(device: "A"))
+            let deviceA = await EngineDevice("A", database: server.database(device: "A"))
             await deviceA.save(note("online", "y"))
             try await deviceA.engine.sendChanges()
             await deviceB.waitForEvent { event in
@@ -323,10 +323,10 @@ import Testing
     }
 
     @Test func droppedConnection_sendIsRetriedAndNothingIsDuplicated() async throws {
-        try await withTestServer { server in
+        try await TestServer.with { server in
             try await createZone(on: server)
             let database = FaultInjectingDatabase(server.database(device: "A"))
-            let deviceA = await TestDevice("A", database: database)
+            let deviceA = await EngineDevice("A", database: database)
             for name in ["a", "b", "c"] { await deviceA.save(note(name, name)) }
 
             // The server applies the batch, then the connection drops before the answer arrives.
@@ -349,7 +349,7 @@ import Testing
             try await deviceA.engine.sendChanges()
             #expect(deviceA.engine.state.pendingRecordZoneChanges.isEmpty)
 
-            let deviceB = await TestDevice("B", database: server.database(device: "B"))
+            let deviceB = await EngineDevice("B", database: server.database(device: "B"))
             try await deviceB.engine.fetchChanges()
             let fetched = await deviceB.events.flatMap { event -> [String] in
                 if case .fetchedRecordZoneChanges(let page) = event { return page.modifications.map(\.recordName) }
@@ -361,10 +361,10 @@ import Testing
     }
 
     @Test func limitExceeded_splitsABatchOverTheServersBodyLimit() async throws {
-        try await withTestServer { server in
+        try await TestServer.with { server in
             try await createZone(on: server)
             let database = FaultInjectingDatabase(server.database(device: "A"))
-            let deviceA = await TestDevice("A", database: database) { $0.maxBatchBytes = 64 << 20 }
+            let deviceA = await EngineDevice("A", database: database) { $0.maxBatchBytes = 64 << 20 }
             let big = String(repeating: "x", count: 900_000)
             for index in 0..<5 { await deviceA.save(note("big\(index)", big)) }
             try await deviceA.engine.sendChanges()
@@ -376,17 +376,17 @@ import Testing
     // MARK: Push
 
     @Test func push_wakesDeviceBWithinOneLongPollRoundAfterASends() async throws {
-        try await withTestServer { server in
+        try await TestServer.with { server in
             try await createZone(on: server)
             let databaseB = FaultInjectingDatabase(server.database(device: "B"))
-            let deviceB = await TestDevice("B", database: databaseB, automaticallySync: true) { configuration in
+            let deviceB = await EngineDevice("B", database: databaseB, automaticallySync: true) { configuration in
                 configuration.longPollTimeout = .seconds(30)
                 configuration.pollInterval = nil
             }
             await deviceB.waitForEvent { $0.name == "didFetchChanges" }
             await databaseB.waitForRequests(.notifications, count: 1)
 
-            let deviceA = await TestDevice("A", database: server.database(device: "A"))
+            let deviceA = await EngineDevice("A", database: server.database(device: "A"))
             await deviceA.save(note("pushed", "hello"))
             let sentAt = ContinuousClock.now
             try await deviceA.engine.sendChanges()
@@ -402,12 +402,12 @@ import Testing
     }
 
     @Test func polling_fetchesEveryPollIntervalWhenPushIsUnavailable() async throws {
-        try await withTestServer { server in
+        try await TestServer.with { server in
             try await createZone(on: server)
             let clock = TestClock()
             let databaseB = FaultInjectingDatabase(server.database(device: "B"))
             let deviceB = await automaticDevice(databaseB, clock: clock) { $0.pollInterval = .seconds(60) }
-            let deviceA = await TestDevice("A", database: server.database(device: "A"))
+            let deviceA = await EngineDevice("A", database: server.database(device: "A"))
             await deviceA.save(note("polled", "z"))
             try await deviceA.engine.sendChanges()
 
@@ -424,12 +424,12 @@ import Testing
     }
 
     @Test func pushFailing_fallsBackToPollingAndKeepsRetryingTheLongPoll() async throws {
-        try await withTestServer { server in
+        try await TestServer.with { server in
             try await createZone(on: server)
             let clock = TestClock()
             let databaseB = FaultInjectingDatabase(server.database(device: "B"))
             databaseB.inject(.networkFailure, into: .notifications, times: 1000)
-            let deviceB = await TestDevice("B", database: databaseB, automaticallySync: true) { configuration in
+            let deviceB = await EngineDevice("B", database: databaseB, automaticallySync: true) { configuration in
                 configuration.clock = clock
                 configuration.pollInterval = .seconds(60)
                 configuration.jitter = { 1 }
@@ -450,12 +450,12 @@ import Testing
     // MARK: Accounts
 
     @Test func account_anotherUsersCredentialsSwitchAccountsAndDropTheOldState() async throws {
-        try await withTestServer { server in
-            let alice = await TestDevice("A", database: server.database(device: "A"))
+        try await TestServer.with { server in
+            let alice = await EngineDevice("A", database: server.database(device: "A"))
             try await alice.engine.fetchChanges()
             let saved = try #require(await alice.savedState)
 
-            let bob = await TestDevice("A", database: server.database(user: "_bob", device: "A"), state: saved)
+            let bob = await EngineDevice("A", database: server.database(user: "_bob", device: "A"), state: saved)
             bob.engine.state.add(pendingRecordZoneChanges: [.saveRecord(id("x"))])
             try await bob.engine.fetchChanges()
             let change = await bob.waitForEvent { $0.name == "accountChange" }
@@ -465,10 +465,10 @@ import Testing
     }
 
     @Test func account_rejectedCredentialsSignOutAndStopTheEngine() async throws {
-        try await withTestServer { server in
+        try await TestServer.with { server in
             let database = HTTPCloudDatabase(
                 baseURL: server.baseURL, container: Self.container, token: "not-a-token", deviceID: "A")
-            let device = await TestDevice("A", database: database)
+            let device = await EngineDevice("A", database: database)
             let error = await #expect(throws: SyncEngineError.self) { try await device.engine.sendChanges() }
             #expect(error?.code == .stopped)
             #expect(await device.eventNames().contains("accountChange"))
@@ -478,7 +478,7 @@ import Testing
     // MARK: The article's example
 
     @Test func example_notesMergeFieldsEditedOnTwoDevices() async throws {
-        try await withTestServer { server in
+        try await TestServer.with { server in
             let storeA = NotesStore()
             let storeB = NotesStore()
             let syncA = await NotesSync(store: storeA, database: server.database(device: "A"), automaticallySync: false)
@@ -506,20 +506,6 @@ import Testing
 }
 
 // MARK: Support
-
-/// Runs `body` with a fresh server, and shuts it down afterwards, also when `body` throws.
-func withTestServer(
-    limits: ServerLimits = ServerLimits(), clock: ManualClock? = nil, _ body: (TestServer) async throws -> Void
-) async throws {
-    let server = try await TestServer.start(limits: limits, clock: clock)
-    do {
-        try await body(server)
-    } catch {
-        try? await server.shutdown()
-        throw error
-    }
-    try await server.shutdown()
-}
 
 extension TestServer {
     /// A user's private database, as one device sees it.

@@ -9,6 +9,15 @@ import Synchronization
 /// // ... talk to child.baseURL ...
 /// let status = await child.terminate()   // SIGTERM: graceful; or child.kill() for SIGKILL
 /// ```
+///
+/// ``launch(users:data:arguments:)`` writes the tokens file itself, and ``with(users:data:_:)``
+/// terminates the child when the test body is done:
+///
+/// ```swift
+/// try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+///     // ... talk to server.baseURL ...
+/// }
+/// ```
 public final class ServerProcess: Sendable {
     public struct LaunchError: Error, CustomStringConvertible {
         public var description: String
@@ -20,6 +29,9 @@ public final class ServerProcess: Sendable {
     /// The child's process ID.
     public let processID: Int32
     private let state: SharedState
+    /// The directory of the tokens file (and of the data, unless given) that
+    /// ``launch(users:data:arguments:)`` made; removed when this value goes away.
+    private let directory: TemporaryDirectory?
 
     private struct State {
         var output = ""
@@ -50,11 +62,12 @@ public final class ServerProcess: Sendable {
         }
     }
 
-    private init(port: Int, processID: Int32, state: SharedState) {
+    private init(port: Int, processID: Int32, state: SharedState, directory: TemporaryDirectory?) {
         self.port = port
         self.baseURL = URL(string: "http://127.0.0.1:\(port)")!
         self.processID = processID
         self.state = state
+        self.directory = directory
     }
 
     /// What the child printed so far (stdout and stderr).
@@ -62,11 +75,60 @@ public final class ServerProcess: Sendable {
 
     /// Launches `cloudstore serve --host 127.0.0.1 --port <port> <arguments>` and returns once it listens.
     ///
+    /// ```swift
+    /// let child = try await ServerProcess.launch(["--data", data.path, "--tokens", tokens.path, "--debug", "3"])
+    /// ```
+    ///
     /// - Parameters:
     ///   - executable: the `cloudstore` binary; by default ``cloudstoreExecutable()``.
     ///   - port: the port to listen on; 0 (the default) picks a free one.
     public static func launch(
         _ arguments: [String], executable: URL? = nil, environment: [String: String] = [:], port: Int = 0
+    ) async throws -> ServerProcess {
+        try await launch(arguments, executable: executable, environment: environment, port: port, keeping: nil)
+    }
+
+    /// Launches `cloudstore serve` for `users` (bearer token → userRecordName): writes their tokens
+    /// file into a temporary directory this value keeps until it goes away, and stores in `data`, or
+    /// in that directory's `data` folder when `data` is nil. `arguments` come after `--data` and
+    /// `--tokens`.
+    ///
+    /// ```swift
+    /// let server = try await ServerProcess.launch(users: ["alice-token": "_alice"], arguments: ["--debug", "3"])
+    /// // ... talk to server.baseURL ...
+    /// await server.terminate()
+    /// ```
+    public static func launch(users: [String: String], data: URL? = nil, arguments: [String] = []) async throws
+        -> ServerProcess
+    {
+        let directory = try TemporaryDirectory(prefix: "cloudstore-serve")
+        let tokens = directory.file("tokens.json")
+        try JSONEncoder().encode(users).write(to: tokens)
+        let data = data ?? directory.file("data")
+        return try await launch(
+            ["--data", data.path, "--tokens", tokens.path] + arguments, executable: nil, environment: [:], port: 0,
+            keeping: directory)
+    }
+
+    /// Runs `body` with a child launched by ``launch(users:data:arguments:)`` and terminates the
+    /// child (SIGTERM) afterwards, also when `body` throws.
+    ///
+    /// ```swift
+    /// try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+    ///     let device = try await TestDevice.make("A", schema: schema, server: server.baseURL)
+    ///     // ...
+    /// }
+    /// ```
+    public static func with<T>(
+        users: [String: String], data: URL? = nil, _ body: (ServerProcess) async throws -> T
+    ) async throws -> T {
+        let server = try await launch(users: users, data: data)
+        return try await running { try await body(server) } finally: { await server.terminate() }
+    }
+
+    private static func launch(
+        _ arguments: [String], executable: URL?, environment: [String: String], port: Int,
+        keeping directory: TemporaryDirectory?
     ) async throws -> ServerProcess {
         let process = Process()
         process.executableURL = try executable ?? cloudstoreExecutable()
@@ -119,7 +181,7 @@ public final class ServerProcess: Sendable {
             }
             ready.map { continuation.resume(with: $0) }
         }
-        return ServerProcess(port: port, processID: process.processIdentifier, state: state)
+        return ServerProcess(port: port, processID: process.processIdentifier, state: state, directory: directory)
     }
 
     /// The port in the `cloudstore: listening on http://host:port ...` line.

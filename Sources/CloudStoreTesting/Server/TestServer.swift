@@ -83,6 +83,25 @@ public final class TestServer: Sendable {
         }
     }
 
+    /// Runs `body` with a freshly started server and shuts the server down afterwards, also when
+    /// `body` throws (then `body`'s error is the one thrown). The parameters are those of
+    /// ``start(users:storage:port:serverKeys:limits:clock:logger:)``.
+    ///
+    /// ```swift
+    /// try await TestServer.with { server in
+    ///     let database = HTTPCloudDatabase(
+    ///         baseURL: server.baseURL, container: "iCloud.test", token: "alice-token", deviceID: "A")
+    ///     // ...
+    /// }
+    /// ```
+    public static func with<T>(
+        users: [String: String] = defaultUsers, storage: Storage = .temporarySQLite, serverKeys: [String: String] = [:],
+        limits: ServerLimits = ServerLimits(), clock: ManualClock? = nil, _ body: (TestServer) async throws -> T
+    ) async throws -> T {
+        let server = try await start(users: users, storage: storage, serverKeys: serverKeys, limits: limits, clock: clock)
+        return try await running { try await body(server) } finally: { try await server.shutdown() }
+    }
+
     /// The token of a user.
     public func token(for userRecordName: String) -> String? {
         users.first { $0.value == userRecordName }?.key

@@ -38,19 +38,10 @@ func cloudstore(_ arguments: [String], environment: [String: String] = [:]) asyn
     return CLIResult(status: status, standardOutput: captured.standardOutput, standardError: captured.standardError)
 }
 
-/// Paths in the package and temporary folders for the tests.
+/// Paths in the package for the tests.
 enum Fixtures {
     static let root = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     static let notesSchema = root.appendingPathComponent("Schema/Notes.json").path
     static let notesV1Schema = root.appendingPathComponent("Schema/Notes.v1.json").path
-}
-
-/// A temporary folder removed when the test's closure returns.
-func withTemporaryDirectory<T>(_ body: (URL) async throws -> T) async throws -> T {
-    let directory = FileManager.default.temporaryDirectory
-        .appendingPathComponent("cloudstore-cli-\(UUID().uuidString)", isDirectory: true)
-    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(at: directory) }
-    return try await body(directory)
 }

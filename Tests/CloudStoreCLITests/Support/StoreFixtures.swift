@@ -1,5 +1,5 @@
 import CloudStore
-import CloudStoreServer
+import CloudStoreTesting
 import Foundation
 import Logging
 
@@ -50,39 +50,40 @@ enum StoreFixtures {
     /// A created a note, B received it, both changed its title offline, A synced first, then B
     /// (so B's log holds B's title losing to A's under `serverWins`).
     static func conflictedStores(in directory: URL) async throws -> (a: URL, b: URL, note: UUID) {
-        let server = try await CloudServer.start(
-            configuration: ServerConfiguration(
-                port: 0, storage: .sqlite(directory: directory.appendingPathComponent("server").path),
-                users: ["alice-token": "_alice"]))
         var logger = Logger(label: "test.mirroring")
         logger.logLevel = .error
-        func device(_ name: String) async throws -> PersistentCloudContainer {
-            var options = PersistentCloudContainer.Options(
-                server: .init(url: server.baseURL, containerIdentifier: "iCloud.cli.test", token: "alice-token", deviceID: name))
-            options.automaticallySync = false
-            return try await PersistentCloudContainer(
-                url: directory.appendingPathComponent("\(name).sqlite"), schema: try schema(), options: options,
-                logger: logger)
-        }
-        let a = try await device("A")
-        let b = try await device("B")
+        let devices = try TemporaryDirectory(prefix: "cloudstore-cli-devices")
         let note = UUID()
-        try await a.store.write(author: "app", contextName: "A") { context in
-            try context.insert(EntitySnapshot(entityName: "Note", id: note, values: ["title": .string("Original")]))
-        }
-        try await a.sync()
-        try await b.sync()
-        for (device, title) in [(a, "A's title"), (b, "B's title")] {
-            try await device.store.write(author: "app") { context in
-                try context.update(EntitySnapshot(entityName: "Note", id: note, values: ["title": .string(title)]))
+        try await TestServer.with(
+            users: ["alice-token": "_alice"], storage: .sqlite(directory: directory.appendingPathComponent("server"))
+        ) { server in
+            func device(_ name: String) async throws -> TestDevice {
+                try await TestDevice.make(
+                    name, schema: try schema(), server: server.baseURL, containerIdentifier: "iCloud.cli.test",
+                    directory: devices, logger: logger)
             }
+            let a = try await device("A")
+            let b = try await device("B")
+            try await a.write { context in
+                try context.insert(EntitySnapshot(entityName: "Note", id: note, values: ["title": .string("Original")]))
+            }
+            try await a.sync()
+            try await b.sync()
+            for (device, title) in [(a, "A's title"), (b, "B's title")] {
+                try await device.store.write(author: "app") { context in
+                    try context.update(EntitySnapshot(entityName: "Note", id: note, values: ["title": .string(title)]))
+                }
+            }
+            try await a.sync()
+            try await b.sync()
+            try await a.container.close()
+            try await b.container.close()
         }
-        try await a.sync()
-        try await b.sync()
-        try await a.close()
-        try await b.close()
-        try await server.shutdown()
-        return (a.store.url, b.store.url, note)
+        // The devices' directory goes away with them: the closed store files move to `directory`.
+        for name in try FileManager.default.contentsOfDirectory(atPath: devices.url.path) {
+            try FileManager.default.moveItem(at: devices.file(name), to: directory.appendingPathComponent(name))
+        }
+        return (directory.appendingPathComponent("A.sqlite"), directory.appendingPathComponent("B.sqlite"), note)
     }
 
     /// A file that is not a store.

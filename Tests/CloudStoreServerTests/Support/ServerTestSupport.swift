@@ -42,29 +42,20 @@ enum Backend: Sendable, CustomTestStringConvertible {
     static func url(_ url: String, schema: String) -> String {
         url + (url.contains("?") ? "&" : "?") + "schema=\(schema)"
     }
-
-    func start(
-        users: [String: String] = TestServer.defaultUsers, serverKeys: [String: String] = [:],
-        limits: ServerLimits = ServerLimits(), clock: ManualClock? = nil
-    ) async throws -> TestServer {
-        try await TestServer.start(users: users, storage: freshStorage, serverKeys: serverKeys, limits: limits, clock: clock)
-    }
 }
 
-/// Runs a test body against a fresh server and shuts it down afterwards, even when the body throws.
+/// Runs a test body against a fresh server of `backend` and a client of it (``TestServer/with``),
+/// and shuts the server down afterwards, even when the body throws.
 func withServer(
     _ backend: Backend, users: [String: String] = TestServer.defaultUsers, serverKeys: [String: String] = [:],
     limits: ServerLimits = ServerLimits(), clock: ManualClock? = nil,
     _ body: (TestServer, CloudClient) async throws -> Void
 ) async throws {
-    let server = try await backend.start(users: users, serverKeys: serverKeys, limits: limits, clock: clock)
-    do {
+    try await TestServer.with(
+        users: users, storage: backend.freshStorage, serverKeys: serverKeys, limits: limits, clock: clock
+    ) { server in
         try await body(server, CloudClient(baseURL: server.baseURL))
-    } catch {
-        try await server.shutdown()
-        throw error
     }
-    try await server.shutdown()
 }
 
 /// An HTTP answer: status, headers and body, with helpers to read the wire types.

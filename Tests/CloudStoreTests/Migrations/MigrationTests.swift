@@ -1,4 +1,5 @@
 import CloudStore
+import CloudStoreTesting
 import Foundation
 import GRDB
 import Testing

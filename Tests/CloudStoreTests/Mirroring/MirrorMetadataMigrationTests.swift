@@ -1,5 +1,6 @@
 @testable import CloudStore
 import CloudStoreSync
+import CloudStoreTesting
 import Foundation
 import GRDB
 import Testing
@@ -26,9 +27,8 @@ struct MirrorMetadataMigrationTests {
         try FileManager.default.copyItem(
             at: Self.fixture.appendingPathComponent("server/\(Self.container).sqlite"),
             to: data.appendingPathComponent("\(Self.container).sqlite"))
-        let server = try await MirrorServer.start(data: data)
-        do {
-            let a = try await Device.make("A", server: server.url, directory: directory) {
+        try await ServerProcess.with(users: TestServer.defaultUsers, data: data) { server in
+            let a = try await TestDevice.make("A", server: server.baseURL, directory: directory) {
                 $0.server?.containerIdentifier = Self.container
             }
             // Before any sync: exactly the legacy store's unsent changes are pending, in the new layout.
@@ -64,7 +64,7 @@ struct MirrorMetadataMigrationTests {
             #expect(await a.container.mirror.engine?.state.pendingRecordZoneChanges.isEmpty == true)
 
             try await a.container.waitUntilSynced(timeout: .seconds(30))
-            let b = try await Device.make("B", server: server.url) { $0.server?.containerIdentifier = Self.container }
+            let b = try await TestDevice.make("B", server: server.baseURL) { $0.server?.containerIdentifier = Self.container }
             try await b.sync()
             let notes = Dictionary(uniqueKeysWithValues: try b.notes().map { ($0.id, $0) })
             #expect(notes[Self.n1]?.body == "body, unexported")
@@ -77,10 +77,6 @@ struct MirrorMetadataMigrationTests {
             #expect(state?.contains("\"pendingRecordZoneChanges\":[]") == true, "the saved engine state lists no record changes: \(state ?? "none")")
             await a.close()
             await b.close()
-        } catch {
-            await server.stop()
-            throw error
         }
-        await server.stop()
     }
 }

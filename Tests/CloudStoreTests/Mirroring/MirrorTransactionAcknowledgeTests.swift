@@ -1,5 +1,6 @@
 @testable import CloudStore
 import CloudStoreSync
+import CloudStoreTesting
 import Foundation
 import GRDB
 import Logging
@@ -32,7 +33,7 @@ struct MirrorTransactionAcknowledgeTests {
     /// another field (a retry found this device's first attempt applied, and the engine counted
     /// the conflict as saved): the other device's value is applied here, nothing stays pending.
     @Test func anAcknowledgementBringsWhatElseTheServersCopyHolds() async throws {
-        let a = try await Device.make("A", server: nil)
+        let a = try await TestDevice.make("A", server: nil)
         let note = Note(title: "mine")
         try await a.write { try $0.insert(note) }
         let prepared = try await transaction(a.store) { try $0.prepareUploads(limit: 10, skipping: []) }
@@ -51,7 +52,7 @@ struct MirrorTransactionAcknowledgeTests {
     /// An edit saved while the upload was in flight stays pending; an acknowledgement of the
     /// revision that was sent clears the pending upload.
     @Test func onlyTheRevisionThatWasSentIsCleared() async throws {
-        let a = try await Device.make("A", server: nil)
+        let a = try await TestDevice.make("A", server: nil)
         var note = Note(title: "first")
         try await a.write { [note] in try $0.insert(note) }
         let first = try #require(try await transaction(a.store) { try $0.prepareUploads(limit: 10, skipping: []) }.first)

@@ -9,12 +9,12 @@ struct MirroringConflictTests {
     /// A and B both change the title offline (B also its priority); A syncs first, then B.
     func run(
         policy: ConflictPolicy, loggingB logger: Logger = .quiet,
-        _ check: (_ a: Device, _ b: Device, _ note: Note) async throws -> Void
+        _ check: (_ a: TestDevice, _ b: TestDevice, _ note: Note) async throws -> Void
     ) async throws {
-        try await withServer { server in
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
             // B's clock is an hour ahead, so B's edits are the later ones whatever the real timing.
-            let a = try await Device.make("A", server: server.url, policy: policy)
-            let b = try await Device.make("B", server: server.url, policy: policy, logger: logger) { options in
+            let a = try await TestDevice.make("A", server: server.baseURL, policy: policy)
+            let b = try await TestDevice.make("B", server: server.baseURL, policy: policy, logger: logger) { options in
                 options.storeConfiguration.now = { Date().addingTimeInterval(3600) }
             }
             let note = Note(title: "Original", priority: 1)
@@ -103,9 +103,9 @@ struct MirroringConflictTests {
     @Test func theWWDCTestSyncConflict() async throws {
         // Device A saves "A"; device B saves "B" before fetching; B's send meets the conflict and
         // the server's value wins.
-        try await withServer { server in
-            let a = try await Device.make("A", server: server.url)
-            let b = try await Device.make("B", server: server.url)
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            let a = try await TestDevice.make("A", server: server.baseURL)
+            let b = try await TestDevice.make("B", server: server.baseURL)
             let id = UUID()
             try await a.write { try $0.insert(Note(id: id, title: "A")) }
             try await a.sync()
@@ -140,9 +140,9 @@ struct MirroringConflictTests {
     /// so the devices disagreed. Now it stays everywhere, outside any folder, and B logs the move.
     @Test(arguments: [false, true])
     func aNoteMovedIntoAFolderDeletedElsewhere_isKeptOutsideItAndTheMoveIsLogged(bUploadsFirst: Bool) async throws {
-        try await withServer { server in
-            let a = try await Device.make("A", server: server.url)
-            let b = try await Device.make("B", server: server.url)
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            let a = try await TestDevice.make("A", server: server.baseURL)
+            let b = try await TestDevice.make("B", server: server.baseURL)
             let folder = Folder(title: "Old")
             let inside = Note(title: "inside", folder: folder.id)
             let moved = Note(title: "moved")
@@ -166,7 +166,7 @@ struct MirroringConflictTests {
                 try await b.sync()
                 try await a.sync()
             }
-            let c = try await Device.make("C", server: server.url)
+            let c = try await TestDevice.make("C", server: server.baseURL)
             try await c.sync()
             for device in [a, b, c] {
                 #expect(try device.notes().map(\.title) == ["moved"], "\(device.name)")
@@ -211,11 +211,11 @@ struct MirroringConflictTests {
 /// Runs `body` with a server and devices A and B that both have `note` (A inserted it, both synced);
 /// closes both devices afterwards.
 func withTwoDevicesSharing(
-    _ note: Note, _ body: (Device, Device, Note) async throws -> Void
+    _ note: Note, _ body: (TestDevice, TestDevice, Note) async throws -> Void
 ) async throws {
-    try await withServer { server in
-        let a = try await Device.make("A", server: server.url)
-        let b = try await Device.make("B", server: server.url)
+    try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+        let a = try await TestDevice.make("A", server: server.baseURL)
+        let b = try await TestDevice.make("B", server: server.baseURL)
         try await a.write { try $0.insert(note) }
         try await a.sync()
         try await b.sync()

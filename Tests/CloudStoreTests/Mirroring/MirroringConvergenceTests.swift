@@ -7,9 +7,9 @@ import Testing
 @Suite("Mirroring: devices converge through a real server", .serialized)
 struct MirroringConvergenceTests {
     @Test func everyAttributeAndRelationshipKindConverges() async throws {
-        try await withServer { server in
-            let a = try await Device.make("A", server: server.url)
-            let b = try await Device.make("B", server: server.url)
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            let a = try await TestDevice.make("A", server: server.baseURL)
+            let b = try await TestDevice.make("B", server: server.baseURL)
             let folder = Folder(title: "Home", sortIndex: 3, color: "blue")
             let home = Tag(name: "home"), food = Tag(name: "food", color: "green")
             var draft = EntityCodingTests.fullNote()
@@ -49,7 +49,7 @@ struct MirroringConvergenceTests {
             #expect(try b.note(plain.id) == nil)
 
             // A third device starting from nothing gets the same.
-            let c = try await Device.make("C", server: server.url)
+            let c = try await TestDevice.make("C", server: server.baseURL)
             try await c.sync()
             #expect(try c.contents() == a.contents())
             for device in [a, b, c] { await device.close() }
@@ -57,9 +57,9 @@ struct MirroringConvergenceTests {
     }
 
     @Test func anImportIsNeverExportedBack() async throws {
-        try await withServer { server in
-            let a = try await Device.make("A", server: server.url)
-            let b = try await Device.make("B", server: server.url)
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            let a = try await TestDevice.make("A", server: server.baseURL)
+            let b = try await TestDevice.make("B", server: server.baseURL)
             try await a.write { try $0.insert(Note(title: "from A")) }
             try await a.sync()
             try await b.sync()
@@ -79,9 +79,9 @@ struct MirroringConvergenceTests {
     }
 
     @Test func offlineEditsToDifferentFieldsBothSurvive() async throws {
-        try await withServer { server in
-            let a = try await Device.make("A", server: server.url)
-            let b = try await Device.make("B", server: server.url)
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            let a = try await TestDevice.make("A", server: server.baseURL)
+            let b = try await TestDevice.make("B", server: server.baseURL)
             let note = Note(title: "Draft", body: "first")
             try await a.write { try $0.insert(note) }
             try await a.sync()
@@ -112,8 +112,8 @@ struct MirroringConvergenceTests {
     }
 
     @Test func aChildArrivingBeforeItsParentIsLinkedWhenTheParentArrives() async throws {
-        try await withServer { server in
-            let a = try await Device.make("A", server: server.url)
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            let a = try await TestDevice.make("A", server: server.baseURL)
             let folder = Folder(title: "Work")
             let note = Note(title: "Memo", folder: folder.id)
             try await a.write { context in
@@ -128,7 +128,7 @@ struct MirroringConvergenceTests {
                 try context.update(renamed)
             }
             try await a.sync()
-            let b = try await Device.make("B", server: server.url, pageSize: 1)
+            let b = try await TestDevice.make("B", server: server.baseURL, pageSize: 1)
             try await b.sync()
             #expect(try b.note(note.id)?.folder == folder.id)
             #expect(try b.folders().map(\.title) == ["Work (renamed)"])
@@ -143,9 +143,9 @@ struct MirroringConvergenceTests {
     /// one record) clears the reference instead of keeping it waiting for a folder that will never
     /// arrive.
     @Test func aFreshDeviceDropsAReferenceToAParentWithATombstone() async throws {
-        try await withServer { server in
-            let a = try await Device.make("A", server: server.url)
-            let b = try await Device.make("B", server: server.url)
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            let a = try await TestDevice.make("A", server: server.baseURL)
+            let b = try await TestDevice.make("B", server: server.baseURL)
             let folder = Folder(title: "doomed")
             var note = Note(title: "moved late")
             try await a.write { [note] context in
@@ -160,7 +160,7 @@ struct MirroringConvergenceTests {
             try await a.write { [note] in try $0.update(note) }
             try await a.container.sendChanges()
 
-            let fresh = try await Device.make("D", server: server.url, pageSize: 1)
+            let fresh = try await TestDevice.make("D", server: server.baseURL, pageSize: 1)
             try await fresh.sync()
             #expect(try fresh.note(note.id)?.folder == nil)
             let waiting = try await fresh.store.read { context in
@@ -173,9 +173,9 @@ struct MirroringConvergenceTests {
     }
 
     @Test func deletingAFolderCascadesOnTheOtherDevice() async throws {
-        try await withServer { server in
-            let a = try await Device.make("A", server: server.url)
-            let b = try await Device.make("B", server: server.url)
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            let a = try await TestDevice.make("A", server: server.baseURL)
+            let b = try await TestDevice.make("B", server: server.baseURL)
             let folder = Folder(title: "Old")
             let notes = (0..<5).map { Note(title: "n\($0)", folder: folder.id) }
             let kept = Note(title: "kept")
@@ -200,8 +200,8 @@ struct MirroringConvergenceTests {
     }
 
     @Test func aDeviceCreatedAfterAThousandChangesBootstrapsToTheSameState() async throws {
-        try await withServer { server in
-            let a = try await Device.make("A", server: server.url)
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            let a = try await TestDevice.make("A", server: server.baseURL)
             var random = SeededRandomNumberGenerator(seed: 7)
             var live: [UUID] = []
             let tags = (0..<5).map { Tag(name: "t\($0)") }
@@ -238,7 +238,7 @@ struct MirroringConvergenceTests {
                 if changes % 200 == 0 { try await a.sync() }
             }
             try await a.sync()
-            let c = try await Device.make("C", server: server.url)
+            let c = try await TestDevice.make("C", server: server.baseURL)
             try await c.sync()
             #expect(try c.notes().count == a.notes().count)
             #expect(try c.contents() == a.contents())
@@ -248,9 +248,9 @@ struct MirroringConvergenceTests {
     }
 
     @Test func importedTransactionsReachHistoryObservers() async throws {
-        try await withServer { server in
-            let a = try await Device.make("A", server: server.url)
-            let b = try await Device.make("B", server: server.url)
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            let a = try await TestDevice.make("A", server: server.baseURL)
+            let b = try await TestDevice.make("B", server: server.baseURL)
             let start = try b.store.currentHistoryToken()
             let note = Note(title: "watched")
             try await a.write { try $0.insert(note) }

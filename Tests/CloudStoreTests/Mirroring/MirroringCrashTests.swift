@@ -16,7 +16,7 @@ struct MirroringCrashTests {
 
     @Test func killedDevicesConvergeWithNothingLostOrDuplicated() async throws {
         let first = ReliabilityRun.seed(fixed: 0, variable: "CLOUDSTORE_CRASH_SEED")
-        try await withServer { server in
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
             var report = (killedWhileSyncing: 0, lost: 0, duplicated: 0)
             for index in 0..<Self.seeds {
                 let seed = first &+ UInt64(index)
@@ -36,12 +36,12 @@ struct MirroringCrashTests {
     /// after the commit has its change pending when it restarts, even with its history purged
     /// (nothing is decided by reading history), and the change reaches another device.
     @Test func aSaveCommittedRightBeforeAKillIsPendingWithoutHistory() async throws {
-        try await withServer { server in
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
             let directory = try TemporaryDirectory()
             let store = directory.file("A.sqlite")
             let container = "iCloud.crash.committed"
             let (child, lines) = try TestHelperProcess.start([
-                "save-then-hang", store.path, RepositoryPaths.notesSchema.path, server.url.absoluteString, container,
+                "save-then-hang", store.path, RepositoryPaths.notesSchema.path, server.baseURL.absoluteString, container,
                 "alice-token", "saved-then-killed",
             ])
             let line = await lines.nextLine()
@@ -54,11 +54,11 @@ struct MirroringCrashTests {
             #expect(try plain.history(after: nil).isEmpty)
             try plain.close()
 
-            let a = try await Device.make("A", server: server.url, directory: directory) { $0.server?.containerIdentifier = container }
+            let a = try await TestDevice.make("A", server: server.baseURL, directory: directory) { $0.server?.containerIdentifier = container }
             let status = try await a.container.status()
             #expect(status.pendingUploads == 1)
             try await a.container.waitUntilSynced(timeout: .seconds(30))
-            let b = try await Device.make("B", server: server.url) { $0.server?.containerIdentifier = container }
+            let b = try await TestDevice.make("B", server: server.baseURL) { $0.server?.containerIdentifier = container }
             try await b.sync()
             #expect(try b.notes().map(\.id) == [id])
             #expect(try b.notes().map(\.title) == ["saved-then-killed"])
@@ -68,12 +68,12 @@ struct MirroringCrashTests {
     }
 
     /// Whether the kill landed while the child was syncing, and what the seed lost or duplicated.
-    func runSeed(_ seed: UInt64, server: MirrorServer) async throws -> (killedWhileSyncing: Bool, lost: Int, duplicated: Int) {
+    func runSeed(_ seed: UInt64, server: ServerProcess) async throws -> (killedWhileSyncing: Bool, lost: Int, duplicated: Int) {
         let container = "iCloud.crash.s\(seed)"
         let directory = try TemporaryDirectory()
         var random = SeededRandomNumberGenerator(seed: seed &+ 1000)
         // Another device has data the crashing one imports.
-        let b = try await Device.make("B", server: server.url) { $0.server?.containerIdentifier = container }
+        let b = try await TestDevice.make("B", server: server.baseURL) { $0.server?.containerIdentifier = container }
         let bNotes = (0..<3).map { Note(title: "B-\(seed)-\($0)") }
         try await b.write { context in for note in bNotes { try context.insert(note) } }
         try await b.sync()
@@ -87,7 +87,7 @@ struct MirroringCrashTests {
             ? .duringSync(1 + random.next(upTo: 3), delay: .milliseconds(random.next(upTo: 40)))
             : .afterLine(1 + random.next(upTo: steps))
         let run = try await ChildDevice.run(
-            store: store, server: server.url, container: container, steps: steps, seed: seed, kill: kill)
+            store: store, server: server.baseURL, container: container, steps: steps, seed: seed, kill: kill)
 
         // What the child committed: the notes it must still have, with their last titles. A change
         // announced but not confirmed may or may not have committed when the kill landed.
@@ -97,12 +97,12 @@ struct MirroringCrashTests {
         if let change = run.inFlight, change.kind != .nothing { expectedIfInFlightCommitted[change.id] = change.title }
 
         // Restart the device and let everyone sync.
-        let a = try await Device.make("A", server: server.url, directory: directory) { $0.server?.containerIdentifier = container }
+        let a = try await TestDevice.make("A", server: server.baseURL, directory: directory) { $0.server?.containerIdentifier = container }
         let integrity = try await a.store.read { context in try String.fetchAll(context.db, sql: "PRAGMA integrity_check") }
         #expect(integrity == ["ok"], "seed \(seed)")
         try await a.container.waitUntilSynced(timeout: .seconds(30))
         try await b.container.waitUntilSynced(timeout: .seconds(30))
-        let c = try await Device.make("C", server: server.url) { $0.server?.containerIdentifier = container }
+        let c = try await TestDevice.make("C", server: server.baseURL) { $0.server?.containerIdentifier = container }
         try await c.sync()
 
         let onServer = try c.notes()

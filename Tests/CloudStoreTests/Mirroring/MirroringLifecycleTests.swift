@@ -1,12 +1,13 @@
 @testable import CloudStore
 import CloudStoreSync
+import CloudStoreTesting
 import Foundation
 import Testing
 
 @Suite("Mirroring: zones, accounts, offline starts and the sync-finished signal", .serialized)
 struct MirroringLifecycleTests {
     @Test func aContainerWithoutAServerIsALocalStore() async throws {
-        let device = try await Device.make("local", server: nil)
+        let device = try await TestDevice.make("local", server: nil)
         try await device.write { try $0.insert(Note(title: "only here")) }
         #expect(try device.notes().map(\.title) == ["only here"])
         try await device.container.waitUntilSynced(timeout: .seconds(1))
@@ -19,17 +20,17 @@ struct MirroringLifecycleTests {
     @Test func anUnreachableServerAtStartSyncsLater() async throws {
         let directory = try TemporaryDirectory()
         // A port nothing listens on.
-        let offline = try await Device.make("A", server: URL(string: "http://127.0.0.1:9")!, directory: directory)
+        let offline = try await TestDevice.make("A", server: URL(string: "http://127.0.0.1:9")!, directory: directory)
         try await offline.write { try $0.insert(Note(title: "written offline")) }
         await #expect(throws: (any Error).self) { try await offline.container.sync() }
         let status = try await offline.container.status()
         #expect(status.pendingUploads == 1)
         #expect(status.lastError != nil)
         await offline.close()
-        try await withServer { server in
-            let a = try await Device.make("A", server: server.url, directory: directory)
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            let a = try await TestDevice.make("A", server: server.baseURL, directory: directory)
             try await a.container.waitUntilSynced(timeout: .seconds(20))
-            let b = try await Device.make("B", server: server.url)
+            let b = try await TestDevice.make("B", server: server.baseURL)
             try await b.sync()
             #expect(try b.notes().map(\.title) == ["written offline"])
             await a.close()
@@ -38,9 +39,9 @@ struct MirroringLifecycleTests {
     }
 
     @Test func automaticSyncConvergesAndWaitUntilSyncedSaysWhen() async throws {
-        try await withServer { server in
-            let a = try await Device.make("A", server: server.url, automatic: true)
-            let b = try await Device.make("B", server: server.url, automatic: true)
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            let a = try await TestDevice.make("A", server: server.baseURL, automatic: true)
+            let b = try await TestDevice.make("B", server: server.baseURL, automatic: true)
             for index in 0..<20 {
                 try await a.write { try $0.insert(Note(title: "auto \(index)")) }
             }
@@ -57,8 +58,8 @@ struct MirroringLifecycleTests {
     }
 
     @Test func eventsReportImportsAndExportsWithCounts() async throws {
-        try await withServer { server in
-            let a = try await Device.make("A", server: server.url)
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            let a = try await TestDevice.make("A", server: server.baseURL)
             let events = a.container.events()
             try await a.write { context in
                 for index in 0..<3 { try context.insert(Note(title: "e\(index)")) }
@@ -77,20 +78,20 @@ struct MirroringLifecycleTests {
     }
 
     @Test func aMissingZoneIsRecreatedAndEverythingUploadedAgain() async throws {
-        try await withServer { server in
-            let a = try await Device.make("A", server: server.url)
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            let a = try await TestDevice.make("A", server: server.baseURL)
             try await a.write { context in
                 for index in 0..<3 { try context.insert(Note(title: "z\(index)")) }
             }
             try await a.sync()
             // Someone deletes the zone on the server.
             let database = HTTPCloudDatabase(
-                baseURL: server.url, container: Device.containerIdentifier, token: "alice-token", deviceID: "admin")
+                baseURL: server.baseURL, container: TestDevice.containerIdentifier, token: "alice-token", deviceID: "admin")
             _ = try await database.modifyZones(ZonesModifyRequest(operations: [.init(.delete, ZoneID(zoneName: "Notes"))]))
             try await a.write { try $0.insert(Note(title: "z3")) }
             try await a.container.sendChanges()
             try await a.container.sendChanges()
-            let b = try await Device.make("B", server: server.url)
+            let b = try await TestDevice.make("B", server: server.baseURL)
             try await b.sync()
             #expect(try b.notes().map(\.title) == ["z0", "z1", "z2", "z3"])
             await a.close()
@@ -99,12 +100,12 @@ struct MirroringLifecycleTests {
     }
 
     @Test func aDeletedZoneRemovesTheLocalCopyOnOtherDevices() async throws {
-        try await withServer { server in
-            let a = try await Device.make("A", server: server.url)
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            let a = try await TestDevice.make("A", server: server.baseURL)
             try await a.write { try $0.insert(Note(title: "shared")) }
             try await a.sync()
             let database = HTTPCloudDatabase(
-                baseURL: server.url, container: Device.containerIdentifier, token: "alice-token", deviceID: "admin")
+                baseURL: server.baseURL, container: TestDevice.containerIdentifier, token: "alice-token", deviceID: "admin")
             _ = try await database.modifyZones(ZonesModifyRequest(operations: [.init(.delete, ZoneID(zoneName: "Notes"))]))
             try await a.container.fetchChanges()
             #expect(try a.notes().isEmpty)
@@ -113,17 +114,17 @@ struct MirroringLifecycleTests {
     }
 
     @Test func switchingAccountsReplacesTheLocalCopy() async throws {
-        try await withServer { server in
-            let bob = try await Device.make("bob", server: server.url, token: "bob-token")
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            let bob = try await TestDevice.make("bob", server: server.baseURL, token: "bob-token")
             try await bob.write { try $0.insert(Note(title: "Bob's")) }
             try await bob.sync()
             let directory = try TemporaryDirectory()
-            let alice = try await Device.make("device", server: server.url, token: "alice-token", directory: directory)
+            let alice = try await TestDevice.make("device", server: server.baseURL, token: "alice-token", directory: directory)
             try await alice.write { try $0.insert(Note(title: "Alice's")) }
             try await alice.sync()
             await alice.close()
             // The same store file, now signed in as Bob.
-            let switched = try await Device.make("device", server: server.url, token: "bob-token", directory: directory)
+            let switched = try await TestDevice.make("device", server: server.baseURL, token: "bob-token", directory: directory)
             try await switched.sync()
             try await switched.sync()
             #expect(try switched.notes().map(\.title) == ["Bob's"])
@@ -135,8 +136,8 @@ struct MirroringLifecycleTests {
     }
 
     @Test func aRejectedTokenKeepsLocalChanges() async throws {
-        try await withServer { server in
-            let device = try await Device.make("A", server: server.url, token: "wrong-token")
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            let device = try await TestDevice.make("A", server: server.baseURL, token: "wrong-token")
             try await device.write { try $0.insert(Note(title: "kept")) }
             await #expect(throws: (any Error).self) { try await device.container.sync() }
             let status = try await device.container.status()

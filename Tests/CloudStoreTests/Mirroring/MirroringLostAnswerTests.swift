@@ -9,10 +9,10 @@ import Testing
 @Suite("Mirroring: an upload whose answer was lost")
 struct MirroringLostAnswerTests {
     @Test func aLaterEditOfTheSameFieldAfterALostAnswer_winsOverTheDevicesOwnEarlierValue() async throws {
-        try await withServer { server in
-            let serverURL = server.url
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            let serverURL = server.baseURL
             let proxy = try await FaultProxy.start { serverURL }
-            let a = try await Device.make("A", server: proxy.baseURL)
+            let a = try await TestDevice.make("A", server: proxy.baseURL)
             let note = Note(title: "first")
             try await a.write { try $0.insert(note) }
             try await a.sync()
@@ -29,7 +29,7 @@ struct MirroringLostAnswerTests {
                 try context.update(edited)
             }
             try await a.container.waitUntilSynced(timeout: .seconds(30))
-            let b = try await Device.make("B", server: serverURL)
+            let b = try await TestDevice.make("B", server: serverURL)
             try await b.sync()
             // The retry meets the device's own earlier value: not a conflict, the later edit wins.
             #expect(try a.note(note.id)?.title == "third")
@@ -45,10 +45,10 @@ struct MirroringLostAnswerTests {
     /// in the soak) and that was then deleted counted as never uploaded, so its delete stayed on the
     /// device and the object came back everywhere.
     @Test func anObjectCreatedUnheardThenDeleted_isDeletedOnTheServer() async throws {
-        try await withServer { server in
-            let serverURL = server.url
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            let serverURL = server.baseURL
             let proxy = try await FaultProxy.start { serverURL }
-            let a = try await Device.make("A", server: proxy.baseURL)
+            let a = try await TestDevice.make("A", server: proxy.baseURL)
             try await a.sync()
             let note = Note(title: "short-lived")
             try await a.write { try $0.insert(note) }
@@ -56,7 +56,7 @@ struct MirroringLostAnswerTests {
             await #expect(throws: (any Error).self) { try await a.container.sendChanges() }  // created, unheard
             try await a.write { try $0.delete(Note.self, id: note.id) }
             try await a.container.waitUntilSynced(timeout: .seconds(30))
-            let b = try await Device.make("B", server: serverURL)
+            let b = try await TestDevice.make("B", server: serverURL)
             try await b.sync()
             #expect(try b.notes().isEmpty, "the delete reached the server")
             #expect(try a.notes().isEmpty, "and the object did not come back")
@@ -72,11 +72,11 @@ struct MirroringLostAnswerTests {
     /// unseen. (When the server's copy holds every value sent, the engine counts the conflict as
     /// saved; ``MirrorTransactionAcknowledgeTests`` covers that acknowledgement.)
     @Test func aRetryThatFindsItsOwnWriteApplied_takesAnotherDevicesLaterEdit() async throws {
-        try await withServer { server in
-            let serverURL = server.url
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            let serverURL = server.baseURL
             let proxy = try await FaultProxy.start { serverURL }
-            let a = try await Device.make("A", server: proxy.baseURL)
-            let b = try await Device.make("B", server: serverURL)
+            let a = try await TestDevice.make("A", server: proxy.baseURL)
+            let b = try await TestDevice.make("B", server: serverURL)
             var note = Note(title: "t0")
             note.body = "b0"
             try await a.write { [note] in try $0.insert(note) }

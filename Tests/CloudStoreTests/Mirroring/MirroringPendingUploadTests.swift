@@ -1,5 +1,6 @@
 @testable import CloudStore
 import CloudStoreSync
+import CloudStoreTesting
 import Foundation
 import GRDB
 import Testing
@@ -10,8 +11,8 @@ import Testing
 @Suite("Mirroring: pending uploads live in one place and waitUntilSynced tells the truth", .serialized)
 struct MirroringPendingUploadTests {
     @Test func theEngineStateHasTheSameSizeWith10And10000PendingUploads() async throws {
-        try await withServer { server in
-            let a = try await Device.make("A", server: server.url)
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            let a = try await TestDevice.make("A", server: server.baseURL)
             try await a.write { try $0.insert(Note(title: "first")) }
             try await a.sync()
 
@@ -39,7 +40,7 @@ struct MirroringPendingUploadTests {
 
     @Test func aPlainStoreCannotWriteAMirroredStoreBehindItsBack() async throws {
         let directory = try TemporaryDirectory()
-        let a = try await Device.make("A", server: nil, directory: directory)
+        let a = try await TestDevice.make("A", server: nil, directory: directory)
         try await a.write { try $0.insert(Note(title: "through the container")) }
         await a.close()
 
@@ -55,8 +56,8 @@ struct MirroringPendingUploadTests {
     /// Through a real `cloudstore serve`: a note too large for the server is refused, the app
     /// shortens it, and the next upload succeeds, after which waitUntilSynced no longer throws.
     @Test func aRefusedUploadTheAppFixesNoLongerFailsWaitUntilSynced() async throws {
-        try await withServer { server in
-            let a = try await Device.make("A", server: server.url)
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            let a = try await TestDevice.make("A", server: server.baseURL)
             var note = Note(title: "large")
             note.body = String(repeating: "x", count: 1_500_000)
             try await a.write { [note] in try $0.insert(note) }
@@ -75,7 +76,7 @@ struct MirroringPendingUploadTests {
             try await a.write { [note] in try $0.update(note) }
             try await a.container.waitUntilSynced(timeout: .seconds(30))
             #expect(try await a.container.status().refusedUploads == 0)
-            let b = try await Device.make("B", server: server.url)
+            let b = try await TestDevice.make("B", server: server.baseURL)
             try await b.sync()
             #expect(try b.notes().map(\.body) == ["short now"])
             await a.close()
@@ -86,8 +87,8 @@ struct MirroringPendingUploadTests {
     /// Through a real `cloudstore serve`: a token the server does not know makes waitUntilSynced
     /// throw the container's error, in the container's words, and keeps the pending upload.
     @Test func rejectedCredentialsThrowTheContainersError() async throws {
-        try await withServer { server in
-            let a = try await Device.make("A", server: server.url, token: "not-a-known-token")
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            let a = try await TestDevice.make("A", server: server.baseURL, token: "not-a-known-token")
             try await a.write { try $0.insert(Note(title: "kept locally")) }
             let error = await #expect(throws: ContainerError.self) {
                 try await a.container.waitUntilSynced(timeout: .seconds(30))

@@ -110,11 +110,11 @@ struct ConvergenceRun {
         ]
         let childDirectory = try TemporaryDirectory()
         let container = container
-        var devices: [Device] = []
+        var devices: [TestDevice] = []
         do {
             for (index, name) in ["A", "B"].enumerated() {
                 devices.append(
-                    try await Device.make(name, server: proxies[index].baseURL) { $0.server?.containerIdentifier = container })
+                    try await TestDevice.make(name, server: proxies[index].baseURL) { $0.server?.containerIdentifier = container })
             }
             for (index, proxy) in proxies.enumerated() {
                 proxy.setRandomFaults(seed: seed &+ UInt64(index), rate: 0.15, faults: Self.faults)
@@ -148,7 +148,7 @@ struct ConvergenceRun {
 
     // MARK: The schedule
 
-    mutating func step(devices: [Device], proxies: [FaultProxy], child: URL) async throws {
+    mutating func step(devices: [TestDevice], proxies: [FaultProxy], child: URL) async throws {
         switch random.next(upTo: 20) {
         case 0..<8:
             for _ in 0..<(1 + random.next(upTo: 3)) {
@@ -213,14 +213,14 @@ struct ConvergenceRun {
         if let previous { replaced[key, default: []].insert(previous) }
     }
 
-    mutating func unique(_ device: Device) -> String {
+    mutating func unique(_ device: TestDevice) -> String {
         counter += 1
         return "\(device.name.lowercased())\(seed)-\(counter)"
     }
 
     /// One random local change on an in-process device; it reads what it replaces in the same
     /// transaction, so the ledger knows which values it saw.
-    mutating func change(on device: Device) async throws {
+    mutating func change(on device: TestDevice) async throws {
         operations += 1
         let store = device.store
         let notes = try await store.read { try $0.fetchIDs(entityName: "Note") }
@@ -318,7 +318,7 @@ struct ConvergenceRun {
 
     // MARK: Healing and checking
 
-    mutating func heal(devices: [Device], proxies: [FaultProxy], child: URL) async throws {
+    mutating func heal(devices: [TestDevice], proxies: [FaultProxy], child: URL) async throws {
         for proxy in proxies {
             proxy.removeFaults()
             proxy.isPartitioned = false
@@ -332,9 +332,9 @@ struct ConvergenceRun {
         for device in devices { try await device.container.waitUntilSynced(timeout: .seconds(60)) }
     }
 
-    mutating func check(devices: [Device], child: URL) async throws {
+    mutating func check(devices: [TestDevice], child: URL) async throws {
         let container = container
-        let fresh = try await Device.make("D", server: server.baseURL) { $0.server?.containerIdentifier = container }
+        let fresh = try await TestDevice.make("D", server: server.baseURL) { $0.server?.containerIdentifier = container }
         let childStore: PersistentStore
         do {
             try await fresh.sync()
@@ -348,7 +348,7 @@ struct ConvergenceRun {
         await fresh.close()
     }
 
-    mutating func compare(devices: [Device], fresh: Device, childStore: PersistentStore) async throws {
+    mutating func compare(devices: [TestDevice], fresh: TestDevice, childStore: PersistentStore) async throws {
         // Every device agrees with a fresh one, which has what the server has.
         let final = try fresh.contents()
         for device in devices {

@@ -12,8 +12,8 @@ struct MirroringRefetchTests {
     @Test func refetch_removesSettledObjectsTheServerNoLongerHasAndKeepsPendingOnes() async throws {
         let clock = ManualClock()
         let server = try await TestServer.start(limits: ServerLimits(tombstoneHorizon: 30 * 24 * 3600), clock: clock)
-        let a = try await Device.make("A", server: server.baseURL)
-        let b = try await Device.make("B", server: server.baseURL)
+        let a = try await TestDevice.make("A", server: server.baseURL)
+        let b = try await TestDevice.make("B", server: server.baseURL)
         do {
             let kept = Note(title: "kept")
             let deleted = Note(title: "deleted on A")

@@ -1,4 +1,5 @@
 import CloudStore
+import CloudStoreTesting
 import Foundation
 import Testing
 
@@ -7,9 +8,9 @@ import Testing
 @Suite("README quick start")
 struct ReadmeQuickStartTests {
     @Test func twoDevicesSyncThroughServe() async throws {
-        try await withServer { server in
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
             let directory = try TemporaryDirectory()
-            let serverURL = server.url
+            let serverURL = server.baseURL
             // --- as in the README, with the server's URL and the files in a temporary folder ---
             let schema = try Schema.load(contentsOf: RepositoryPaths.notesSchema)
 

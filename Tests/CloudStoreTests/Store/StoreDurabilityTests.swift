@@ -1,4 +1,5 @@
 @testable import CloudStore
+import CloudStoreTesting
 import Foundation
 import GRDB
 import Testing

@@ -1,4 +1,5 @@
 import CloudStore
+import CloudStoreTesting
 import Foundation
 import Logging
 import Testing
@@ -18,21 +19,6 @@ func openStore(
     configuration: PersistentStore.Configuration = .init()
 ) throws -> PersistentStore {
     try PersistentStore(url: url, schema: schema, migrations: migrations, configuration: configuration, logger: .quiet)
-}
-
-/// A directory under the system's temporary directory, removed with everything in it when the
-/// value goes away.
-final class TemporaryDirectory: Sendable {
-    let url: URL
-
-    init() throws {
-        url = FileManager.default.temporaryDirectory.appendingPathComponent("cloudstore-tests-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    }
-
-    deinit { try? FileManager.default.removeItem(at: url) }
-
-    func file(_ name: String) -> URL { url.appendingPathComponent(name) }
 }
 
 /// A Notes store in a temporary directory.

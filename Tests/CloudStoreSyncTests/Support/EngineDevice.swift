@@ -5,7 +5,7 @@ import Synchronization
 /// One device of a sync test: its records (standing in for the app's database), the engine state
 /// it saved, and every event it handled. It resolves conflicts by a policy, recreates missing
 /// zones, and waits for events without sleeping.
-actor TestDevice: SyncEngineDelegate {
+actor EngineDevice: SyncEngineDelegate {
     enum ConflictPolicy {
         /// Take the server's copy (the WWDC23 talk's test).
         case serverWins
