@@ -169,6 +169,31 @@ struct ConflictResolutionTests {
         #expect(loggedToo.map(\.losingSide) == [.server])
     }
 
+    @Test func deletionAgainstEdit_ofThisDevicesOwnUnheardWriteKeepsTheDeletionUnlogged() {
+        let (winner, logged) = resolution(.serverWins).deletionAgainstEdit(of: note, writtenByThisDevice: true)
+        #expect(winner == .local)
+        #expect(logged.isEmpty)
+    }
+
+    // MARK: Unheard creates
+
+    @Test func unheardCreates_waitForAFetchThatBeganAfterTheyWereHandedOut() {
+        var creates = UnheardCreates(waiting: ["from an earlier launch"])
+        #expect(creates.waiting == ["from an earlier launch"])
+        creates.fetchBegan()
+        creates.handedOut("during the fetch")
+        creates.fetchEnded(completed: true)
+        #expect(creates.waiting == ["during the fetch"], "a fetch that began before the hand-out does not cover it")
+        creates.handedOut("answered")
+        creates.heard("answered")
+        creates.fetchBegan()
+        creates.fetchEnded(completed: false)
+        #expect(creates.waiting == ["during the fetch"], "a fetch that failed covers nothing")
+        creates.fetchBegan()
+        creates.fetchEnded(completed: true)
+        #expect(creates.waiting.isEmpty)
+    }
+
     // MARK: Links
 
     @Test func links_addedAgainstDeletedAndRemovedAgainstSaved() {

@@ -111,4 +111,68 @@ struct MirroringLostAnswerTests {
             await proxy.shutdown()
         }
     }
+
+    /// The convergence soak's lost update (seed 900003): a device's create landed on the server
+    /// unheard (it was killed in the soak), another device deleted the record, and the device,
+    /// editing its note, sent the create again. The server took it over the tombstone and the note
+    /// came back everywhere with the device's title: the deletion, and the other devices' edits
+    /// before it, were gone without a trace. Now the create waits for a fetch, which brings the
+    /// tombstone: the deletion wins and the edit is logged as lost.
+    @Test func aCreateWhoseAnswerWasLost_isNotBroughtBackAfterAnotherDeviceDeletedIt() async throws {
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            let serverURL = server.baseURL
+            let proxy = try await FaultProxy.start { serverURL }
+            let a = try await TestDevice.make("A", server: proxy.baseURL)
+            let b = try await TestDevice.make("B", server: serverURL)
+            try await a.sync()
+            var note = Note(title: "created unheard")
+            try await a.write { [note] in try $0.insert(note) }
+            proxy.inject(.dropResponse, into: .recordsModify)
+            await #expect(throws: (any Error).self) { try await a.container.sendChanges() }  // created, unheard
+
+            try await b.sync()
+            #expect(try b.notes().map(\.title) == ["created unheard"])
+            try await b.write { [note] in try $0.delete(note) }
+            try await b.sync()
+
+            note.title = "edited after the create"
+            try await a.write { [note] in try $0.update(note) }
+            try await a.sync()
+            try await b.sync()
+            #expect(try b.notes().isEmpty, "the deleted note did not come back")
+            #expect(try a.notes().isEmpty, "the deletion reached the device whose create was unheard")
+            let log = try a.container.conflicts()
+            #expect(log.map(\.property).contains("title"), "the edit that lost to the deletion is logged: \(log)")
+            #expect(log.first { $0.property == "title" }?.losingValue == "edited after the create")
+            await a.close()
+            await b.close()
+            await proxy.shutdown()
+        }
+    }
+
+    /// The same create, unheard, is then deleted on the device itself before any fetch: the fetch
+    /// brings the device's own create, which does not bring the object back; the delete goes up.
+    @Test func aCreateWhoseAnswerWasLost_thenDeletedHere_staysDeleted() async throws {
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            let serverURL = server.baseURL
+            let proxy = try await FaultProxy.start { serverURL }
+            let a = try await TestDevice.make("A", server: proxy.baseURL)
+            try await a.sync()
+            let note = Note(title: "short-lived")
+            try await a.write { try $0.insert(note) }
+            proxy.inject(.dropResponse, into: .recordsModify)
+            await #expect(throws: (any Error).self) { try await a.container.sendChanges() }
+            try await a.write { try $0.delete(Note.self, id: note.id) }
+            try await a.container.fetchChanges()
+            #expect(try a.notes().isEmpty, "the device's own create does not undo its delete")
+            #expect(try a.container.conflicts().isEmpty)
+            try await a.container.waitUntilSynced(timeout: .seconds(30))
+            let b = try await TestDevice.make("B", server: serverURL)
+            try await b.sync()
+            #expect(try b.notes().isEmpty)
+            await a.close()
+            await b.close()
+            await proxy.shutdown()
+        }
+    }
 }
