@@ -7,11 +7,11 @@ import Testing
 /// A device is killed (SIGKILL) at random points while it exports and imports; after a restart every
 /// device converges, nothing it committed is lost, nothing is duplicated, and the file is intact.
 ///
-/// `CLOUDSTORE_CRASH_SEEDS=N` runs N seeds instead of 50; `.ci/soak` (`CLOUDSTORE_SOAK=1`) runs 500.
+/// `CLOUDSTORE_CRASH_SEEDS=N` runs N seeds instead of 150 (`CLOUDSTORE_CRASH_SEED` picks the first); `.ci/soak` (`CLOUDSTORE_SOAK=1`) runs 500.
 @Suite("Mirroring: crashes during export and import lose nothing", .serialized)
 struct MirroringCrashTests {
     static var seeds: Int {
-        ProcessInfo.processInfo.environment["CLOUDSTORE_CRASH_SEEDS"].flatMap(Int.init) ?? ReliabilityRun.count(ci: 50, soak: 500)
+        ProcessInfo.processInfo.environment["CLOUDSTORE_CRASH_SEEDS"].flatMap(Int.init) ?? ReliabilityRun.count(ci: 150, soak: 500)
     }
 
     @Test func killedDevicesConvergeWithNothingLostOrDuplicated() async throws {

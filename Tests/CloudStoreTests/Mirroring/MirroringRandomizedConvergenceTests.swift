@@ -19,7 +19,7 @@ struct MirroringRandomizedConvergenceTests {
         let first = ReliabilityRun.seed(fixed: 1, variable: "CLOUDSTORE_CONVERGENCE_SEED")
         let replaying = ProcessInfo.processInfo.environment["CLOUDSTORE_CONVERGENCE_SEED"] != nil
         let seeds = ProcessInfo.processInfo.environment["CLOUDSTORE_CONVERGENCE_SEEDS"].flatMap(Int.init)
-            ?? (replaying ? 1 : ReliabilityRun.count(ci: 6, soak: 300))
+            ?? (replaying ? 1 : ReliabilityRun.count(ci: 24, soak: 300))
         let server = try await RestartableServer.start(.childProcess, users: ["alice-token": "_alice"])
         var report = ConvergenceReport()
         do {
