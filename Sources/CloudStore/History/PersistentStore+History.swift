@@ -173,13 +173,15 @@ extension PersistentStore {
         try db.step(statement, sql: sql)
         let token = HistoryToken(storeIdentifier: storeIdentifier, transactionNumber: db.lastInsertedRowID)
         guard logger.logLevel <= .debug else { return (token, changes.count, []) }
-        return (
-            token, changes.count,
-            changes.map { change in
-                HistoryChange(
-                    entityName: layout.table(at: change.entity).name, objectID: change.id, changeType: change.type,
-                    updatedProperties: change.updated, tombstone: change.tombstone)
-            }
-        )
+        return (token, changes.count, historyChanges(changes))
+    }
+
+    /// A unit of work's recorded changes as history reports them.
+    func historyChanges(_ changes: [HistoryRecorder.Change]) -> [HistoryChange] {
+        changes.map { change in
+            HistoryChange(
+                entityName: layout.table(at: change.entity).name, objectID: change.id, changeType: change.type,
+                updatedProperties: change.updated, tombstone: change.tombstone)
+        }
     }
 }

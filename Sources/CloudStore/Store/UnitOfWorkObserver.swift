@@ -69,12 +69,8 @@ extension PersistentStore {
                 "the store at \(path) is mirrored: write to it through the PersistentCloudContainer that mirrors it (its `store`), so every save is recorded for upload; this PersistentStore does not mirror, and its writes would never reach the server")
         }
         guard !observers.isEmpty else { return }
-        let changes = context.recorder.recordedChanges.map { change in
-            HistoryChange(
-                entityName: layout.table(at: change.entity).name, objectID: change.id, changeType: change.type,
-                updatedProperties: change.updated, tombstone: change.tombstone)
-        }
-        let unitOfWork = CommittingUnitOfWork(context: context, changes: changes, date: date)
+        let unitOfWork = CommittingUnitOfWork(
+            context: context, changes: historyChanges(context.recorder.recordedChanges), date: date)
         for observer in observers { try observer.unitOfWorkWillCommit(unitOfWork) }
     }
 }
