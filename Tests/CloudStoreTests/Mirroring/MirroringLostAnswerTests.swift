@@ -8,11 +8,35 @@ import Testing
 /// serverWins kept, logging the later edit as lost.
 @Suite("Mirroring: an upload whose answer was lost")
 struct MirroringLostAnswerTests {
-    @Test func aLaterEditOfTheSameFieldAfterALostAnswer_winsOverTheDevicesOwnEarlierValue() async throws {
+    /// Runs `body` with a `cloudstore serve` child, a fault proxy in front of it and device A
+    /// behind the proxy; closes A and the proxy afterwards.
+    func withDeviceBehindAProxy(
+        _ body: (_ serverURL: URL, _ proxy: FaultProxy, _ a: TestDevice) async throws -> Void
+    ) async throws {
         try await ServerProcess.with(users: TestServer.defaultUsers) { server in
             let serverURL = server.baseURL
             let proxy = try await FaultProxy.start { serverURL }
             let a = try await TestDevice.make("A", server: proxy.baseURL)
+            do {
+                try await body(serverURL, proxy, a)
+            } catch {
+                await a.close()
+                await proxy.shutdown()
+                throw error
+            }
+            await a.close()
+            await proxy.shutdown()
+        }
+    }
+
+    /// Sends A's pending uploads with the answer dropped: the server applies them, A never hears.
+    func sendUnheard(_ a: TestDevice, through proxy: FaultProxy) async {
+        proxy.inject(.dropResponse, into: .recordsModify)
+        await #expect(throws: (any Error).self) { try await a.container.sendChanges() }
+    }
+
+    @Test func aLaterEditOfTheSameFieldAfterALostAnswer_winsOverTheDevicesOwnEarlierValue() async throws {
+        try await withDeviceBehindAProxy { serverURL, proxy, a in
             let note = Note(title: "first")
             try await a.write { try $0.insert(note) }
             try await a.sync()
@@ -21,8 +45,7 @@ struct MirroringLostAnswerTests {
                 edited.title = "second"
                 try context.update(edited)
             }
-            proxy.inject(.dropResponse, into: .recordsModify)
-            await #expect(throws: (any Error).self) { try await a.container.sendChanges() }  // applied, unheard
+            await sendUnheard(a, through: proxy)
             try await a.write { context in
                 var edited = note
                 edited.title = "third"
@@ -35,9 +58,7 @@ struct MirroringLostAnswerTests {
             #expect(try a.note(note.id)?.title == "third")
             #expect(try a.container.conflicts().isEmpty)
             #expect(try b.note(note.id)?.title == "third")
-            await a.close()
             await b.close()
-            await proxy.shutdown()
         }
     }
 
@@ -45,24 +66,18 @@ struct MirroringLostAnswerTests {
     /// in the soak) and that was then deleted counted as never uploaded, so its delete stayed on the
     /// device and the object came back everywhere.
     @Test func anObjectCreatedUnheardThenDeleted_isDeletedOnTheServer() async throws {
-        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
-            let serverURL = server.baseURL
-            let proxy = try await FaultProxy.start { serverURL }
-            let a = try await TestDevice.make("A", server: proxy.baseURL)
+        try await withDeviceBehindAProxy { serverURL, proxy, a in
             try await a.sync()
             let note = Note(title: "short-lived")
             try await a.write { try $0.insert(note) }
-            proxy.inject(.dropResponse, into: .recordsModify)
-            await #expect(throws: (any Error).self) { try await a.container.sendChanges() }  // created, unheard
+            await sendUnheard(a, through: proxy)
             try await a.write { try $0.delete(Note.self, id: note.id) }
             try await a.container.waitUntilSynced(timeout: .seconds(30))
             let b = try await TestDevice.make("B", server: serverURL)
             try await b.sync()
             #expect(try b.notes().isEmpty, "the delete reached the server")
             #expect(try a.notes().isEmpty, "and the object did not come back")
-            await a.close()
             await b.close()
-            await proxy.shutdown()
         }
     }
 
@@ -72,10 +87,7 @@ struct MirroringLostAnswerTests {
     /// unseen. (When the server's copy holds every value sent, the engine counts the conflict as
     /// saved; ``MirrorTransactionAcknowledgeTests`` covers that acknowledgement.)
     @Test func aRetryThatFindsItsOwnWriteApplied_takesAnotherDevicesLaterEdit() async throws {
-        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
-            let serverURL = server.baseURL
-            let proxy = try await FaultProxy.start { serverURL }
-            let a = try await TestDevice.make("A", server: proxy.baseURL)
+        try await withDeviceBehindAProxy { serverURL, proxy, a in
             let b = try await TestDevice.make("B", server: serverURL)
             var note = Note(title: "t0")
             note.body = "b0"
@@ -86,8 +98,7 @@ struct MirroringLostAnswerTests {
             var onA = note
             onA.title = "A's title"
             try await a.write { [onA] in try $0.update(onA) }
-            proxy.inject(.dropResponse, into: .recordsModify)
-            await #expect(throws: (any Error).self) { try await a.container.sendChanges() }  // applied, unheard
+            await sendUnheard(a, through: proxy)
 
             try await b.sync()
             var onB = try #require(try b.note(note.id))
@@ -106,9 +117,7 @@ struct MirroringLostAnswerTests {
             #expect(try b.note(note.id)?.body == "B's body, then A's")
             #expect(try a.container.conflicts().isEmpty && b.container.conflicts().isEmpty)
             #expect(try a.contents() == b.contents())
-            await a.close()
             await b.close()
-            await proxy.shutdown()
         }
     }
 
@@ -119,16 +128,12 @@ struct MirroringLostAnswerTests {
     /// before it, were gone without a trace. Now the create waits for a fetch, which brings the
     /// tombstone: the deletion wins and the edit is logged as lost.
     @Test func aCreateWhoseAnswerWasLost_isNotBroughtBackAfterAnotherDeviceDeletedIt() async throws {
-        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
-            let serverURL = server.baseURL
-            let proxy = try await FaultProxy.start { serverURL }
-            let a = try await TestDevice.make("A", server: proxy.baseURL)
+        try await withDeviceBehindAProxy { serverURL, proxy, a in
             let b = try await TestDevice.make("B", server: serverURL)
             try await a.sync()
             var note = Note(title: "created unheard")
             try await a.write { [note] in try $0.insert(note) }
-            proxy.inject(.dropResponse, into: .recordsModify)
-            await #expect(throws: (any Error).self) { try await a.container.sendChanges() }  // created, unheard
+            await sendUnheard(a, through: proxy)
 
             try await b.sync()
             #expect(try b.notes().map(\.title) == ["created unheard"])
@@ -144,24 +149,18 @@ struct MirroringLostAnswerTests {
             let log = try a.container.conflicts()
             #expect(log.map(\.property).contains("title"), "the edit that lost to the deletion is logged: \(log)")
             #expect(log.first { $0.property == "title" }?.losingValue == "edited after the create")
-            await a.close()
             await b.close()
-            await proxy.shutdown()
         }
     }
 
     /// The same create, unheard, is then deleted on the device itself before any fetch: the fetch
     /// brings the device's own create, which does not bring the object back; the delete goes up.
     @Test func aCreateWhoseAnswerWasLost_thenDeletedHere_staysDeleted() async throws {
-        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
-            let serverURL = server.baseURL
-            let proxy = try await FaultProxy.start { serverURL }
-            let a = try await TestDevice.make("A", server: proxy.baseURL)
+        try await withDeviceBehindAProxy { serverURL, proxy, a in
             try await a.sync()
             let note = Note(title: "short-lived")
             try await a.write { try $0.insert(note) }
-            proxy.inject(.dropResponse, into: .recordsModify)
-            await #expect(throws: (any Error).self) { try await a.container.sendChanges() }
+            await sendUnheard(a, through: proxy)
             try await a.write { try $0.delete(Note.self, id: note.id) }
             try await a.container.fetchChanges()
             #expect(try a.notes().isEmpty, "the device's own create does not undo its delete")
@@ -170,9 +169,7 @@ struct MirroringLostAnswerTests {
             let b = try await TestDevice.make("B", server: serverURL)
             try await b.sync()
             #expect(try b.notes().isEmpty)
-            await a.close()
             await b.close()
-            await proxy.shutdown()
         }
     }
 }
