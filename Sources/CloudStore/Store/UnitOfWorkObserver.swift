@@ -61,7 +61,7 @@ extension PersistentStore {
     func notifyObservers(_ observers: [any UnitOfWorkObserver], of context: WriteContext, date: Date) throws {
         guard !context.recorder.isEmpty else { return }
         if let required = try String.fetchOne(
-            context.db, sql: "SELECT value FROM cloudstore_metadata WHERE key = 'requiredObserver'"),
+            context.db.cachedStatement(sql: "SELECT value FROM cloudstore_metadata WHERE key = 'requiredObserver'")),
             !observers.contains(where: { $0.name == required })
         {
             throw StoreError(
