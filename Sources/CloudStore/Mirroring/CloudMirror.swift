@@ -224,7 +224,8 @@ actor CloudMirror: SyncEngineDelegate {
             if let seen = fromScratch, event.error == nil { try await removeUnseen(seen) }
             fromScratch = nil
             if let error = event.error {
-                zoneFetchFailed = true
+                // A zone that is not on the server holds none of this device's creates either.
+                if error.code != .zoneNotFound { zoneFetchFailed = true }
                 importTracker?.failure = PersistentCloudContainer.SyncFailure(error)
             }
         case .didFetchChanges(let event):
