@@ -160,17 +160,21 @@ actor CloudMirror: SyncEngineDelegate {
         let uploads = prepared.filter { context.options.scope.contains($0.change) }
         guard !uploads.isEmpty else { return nil }
         syncEngine.state.hasPendingUntrackedChanges = true
-        var records: [String: Record] = [:]
-        for upload in uploads {
-            inFlight[upload.change.recordID.recordName] = upload.sent
-            guard let record = upload.record else { continue }
-            records[record.recordName] = record
-            if record.recordChangeTag == nil { unheardCreates.handedOut(record.recordName) }
-        }
-        logger.info("uploads prepared", metadata: ["zone": "\(zoneID.zoneName)", "count": "\(uploads.count)"])
-        return await SyncEngine.RecordZoneChangeBatch(pendingChanges: uploads.map(\.change)) { [records] recordID in
+        let records = Dictionary(uniqueKeysWithValues: uploads.compactMap { upload in upload.record.map { ($0.recordName, $0) } })
+        let batch = await SyncEngine.RecordZoneChangeBatch(pendingChanges: uploads.map(\.change)) { recordID in
             records[recordID.recordName]
         }
+        // What the batch holds (it stops at the engine's size limit) is what is handed out.
+        let sent = Dictionary(uniqueKeysWithValues: uploads.map { ($0.change.recordID.recordName, $0.sent) })
+        for record in batch?.recordsToSave ?? [] {
+            inFlight[record.recordName] = sent[record.recordName]
+            if record.recordChangeTag == nil { unheardCreates.handedOut(record.recordName) }
+        }
+        for recordID in batch?.recordIDsToDelete ?? [] { inFlight[recordID.recordName] = sent[recordID.recordName] }
+        logger.info(
+            "uploads handed out",
+            metadata: ["zone": "\(zoneID.zoneName)", "count": "\((batch?.recordsToSave.count ?? 0) + (batch?.recordIDsToDelete.count ?? 0))"])
+        return batch
     }
 
     /// How many creates wait for a fetch before they go out again.
