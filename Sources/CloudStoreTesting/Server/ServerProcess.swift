@@ -139,25 +139,28 @@ public final class ServerProcess: Sendable {
         process.standardError = pipe
 
         let state = SharedState()
-        state.withLock { $0.readEnd = pipe.fileHandleForReading }
-        pipe.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            guard !data.isEmpty else {
-                handle.readabilityHandler = nil
-                return
-            }
-            let (waiter, outputWaiters) = state.withLock { state -> ((CheckedContinuation<Int, any Error>, Int)?, [CheckedContinuation<Void, Never>]) in
-                state.output += String(decoding: data, as: UTF8.self)
-                let outputWaiters = state.satisfiedOutputWaiters()
-                guard let port = Self.listeningPort(in: state.output), let waiter = state.listenWaiter else {
-                    return (nil, outputWaiters)
+        let readEnd = pipe.fileHandleForReading
+        state.withLock { $0.readEnd = readEnd }
+        // A thread of its own reads the child's output with blocking reads until the end of it.
+        // Not a `readabilityHandler`: its dispatch source on the pipe crashed libdispatch's event
+        // loop (`_dispatch_event_loop_drain`) now and then in long soaks, as children came and went.
+        let reader = Thread {
+            while case let data = readEnd.availableData, !data.isEmpty {
+                let (waiter, outputWaiters) = state.withLock { state -> ((CheckedContinuation<Int, any Error>, Int)?, [CheckedContinuation<Void, Never>]) in
+                    state.output += String(decoding: data, as: UTF8.self)
+                    let outputWaiters = state.satisfiedOutputWaiters()
+                    guard let port = Self.listeningPort(in: state.output), let waiter = state.listenWaiter else {
+                        return (nil, outputWaiters)
+                    }
+                    state.listenWaiter = nil
+                    return ((waiter, port), outputWaiters)
                 }
-                state.listenWaiter = nil
-                return ((waiter, port), outputWaiters)
+                waiter.map { $0.0.resume(returning: $0.1) }
+                for waiter in outputWaiters { waiter.resume() }
             }
-            waiter.map { $0.0.resume(returning: $0.1) }
-            for waiter in outputWaiters { waiter.resume() }
         }
+        reader.name = "cloudstore serve output"
+        reader.start()
         process.terminationHandler = { process in
             let (exitWaiters, listenWaiter, outputWaiters, output) = state.withLock { state in
                 state.exitStatus = process.terminationStatus
