@@ -104,14 +104,14 @@ enum MirrorStateKey: String {
 
 extension Database {
     func mirrorState(_ key: MirrorStateKey) throws -> Data? {
-        try Data.fetchOne(self, sql: "SELECT value FROM cloudstore_mirror_state WHERE key = ?", arguments: [key.rawValue])
+        try Data.fetchOne(
+            cachedStatement(sql: "SELECT value FROM cloudstore_mirror_state WHERE key = ?"), arguments: [key.rawValue])
     }
 
     func setMirrorState(_ key: MirrorStateKey, _ value: Data?) throws {
         if let value {
-            try execute(
-                sql: "INSERT OR REPLACE INTO cloudstore_mirror_state (key, value) VALUES (?, ?)",
-                arguments: [key.rawValue, value])
+            try cachedStatement(sql: "INSERT OR REPLACE INTO cloudstore_mirror_state (key, value) VALUES (?, ?)")
+                .execute(arguments: [key.rawValue, value])
         } else {
             try execute(sql: "DELETE FROM cloudstore_mirror_state WHERE key = ?", arguments: [key.rawValue])
         }
@@ -138,21 +138,21 @@ extension Database {
 
     func removeUnresolvedReferences(of entity: String, id: UUID, relationship: String? = nil) throws {
         if let relationship {
-            try execute(
-                sql: "DELETE FROM cloudstore_mirror_unresolved_reference WHERE entity = ? AND id = ? AND relationship = ?",
-                arguments: [entity, id.uuidString, relationship])
+            try cachedStatement(
+                sql: "DELETE FROM cloudstore_mirror_unresolved_reference WHERE entity = ? AND id = ? AND relationship = ?"
+            ).execute(arguments: [entity, id.uuidString, relationship])
         } else {
-            try execute(
-                sql: "DELETE FROM cloudstore_mirror_unresolved_reference WHERE entity = ? AND id = ?",
-                arguments: [entity, id.uuidString])
+            try cachedStatement(sql: "DELETE FROM cloudstore_mirror_unresolved_reference WHERE entity = ? AND id = ?")
+                .execute(arguments: [entity, id.uuidString])
         }
     }
 
     /// The references waiting for `target`, removed from the table.
     func takeUnresolvedReferences(to target: UUID) throws -> [(entity: String, id: UUID, relationship: String)] {
         let rows = try Row.fetchAll(
-            self, sql: "SELECT entity, id, relationship FROM cloudstore_mirror_unresolved_reference WHERE target = ?",
+            cachedStatement(sql: "SELECT entity, id, relationship FROM cloudstore_mirror_unresolved_reference WHERE target = ?"),
             arguments: [target.uuidString])
+        guard !rows.isEmpty else { return [] }
         try execute(sql: "DELETE FROM cloudstore_mirror_unresolved_reference WHERE target = ?", arguments: [target.uuidString])
         return rows.compactMap { row in
             guard let id = UUID(uuidString: row["id"]) else { return nil }
@@ -163,7 +163,7 @@ extension Database {
     /// The references of an object that wait for their target.
     func unresolvedReferences(of entity: String, id: UUID) throws -> [(relationship: String, target: UUID)] {
         try Row.fetchAll(
-            self, sql: "SELECT relationship, target FROM cloudstore_mirror_unresolved_reference WHERE entity = ? AND id = ?",
+            cachedStatement(sql: "SELECT relationship, target FROM cloudstore_mirror_unresolved_reference WHERE entity = ? AND id = ?"),
             arguments: [entity, id.uuidString]
         ).compactMap { row in UUID(uuidString: row["target"]).map { (row["relationship"], $0) } }
     }

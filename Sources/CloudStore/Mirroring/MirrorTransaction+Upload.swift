@@ -46,10 +46,7 @@ extension MirrorTransaction {
             case nil:
                 continue
             }
-            if !metadata.mayBeOnServer {
-                metadata.mayBeOnServer = true
-                try save(metadata)
-            }
+            if !metadata.mayBeOnServer { try db.markMayBeOnServer(metadata.recordName) }
             prepared.append(upload)
         }
         return prepared

@@ -76,7 +76,7 @@ struct RecordMetadata: Sendable {
 extension Database {
     func recordMetadata(_ recordName: String) throws -> RecordMetadata? {
         try Row.fetchOne(
-            self, sql: "SELECT * FROM cloudstore_record_metadata WHERE record_name = ?", arguments: [recordName]
+            cachedStatement(sql: "SELECT * FROM cloudstore_record_metadata WHERE record_name = ?"), arguments: [recordName]
         ).map(RecordMetadata.init(row:))
     }
 
@@ -149,20 +149,20 @@ extension Database {
     /// The link records of an object: those whose source or target it is.
     func linkMetadata(of id: UUID) throws -> [RecordMetadata] {
         try Row.fetchAll(
-            self,
-            sql: "SELECT * FROM cloudstore_record_metadata WHERE link_source = ? OR link_target = ?",
+            cachedStatement(sql: "SELECT * FROM cloudstore_record_metadata WHERE link_source = ? OR link_target = ?"),
             arguments: [id.uuidString, id.uuidString]
         ).map(RecordMetadata.init(row:))
     }
 
     func save(_ metadata: RecordMetadata) throws {
-        try execute(
+        try cachedStatement(
             sql: """
                 INSERT OR REPLACE INTO cloudstore_record_metadata
                 (record_name, entity, change_tag, may_be_on_server, ancestor, unknown_fields, pending_upload,
                  upload_revision, refusal, link_relationship, link_source, link_target)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """,
+                """
+        ).execute(
             arguments: [
                 metadata.recordName, metadata.entityName, metadata.changeTag, metadata.mayBeOnServer,
                 try metadata.ancestor.map { try MirrorMetadata.encode($0) },
@@ -173,8 +173,14 @@ extension Database {
             ])
     }
 
+    /// Notes that the record may be on the server from now on (it is being handed to the engine).
+    func markMayBeOnServer(_ recordName: String) throws {
+        try cachedStatement(sql: "UPDATE cloudstore_record_metadata SET may_be_on_server = 1 WHERE record_name = ?")
+            .execute(arguments: [recordName])
+    }
+
     func deleteRecordMetadata(_ recordName: String) throws {
-        try execute(sql: "DELETE FROM cloudstore_record_metadata WHERE record_name = ?", arguments: [recordName])
+        try cachedStatement(sql: "DELETE FROM cloudstore_record_metadata WHERE record_name = ?").execute(arguments: [recordName])
     }
 
     /// The next upload revision: a store-wide counter in `cloudstore_mirror_state`, one per
