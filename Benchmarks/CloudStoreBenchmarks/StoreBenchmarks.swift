@@ -34,6 +34,8 @@ struct StoreBenchmarks {
             save("save.cloudstore.snapshots.nohistory", "the same from EntitySnapshots, without history", history: false) {
                 context in for note in snapshots { try context.insert(note) }
             },
+            commits(.full),
+            commits(.normal),
             Benchmark(name: "save.grdb.codable", summary: "GRDB Codable record insert, one transaction") {
                 let pool = try newPool()
                 return { try pool.write { db in for note in notes { try note.insert(db) } } }
@@ -51,11 +53,11 @@ struct StoreBenchmarks {
                 return { _ = try store.read { try $0.fetchSnapshots(entityName: "Note") } }
             },
             Benchmark(name: "fetch.grdb.codable", summary: "GRDB Codable record fetch") {
-                let pool = try DatabasePool(path: fetchPath, configuration: Self.configuration)
+                let pool = try Self.pool(path: fetchPath)
                 return { _ = try pool.read { try BenchNote.fetchAll($0) } }
             },
             Benchmark(name: "fetch.raw", summary: "raw SQLite: step and read columns into structs") {
-                let pool = try DatabasePool(path: fetchPath, configuration: Self.configuration)
+                let pool = try Self.pool(path: fetchPath)
                 return { _ = try pool.read { try Self.rawFetch($0) } }
             },
         ]
@@ -71,10 +73,34 @@ struct StoreBenchmarks {
         }
     }
 
+    /// How many one-note units of work ``commits(_:)`` times.
+    static let commitCount = 200
+
+    /// `commitCount` units of work of one note each, with a durability setting: what an app that
+    /// saves after each user action pays per save (an fsync per commit with `FULL`).
+    func commits(_ synchronous: PersistentStore.Configuration.Synchronous) -> Benchmark {
+        let name = "save.commits.\(synchronous.rawValue.lowercased())"
+        return Benchmark(name: name, summary: "\(Self.commitCount) one-note units of work, synchronous = \(synchronous.rawValue)") {
+            var configuration = PersistentStore.Configuration()
+            configuration.synchronous = synchronous
+            let store = try PersistentStore(url: freshFile(), schema: BenchNote.schema, configuration: configuration, logger: Self.quietLogger)
+            let notes = BenchNote.make(Self.commitCount)
+            return { for note in notes { try store.write(author: "bench") { try $0.insert(note) } } }
+        }
+    }
+
     static var configuration: GRDB.Configuration {
         var configuration = GRDB.Configuration()
         configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
         return configuration
+    }
+
+    /// A GRDB pool for the baselines, with `synchronous = FULL` on its writer too: GRDB sets
+    /// `NORMAL` there when it turns WAL on, after `prepareDatabase`.
+    static func pool(path: String) throws -> DatabasePool {
+        let pool = try DatabasePool(path: path, configuration: configuration)
+        try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
+        return pool
     }
 
     /// A new empty store; the table is created by the store, as GRDB and raw runs reuse its layout.
@@ -88,7 +114,7 @@ struct StoreBenchmarks {
     func newPool() throws -> DatabasePool {
         let url = freshFile()
         try PersistentStore(url: url, schema: BenchNote.schema, logger: Self.quietLogger).close()
-        return try DatabasePool(path: url.path, configuration: Self.configuration)
+        return try Self.pool(path: url.path)
     }
 
     var fetchPath: String { directory.appendingPathComponent("fetch.sqlite").path }

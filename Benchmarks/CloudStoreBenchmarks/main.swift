@@ -82,6 +82,12 @@ if !storeGroups.isEmpty {
             ratio(item: 3, "fetch: CloudStore snapshots / GRDB Codable", "fetch.cloudstore.snapshots", "fetch.grdb.codable", in: measurements),
             ratio(item: 3, "fetch: GRDB Codable / raw SQLite", "fetch.grdb.codable", "fetch.raw", in: measurements),
         ].compactMap { $0 })
+    report(
+        measurements.filter { $0.name.hasPrefix("save.commits.") }.map { measurement in
+            Figure(
+                item: 1, "commits/s, \(measurement.name)", Double(StoreBenchmarks.commitCount) / measurement.medianSeconds,
+                "commits/s", "\(measurement.summary); the store's durability setting, one commit per save")
+        })
 }
 
 // Item 4: query generations.
