@@ -73,12 +73,13 @@ struct DeviceWorkload {
             } else if roll < 7 {
                 let id = mine.remove(at: Int(random.next() % UInt64(mine.count)))
                 say("intent delete \(id.uuidString) -")
-                let deleted = try await device.store.write(author: "app") { context -> Bool in
-                    guard try context.exists(entityName: "Note", id: id) else { return false }
+                // The title the deletion replaced, as an update's line names the title it overwrote.
+                let deletedTitle = try await device.store.write(author: "app") { context -> String? in
+                    guard let old = try context.fetchSnapshot(entityName: "Note", id: id) else { return nil }
                     try context.delete(entityName: "Note", id: id)
-                    return true
+                    return if case .string(let text)? = old.values["title"] { text } else { "-" }
                 }
-                say(deleted ? "commit delete \(id.uuidString) -" : "commit nothing \(id.uuidString) gone -")
+                say(deletedTitle.map { "commit delete \(id.uuidString) - \($0)" } ?? "commit nothing \(id.uuidString) gone -")
             } else {
                 say("sync")
                 do {

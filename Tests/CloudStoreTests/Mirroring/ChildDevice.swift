@@ -11,7 +11,7 @@ struct ChildDevice {
         var id: UUID
         /// The new title (nil for a delete).
         var title: String?
-        /// The title an update overwrote.
+        /// The title an update overwrote, or a committed delete removed.
         var previous: String?
 
         /// Parses `intent|commit insert|update|delete|nothing <id> <title|-> [previous]`.
