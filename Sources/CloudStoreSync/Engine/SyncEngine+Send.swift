@@ -22,8 +22,8 @@ extension SyncEngine {
             try checkCanOperate()
             try await checkAccount()
             let start = clock.now
-            let pendingBefore = state.withStorage { $0.recordChanges.count + $0.databaseChanges.count }
-            logger.notice("Sending changes", metadata: ["reason": "\(context.reason)", "count": "\(pendingBefore)"])
+            let pendingAtStart = state.withStorage { $0.recordChanges.count + $0.databaseChanges.count }
+            logger.notice("Sending changes", metadata: ["reason": "\(context.reason)", "count": "\(pendingAtStart)"])
             await emit(.willSendChanges(Event.WillSendChanges(context: context)))
             let end: SendPassEnd
             do {
