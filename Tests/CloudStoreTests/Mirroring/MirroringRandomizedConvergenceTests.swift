@@ -35,7 +35,7 @@ struct MirroringRandomizedConvergenceTests {
             throw error
         }
         try await server.shutdown()
-        print("convergence: \(report)")
+        print("convergence: first seed \(first), \(report)")
         #expect(report.seeds == seeds)
         #expect(report.faults > 0 && report.crashes > 0 && report.serverRestarts > 0, "\(report)")
         if seeds >= 6 {
