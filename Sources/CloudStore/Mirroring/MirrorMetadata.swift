@@ -113,7 +113,7 @@ extension Database {
             try cachedStatement(sql: "INSERT OR REPLACE INTO cloudstore_mirror_state (key, value) VALUES (?, ?)")
                 .execute(arguments: [key.rawValue, value])
         } else {
-            try execute(sql: "DELETE FROM cloudstore_mirror_state WHERE key = ?", arguments: [key.rawValue])
+            try cachedStatement(sql: "DELETE FROM cloudstore_mirror_state WHERE key = ?").execute(arguments: [key.rawValue])
         }
     }
 
@@ -153,7 +153,8 @@ extension Database {
             cachedStatement(sql: "SELECT entity, id, relationship FROM cloudstore_mirror_unresolved_reference WHERE target = ?"),
             arguments: [target.uuidString])
         guard !rows.isEmpty else { return [] }
-        try execute(sql: "DELETE FROM cloudstore_mirror_unresolved_reference WHERE target = ?", arguments: [target.uuidString])
+        try cachedStatement(sql: "DELETE FROM cloudstore_mirror_unresolved_reference WHERE target = ?")
+            .execute(arguments: [target.uuidString])
         return rows.compactMap { row in
             guard let id = UUID(uuidString: row["id"]) else { return nil }
             return (row["entity"], id, row["relationship"])
