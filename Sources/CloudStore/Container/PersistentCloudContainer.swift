@@ -129,9 +129,38 @@ public final class PersistentCloudContainer: Sendable {
         return status
     }
 
-    /// Where mirroring of a store stands, read from the store file (the CLI's `status`).
+    /// Where mirroring of a store stands, read from the store file (the CLI's `status`); the store
+    /// may be opened for inspection (``PersistentStore/init(inspecting:schema:logger:)``).
+    ///
+    /// - Throws: ``StoreError/Code/needsUpgrade`` when the store holds mirroring metadata in the
+    ///   previous core's layout (``holdsLegacyMirrorLayout(at:)``), whose unsent changes become
+    ///   pending uploads only when a container opens the store.
     public static func status(of store: PersistentStore) throws -> SyncStatus {
-        try store.read { context in try MirrorMetadata.status(context.db) }
+        try store.read { context in
+            guard try !LegacyMirrorLayout.isPresent(context.db) else {
+                throw StoreError(
+                    .needsUpgrade,
+                    "\(store.url.path) holds mirroring metadata in the layout of the previous CloudStore release, whose unsent changes are counted as pending uploads only once a PersistentCloudContainer has opened the store; open it through its container once, then read its status")
+            }
+            return try MirrorMetadata.status(context.db)
+        }
+    }
+
+    /// Whether the store at `url` holds mirroring metadata in the layout the previous CloudStore
+    /// release wrote, read without modifying the file. A container moves it to the current layout
+    /// when it opens the store, recording the changes that were not sent yet as pending uploads;
+    /// until then ``status(of:)`` cannot count them.
+    ///
+    /// ```swift
+    /// if try PersistentCloudContainer.holdsLegacyMirrorLayout(at: url) {
+    ///     try await PersistentCloudContainer(url: url, schema: schema).close()   // upgrades it
+    /// }
+    /// ```
+    public static func holdsLegacyMirrorLayout(at url: URL) throws -> Bool {
+        guard try PersistentStore.fileInfo(at: url) != nil else { return false }
+        return try StoreOpening.readWithoutWriting(path: url.path, while: "reading its mirroring metadata") { db in
+            try LegacyMirrorLayout.isPresent(db)
+        }
     }
 
     /// The conflict log: every value that lost a conflict, oldest first, after a sequence number.

@@ -53,6 +53,7 @@ extension PersistentStore {
     }
 
     private func purgeHistory(throughNumber number: Int64, _ doing: String) throws -> Int {
+        try checkWritable(doing)
         let deleted = try withStoreErrors(doing) {
             try pool.write { db -> Int in
                 try db.execute(sql: "DELETE FROM cloudstore_history_transaction WHERE token <= ?", arguments: [number])

@@ -31,6 +31,14 @@ enum LegacyMirrorLayout {
     /// The `cloudstore_mirror_state` key of the history token the old core had folded through.
     static let exportPositionKey = "exported_through"
 
+    /// Whether the store still holds any part of this layout (a container has not opened it since
+    /// the previous core wrote it).
+    static func isPresent(_ db: Database) throws -> Bool {
+        guard try db.tableExists("cloudstore_mirror_state") else { return false }
+        if try db.tableExists(recordTable) || db.tableExists(referenceTable) { return true }
+        return try db.integer("SELECT 1 FROM cloudstore_mirror_state WHERE key = ?", [.string(exportPositionKey)]) != nil
+    }
+
     static func migrate(_ context: WriteContext, store: PersistentStore, schema: Schema) throws {
         let db = context.db
         if try db.tableExists(recordTable) {

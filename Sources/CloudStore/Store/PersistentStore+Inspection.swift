@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 
 /// What a store file says about itself, read without opening the store or modifying the file.
 ///
@@ -24,6 +25,34 @@ public struct StoreFileInfo: Sendable, Hashable {
 }
 
 extension PersistentStore {
+    /// Opens the store at `url` for inspection: read-only and as it is. Nothing is created,
+    /// migrated or written, and no file is left beside it; reads work as usual (`read`,
+    /// ``history(after:matching:)``, query generations), writes throw ``StoreError/Code/readOnly``.
+    ///
+    /// ```swift
+    /// let info = try PersistentStore.fileInfo(at: url)!
+    /// let store = try PersistentStore(inspecting: url, schema: info.storedSchema!)
+    /// defer { try? store.close() }
+    /// print(try store.history(after: nil).count)
+    /// ```
+    ///
+    /// A mirrored store may be inspected without its container, since nothing can be saved.
+    /// Inspect for a moment (a report, a command) rather than to follow a store: when no process
+    /// has the file open, SQLite reads the main file alone and takes no lock (`immutable`), so
+    /// commits made after it opened are not seen; when one has (a `-wal` file holds
+    /// transactions), it reads through the WAL as any reader does and only SQLite's `-shm` index
+    /// may change.
+    ///
+    /// - Throws: the ``StoreError`` opening would throw (not a store, damaged, a newer schema
+    ///   version, ...); ``StoreError/Code/notAStore`` when there is no file;
+    ///   ``StoreError/Code/needsUpgrade`` when the store holds an older version of `schema`
+    ///   (inspect it with the schema it keeps, ``StoreFileInfo/storedSchema``).
+    public convenience init(inspecting url: URL, schema: Schema, logger: Logger = Logger(label: "cloudstore.store")) throws {
+        try self.init(
+            url: url, schema: schema, migrations: MigrationPlan(), configuration: Configuration(), logger: logger,
+            isReadOnly: true)
+    }
+
     /// What the store file at `url` holds, read without modifying it: nil when there is no file
     /// (or an empty one), where opening a store would create one.
     ///
@@ -56,9 +85,7 @@ extension PersistentStore {
     ) throws -> [String] {
         try schema.validate()
         let opening = try StoreOpening(path: url.path, schema: schema, migrations: migrations)
-        guard case .migrate(_, let work) = try opening.decide(try StoreOpening.readMetadata(path: url.path)) else {
-            return []
-        }
+        guard case .migrate(_, let work) = opening.inspected else { return [] }
         return work.changeDescriptions
     }
 }

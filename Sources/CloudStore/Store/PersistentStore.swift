@@ -21,13 +21,17 @@ import Synchronization
 /// The file is a WAL-mode SQLite database (GRDB `DatabasePool`): one writer at a time, many
 /// readers, readers never block the writer. Opening checks the file before touching it: a file
 /// that is not a CloudStore store, a damaged one, or one written by a newer schema version is
-/// refused with a ``StoreError`` and left as it was.
+/// refused with a ``StoreError`` and left as it was. A store opened for inspection
+/// (``init(inspecting:schema:logger:)``) reads the file as it is and never writes.
 public final class PersistentStore: Sendable {
     /// The store file.
     public let url: URL
     /// The schema the store was opened with.
     public let schema: Schema
     public let configuration: Configuration
+    /// Whether the store was opened for inspection, read-only: its writes throw
+    /// ``StoreError/Code/readOnly``.
+    public let isReadOnly: Bool
     let layout: StoreLayout
     let pool: DatabasePool
     let logger: Logger
@@ -49,14 +53,26 @@ public final class PersistentStore: Sendable {
     /// - Throws: ``SchemaError`` for an invalid schema; ``StoreError`` when the file is not a store
     ///   (``StoreError/Code/notAStore``), is damaged (``StoreError/Code/corrupt``), holds a newer
     ///   schema version (``StoreError/Code/schemaTooOld``), or cannot be migrated.
-    public init(
+    public convenience init(
         url: URL, schema: Schema, migrations: MigrationPlan = MigrationPlan(),
         configuration: Configuration = Configuration(), logger: Logger = Logger(label: "cloudstore.store")
+    ) throws {
+        try self.init(
+            url: url, schema: schema, migrations: migrations, configuration: configuration, logger: logger,
+            isReadOnly: false)
+    }
+
+    /// Opens the store at `url`: for inspection when `isReadOnly` (see ``init(inspecting:schema:logger:)``),
+    /// else creating or migrating it as needed.
+    init(
+        url: URL, schema: Schema, migrations: MigrationPlan, configuration: Configuration, logger: Logger,
+        isReadOnly: Bool
     ) throws {
         try schema.validate()
         self.url = url
         self.schema = schema
         self.configuration = configuration
+        self.isReadOnly = isReadOnly
         self.layout = StoreLayout(schema: schema)
         self.logger = logger
         self.monitor = CommitMonitor()
@@ -64,17 +80,22 @@ public final class PersistentStore: Sendable {
         let path = url.path
         let opening = try StoreOpening(path: path, schema: schema, migrations: migrations)
         do {
-            try FileManager.default.createDirectory(
-                at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
-            pool = try DatabasePool(path: path, configuration: Self.databaseConfiguration(configuration, logger: logger))
-            try Self.applySynchronous(configuration.synchronous, toWriterOf: pool)
-            storeIdentifier = try opening.prepare(pool, layout: layout, logger: logger)
+            let database = Self.databaseConfiguration(configuration, logger: logger)
+            if isReadOnly {
+                (pool, storeIdentifier) = try opening.openForInspection(database)
+            } else {
+                try FileManager.default.createDirectory(
+                    at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+                pool = try DatabasePool(path: path, configuration: database)
+                try Self.applySynchronous(configuration.synchronous, toWriterOf: pool)
+                storeIdentifier = try opening.prepare(pool, layout: layout, logger: logger)
+            }
         } catch {
             throw StoreError.wrapping(error, path: path, while: "opening the store")
         }
         monitor.committed(try currentTransactionNumber())
         logger.notice(
-            "store opened",
+            isReadOnly ? "store opened for inspection" : "store opened",
             metadata: [
                 "store": "\(path)", "schema": "\(schema.name)", "version": "\(schema.version)",
                 "duration": "\(started.duration(to: .now))",
@@ -86,17 +107,24 @@ public final class PersistentStore: Sendable {
     ///
     /// If no other connection is reading, the WAL is checkpointed and truncated first, so the
     /// database file alone holds everything (GRDB closes its writer before its read-only readers,
-    /// and a read-only connection cannot do that last checkpoint).
+    /// and a read-only connection cannot do that last checkpoint). A store opened for inspection
+    /// just closes.
     public func close() throws {
         monitor.close()
+        if !isReadOnly {
+            checkpointBeforeClosing()
+        }
+        try pool.close()
+        logger.notice("store closed", metadata: ["store": "\(path)"])
+    }
+
+    private func checkpointBeforeClosing() {
         try? pool.writeWithoutTransaction { db in
             guard let connection = db.sqliteConnection else { return }
             sqlite3_busy_timeout(connection, 0)
             defer { sqlite3_busy_timeout(connection, Int32(configuration.busyTimeout.milliseconds)) }
             _ = try db.checkpoint(.truncate)
         }
-        try pool.close()
-        logger.notice("store closed", metadata: ["store": "\(path)"])
     }
 
     /// Copies the WAL into the database file and truncates it (SQLite's `TRUNCATE` checkpoint),
@@ -104,6 +132,7 @@ public final class PersistentStore: Sendable {
     /// before copying the file, or to give back the WAL's disk space. Pinned query generations
     /// keep it from completing (it then fails with SQLite's busy error after the busy timeout).
     public func checkpoint() throws {
+        try checkWritable("checkpointing the WAL")
         try withStoreErrors("checkpointing the WAL") {
             _ = try pool.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
         }
@@ -146,6 +175,7 @@ public final class PersistentStore: Sendable {
     public func write<T>(
         author: String? = nil, contextName: String? = nil, _ block: (WriteContext) throws -> T
     ) throws -> T {
+        try checkWritable("writing")
         let started = ContinuousClock.now
         let outcome = try withStoreErrors("writing") {
             try pool.writeWithoutTransaction { db in
@@ -161,6 +191,7 @@ public final class PersistentStore: Sendable {
     public func write<T: Sendable>(
         author: String? = nil, contextName: String? = nil, _ block: @escaping @Sendable (WriteContext) throws -> T
     ) async throws -> T {
+        try checkWritable("writing")
         let started = ContinuousClock.now
         let outcome = try await withStoreErrors("writing") {
             try await pool.writeWithoutTransaction { db in
@@ -247,6 +278,14 @@ public final class PersistentStore: Sendable {
     }
 
     // MARK: Errors
+
+    /// Refuses an operation that writes when the store was opened for inspection.
+    func checkWritable(_ doing: String) throws {
+        guard isReadOnly else { return }
+        throw StoreError(
+            .readOnly,
+            "the store at \(path) was opened for inspection, which never writes, so \(doing) is refused; open it with PersistentStore(url:schema:) (or its PersistentCloudContainer, when it is mirrored) to change it")
+    }
 
     /// Runs an operation, turning SQLite's errors into store errors that name the file.
     func withStoreErrors<T>(_ doing: String, _ operation: () throws -> T) throws -> T {

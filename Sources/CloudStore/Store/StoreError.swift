@@ -55,6 +55,14 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         /// A write to a mirrored store through a `PersistentStore` that does not mirror it: write
         /// through the store of the `PersistentCloudContainer` instead, so the save is uploaded.
         public static let mirroredStore = Code(rawValue: "mirroredStore")
+        /// A write to a store opened for inspection (``PersistentStore/init(inspecting:schema:logger:)``),
+        /// which never writes: open it with ``PersistentStore/init(url:schema:migrations:configuration:logger:)``
+        /// (or its container, when it is mirrored) to change it.
+        public static let readOnly = Code(rawValue: "readOnly")
+        /// The store cannot be read as it is: it must be upgraded first (migrated to the schema it
+        /// is opened with, or its mirroring metadata moved to the current layout); the message
+        /// says how.
+        public static let needsUpgrade = Code(rawValue: "needsUpgrade")
         /// The store or query generation was closed.
         public static let closed = Code(rawValue: "closed")
         /// SQLite failed for another reason; the message carries SQLite's.

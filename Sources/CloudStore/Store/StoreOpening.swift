@@ -6,10 +6,13 @@ import Logging
 /// damaged one, or one that cannot be migrated is refused before anything writes to it (a WAL
 /// connection would already change its header); then created or migrated in one IMMEDIATE
 /// transaction, deciding again there in case another process created or migrated it meanwhile.
+/// A store opened for inspection stops after the first step (``openForInspection(_:)``).
 struct StoreOpening {
     let path: String
     let schema: Schema
     let migrations: MigrationPlan
+    /// What the read-only inspection of the file decided, before anything wrote to it.
+    private(set) var inspected = Action.create
 
     enum Action {
         case create
@@ -21,12 +24,7 @@ struct StoreOpening {
         self.path = path
         self.schema = schema
         self.migrations = migrations
-        try inspect()
-    }
-
-    /// Checks the file without modifying it.
-    private func inspect() throws {
-        _ = try decide(try Self.readMetadata(path: path))
+        inspected = try decide(try Self.readMetadata(path: path))
     }
 
     /// The metadata of the store at `path`, read without modifying the file; nil when there is
@@ -45,14 +43,8 @@ struct StoreOpening {
                 .notAStore,
                 "\(path) is not a CloudStore store: it is not a SQLite database at all; choose another path (the file was not modified)")
         }
-        var configuration = GRDB.Configuration()
-        configuration.readonly = true
-        do {
-            let queue = try DatabaseQueue(path: path, configuration: configuration)
-            defer { try? queue.close() }
-            return try queue.read { db in try StoreMetadata.read(db, path: path) }
-        } catch {
-            throw StoreError.wrapping(error, path: path, while: "checking the file before opening it")
+        return try readWithoutWriting(path: path, while: "checking the file before opening it") { db in
+            try StoreMetadata.read(db, path: path)
         }
     }
 
