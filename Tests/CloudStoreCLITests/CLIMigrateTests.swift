@@ -32,6 +32,28 @@ struct CLIMigrateTests {
         }
     }
 
+    @Test func previousReleaseMirroredStore_movesToTheCurrentLayout_andStatusCountsItsUnsentChanges() async throws {
+        try await TemporaryDirectory.with { directory in
+            let url = directory.appendingPathComponent("A.sqlite")
+            try FileManager.default.copyItem(at: Fixtures.previousReleaseStore, to: url)
+            let result = await cloudstore("migrate", "--store", url.path, "--schema", Fixtures.notesSchema)
+            #expect(result.status == 0, "\(result.standardError)")
+            #expect(
+                result.outputLines.dropLast() == [
+                    "\(url.path): schema \"Notes\" version 2, 1 change",
+                    "  move the mirroring metadata of the previous release to this release's layout (unsent changes become pending uploads)",
+                ], "\(result.standardOutput)")
+            #expect(result.outputLines.last?.hasPrefix("migrated to version 2 in ") == true)
+            #expect(try PersistentCloudContainer.holdsLegacyMirrorLayout(at: url) == false)
+
+            // The fixture's README: four notes and one tag link changed since the last upload.
+            let status = await cloudstore("status", "--store", url.path)
+            #expect(status.standardOutput.contains("pending uploads   5\n"), "\(status.standardOutput)\(status.standardError)")
+            let again = await cloudstore("migrate", "--store", url.path, "--schema", Fixtures.notesSchema)
+            #expect(again.outputLines == ["\(url.path): already at version 2 of schema \"Notes\"; nothing to do"])
+        }
+    }
+
     @Test func failingStep_namesItAndLeavesTheStoreAsItWas() async throws {
         try await TemporaryDirectory.with { directory in
             let (url, _) = try StoreFixtures.notesV1Store(in: directory)

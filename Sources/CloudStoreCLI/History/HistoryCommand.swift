@@ -20,8 +20,8 @@ public struct HistoryCommand: CloudStoreSubcommand {
             its changes (insert, update or delete; entity; object id; the properties an update \
             changed; the preserved values of a deleted object), oldest first. Changes imported \
             from the server have the author cloudstore.import. Pass a printed token to --after \
-            to see only what came later. The store is opened as it is, with the schema it keeps, \
-            and is not migrated.
+            to see only what came later. It reads the store with the schema the store keeps. \
+            \(StoreFile.inspectionPromise)
 
             A token whose history was purged: exit status 1 (re-read the whole store instead).
 
@@ -57,7 +57,7 @@ public struct HistoryCommand: CloudStoreSubcommand {
     public init() {}
 
     public func run(in context: CommandContext) async throws {
-        let store = try StoreFile.openWithoutMigrating(self.store, schemaPath: nil, logger: context.logger("store"))
+        let store = try StoreFile.inspect(self.store, schemaPath: nil, logger: context.logger("store"))
         defer { try? store.close() }
         if let entity, store.schema.entity(named: entity) == nil {
             let names = store.schema.entities.map(\.name).joined(separator: ", ")

@@ -20,7 +20,7 @@ public struct ConflictsCommand: CloudStoreSubcommand {
             oldest first: sequence number, date to the millisecond, entity, object id, property \
             (* when a whole object lost to a delete), the losing side (local or server), the \
             losing and winning values and the policy that decided. Pass the last sequence number \
-            to --after to see only newer entries. The store is opened as it is and not migrated.
+            to --after to see only newer entries. \(StoreFile.inspectionPromise)
 
             Example:
               cloudstore conflicts --store notes.sqlite
@@ -44,7 +44,7 @@ public struct ConflictsCommand: CloudStoreSubcommand {
     }
 
     public func run(in context: CommandContext) async throws {
-        let opened = try StoreFile.openWithoutMigrating(store, schemaPath: nil, logger: context.logger("store"))
+        let opened = try StoreFile.inspect(store, schemaPath: nil, logger: context.logger("store"))
         defer { try? opened.close() }
         let conflicts = try PersistentCloudContainer.conflicts(in: opened, after: after, limit: listing.limit)
         if listing.json {

@@ -20,7 +20,13 @@ public struct StatusCommand: CloudStoreSubcommand {
             Reads the store file (no server needed): the user its mirrored data belongs to, \
             records waiting to be uploaded and uploads the server refused, the server \
             token fetched up to, the last import and export, the last error and how many values \
-            the conflict log holds. The store is opened as it is and not migrated.
+            the conflict log holds. \(StoreFile.inspectionPromise)
+
+            A store written by the previous CloudStore release keeps its unsent changes in the \
+            old mirroring layout, which this release counts as pending uploads only after moving \
+            them to its own: status refuses it (exit status 1) and names the command that does \
+            the move, cloudstore migrate, which the app does too when it first opens the store. \
+            cloudstore history and conflicts read such a store as it is.
 
             Example:
               cloudstore status --store notes.sqlite
@@ -41,9 +47,15 @@ public struct StatusCommand: CloudStoreSubcommand {
     public init() {}
 
     public func run(in context: CommandContext) async throws {
-        let opened = try StoreFile.openWithoutMigrating(store, schemaPath: schema, logger: context.logger("store"))
+        let opened = try StoreFile.inspect(store, schemaPath: schema, logger: context.logger("store"))
         defer { try? opened.close() }
-        let status = try PersistentCloudContainer.status(of: opened)
+        let status: PersistentCloudContainer.SyncStatus
+        do {
+            status = try PersistentCloudContainer.status(of: opened)
+        } catch StoreError.Code.needsUpgrade {
+            throw CommandError(
+                "\(store) holds mirroring metadata written by the previous CloudStore release, whose unsent changes are counted only once moved to this release's layout: run cloudstore migrate --store \(store) --schema \(schema ?? "<its schema file>") (or open it with the app once), then status again")
+        }
         let report = StatusJSON(store: store, schema: opened.schema, status: status)
         if json {
             try context.output.printJSON(report)

@@ -21,7 +21,11 @@ public struct MigrateCommand: CloudStoreSubcommand {
             Checks the store without modifying it, prints the version it holds, the schema file's \
             version and every change the migration makes (renames and additions, the explicit \
             steps of --migrations, table rebuilds and drops), then migrates in one transaction. A \
-            store already at the schema's version is left as it is. A store that is not a store, \
+            mirrored store written by the previous CloudStore release also has its mirroring \
+            metadata moved to this release's layout, in a transaction of its own after the \
+            migration: its unsent changes become pending uploads (what the app's container does \
+            when it first opens the store; nothing is sent). A store \
+            already at the schema's version and layout is left as it is. A store that is not a store, \
             is damaged, holds a newer version, or a step that fails: exit status 1 naming the \
             file or step, and the store is unchanged.
 
@@ -49,17 +53,30 @@ public struct MigrateCommand: CloudStoreSubcommand {
         let target = try SchemaFile.load(schema)
         let plan = try loadPlan(for: target)
         let info = try StoreFile.info(store)
-        let changes = try PersistentStore.migrationChanges(at: info.url, schema: target, migrations: plan)
+        var changes = try PersistentStore.migrationChanges(at: info.url, schema: target, migrations: plan)
+        let movesMirrorLayout = try PersistentCloudContainer.holdsLegacyMirrorLayout(at: info.url)
+        if movesMirrorLayout {
+            changes.append("move the mirroring metadata of the previous release to this release's layout (unsent changes become pending uploads)")
+        }
         guard !changes.isEmpty else {
             context.output.print("\(store): already at version \(info.schemaVersion) of schema \"\(info.schemaName)\"; nothing to do")
             return
         }
+        let versions =
+            info.schemaVersion == target.version ? "version \(target.version)" : "version \(info.schemaVersion) → \(target.version)"
         context.output.print(
-            "\(store): schema \"\(info.schemaName)\" version \(info.schemaVersion) → \(target.version), \(SchemaValidateCommand.count(changes.count, "change"))")
+            "\(store): schema \"\(info.schemaName)\" \(versions), \(SchemaValidateCommand.count(changes.count, "change"))")
         for change in changes { context.output.print("  \(change)") }
         let started = ContinuousClock.now
-        let migrated = try PersistentStore(url: info.url, schema: target, migrations: plan, logger: context.logger("store"))
-        try migrated.close()
+        if movesMirrorLayout {
+            // A container moves the layout when it opens the store; without a server it sends nothing.
+            let container = try await PersistentCloudContainer(
+                url: info.url, schema: target, migrations: plan, logger: context.logger("mirroring"))
+            try await container.close()
+        } else {
+            let migrated = try PersistentStore(url: info.url, schema: target, migrations: plan, logger: context.logger("store"))
+            try migrated.close()
+        }
         context.output.print("migrated to version \(target.version) in \(CommandOutput.seconds(started.duration(to: .now)))")
     }
 

@@ -4,6 +4,13 @@ import Logging
 
 /// Opens the store file a command names.
 enum StoreFile {
+    /// What the commands that inspect a store (``inspect(_:schemaPath:logger:)``) promise in their help.
+    static let inspectionPromise = """
+        The store is only read: it is neither migrated nor upgraded, and every byte and every file \
+        of it stay as they were (no -wal or -shm file is left beside it; while an app has the store \
+        open, SQLite's -shm index records the read, as it does for every reader).
+        """
+
     /// The path as a file URL, after checking that a store file is there: commands that read a
     /// store never create one.
     ///
@@ -23,10 +30,11 @@ enum StoreFile {
         return info
     }
 
-    /// Opens the existing store at `path` as it is, without migrating it: with the schema file at
-    /// `schemaPath` when given (refused if it would migrate the store), else with the schema the
-    /// store keeps.
-    static func openWithoutMigrating(_ path: String, schemaPath: String?, logger: Logger) throws -> PersistentStore {
+    /// Opens the existing store at `path` for inspection: read-only and as it is, leaving every
+    /// byte and file as it was (see `PersistentStore(inspecting:schema:)`). With the schema file at
+    /// `schemaPath` when given (refused if the store would have to migrate to it), else with the
+    /// schema the store keeps.
+    static func inspect(_ path: String, schemaPath: String?, logger: Logger) throws -> PersistentStore {
         let info = try info(path)
         let schema: Schema
         if let schemaPath {
@@ -41,6 +49,6 @@ enum StoreFile {
             }
             schema = stored
         }
-        return try PersistentStore(url: info.url, schema: schema, logger: logger)
+        return try PersistentStore(inspecting: info.url, schema: schema, logger: logger)
     }
 }

@@ -44,4 +44,7 @@ enum Fixtures {
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     static let notesSchema = root.appendingPathComponent("Schema/Notes.json").path
     static let notesV1Schema = root.appendingPathComponent("Schema/Notes.v1.json").path
+    /// A mirrored store as the previous release wrote it (see the README beside it): copy it
+    /// before use.
+    static let previousReleaseStore = root.appendingPathComponent("Tests/CloudStoreTests/Fixtures/LegacyMirror/A.sqlite")
 }
