@@ -20,13 +20,14 @@ final class BenchServer: Sendable {
     let process: ServerProcess
     let backend: Backend
     /// Unique per server, so a PostgreSQL database kept between runs never mixes their records.
-    let containerIdentifier = "iCloud.com.example.bench.\(UUID().uuidString.prefix(8))"
+    let containerIdentifier: String
 
     var url: URL { process.baseURL }
 
-    private init(process: ServerProcess, backend: Backend) {
+    private init(process: ServerProcess, backend: Backend, containerIdentifier: String) {
         self.process = process
         self.backend = backend
+        self.containerIdentifier = containerIdentifier
     }
 
     static func start(_ backend: Backend, postgresURL: String?, directory: URL) async throws -> BenchServer {
@@ -34,7 +35,8 @@ final class BenchServer: Sendable {
         try FileManager.default.createDirectory(at: serverDirectory, withIntermediateDirectories: true)
         let tokens = serverDirectory.appendingPathComponent("tokens.json")
         try JSONEncoder().encode(users).write(to: tokens)
-        var arguments = ["--tokens", tokens.path]
+        let containerIdentifier = "iCloud.com.example.bench.\(UUID().uuidString.prefix(8))"
+        var arguments = ["--tokens", tokens.path, "--container", containerIdentifier]
         switch backend {
         case .sqlite: arguments += ["--data", serverDirectory.appendingPathComponent("data").path]
         case .postgres:
@@ -42,7 +44,7 @@ final class BenchServer: Sendable {
             arguments += ["--postgres", postgresURL]
         }
         let process = try await ServerProcess.launch(arguments, executable: selfExecutable)
-        return BenchServer(process: process, backend: backend)
+        return BenchServer(process: process, backend: backend, containerIdentifier: containerIdentifier)
     }
 
     /// CPU seconds the server process has used so far.
@@ -58,7 +60,7 @@ final class BenchServer: Sendable {
         return URL(fileURLWithPath: path)
     }
 
-    /// `cloudstore-bench serve --host H --port P (--data DIR | --postgres URL) --tokens FILE`: what
+    /// `cloudstore-bench serve --host H --port P (--data DIR | --postgres URL) --tokens FILE --container ID`: what
     /// ``start(_:postgresURL:directory:)`` runs in the child. Prints the line `ServerProcess` waits
     /// for, then serves until SIGTERM or until the benchmark that started it exits.
     static func serve(_ arguments: [String]) async throws {
@@ -74,7 +76,8 @@ final class BenchServer: Sendable {
         let host = option("--host") ?? "127.0.0.1"
         let server = try await CloudServer.start(
             configuration: ServerConfiguration(
-                host: host, port: option("--port").flatMap(Int.init) ?? 0, storage: storage, users: users, logger: logger))
+                host: host, port: option("--port").flatMap(Int.init) ?? 0, storage: storage,
+                containers: Set(option("--container").map { [$0] } ?? []), users: users, logger: logger))
         FileHandle.standardOutput.write(Data("cloudstore: listening on http://\(host):\(server.port) (storage: \(storage))\n".utf8))
         // SIGTERM ends the process (a benchmark's data need not survive); so does the benchmark's end.
         let parent = getppid()

@@ -2,6 +2,8 @@ import CloudStoreWire
 import Foundation
 import Hummingbird
 import Logging
+import HummingbirdCore
+import NIOCore
 import ServiceLifecycle
 import Synchronization
 
@@ -11,7 +13,8 @@ import Synchronization
 ///
 /// ```swift
 /// let app = try await buildApplication(
-///     configuration: ServerConfiguration(storage: .sqlite(directory: "data"), users: ["t0k3n": "_alice"]),
+///     configuration: ServerConfiguration(
+///         storage: .sqlite(directory: "data"), containers: ["iCloud.com.example.notes"], users: ["t0k3n": "_alice"]),
 ///     onListening: { port in print("listening on \(port)") })
 /// try await app.runService()
 /// ```
@@ -21,6 +24,7 @@ import Synchronization
 public func buildApplication(
     configuration: ServerConfiguration, onListening: @escaping @Sendable (Int) async -> Void = { _ in }
 ) async throws -> some ApplicationProtocol {
+    try configuration.validate()
     let storage: any ServerStorage =
         switch configuration.storage {
         case .sqlite(let directory):
@@ -28,17 +32,13 @@ public func buildApplication(
         case .postgres(let url):
             try PostgresStorage(url: url, logger: configuration.logger)
         }
-    try configuration.limits.validate()
-    if let bad = configuration.users.values.first(where: { $0.isEmpty || $0.utf8.count > 255 }) {
-        throw ServerConfigurationError(
-            "user \"\(bad.prefix(64))\" is not a valid userRecordName: use 1 to 255 characters")
-    }
     let services = CloudServices(
         storage: storage, broker: ChangeBroker(), limits: configuration.limits, clock: configuration.clock,
-        bearerTokens: BearerTokens(configuration.users), serverKeys: try ServerKeys(configuration.serverKeys),
+        containers: configuration.containers,
+        bearerTokens: BearerTokens(configuration.users, operatorToken: configuration.operatorToken), serverKeys: try ServerKeys(configuration.serverKeys),
         rateLimiter: configuration.limits.requestsPerSecondPerUser.map { RateLimiter(requestsPerSecond: $0) },
         logger: configuration.logger)
-    if services.bearerTokens.isEmpty {
+    if services.bearerTokens.hasNoUsers {
         configuration.logger.warning(
             "no users: private and shared databases answer 421 or 401; pass a tokens file to add users")
     }
@@ -54,8 +54,29 @@ public func buildApplication(
     UsersController(services: services).register(on: database)
 
     let port = configuration.port
+    // Each container's SQLite pool holds up to 14 descriptors (a writer and readers, each with the
+    // database and its WAL); PostgreSQL's pool a handful; 64 more for the listener and logs.
+    let descriptorLimit = ConnectionLimit.descriptorLimit
+    let reserved = 64 + 16 * configuration.containers.count
+    let connections = ConnectionLimit(
+        capacity: ConnectionLimit.capacity(
+            maxConnections: configuration.limits.maxConnections, descriptorLimit: descriptorLimit,
+            reservedDescriptors: reserved))
+    configuration.logger.log(
+        level: connections.capacity < 64 ? .warning : .notice,
+        connections.capacity < configuration.limits.maxConnections
+            ? "connections limited below maxConnections by the descriptor limit: raise `ulimit -n` to serve more"
+            : "connections limited",
+        metadata: [
+            "capacity": "\(connections.capacity)", "maxConnections": "\(configuration.limits.maxConnections)",
+            "descriptorLimit": "\(descriptorLimit.map(String.init) ?? "none")", "reservedForStorage": "\(reserved)",
+        ])
+    let idleTimeout = TimeAmount.nanoseconds(Int64(configuration.limits.idleTimeoutSeconds * 1_000_000_000))
     var app = Application(
         router: router,
+        server: .http1(
+            configuration: HTTP1Channel.Configuration(
+                additionalChannelHandlers: [connections.handler()], idleTimeout: idleTimeout)),
         configuration: ApplicationConfiguration(address: .hostname(configuration.host, port: port), serverName: nil),
         services: [StorageService(storage: storage, broker: services.broker)],
         onServerRunning: { channel in await onListening(channel.localAddress?.port ?? port) },
@@ -83,7 +104,8 @@ struct StorageService: Service {
 ///
 /// ```swift
 /// let server = try await CloudServer.start(
-///     configuration: ServerConfiguration(port: 0, storage: .sqlite(directory: dir), users: ["t": "_alice"]))
+///     configuration: ServerConfiguration(
+///         port: 0, storage: .sqlite(directory: dir), containers: ["iCloud.test"], users: ["t": "_alice"]))
 /// // ... talk to server.baseURL ...
 /// try await server.shutdown()   // finishes in-flight requests, then stops
 /// ```

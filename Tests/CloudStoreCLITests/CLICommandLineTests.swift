@@ -77,6 +77,9 @@ struct CLICommandLineTests {
         #expect(rate.standardError.contains("--rate-limit must be above 0"))
         let key = await cloudstore("serve", "--server-key", "no-equals-sign")
         #expect(key.status == 2)
-        #expect(key.standardError.contains("use the form ID=PEMFILE"))
+        #expect(key.standardError.contains("a server key is given as ID=PEMFILE"))
+        let outOfRange = await cloudstore("serve", "--port", "70000")
+        #expect(outOfRange.status == 2)
+        #expect(outOfRange.standardError.contains("--port must be 0 to 65535"))
     }
 }

@@ -13,7 +13,8 @@ struct CLISchemaInitTests {
         try await TemporaryDirectory.with { directory in
             let server = try await CloudServer.start(
                 configuration: ServerConfiguration(
-                    port: 0, storage: .sqlite(directory: directory.path), users: ["alice-token": "_alice"]))
+                    port: 0, storage: .sqlite(directory: directory.path), containers: ["iCloud.cli.test"],
+                    users: ["alice-token": "_alice"]))
             do {
                 try await body(server.baseURL)
             } catch {

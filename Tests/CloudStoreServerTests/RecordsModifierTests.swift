@@ -10,11 +10,45 @@ struct RecordsModifierTests {
     let zone = DatabasePartition(container: "c", environment: .development, scope: .private, owner: "_u1").zone("Notes")
     let stamp = Record.Stamp(timestamp: Date(timeIntervalSince1970: 1_800_000_000), userRecordName: "_u1", deviceID: "d")
 
-    func modifier(_ operations: [(RecordsModifyRequest.OperationType, Record)], atomic: Bool) -> RecordsModifier {
+    func modifier(
+        _ operations: [(RecordsModifyRequest.OperationType, Record)], atomic: Bool, by writer: String = "_u1",
+        onlyCreatorMayChange: Bool = false
+    ) -> RecordsModifier {
         let rules = RecordRules(zone: zone, maxRecordBytes: 1 << 20)
+        var stamp = stamp
+        stamp.userRecordName = writer
         return RecordsModifier(
             operations: operations.map { .init(type: $0.0, record: $0.1, failure: rules.check($0.1)) }, atomic: atomic,
-            stamp: stamp, environment: .development, rules: rules, present: { Record(recordName: $0.name) })
+            stamp: stamp, environment: .development, onlyCreatorMayChange: onlyCreatorMayChange, rules: rules,
+            present: { Record(recordName: $0.name) })
+    }
+
+    /// The public database's rule: only the creator changes or deletes a record; anyone creates.
+    @Test func onlyTheCreatorMayChangeOrDeleteWhenTheRuleApplies() {
+        let rows = [stored("A", seq: 1), stored("B", seq: 2)]
+        let operations: [(RecordsModifyRequest.OperationType, Record)] = [
+            (.update, Record(recordName: "A", recordChangeTag: "1", fields: ["x": 1])),
+            (.forceUpdate, Record(recordName: "B", fields: ["x": 1])),
+            (.create, Record(recordName: "C", recordType: "Note", fields: ["x": 1])),
+            (.forceReplace, Record(recordName: "D", recordType: "Note", fields: ["x": 1])),
+        ]
+        let deletes: [(RecordsModifyRequest.OperationType, Record)] = [
+            (.delete, Record(recordName: "A", recordChangeTag: "1")), (.forceDelete, Record(recordName: "B")),
+        ]
+        for batch in [operations, deletes] {
+            let (plan, outcomes) = modifier(batch, atomic: false, by: "_u2", onlyCreatorMayChange: true)
+                .plan(snapshot(rows))
+            let denied = outcomes.map { outcome -> Bool in
+                if case .failed(let error) = outcome { return error.serverErrorCode == .accessDenied }
+                return false
+            }
+            #expect(denied == batch.map { $0.1.recordName == "A" || $0.1.recordName == "B" })
+            #expect(!plan.writes.contains { $0.name == "A" || $0.name == "B" })
+        }
+        let (byCreator, _) = modifier(deletes, atomic: true, by: "_u1", onlyCreatorMayChange: true).plan(snapshot(rows))
+        #expect(byCreator.writes.map(\.name) == ["A", "B"], "the creator may delete")
+        let (unrestricted, _) = modifier(deletes, atomic: true, by: "_u2").plan(snapshot(rows))
+        #expect(unrestricted.writes.map(\.name) == ["A", "B"], "private zones have no such rule")
     }
 
     func stored(_ name: String, seq: Int64, fields: [String: FieldValue] = [:]) -> StoredRecord {

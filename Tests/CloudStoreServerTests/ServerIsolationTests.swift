@@ -270,4 +270,72 @@ struct ServerIsolationTests {
             }
         }
     }
+
+    /// PROTOCOL.md §1, CloudKit's default security roles for the public database: anyone reads and
+    /// creates; only the creator or a server-to-server key updates or deletes.
+    @Test(arguments: Backend.all)
+    func publicDatabase_onlyTheCreatorOrAServerKeyChangesARecord(_ backend: Backend) async throws {
+        let key = P256.Signing.PrivateKey()
+        let clock = ManualClock()
+        try await withServer(backend, serverKeys: ["key-1": key.publicKey.pemRepresentation], clock: clock) { _, alice in
+            let (_, created) = try await alice.modify(
+                "_defaultZone", ["P-1", "P-2", "P-3"].map { .init(.create, note($0, title: "alice's")) }, in: .public)
+            let bob = alice.asUser("bob-token", device: "device-B")
+            let tag = created[0].record?.recordChangeTag
+            let writes: [RecordsModifyRequest.Operation] = [
+                .init(.update, note("P-1", title: "bob's", tag: tag)),
+                .init(.forceUpdate, note("P-1", title: "bob's")),
+                .init(.replace, note("P-1", title: "bob's", tag: tag)),
+                .init(.forceReplace, note("P-1", title: "bob's")),
+                .init(.delete, Record(recordName: "P-1", recordChangeTag: tag)),
+                .init(.forceDelete, Record(recordName: "P-1")),
+            ]
+            for operation in writes {
+                let (status, results) = try await bob.modify("_defaultZone", [operation], atomic: false, in: .public)
+                #expect(status == 200)
+                #expect(results.first?.code == .accessDenied, "\(operation.operationType.rawValue): \(results)")
+                #expect(results.first?.error?.reason?.contains("created by _alice") == true)
+            }
+            let (_, atomicResults) = try await bob.modify(
+                "_defaultZone", [.init(.create, note("B-1", title: "bob's")), .init(.forceDelete, Record(recordName: "P-2"))],
+                atomic: true, in: .public)
+            #expect(atomicResults.map(\.code) == [.atomicError, .accessDenied], "one denied write fails an atomic request")
+
+            let unchanged = try await bob.lookup("_defaultZone", ["P-1", "P-2"], in: .public)
+            #expect(unchanged.map { $0.record?.fields["title"] } == [.string("alice's"), .string("alice's")], "reads stay open")
+
+            let (_, bobsOwn) = try await bob.modify("_defaultZone", [.init(.create, note("B-2", title: "bob's"))], in: .public)
+            #expect(bobsOwn.first?.record != nil, "anyone creates")
+            let (bobDeletes, _) = try await bob.modify(
+                "_defaultZone", [.init(.forceDelete, Record(recordName: "B-2"))], in: .public)
+            #expect(bobDeletes == 200, "the creator deletes their own")
+            let (aliceUpdates, aliceResults) = try await alice.modify(
+                "_defaultZone", [.init(.update, note("P-1", title: "alice's again", tag: tag))], in: .public)
+            #expect(aliceUpdates == 200 && aliceResults.first?.record != nil, "the creator updates")
+
+            let signer = Signer(key: key, keyID: "key-1", client: alice.asUser(nil))
+            let body = try WireCoding.encode(
+                RecordsModifyRequest(operations: [
+                    .init(.forceUpdate, note("P-2", title: "moderated")), .init(.forceDelete, Record(recordName: "P-3")),
+                ]))
+            let signed = try await signer.send(alice.path(.public, .recordsModify), body: body, date: clock.now)
+            #expect(signed.status == 200, "\(signed.text)")
+            #expect(try signed.decode(RecordsResponse.self).records.allSatisfy { $0.error == nil }, "a server key changes any record")
+        }
+    }
+
+    /// PROTOCOL.md §1: a container the server does not serve answers 404 naming it, and opens nothing.
+    @Test func unknownContainer_isNotFoundAndOpensNothing() async throws {
+        try await TestServer.with { server in
+            let client = CloudClient(baseURL: server.baseURL, container: "iCloud.not.served")
+            for (database, operation) in [(DatabaseScope.private, DatabaseOperation.zonesList), (.public, .usersCaller)] {
+                let answer = try await client.send(.GET, client.path(database, operation))
+                #expect(answer.status == 404, "\(answer.text)")
+                #expect(answer.error?.serverErrorCode == .notFound)
+                #expect(answer.error?.reason?.contains("iCloud.not.served") == true)
+            }
+            let files = try FileManager.default.contentsOfDirectory(atPath: try #require(server.dataDirectory).path)
+            #expect(!files.contains { $0.hasPrefix("iCloud.not.served") }, "\(files)")
+        }
+    }
 }

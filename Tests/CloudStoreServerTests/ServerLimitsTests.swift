@@ -85,4 +85,29 @@ struct ServerLimitsTests {
             #expect(try await alice.send(.GET, path).status == 429)
         }
     }
+
+    /// Requests that fail to authenticate are limited per client address, so unknown tokens cannot
+    /// be sent without limit; a known token from the same address keeps its own bucket.
+    @Test(arguments: Backend.all)
+    func rateLimit_failedSignInsAreLimitedPerAddressAndNeverSlowGoodTokens(_ backend: Backend) async throws {
+        let clock = ManualClock()
+        try await withServer(backend, limits: ServerLimits(requestsPerSecondPerUser: 2), clock: clock) { _, alice in
+            let path = alice.path(.private, .zonesList)
+            let mallory = alice.asUser("guessed-token")
+            let anonymous = alice.asUser(nil)
+            #expect(try await mallory.send(.GET, path).status == 401)
+            #expect(try await anonymous.send(.GET, path).status == 421)
+            for _ in 0..<5 {
+                let throttled = try await mallory.send(.GET, path)
+                #expect(throttled.status == 429)
+                #expect(throttled.error?.reason?.contains("failed sign-ins from this address") == true)
+                #expect(throttled.headers.first(name: "Retry-After") == "1")
+            }
+            #expect(try await alice.send(.GET, path).status == 200, "a burst of bad tokens never slows a good one")
+            #expect(try await alice.send(.GET, path).status == 200)
+            clock.advance(by: 0.5)
+            #expect(try await mallory.send(.GET, path).status == 401, "the address's bucket refills with time")
+            #expect(try await anonymous.send(.GET, path).status == 429, "no credentials at all count as failures too")
+        }
+    }
 }

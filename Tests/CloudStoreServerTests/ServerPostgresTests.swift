@@ -19,8 +19,8 @@ struct ServerPostgresTests {
         try WireCoding.encode(TestServer.defaultUsers).write(to: tokens)
         let url = self.url
 
-        let a = try await ServerProcess.launch(["--postgres", url, "--tokens", tokens.path])
-        let b = try await ServerProcess.launch(["--postgres", url, "--tokens", tokens.path, "--debug", "3"])
+        let a = try await ServerProcess.launch(["--postgres", url, "--tokens", tokens.path] + ServerProcess.containerArguments())
+        let b = try await ServerProcess.launch(["--postgres", url, "--tokens", tokens.path, "--debug", "3"] + ServerProcess.containerArguments())
         #expect(a.port != b.port)
         let throughA = CloudClient(baseURL: a.baseURL)
         var throughB = throughA

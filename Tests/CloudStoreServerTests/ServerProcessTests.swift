@@ -19,7 +19,7 @@ struct ServerProcessTests {
     @Test func serve_printsWhereItListensServesAndStopsOnSIGTERM() async throws {
         let (root, data, tokens) = try Self.makeDirectory()
         defer { withExtendedLifetime(root) {} }
-        let child = try await ServerProcess.launch(["--data", data.path, "--tokens", tokens.path])
+        let child = try await ServerProcess.launch(["--data", data.path, "--tokens", tokens.path] + ServerProcess.containerArguments())
         #expect(child.output.contains("listening on http://127.0.0.1:\(child.port) (storage: SQLite in \(data.path))"))
         let client = CloudClient(baseURL: child.baseURL)
         try await client.createZone("Notes")
@@ -33,14 +33,14 @@ struct ServerProcessTests {
         defer { withExtendedLifetime(root) {} }
         try Data("[1, 2]".utf8).write(to: tokens)
         await #expect(throws: ServerProcess.LaunchError.self) {
-            try await ServerProcess.launch(["--data", data.path, "--tokens", tokens.path])
+            try await ServerProcess.launch(["--data", data.path, "--tokens", tokens.path] + ServerProcess.containerArguments())
         }
     }
 
     @Test func sigterm_finishesAnInFlightLongPoll() async throws {
         let (root, data, tokens) = try Self.makeDirectory()
         defer { withExtendedLifetime(root) {} }
-        let child = try await ServerProcess.launch(["--data", data.path, "--tokens", tokens.path, "--debug", "3"])
+        let child = try await ServerProcess.launch(["--data", data.path, "--tokens", tokens.path, "--debug", "3"] + ServerProcess.containerArguments())
         let client = CloudClient(baseURL: child.baseURL)
         let start = try await client.databaseChanges(token: nil)
         let clock = ContinuousClock()
@@ -67,8 +67,8 @@ struct ServerProcessTests {
         }
 
         // How long one batch takes here, so the crashes land before, during and after its commit.
-        let calibration = try await ServerProcess.launch(["--data", data.path, "--tokens", tokens.path])
-        let client = CloudClient(baseURL: calibration.baseURL, container: "iCloud.crash")
+        let calibration = try await ServerProcess.launch(["--data", data.path, "--tokens", tokens.path] + ServerProcess.containerArguments())
+        let client = CloudClient(baseURL: calibration.baseURL, container: "iCloud.test")
         try await client.createZone("Calibration")
         let clock = ContinuousClock()
         let started = clock.now
@@ -79,8 +79,8 @@ struct ServerProcessTests {
 
         var outcomes: [Int] = []
         for (round, fraction) in [0.1, 0.3, 0.5, 0.7, 0.8, 0.9, 1.0, 1.3].enumerated() {
-            let child = try await ServerProcess.launch(["--data", data.path, "--tokens", tokens.path])
-            let client = CloudClient(baseURL: child.baseURL, container: "iCloud.crash")
+            let child = try await ServerProcess.launch(["--data", data.path, "--tokens", tokens.path] + ServerProcess.containerArguments())
+            let client = CloudClient(baseURL: child.baseURL, container: "iCloud.test")
             try await client.createZone("Round\(round)")
             let body = try batch("Round\(round)")
             let send = Task { try await client.send(.POST, client.path(.private, .recordsModify), body: body) }
@@ -90,8 +90,8 @@ struct ServerProcessTests {
             send.cancel()
             _ = try? await send.value
 
-            let restarted = try await ServerProcess.launch(["--data", data.path, "--tokens", tokens.path])
-            let after = CloudClient(baseURL: restarted.baseURL, container: "iCloud.crash")
+            let restarted = try await ServerProcess.launch(["--data", data.path, "--tokens", tokens.path] + ServerProcess.containerArguments())
+            let after = CloudClient(baseURL: restarted.baseURL, container: "iCloud.test")
             let found = try await after.lookup("Round\(round)", names).filter { $0.record != nil }.count
             #expect(found == 0 || found == names.count, "round \(round): \(found) of \(names.count) records survived")
             outcomes.append(found)

@@ -1,6 +1,7 @@
 import CloudStoreServer
 import CloudStoreTesting
 import CloudStoreWire
+import Crypto
 import Foundation
 import Testing
 
@@ -45,7 +46,7 @@ struct ServerSchemaTests {
             let declared = CloudSchema(recordTypes: [
                 .init(name: "Note", fields: [.init(name: "title", type: .string), .init(name: "count", type: .int64)])
             ])
-            let answer = try await modifySchema(client, declared)
+            let answer = try await modifySchema(client.asUser(TestServer.operatorToken), declared)
             #expect(answer.status == 200)
             #expect(try answer.decode(CloudSchema.self).version == 1)
 
@@ -69,7 +70,7 @@ struct ServerSchemaTests {
     @Test(arguments: Backend.all)
     func production_schemaChangesMustBeAdditive(_ backend: Backend) async throws {
         try await withServer(backend) { _, developer in
-            let client = developer.inEnvironment(.production)
+            let client = developer.inEnvironment(.production).asUser(TestServer.operatorToken)
             let v1 = CloudSchema(recordTypes: [
                 .init(name: "Note", fields: [.init(name: "title", type: .string), .init(name: "tags", type: .unknownList)])
             ])
@@ -105,6 +106,34 @@ struct ServerSchemaTests {
             let inDevelopment = try await modifySchema(developer, removing)
             #expect(inDevelopment.status == 200, "development schemas may shrink")
             #expect(try await schema(client).version == 2, "environments have separate schemas")
+        }
+    }
+
+    /// PROTOCOL.md §1: a user's token may not change the production schema; the operator's token
+    /// and a server-to-server key may; development stays open to users.
+    @Test(arguments: Backend.all)
+    func production_schemaChangesNeedTheOperatorOrAServerKey(_ backend: Backend) async throws {
+        let key = P256.Signing.PrivateKey()
+        let clock = ManualClock()
+        try await withServer(backend, serverKeys: ["key-1": key.publicKey.pemRepresentation], clock: clock) { _, alice in
+            let production = alice.inEnvironment(.production)
+            let declared = CloudSchema(recordTypes: [.init(name: "Note", fields: [.init(name: "title", type: .string)])])
+            for user in ["alice-token", "bob-token"] {
+                let refused = try await modifySchema(production.asUser(user), declared)
+                #expect(refused.status == 403, "\(refused.text)")
+                #expect(refused.error?.serverErrorCode == .accessDenied)
+                #expect(refused.error?.reason?.contains("operator token") == true)
+            }
+            #expect(try await schema(production).version == 0, "nothing was stored")
+
+            let signer = Signer(key: key, keyID: "key-1", client: production.asUser(nil))
+            let signed = try await signer.send(
+                production.basePath + "/schema/modify", body: try WireCoding.encode(declared), date: clock.now)
+            #expect(signed.status == 200, "\(signed.text)")
+            let byOperator = try await modifySchema(production.asUser(TestServer.operatorToken), declared)
+            #expect(byOperator.status == 200, "\(byOperator.text)")
+            #expect(try await schema(production).version == 1)
+            #expect(try await modifySchema(alice, declared).status == 200, "development schemas stay open to users")
         }
     }
 }

@@ -105,11 +105,19 @@ struct ServerUnitsTests {
 
     @Test func bearerTokens_matchExactly() {
         let tokens = BearerTokens(["alpha": "_a", "beta": "_b"])
-        #expect(tokens.user(for: "alpha") == "_a")
-        #expect(tokens.user(for: "beta") == "_b")
-        #expect(tokens.user(for: "alph") == nil)
-        #expect(tokens.user(for: "alphaa") == nil)
-        #expect(tokens.user(for: "") == nil)
+        #expect(tokens.caller(for: "alpha") == .user("_a"))
+        #expect(tokens.caller(for: "beta") == .user("_b"))
+        #expect(tokens.caller(for: "alph") == nil)
+        #expect(tokens.caller(for: "alphaa") == nil)
+        #expect(tokens.caller(for: "") == nil)
+        #expect(tokens.hasNoUsers == false)
+    }
+
+    @Test func bearerTokens_theOperatorTokenIsTheOperatorsAndNoUsers() {
+        let tokens = BearerTokens([:], operatorToken: "root")
+        #expect(tokens.caller(for: "root") == .operator)
+        #expect(tokens.caller(for: "roo") == nil)
+        #expect(tokens.hasNoUsers)
     }
 
     /// An acknowledged write survives a power loss: GRDB's `DatabasePool` sets `synchronous =

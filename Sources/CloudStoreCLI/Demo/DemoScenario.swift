@@ -34,7 +34,8 @@ struct DemoScenario {
         let serverData = directory.appendingPathComponent("server", isDirectory: true)
         let server = try await CloudServer.start(
             configuration: ServerConfiguration(
-                host: "127.0.0.1", port: 0, storage: .sqlite(directory: serverData.path), users: [Self.token: Self.user],
+                host: "127.0.0.1", port: 0, storage: .sqlite(directory: serverData.path),
+                containers: [Self.containerIdentifier], users: [Self.token: Self.user],
                 logger: context.logger("server")))
         var devices: [PersistentCloudContainer] = []
         do {

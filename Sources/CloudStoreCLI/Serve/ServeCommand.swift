@@ -1,13 +1,14 @@
 import ArgumentParser
 import CloudStoreServer
+import Configuration
 import Foundation
 
 /// `cloudstore serve`: runs the CloudStore server until SIGTERM or SIGINT (then shuts down
 /// gracefully: in-flight requests finish).
 ///
 /// ```sh
-/// cloudstore serve --data ./data --tokens tokens.json          # SQLite, one file per container
-/// cloudstore serve --postgres postgres://me@127.0.0.1/cloudstore --tokens tokens.json
+/// cloudstore serve --data ./data --tokens tokens.json --container iCloud.com.example.notes
+/// CLOUDSTORE_POSTGRES=postgres://me@127.0.0.1/cloudstore cloudstore serve --config serve.json
 /// ```
 /// Prints one line once it listens: `cloudstore: listening on http://127.0.0.1:8080 (storage: ...)`.
 public struct ServeCommand: CloudStoreSubcommand {
@@ -15,69 +16,125 @@ public struct ServeCommand: CloudStoreSubcommand {
         commandName: "serve",
         abstract: "Run the CloudStore sync server (CloudKit Web Services JSON).",
         discussion: """
-            Serves the database API of PROTOCOL.md until SIGTERM or SIGINT, then finishes the \
-            requests in flight and exits. Stores in SQLite under --data (one file per container), or \
-            in PostgreSQL with --postgres. Users sign in with the bearer tokens of --tokens. Prints \
-            "cloudstore: listening on http://HOST:PORT (storage: ...)" once it accepts connections; \
-            --debug 2 logs each request.
+            Serves the CloudKit Web Services database API for the containers it declares \
+            (--container, repeatable) until SIGTERM or SIGINT, then finishes the requests in flight \
+            and exits. Stores in SQLite under --data (one file per container), or in PostgreSQL with \
+            --postgres. Users sign in with the bearer tokens of --tokens. Prints "cloudstore: \
+            listening on http://HOST:PORT (storage: ...)" once it accepts connections; --debug 2 \
+            logs each request.
+
+            Every option may also come from the environment (CLOUDSTORE_ and its name in upper \
+            snake case: CLOUDSTORE_CONTAINERS=a,b, CLOUDSTORE_POSTGRES, CLOUDSTORE_OPERATOR_TOKEN, \
+            CLOUDSTORE_MAX_CONNECTIONS) or from the JSON file of --config (its name in camelCase); \
+            the command line wins over the environment, which wins over the file.
 
             Example:
               echo '{"alice-token": "_alice"}' > tokens.json
-              cloudstore serve --port 8080 --data ./cloudstore-data --tokens tokens.json
+              cloudstore serve --port 8080 --data ./cloudstore-data --tokens tokens.json \\
+                --container iCloud.com.example.notes
             """)
 
-    @Option(help: "The address to listen on.")
-    var host = "127.0.0.1"
+    @Option(help: "A JSON file of settings: any option below by its name in camelCase, e.g. {\"containers\": [\"iCloud.com.example.notes\"], \"maxConnections\": 500}.")
+    var config: String?
 
-    @Option(help: "The port to listen on; 0 picks a free one.")
-    var port = 8080
+    @Option(help: "The address to listen on (default 127.0.0.1).")
+    var host: String?
 
-    @Option(help: "The directory of the SQLite files, one per container; created when absent.")
-    var data = "cloudstore-data"
+    @Option(help: "The port to listen on, 0 to 65535; 0 picks a free one (default 8080).")
+    var port: Int?
 
-    @Option(help: "A PostgreSQL URL (postgres://user:password@host:5432/database) to store there instead of SQLite.")
+    @Option(help: "The directory of the SQLite files, one per container; created when absent (default ./cloudstore-data).")
+    var data: String?
+
+    @Option(help: "A PostgreSQL URL (postgres://user:password@host:5432/database) to store there instead of SQLite. Prefer CLOUDSTORE_POSTGRES or the config file: a password on the command line is visible to other users of the machine.")
     var postgres: String?
 
     @Option(help: "A JSON file of users: {\"<bearer token>\": \"<userRecordName>\"}. Without it no user can sign in.")
     var tokens: String?
 
     @Option(
+        name: .customLong("container"),
+        help: ArgumentHelp(
+            "A container this server serves, e.g. iCloud.com.example.notes. Repeatable; at least one is needed. Requests for any other container answer 404.",
+            valueName: "id"))
+    var containers: [String] = []
+
+    @Option(
         name: .customLong("server-key"),
         help: ArgumentHelp(
             "A server-to-server key for the public database: a key ID and a file with its P-256 public key (PEM). Repeatable.",
-            valueName: "id=pem-file"),
-        transform: { argument in
-            guard let equals = argument.firstIndex(of: "="), equals != argument.startIndex,
-                equals != argument.index(before: argument.endIndex)
-            else { throw ValidationError("use the form ID=PEMFILE") }
-            return (id: String(argument[..<equals]), file: String(argument[argument.index(after: equals)...]))
-        })
-    var serverKeys: [(id: String, file: String)] = []
+            valueName: "id=pem-file"))
+    var serverKeys: [String] = []
 
-    @Option(help: "Requests per second each caller may make; above it the server answers 429.")
+    @Option(help: "A file holding the operator's bearer token (its first line): the operator may change the production schema, which users may not. Or set CLOUDSTORE_OPERATOR_TOKEN.")
+    var operatorTokenFile: String?
+
+    @Option(help: "Requests per second each caller may make; above it the server answers 429. Requests that fail to authenticate are limited per client address.")
     var rateLimit: Double?
+
+    @Option(help: "Seconds a connection may stay open with no request in progress before the server closes it (default 30).")
+    var idleTimeout: Double?
+
+    @Option(help: "Seconds a request body may take to arrive (default 60).")
+    var bodyTimeout: Double?
+
+    @Option(help: "Open connections at most (default 1000, lowered to fit the descriptor limit); beyond it the connection idle longest is closed.")
+    var maxConnections: Int?
 
     @OptionGroup public var global: GlobalOptions
 
     public init() {}
 
     public func validate() throws {
+        if let port, !(0...65535).contains(port) {
+            throw ValidationError("--port must be 0 to 65535 (0 picks a free one); it is \(port)")
+        }
         if let rateLimit, !(rateLimit > 0) { throw ValidationError("--rate-limit must be above 0") }
+        for key in serverKeys { _ = try Self.splitServerKey(key) }
     }
 
     public func run(in context: CommandContext) async throws {
-        var limits = ServerLimits()
-        limits.requestsPerSecondPerUser = rateLimit
+        let settings = try await ServeSettings.resolve(
+            options: commandLineOptions, environment: context.environment, configFile: config)
         let storage: ServerConfiguration.Storage =
-            postgres.map { .postgres(url: $0) } ?? .sqlite(directory: URL(fileURLWithPath: data).standardizedFileURL.path)
+            settings.postgres.map { .postgres(url: $0) }
+            ?? .sqlite(directory: URL(fileURLWithPath: settings.data).standardizedFileURL.path)
         let configuration = ServerConfiguration(
-            host: host, port: port, storage: storage, users: try tokens.map(Self.loadTokens) ?? [:],
-            serverKeys: try Self.loadServerKeys(serverKeys), limits: limits, logger: context.logger("server"))
+            host: settings.host, port: settings.port, storage: storage, containers: Set(settings.containers),
+            users: try settings.tokens.map(Self.loadTokens) ?? [:],
+            serverKeys: try Self.loadServerKeys(settings.serverKeys.map(Self.splitServerKey)),
+            operatorToken: settings.operatorToken, limits: settings.limits, logger: context.logger("server"))
         let stop = StopSignal(handlingSignals: context.handlesSignals)
         let server = try await CloudServer.start(configuration: configuration)
-        context.output.print("cloudstore: listening on http://\(host):\(server.port) (storage: \(storage))")
+        context.output.print("cloudstore: listening on http://\(settings.host):\(server.port) (storage: \(storage))")
         await stop.wait()
         try await server.shutdown()
+    }
+
+    /// The options given on the command line, as settings.
+    private var commandLineOptions: [ServeSettings.Key: ConfigContent] {
+        var options: [ServeSettings.Key: ConfigContent] = [:]
+        options[.host] = host.map { .string($0) }
+        options[.port] = port.map { .int($0) }
+        options[.data] = data.map { .string($0) }
+        options[.postgres] = postgres.map { .string($0) }
+        options[.tokens] = tokens.map { .string($0) }
+        options[.containers] = containers.isEmpty ? nil : .stringArray(containers)
+        options[.serverKeys] = serverKeys.isEmpty ? nil : .stringArray(serverKeys)
+        options[.operatorTokenFile] = operatorTokenFile.map { .string($0) }
+        options[.rateLimit] = rateLimit.map { .double($0) }
+        options[.idleTimeout] = idleTimeout.map { .double($0) }
+        options[.bodyTimeout] = bodyTimeout.map { .double($0) }
+        options[.maxConnections] = maxConnections.map { .int($0) }
+        return options
+    }
+
+    /// `ID=PEMFILE` as its parts.
+    static func splitServerKey(_ argument: String) throws -> (id: String, file: String) {
+        guard let equals = argument.firstIndex(of: "="), equals != argument.startIndex,
+            equals != argument.index(before: argument.endIndex)
+        else { throw ValidationError("a server key is given as ID=PEMFILE; \"\(argument)\" is not") }
+        return (id: String(argument[..<equals]), file: String(argument[argument.index(after: equals)...]))
     }
 
     /// Reads a tokens file: a JSON object of bearer token → userRecordName.

@@ -4,12 +4,25 @@ public enum Caller: Hashable, Sendable, CustomStringConvertible {
     case user(String)
     /// A server-to-server key, by key ID; reaches the public database only.
     case serverKey(String)
+    /// Whoever holds the operator token of the server's configuration: reaches the public database
+    /// as a server-to-server key does, and may change the production schema.
+    case `operator`
 
     /// The name written in `created`/`modified` stamps and answered by `users/caller`.
     public var userRecordName: String {
         switch self {
         case .user(let name): name
         case .serverKey(let keyID): "_serverKey_\(keyID)"
+        case .operator: "_operator"
+        }
+    }
+
+    /// A server-to-server key or the operator: the public database's records and the production
+    /// schema are theirs to change (PROTOCOL.md §1).
+    public var isTrusted: Bool {
+        switch self {
+        case .user: false
+        case .serverKey, .operator: true
         }
     }
 
@@ -17,6 +30,7 @@ public enum Caller: Hashable, Sendable, CustomStringConvertible {
         switch self {
         case .user(let name): "user \(name)"
         case .serverKey(let keyID): "server key \(keyID)"
+        case .operator: "the operator"
         }
     }
 }

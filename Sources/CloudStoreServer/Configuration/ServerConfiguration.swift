@@ -8,6 +8,7 @@ import Logging
 /// let configuration = ServerConfiguration(
 ///     port: 0,                                            // any free port
 ///     storage: .sqlite(directory: "/var/lib/cloudstore"),
+///     containers: ["iCloud.com.example.notes"],
 ///     users: ["secret-token-of-alice": "_alice"])
 /// let server = try await CloudServer.start(configuration: configuration)
 /// print(server.baseURL)                                   // http://127.0.0.1:54321
@@ -34,30 +35,63 @@ public struct ServerConfiguration: Sendable {
     /// 0 picks a free port.
     public var port: Int
     public var storage: Storage
+    /// The containers this server serves (PROTOCOL.md §1: containers are the server's
+    /// configuration, not the caller's choice). A request naming another container answers 404
+    /// `NOT_FOUND`, so no caller can make the server open databases or files of its choosing.
+    public var containers: Set<String>
     /// Bearer token → userRecordName. A request with an unknown token answers 401; without one,
     /// every database answers 421, except the public database for requests signed with a server key.
     public var users: [String: String]
     /// Server-to-server key ID → its P-256 public key in PEM. Signed requests reach the public
     /// database only.
     public var serverKeys: [String: String]
+    /// The operator's bearer token: it may change the production schema, which no user's token
+    /// may, and reaches the public database as a server-to-server key does. Nil: no operator.
+    public var operatorToken: String?
     public var limits: ServerLimits
     /// The server's notion of now: signature windows, rate limits, record stamps, tombstone horizon.
     public var clock: ServerClock
     public var logger: Logger
 
     public init(
-        host: String = "127.0.0.1", port: Int = 8080, storage: Storage, users: [String: String] = [:],
-        serverKeys: [String: String] = [:], limits: ServerLimits = ServerLimits(), clock: ServerClock = .system,
+        host: String = "127.0.0.1", port: Int = 8080, storage: Storage, containers: Set<String>,
+        users: [String: String] = [:], serverKeys: [String: String] = [:], operatorToken: String? = nil, limits: ServerLimits = ServerLimits(), clock: ServerClock = .system,
         logger: Logger = Logger(label: "cloudstore.server")
     ) {
         self.host = host
         self.port = port
         self.storage = storage
+        self.containers = containers
         self.users = users
         self.serverKeys = serverKeys
+        self.operatorToken = operatorToken
         self.limits = limits
         self.clock = clock
         self.logger = logger
+    }
+}
+
+extension ServerConfiguration {
+    /// Throws when the configuration cannot serve anyone: no containers, an invalid container name
+    /// or user name, a limit that cannot work.
+    func validate() throws(ServerConfigurationError) {
+        try limits.validate()
+        if containers.isEmpty {
+            throw ServerConfigurationError(
+                "no containers: declare the containers this server serves, e.g. --container iCloud.com.example.notes")
+        }
+        if let bad = containers.sorted().first(where: { !DatabaseRoute.isValidContainer($0) }) {
+            throw ServerConfigurationError(
+                "container \"\(bad.prefix(140))\" is invalid: use 1 to 128 of A-Z a-z 0-9 . _ -")
+        }
+        if let bad = users.values.first(where: { $0.isEmpty || $0.utf8.count > 255 }) {
+            throw ServerConfigurationError(
+                "user \"\(bad.prefix(64))\" is not a valid userRecordName: use 1 to 255 characters")
+        }
+        if let operatorToken, operatorToken.isEmpty || users[operatorToken] != nil {
+            throw ServerConfigurationError(
+                "the operator token is empty or is also a user's token: give the operator a token of its own")
+        }
     }
 }
 

@@ -26,11 +26,23 @@ public struct ServerLimits: Hashable, Sendable {
     public var tombstoneHorizon: TimeInterval
     /// The longest a long poll on `notifications` may wait.
     public var maxLongPollSeconds: Double
+    /// Seconds a connection may stay open without a request in progress (between keep-alive
+    /// requests, or while its first request's head has not fully arrived) before the server
+    /// closes it. A long poll is a request in progress, never idle.
+    public var idleTimeoutSeconds: Double
+    /// Seconds a request's body may take to arrive; a slower one answers 400 and its connection
+    /// closes.
+    public var bodyTimeoutSeconds: Double
+    /// Open connections at most (lowered to fit the process's descriptor limit). A new connection
+    /// beyond it closes the connection idle longest, so idle connections held by one client cannot
+    /// lock others out.
+    public var maxConnections: Int
 
     public init(
         maxOperations: Int = 200, maxResultsLimit: Int = 200, maxBodyBytes: Int = 4 << 20,
         maxRecordBytes: Int = 1 << 20, requestsPerSecondPerUser: Double? = nil,
-        tombstoneHorizon: TimeInterval = 30 * 24 * 3600, maxLongPollSeconds: Double = 60
+        tombstoneHorizon: TimeInterval = 30 * 24 * 3600, maxLongPollSeconds: Double = 60,
+        idleTimeoutSeconds: Double = 30, bodyTimeoutSeconds: Double = 60, maxConnections: Int = 1000
     ) {
         self.maxOperations = maxOperations
         self.maxResultsLimit = maxResultsLimit
@@ -39,6 +51,9 @@ public struct ServerLimits: Hashable, Sendable {
         self.requestsPerSecondPerUser = requestsPerSecondPerUser
         self.tombstoneHorizon = tombstoneHorizon
         self.maxLongPollSeconds = maxLongPollSeconds
+        self.idleTimeoutSeconds = idleTimeoutSeconds
+        self.bodyTimeoutSeconds = bodyTimeoutSeconds
+        self.maxConnections = maxConnections
     }
 
     /// Throws when a limit cannot work (zero pages, no body, a rate of zero), naming it.
@@ -47,7 +62,8 @@ public struct ServerLimits: Hashable, Sendable {
             ("maxOperations", Double(maxOperations)), ("maxResultsLimit", Double(maxResultsLimit)),
             ("maxBodyBytes", Double(maxBodyBytes)), ("maxRecordBytes", Double(maxRecordBytes)),
             ("requestsPerSecondPerUser", requestsPerSecondPerUser ?? 1), ("tombstoneHorizon", tombstoneHorizon),
-            ("maxLongPollSeconds", maxLongPollSeconds),
+            ("maxLongPollSeconds", maxLongPollSeconds), ("idleTimeoutSeconds", idleTimeoutSeconds),
+            ("bodyTimeoutSeconds", bodyTimeoutSeconds), ("maxConnections", Double(maxConnections)),
         ]
         if let (name, value) = positive.first(where: { !($0.1 > 0) }) {
             throw ServerConfigurationError("limit \(name) must be above 0; it is \(value)")

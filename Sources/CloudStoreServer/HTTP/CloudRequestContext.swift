@@ -1,15 +1,28 @@
 import CloudStoreWire
 import Foundation
 import Hummingbird
+import NIOCore
 
 /// The request context of every route: after ``RequestGate`` it carries the authenticated call.
 struct CloudRequestContext: RequestContext {
     var coreContext: CoreRequestContextStorage
     /// Set by ``RequestGate`` before any controller runs.
     var call: AuthenticatedCall?
+    /// The client's IP address, which rate-limits requests that fail to authenticate.
+    let clientAddress: String?
+    private let channel: any Channel
 
     init(source: ApplicationRequestContextSource) {
         coreContext = CoreRequestContextStorage(source: source)
+        channel = source.channel
+        clientAddress = source.channel.remoteAddress?.ipAddress
+    }
+
+    /// Closes the connection a second after now, time enough to send the answer being prepared:
+    /// for a client still sending a body the server will not read.
+    func closeConnectionSoon() {
+        let channel = channel
+        channel.eventLoop.scheduleTask(in: .seconds(1)) { channel.close(promise: nil) }
     }
 
     /// The authenticated call; a route outside the gate is a programming error.
@@ -52,10 +65,10 @@ struct AuthenticatedCall: Sendable {
                 container: container, environment: environment, scope: .public, owner: DatabasePartition.publicOwner)
         case (.private, .user(let user)), (.shared, .user(let user)):
             return DatabasePartition(container: container, environment: environment, scope: scope, owner: user)
-        case (_, .serverKey):
+        case (_, .serverKey), (_, .operator):
             throw APIError(
                 .accessDenied,
-                "server-to-server keys reach the public database only; use a user's bearer token for the \(scope.rawValue) database")
+                "\(caller) reaches the public database only; use a user's bearer token for the \(scope.rawValue) database")
         }
     }
 

@@ -8,6 +8,8 @@ struct CloudServices: Sendable {
     var broker: ChangeBroker
     var limits: ServerLimits
     var clock: ServerClock
+    /// The containers the server serves; any other answers 404.
+    var containers: Set<String>
     var bearerTokens: BearerTokens
     var serverKeys: ServerKeys
     var rateLimiter: RateLimiter?

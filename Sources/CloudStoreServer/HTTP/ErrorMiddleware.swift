@@ -4,7 +4,8 @@ import Hummingbird
 import Logging
 
 /// The outermost middleware: turns every failure into the JSON error body of PROTOCOL.md §4
-/// (unknown routes and wrong methods included), and logs each request at `.info`.
+/// (unknown routes and wrong methods included; storage without room for a write is a retryable 503
+/// `TRY_AGAIN_LATER` with `retryAfter`), and logs each request at `.info`.
 struct ErrorMiddleware: RouterMiddleware {
     typealias Context = CloudRequestContext
 
@@ -20,6 +21,16 @@ struct ErrorMiddleware: RouterMiddleware {
             response = try error.response(from: request, context: context)
         } catch let error as HTTPError {
             response = try Self.translate(error, request: request).response(from: request, context: context)
+        } catch where StorageFailure(error) == .outOfSpace {
+            context.logger.error(
+                "storage full or failing: answering 503 until writes succeed again",
+                metadata: ["error": "\(String(reflecting: error))"])
+            let seconds = StorageFailure.retryAfterSeconds
+            var refusal = APIError(
+                .tryAgainLater, "the server's storage cannot take the write now; nothing was saved: retry in \(Int(seconds)) s",
+                retryAfter: seconds)
+            refusal.headers[named: WireHeader.retryAfter] = String(Int(seconds))
+            response = try refusal.response(from: request, context: context)
         } catch {
             context.logger.error("request failed", metadata: ["error": "\(String(reflecting: error))"])
             response = try APIError(.internalError, "the server failed; retry later")

@@ -6,9 +6,11 @@ import Logging
 /// The middleware in front of every `/database/1/{container}/{environment}/...` route.
 ///
 /// In order: checks the container, environment and database of the path (400), reads the body up
-/// to the limit (413), authenticates the caller by bearer token or server-to-server signature
-/// (421 without credentials, 401 with bad ones), applies the per-caller rate limit (429), and puts
-/// the result in the context as an ``AuthenticatedCall``.
+/// to the limit and within the body timeout (413, 400), authenticates the caller by bearer token or
+/// server-to-server signature (421 without credentials, 401 with bad ones; when rate limiting is on,
+/// failures are limited per client address and answer 429 beyond it), applies the per-caller rate
+/// limit (429), checks that the server serves the container (404), and puts the result in the
+/// context as an ``AuthenticatedCall``.
 struct RequestGate: RouterMiddleware {
     typealias Context = CloudRequestContext
 
@@ -19,9 +21,20 @@ struct RequestGate: RouterMiddleware {
         next: (Request, CloudRequestContext) async throws -> Response
     ) async throws -> Response {
         let (container, environment, scope) = try Self.route(of: context.parameters)
-        let body = try await readBody(of: request)
-        let caller = try authenticate(request, body: body)
-        try throttle(caller)
+        let body = try await readBody(of: request, context: context)
+        let caller: Caller
+        do {
+            caller = try authenticate(request, body: body)
+        } catch {
+            try throttle(key: "address \(context.clientAddress ?? "unknown")", what: "failed sign-ins from this address")
+            throw error
+        }
+        try throttle(key: caller.description, what: "requests from this caller")
+        guard services.containers.contains(container) else {
+            throw APIError(
+                .notFound,
+                "container \(container) is not served here: use one this server's configuration declares")
+        }
 
         var context = context
         context.call = AuthenticatedCall(
@@ -53,18 +66,35 @@ struct RequestGate: RouterMiddleware {
         return (container, environment, scope)
     }
 
-    /// Reads the body, never more than the limit: a larger one answers 413 without being kept.
-    private func readBody(of request: Request) async throws -> [UInt8] {
+    /// Reads the body, never keeping more than the limit, within the body timeout.
+    ///
+    /// A body over the limit answers 413 once the rest of it has been read and dropped, so that a
+    /// client that sends its whole body before reading the answer (Python's `urllib`, say) sees the
+    /// 413. A body still arriving at the timeout answers at once and its connection closes shortly
+    /// after the answer.
+    private func readBody(of request: Request, context: CloudRequestContext) async throws -> [UInt8] {
         let limit = services.limits.maxBodyBytes
-        let tooLarge = APIError(
-            .limitExceeded, "the request body is larger than \(limit) bytes: split the request")
-        if let length = request.headers[.contentLength].flatMap(Int.init), length > limit {
-            throw tooLarge
-        }
+        let clock = ContinuousClock()
+        let deadline = clock.now + .seconds(services.limits.bodyTimeoutSeconds)
         var body: [UInt8] = []
+        var received = 0
         for try await chunk in request.body {
-            guard body.count + chunk.readableBytes <= limit else { throw tooLarge }
-            body += chunk.readableBytesView
+            received += chunk.readableBytes
+            if clock.now > deadline {
+                context.closeConnectionSoon()
+                var error =
+                    received > limit
+                    ? APIError(.limitExceeded, "the request body is larger than \(limit) bytes: split the request")
+                    : APIError(
+                        .badRequest,
+                        "the request body took longer than \(Int(services.limits.bodyTimeoutSeconds)) s to arrive: send it at once")
+                error.headers[.connection] = "close"
+                throw error
+            }
+            if received <= limit { body += chunk.readableBytesView }
+        }
+        guard received <= limit else {
+            throw APIError(.limitExceeded, "the request body is larger than \(limit) bytes: split the request")
         }
         return body
     }
@@ -95,19 +125,17 @@ struct RequestGate: RouterMiddleware {
                 .authenticationRequired,
                 "this request needs a user: send Authorization: Bearer <token>, or sign it with a server-to-server key for the public database")
         }
-        guard let user = services.bearerTokens.user(for: token) else {
+        guard let caller = services.bearerTokens.caller(for: token) else {
             throw APIError(.authenticationFailed, "the bearer token is not known to this server")
         }
-        return .user(user)
+        return caller
     }
 
-    private func throttle(_ caller: Caller) throws(APIError) {
-        guard let limiter = services.rateLimiter,
-            let wait = limiter.take(for: caller.description, now: services.clock.now())
-        else { return }
+    /// Takes a token from the rate limiter's bucket for `key`; throws 429 when it is empty.
+    private func throttle(key: String, what: String) throws(APIError) {
+        guard let limiter = services.rateLimiter, let wait = limiter.take(for: key, now: services.clock.now()) else { return }
         let seconds = max(1, wait.rounded(.up))
-        var error = APIError(
-            .throttled, "too many requests from this caller: wait \(Int(seconds)) s", retryAfter: seconds)
+        var error = APIError(.throttled, "too many \(what): wait \(Int(seconds)) s", retryAfter: seconds)
         error.headers[named: WireHeader.retryAfter] = String(Int(seconds))
         throw error
     }

@@ -41,7 +41,8 @@ struct RecordsController: Sendable {
             operations: operations, atomic: atomic,
             stamp: Record.Stamp(
                 timestamp: services.clock.now(), userRecordName: call.caller.userRecordName, deviceID: call.deviceID),
-            environment: call.environment, rules: rules, present: { services.present($0, in: zone) })
+            environment: call.environment, onlyCreatorMayChange: partition.scope == .public && !call.caller.isTrusted,
+            rules: rules, present: { services.present($0, in: zone) })
         guard
             let (outcomes, written) = try await services.storage.modifyRecords(
                 in: zone, loading: modifier.snapshotRequest, decide: { modifier.plan($0) })

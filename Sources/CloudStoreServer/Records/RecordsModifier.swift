@@ -28,6 +28,9 @@ struct RecordsModifier: Sendable {
     /// The stamp of this request's writes: now, the caller, the device.
     var stamp: Record.Stamp
     var environment: CloudEnvironment
+    /// The public database's rule for users (PROTOCOL.md §1): only a record's creator may update or
+    /// delete it. False for private and shared zones and for server-to-server keys.
+    var onlyCreatorMayChange: Bool
     var rules: RecordRules
     /// How a stored row reads in an error's `serverRecord`.
     var present: @Sendable (StoredRecord) -> Record
@@ -96,6 +99,13 @@ struct RecordsModifier: Sendable {
         }
         if live == nil, type == .update || type == .replace || type == .delete {
             return .failure(rules.failure(.notFound, "record \(name) does not exist", name))
+        }
+        if onlyCreatorMayChange, let creator = live?.content?.created.userRecordName, creator != stamp.userRecordName {
+            return .failure(
+                rules.failure(
+                    .accessDenied,
+                    "record \(name) was created by \(creator): in the public database only its creator or a server-to-server key may \(type.isDelete ? "delete" : "change") it",
+                    name))
         }
         if let live, type.checksChangeTag {
             guard let tag = sent.recordChangeTag else {

@@ -4,7 +4,8 @@ import Hummingbird
 
 /// `POST /database/1/{container}/{environment}/schema/modify` and `GET .../schema` (ext).
 ///
-/// Any authenticated caller may read the schema and change it; in production a change must only
+/// Any authenticated caller may read the schema. In development any caller may change it; in
+/// production only a server-to-server key or the operator (PROTOCOL.md §1), and a change must only
 /// add (see ``SchemaRules/merge(_:into:environment:)``).
 struct SchemaController: Sendable {
     let services: CloudServices
@@ -24,6 +25,11 @@ struct SchemaController: Sendable {
         let call = context.authenticated
         let body = try call.decode(CloudSchema.self)
         let environment = call.environment
+        guard environment == .development || call.caller.isTrusted else {
+            throw APIError(
+                .accessDenied,
+                "only a server-to-server key or the operator token may change the production schema; \(call.caller) may not")
+        }
         let (schema, _) = try await services.storage.updateSchema(container: call.container, environment: environment) {
             current in
             (try SchemaRules.merge(body, into: current, environment: environment), ())

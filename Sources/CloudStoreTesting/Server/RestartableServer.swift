@@ -50,45 +50,54 @@ public final class RestartableServer: Sendable {
     public let dataDirectory: URL
     /// Token → userRecordName.
     public let users: [String: String]
+    /// The containers the server serves.
+    public let containers: Set<String>
     private let root: URL
     private let state: Mutex<State>
 
-    private init(kind: Kind, root: URL, users: [String: String], running: Running, baseURL: URL) {
+    private init(
+        kind: Kind, root: URL, users: [String: String], containers: Set<String>, running: Running, baseURL: URL
+    ) {
         self.kind = kind
         self.root = root
         self.dataDirectory = root.appendingPathComponent("data", isDirectory: true)
         self.users = users
+        self.containers = containers
         self.state = Mutex(State(running: running, baseURL: baseURL))
     }
 
-    /// Starts a server on a new temporary data directory.
-    public static func start(_ kind: Kind, users: [String: String] = TestServer.defaultUsers) async throws
-        -> RestartableServer
-    {
+    /// Starts a server on a new temporary data directory, serving `containers`.
+    public static func start(
+        _ kind: Kind, users: [String: String] = TestServer.defaultUsers,
+        containers: Set<String> = TestServer.defaultContainers
+    ) async throws -> RestartableServer {
         let root = FileManager.default.temporaryDirectory
             .appendingPathComponent("cloudstore-restartable-\(UUID().uuidString)", isDirectory: true)
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         try WireCoding.encode(users).write(to: root.appendingPathComponent("tokens.json"))
         do {
-            let (running, url) = try await launch(kind, root: root, users: users, port: 0)
-            return RestartableServer(kind: kind, root: root, users: users, running: running, baseURL: url)
+            let (running, url) = try await launch(kind, root: root, users: users, containers: containers, port: 0)
+            return RestartableServer(
+                kind: kind, root: root, users: users, containers: containers, running: running, baseURL: url)
         } catch {
             try? FileManager.default.removeItem(at: root)
             throw error
         }
     }
 
-    private static func launch(_ kind: Kind, root: URL, users: [String: String], port: Int) async throws
-        -> (Running, URL)
-    {
+    private static func launch(
+        _ kind: Kind, root: URL, users: [String: String], containers: Set<String>, port: Int
+    ) async throws -> (Running, URL) {
         let data = root.appendingPathComponent("data", isDirectory: true)
         switch kind {
         case .inProcess:
-            let server = try await TestServer.start(users: users, storage: .sqlite(directory: data), port: port)
+            let server = try await TestServer.start(
+                users: users, containers: containers, storage: .sqlite(directory: data), port: port)
             return (.inProcess(server), server.baseURL)
         case .childProcess:
             let child = try await ServerProcess.launch(
-                ["--data", data.path, "--tokens", root.appendingPathComponent("tokens.json").path], port: port)
+                ["--data", data.path, "--tokens", root.appendingPathComponent("tokens.json").path]
+                    + ServerProcess.containerArguments(containers), port: port)
             return (.childProcess(child), child.baseURL)
         }
     }
@@ -133,9 +142,9 @@ public final class RestartableServer: Sendable {
         let port = baseURL.port ?? 0
         let (running, url): (Running, URL)
         do {
-            (running, url) = try await Self.launch(kind, root: root, users: users, port: port)
+            (running, url) = try await Self.launch(kind, root: root, users: users, containers: containers, port: port)
         } catch {
-            (running, url) = try await Self.launch(kind, root: root, users: users, port: 0)
+            (running, url) = try await Self.launch(kind, root: root, users: users, containers: containers, port: 0)
         }
         state.withLock { state in
             state.running = running

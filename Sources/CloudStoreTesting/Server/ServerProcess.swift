@@ -5,12 +5,13 @@ import Synchronization
 /// run two of them.
 ///
 /// ```swift
-/// let child = try await ServerProcess.launch(["--data", dir.path, "--tokens", tokensFile.path])
+/// let child = try await ServerProcess.launch(
+///     ["--data", dir.path, "--tokens", tokensFile.path] + ServerProcess.containerArguments())
 /// // ... talk to child.baseURL ...
 /// let status = await child.terminate()   // SIGTERM: graceful; or child.kill() for SIGKILL
 /// ```
 ///
-/// ``launch(users:data:arguments:)`` writes the tokens file itself, and ``with(users:data:_:)``
+/// ``launch(users:containers:data:arguments:)`` writes the tokens file itself, and ``with(users:containers:data:_:)``
 /// terminates the child when the test body is done:
 ///
 /// ```swift
@@ -30,7 +31,7 @@ public final class ServerProcess: Sendable {
     public let processID: Int32
     private let state: SharedState
     /// The directory of the tokens file (and of the data, unless given) that
-    /// ``launch(users:data:arguments:)`` made; removed when this value goes away.
+    /// ``launch(users:containers:data:arguments:)`` made; removed when this value goes away.
     private let directory: TemporaryDirectory?
 
     private struct State {
@@ -82,35 +83,46 @@ public final class ServerProcess: Sendable {
     /// - Parameters:
     ///   - executable: the `cloudstore` binary; by default ``cloudstoreExecutable()``.
     ///   - port: the port to listen on; 0 (the default) picks a free one.
+    ///   - shellSetup: commands `/bin/sh` runs before it becomes the server (`exec`), to start it
+    ///     under resource limits, e.g. `ulimit -n 256`; the child's process ID stays the same.
     public static func launch(
-        _ arguments: [String], executable: URL? = nil, environment: [String: String] = [:], port: Int = 0
+        _ arguments: [String], executable: URL? = nil, environment: [String: String] = [:], port: Int = 0,
+        shellSetup: String? = nil
     ) async throws -> ServerProcess {
-        try await launch(arguments, executable: executable, environment: environment, port: port, keeping: nil)
+        try await launch(
+            arguments, executable: executable, environment: environment, port: port, shellSetup: shellSetup,
+            keeping: nil)
     }
 
-    /// Launches `cloudstore serve` for `users` (bearer token → userRecordName): writes their tokens
-    /// file into a temporary directory this value keeps until it goes away, and stores in `data`, or
-    /// in that directory's `data` folder when `data` is nil. `arguments` come after `--data` and
-    /// `--tokens`.
+    /// `--container NAME` for each container, in a stable order.
+    public static func containerArguments(_ containers: Set<String> = TestServer.defaultContainers) -> [String] {
+        containers.sorted().flatMap { ["--container", $0] }
+    }
+
+    /// Launches `cloudstore serve` for `users` (bearer token → userRecordName) and `containers`:
+    /// writes their tokens file into a temporary directory this value keeps until it goes away, and
+    /// stores in `data`, or in that directory's `data` folder when `data` is nil. `arguments` come
+    /// after `--data`, `--tokens` and the containers.
     ///
     /// ```swift
     /// let server = try await ServerProcess.launch(users: ["alice-token": "_alice"], arguments: ["--debug", "3"])
     /// // ... talk to server.baseURL ...
     /// await server.terminate()
     /// ```
-    public static func launch(users: [String: String], data: URL? = nil, arguments: [String] = []) async throws
-        -> ServerProcess
-    {
+    public static func launch(
+        users: [String: String], containers: Set<String> = TestServer.defaultContainers, data: URL? = nil,
+        arguments: [String] = []
+    ) async throws -> ServerProcess {
         let directory = try TemporaryDirectory(prefix: "cloudstore-serve")
         let tokens = directory.file("tokens.json")
         try JSONEncoder().encode(users).write(to: tokens)
         let data = data ?? directory.file("data")
         return try await launch(
-            ["--data", data.path, "--tokens", tokens.path] + arguments, executable: nil, environment: [:], port: 0,
-            keeping: directory)
+            ["--data", data.path, "--tokens", tokens.path] + containerArguments(containers) + arguments, executable: nil,
+            environment: [:], port: 0, shellSetup: nil, keeping: directory)
     }
 
-    /// Runs `body` with a child launched by ``launch(users:data:arguments:)`` and terminates the
+    /// Runs `body` with a child launched by ``launch(users:containers:data:arguments:)`` and terminates the
     /// child (SIGTERM) afterwards, also when `body` throws.
     ///
     /// ```swift
@@ -120,19 +132,27 @@ public final class ServerProcess: Sendable {
     /// }
     /// ```
     public static func with<T>(
-        users: [String: String], data: URL? = nil, _ body: (ServerProcess) async throws -> T
+        users: [String: String], containers: Set<String> = TestServer.defaultContainers, data: URL? = nil,
+        _ body: (ServerProcess) async throws -> T
     ) async throws -> T {
-        let server = try await launch(users: users, data: data)
+        let server = try await launch(users: users, containers: containers, data: data)
         return try await running { try await body(server) } finally: { await server.terminate() }
     }
 
     private static func launch(
-        _ arguments: [String], executable: URL?, environment: [String: String], port: Int,
+        _ arguments: [String], executable: URL?, environment: [String: String], port: Int, shellSetup: String?,
         keeping directory: TemporaryDirectory?
     ) async throws -> ServerProcess {
         let process = Process()
-        process.executableURL = try executable ?? cloudstoreExecutable()
-        process.arguments = ["serve", "--host", "127.0.0.1", "--port", String(port)] + arguments
+        let server = try executable ?? cloudstoreExecutable()
+        let serve = ["serve", "--host", "127.0.0.1", "--port", String(port)] + arguments
+        if let shellSetup {
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", "\(shellSetup); exec \"$0\" \"$@\"", server.path] + serve
+        } else {
+            process.executableURL = server
+            process.arguments = serve
+        }
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         let pipe = Pipe()
         process.standardOutput = pipe

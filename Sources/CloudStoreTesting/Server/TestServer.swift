@@ -5,8 +5,9 @@ import Logging
 
 /// A CloudStore server in this process on 127.0.0.1 and a free port, for tests.
 ///
-/// By default it stores in a fresh temporary SQLite directory that ``shutdown()`` removes, and knows
-/// two users, `_alice` (token `alice-token`) and `_bob` (token `bob-token`).
+/// By default it stores in a fresh temporary SQLite directory that ``shutdown()`` removes, serves
+/// the containers of ``defaultContainers``, knows two users, `_alice` (token `alice-token`) and
+/// `_bob` (token `bob-token`), and the operator (token ``operatorToken``).
 ///
 /// ```swift
 /// let server = try await TestServer.start()
@@ -27,6 +28,14 @@ public final class TestServer: Sendable {
 
     /// Token → userRecordName of the default users.
     public static let defaultUsers = ["alice-token": "_alice", "bob-token": "_bob"]
+
+    /// The containers a test server serves unless a test names others.
+    public static let defaultContainers: Set<String> = [
+        "iCloud.test", "iCloud.test.sync", "iCloud.com.example.notes", "iCloud.cli.test",
+    ]
+
+    /// The operator's bearer token of a test server.
+    public static let operatorToken = "operator-token"
 
     public let server: CloudServer
     /// Token → userRecordName.
@@ -50,12 +59,13 @@ public final class TestServer: Sendable {
     ///
     /// - Parameters:
     ///   - users: bearer token → userRecordName.
+    ///   - containers: the containers served; any other answers 404.
     ///   - serverKeys: server-to-server key ID → P-256 public key PEM.
     ///   - clock: the server's clock; pass a ``ManualClock`` to move time.
     ///   - port: the port to listen on; 0 (the default) picks a free one.
     public static func start(
-        users: [String: String] = defaultUsers, storage: Storage = .temporarySQLite, port: Int = 0,
-        serverKeys: [String: String] = [:], limits: ServerLimits = ServerLimits(), clock: ManualClock? = nil,
+        users: [String: String] = defaultUsers, containers: Set<String> = defaultContainers,
+        storage: Storage = .temporarySQLite, port: Int = 0, serverKeys: [String: String] = [:], limits: ServerLimits = ServerLimits(), clock: ManualClock? = nil,
         logger: Logger = Logger(label: "cloudstore.test-server", factory: { _ in SwiftLogNoOpLogHandler() })
     ) async throws -> TestServer {
         let directory: URL?
@@ -72,7 +82,8 @@ public final class TestServer: Sendable {
             (directory, owns, configured) = (nil, false, .postgres(url: url))
         }
         let configuration = ServerConfiguration(
-            host: "127.0.0.1", port: port, storage: configured, users: users, serverKeys: serverKeys, limits: limits,
+            host: "127.0.0.1", port: port, storage: configured, containers: containers, users: users,
+            serverKeys: serverKeys, operatorToken: Self.operatorToken, limits: limits,
             clock: clock?.serverClock ?? .system, logger: logger)
         do {
             let server = try await CloudServer.start(configuration: configuration)
@@ -85,7 +96,7 @@ public final class TestServer: Sendable {
 
     /// Runs `body` with a freshly started server and shuts the server down afterwards, also when
     /// `body` throws (then `body`'s error is the one thrown). The parameters are those of
-    /// ``start(users:storage:port:serverKeys:limits:clock:logger:)``.
+    /// ``start(users:containers:storage:port:serverKeys:limits:clock:logger:)``.
     ///
     /// ```swift
     /// try await TestServer.with { server in
@@ -95,10 +106,12 @@ public final class TestServer: Sendable {
     /// }
     /// ```
     public static func with<T>(
-        users: [String: String] = defaultUsers, storage: Storage = .temporarySQLite, serverKeys: [String: String] = [:],
-        limits: ServerLimits = ServerLimits(), clock: ManualClock? = nil, _ body: (TestServer) async throws -> T
+        users: [String: String] = defaultUsers, containers: Set<String> = defaultContainers,
+        storage: Storage = .temporarySQLite, serverKeys: [String: String] = [:], limits: ServerLimits = ServerLimits(),
+        clock: ManualClock? = nil, _ body: (TestServer) async throws -> T
     ) async throws -> T {
-        let server = try await start(users: users, storage: storage, serverKeys: serverKeys, limits: limits, clock: clock)
+        let server = try await start(
+            users: users, containers: containers, storage: storage, serverKeys: serverKeys, limits: limits, clock: clock)
         return try await running { try await body(server) } finally: { try await server.shutdown() }
     }
 

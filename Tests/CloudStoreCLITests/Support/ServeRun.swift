@@ -11,12 +11,16 @@ struct ServeRun {
     let task: Task<Int32, Never>
     let port: Int
 
-    /// Starts `cloudstore serve --host 127.0.0.1 --port 0 <arguments>` and returns once it listens.
-    static func start(_ arguments: [String], environment: [String: String] = [:]) async throws -> ServeRun {
+    /// Starts `cloudstore serve --host 127.0.0.1 --port 0 --container iCloud.cli.test <arguments>`
+    /// (without `--container` when `declaringContainer` is false) and returns once it listens.
+    static func start(
+        _ arguments: [String], environment: [String: String] = [:], declaringContainer: Bool = true
+    ) async throws -> ServeRun {
         let captured = CapturedOutput()
         let task = Task {
             let status = await CloudStoreCommand.run(
-                ["serve", "--host", "127.0.0.1", "--port", "0"] + arguments, output: captured.output,
+                ["serve", "--host", "127.0.0.1", "--port", "0"] + (declaringContainer ? ["--container", "iCloud.cli.test"] : [])
+                    + arguments, output: captured.output,
                 environment: environment)
             captured.output.print("test: serve exited with \(status)")
             return status

@@ -85,7 +85,7 @@ struct Answer: Sendable {
 /// A client of one container, acting as one user on one device.
 struct CloudClient: Sendable {
     var baseURL: URL
-    var container = "iCloud.test.\(UUID().uuidString.prefix(8))"
+    var container = "iCloud.test"
     var environment: CloudEnvironment = .development
     var token: String? = "alice-token"
     var device: String? = "device-A"

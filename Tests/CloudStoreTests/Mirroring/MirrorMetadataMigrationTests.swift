@@ -27,7 +27,7 @@ struct MirrorMetadataMigrationTests {
         try FileManager.default.copyItem(
             at: Self.fixture.appendingPathComponent("server/\(Self.container).sqlite"),
             to: data.appendingPathComponent("\(Self.container).sqlite"))
-        try await ServerProcess.with(users: TestServer.defaultUsers, data: data) { server in
+        try await ServerProcess.with(users: TestServer.defaultUsers, containers: [Self.container], data: data) { server in
             let a = try await TestDevice.make("A", server: server.baseURL, directory: directory) {
                 $0.server?.containerIdentifier = Self.container
             }

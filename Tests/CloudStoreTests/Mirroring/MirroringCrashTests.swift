@@ -16,7 +16,8 @@ struct MirroringCrashTests {
 
     @Test func killedDevicesConvergeWithNothingLostOrDuplicated() async throws {
         let first = ReliabilityRun.seed(fixed: 0, variable: "CLOUDSTORE_CRASH_SEED")
-        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+        let containers = Set((0..<Self.seeds).map { Self.container(seed: first &+ UInt64($0)) })
+        try await ServerProcess.with(users: TestServer.defaultUsers, containers: containers) { server in
             var report = (killedWhileSyncing: 0, lost: 0, duplicated: 0)
             for index in 0..<Self.seeds {
                 let seed = first &+ UInt64(index)
@@ -36,7 +37,7 @@ struct MirroringCrashTests {
     /// after the commit has its change pending when it restarts, even with its history purged
     /// (nothing is decided by reading history), and the change reaches another device.
     @Test func aSaveCommittedRightBeforeAKillIsPendingWithoutHistory() async throws {
-        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+        try await ServerProcess.with(users: TestServer.defaultUsers, containers: ["iCloud.crash.committed"]) { server in
             let directory = try TemporaryDirectory()
             let store = directory.file("A.sqlite")
             let container = "iCloud.crash.committed"
@@ -68,8 +69,11 @@ struct MirroringCrashTests {
     }
 
     /// Whether the kill landed while the child was syncing, and what the seed lost or duplicated.
+    /// Each seed syncs in a container of its own on the one server.
+    static func container(seed: UInt64) -> String { "iCloud.crash.s\(seed)" }
+
     func runSeed(_ seed: UInt64, server: ServerProcess) async throws -> (killedWhileSyncing: Bool, lost: Int, duplicated: Int) {
-        let container = "iCloud.crash.s\(seed)"
+        let container = Self.container(seed: seed)
         let directory = try TemporaryDirectory()
         var random = SeededRandomNumberGenerator(seed: seed &+ 1000)
         // Another device has data the crashing one imports.

@@ -22,7 +22,9 @@ struct MirroringRandomizedConvergenceTests {
         let replaying = ProcessInfo.processInfo.environment["CLOUDSTORE_CONVERGENCE_SEED"] != nil
         let seeds = ProcessInfo.processInfo.environment["CLOUDSTORE_CONVERGENCE_SEEDS"].flatMap(Int.init)
             ?? (replaying ? 1 : ReliabilityRun.count(ci: 24, soak: 300))
-        let server = try await RestartableServer.start(.childProcess, users: ["alice-token": "_alice"])
+        let server = try await RestartableServer.start(
+            .childProcess, users: ["alice-token": "_alice"],
+            containers: Set((first..<(first + UInt64(seeds))).map(ConvergenceRun.container(seed:))))
         var report = ConvergenceReport()
         do {
             for seed in first..<(first + UInt64(seeds)) {
@@ -98,10 +100,13 @@ struct ConvergenceRun {
     var counter = 0
     var childRuns = 0
 
+    /// Each seed syncs in a container of its own on the one server.
+    static func container(seed: UInt64) -> String { "iCloud.convergence.s\(seed)" }
+
     init(seed: UInt64, server: RestartableServer) {
         self.seed = seed
         self.server = server
-        self.container = "iCloud.convergence.s\(seed)"
+        self.container = Self.container(seed: seed)
         self.random = SeededRandomNumberGenerator(seed: seed &* 7919 &+ 17)
     }
 
