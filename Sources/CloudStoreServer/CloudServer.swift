@@ -37,14 +37,15 @@ public func buildApplication(
         containers: configuration.containers,
         bearerTokens: BearerTokens(configuration.users, operatorToken: configuration.operatorToken), serverKeys: try ServerKeys(configuration.serverKeys),
         rateLimiter: configuration.limits.requestsPerSecondPerUser.map { RateLimiter(requestsPerSecond: $0) },
-        logger: configuration.logger)
+        metrics: ServerMetrics(activity: configuration.activity), logger: configuration.logger)
     if services.bearerTokens.hasNoUsers {
         configuration.logger.warning(
             "no users: private and shared databases answer 421 or 401; pass a tokens file to add users")
     }
 
     let router = Router(context: CloudRequestContext.self)
-    router.add(middleware: ErrorMiddleware())
+    router.add(middleware: ErrorMiddleware(metrics: services.metrics))
+    OperatingController(services: services, operatorToken: configuration.operatorToken).register(on: router)
     let database = router.group("database/1/:container/:environment").add(middleware: RequestGate(services: services))
     ZonesController(services: services).register(on: database)
     RecordsController(services: services).register(on: database)

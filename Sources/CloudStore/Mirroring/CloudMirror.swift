@@ -1,3 +1,4 @@
+import CloudStoreLogging
 import CloudStoreSync
 import Foundation
 import GRDB
@@ -404,7 +405,7 @@ actor CloudMirror: SyncEngineDelegate {
             metadata: [
                 "saved": "\(tracker.counts.saved)", "deleted": "\(tracker.counts.deleted)",
                 "conflicts": "\(tracker.counts.conflicts)", "failed": "\(tracker.counts.failed)",
-                "duration": "\(Date().timeIntervalSince(tracker.startDate))s",
+                "duration": "\(LogFormat.duration(seconds: Date().timeIntervalSince(tracker.startDate)))",
             ])
     }
 

@@ -1,3 +1,4 @@
+import CloudStoreLogging
 import Foundation
 import GRDB
 import GRDBSQLite
@@ -47,7 +48,11 @@ public final class PersistentStore: Sendable {
     /// written by an older version of the schema.
     ///
     /// - Parameters:
+    ///   - url: the store's SQLite file.
+    ///   - schema: the schema of the store's entities, usually loaded from a file
+    ///     (<doc:SchemaFileFormat>).
     ///   - migrations: explicit steps for versions the schema skipped through; see ``MigrationPlan``.
+    ///   - configuration: how the store opens and commits (`synchronous`, history, readers, clock).
     ///   - logger: where the store logs (lifecycle at `.notice`, each write at `.info`, each changed
     ///     object at `.debug`, SQL at `.trace`).
     /// - Throws: ``SchemaError`` for an invalid schema; ``StoreError`` when the file is not a store
@@ -98,7 +103,7 @@ public final class PersistentStore: Sendable {
             isReadOnly ? "store opened for inspection" : "store opened",
             metadata: [
                 "store": "\(path)", "schema": "\(schema.name)", "version": "\(schema.version)",
-                "duration": "\(started.duration(to: .now))",
+                "duration": "\(LogFormat.duration(started.duration(to: .now)))",
             ])
     }
 
@@ -244,7 +249,7 @@ public final class PersistentStore: Sendable {
             "write committed",
             metadata: [
                 "token": "\(token.transactionNumber)", "author": "\(author ?? "")", "context": "\(contextName ?? "")",
-                "count": "\(outcome.changeCount)", "duration": "\(started.duration(to: .now))",
+                "count": "\(outcome.changeCount)", "duration": "\(LogFormat.duration(started.duration(to: .now)))",
             ])
         guard logger.logLevel <= .debug else { return }
         for change in outcome.changes {

@@ -1,3 +1,4 @@
+import CloudStoreLogging
 import Foundation
 import GRDB
 import Logging
@@ -114,7 +115,7 @@ struct StoreOpening {
                         "store migrated",
                         metadata: [
                             "store": "\(path)", "schema": "\(schema.name)", "from": "\(work.fromVersion)",
-                            "version": "\(schema.version)", "duration": "\(started.duration(to: .now))",
+                            "version": "\(schema.version)", "duration": "\(LogFormat.duration(started.duration(to: .now)))",
                         ])
                 }
                 return .commit

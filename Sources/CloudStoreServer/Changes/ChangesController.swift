@@ -70,6 +70,7 @@ struct ChangesController: Sendable {
             if let token { try check(token, against: page.zone, zone) }
             let moreComing = page.records.count > limit
             let rows = page.records.prefix(limit)
+            services.metrics.served(rows.count)
             let seq = moreComing ? rows.last?.seq ?? 0 : page.zone.seq
             let desiredKeys = item.desiredKeys ?? body.desiredKeys
             context.logger.info(

@@ -47,7 +47,9 @@ struct NotificationsController: Sendable {
             }
             context.logger.debug("long poll waiting", metadata: ["database": "\(partition)", "token": "\(start)"])
             let broker = services.broker
-            await cancelWhenGracefulShutdown { await broker.wait(subscription, timeout: remaining) }
+            await services.metrics.waitingLongPoll {
+                await cancelWhenGracefulShutdown { await broker.wait(subscription, timeout: remaining) }
+            }
         }
     }
 

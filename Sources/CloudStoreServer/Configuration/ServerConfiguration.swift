@@ -51,11 +51,15 @@ public struct ServerConfiguration: Sendable {
     public var limits: ServerLimits
     /// The server's notion of now: signature windows, rate limits, record stamps, tombstone horizon.
     public var clock: ServerClock
+    /// Where the server keeps its recent requests and failures (the console shows them); pass your
+    /// own to read them in process.
+    public var activity: ServerActivity
     public var logger: Logger
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, storage: Storage, containers: Set<String>,
-        users: [String: String] = [:], serverKeys: [String: String] = [:], operatorToken: String? = nil, limits: ServerLimits = ServerLimits(), clock: ServerClock = .system,
+        users: [String: String] = [:], serverKeys: [String: String] = [:], operatorToken: String? = nil,
+        limits: ServerLimits = ServerLimits(), clock: ServerClock = .system, activity: ServerActivity = ServerActivity(),
         logger: Logger = Logger(label: "cloudstore.server")
     ) {
         self.host = host
@@ -67,6 +71,7 @@ public struct ServerConfiguration: Sendable {
         self.operatorToken = operatorToken
         self.limits = limits
         self.clock = clock
+        self.activity = activity
         self.logger = logger
     }
 }

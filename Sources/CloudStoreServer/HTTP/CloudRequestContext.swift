@@ -2,6 +2,7 @@ import CloudStoreWire
 import Foundation
 import Hummingbird
 import NIOCore
+import Synchronization
 
 /// The request context of every route: after ``RequestGate`` it carries the authenticated call.
 struct CloudRequestContext: RequestContext {
@@ -10,6 +11,8 @@ struct CloudRequestContext: RequestContext {
     var call: AuthenticatedCall?
     /// The client's IP address, which rate-limits requests that fail to authenticate.
     let clientAddress: String?
+    /// What the middleware learns about the request, for the outer middleware that records it.
+    let trace = RequestTrace()
     private let channel: any Channel
 
     init(source: ApplicationRequestContextSource) {
@@ -29,6 +32,18 @@ struct CloudRequestContext: RequestContext {
     var authenticated: AuthenticatedCall {
         guard let call else { preconditionFailure("a database route is registered outside the request gate") }
         return call
+    }
+}
+
+/// What ``RequestGate`` learns about a request (its caller), shared with ``ErrorMiddleware``,
+/// which runs outside it and records the request.
+final class RequestTrace: Sendable {
+    private let state = Mutex<String?>(nil)
+
+    /// Who called, once authenticated, e.g. `user _alice`.
+    var caller: String? {
+        get { state.withLock { $0 } }
+        set { state.withLock { $0 = newValue } }
     }
 }
 

@@ -13,6 +13,7 @@ struct CloudServices: Sendable {
     var bearerTokens: BearerTokens
     var serverKeys: ServerKeys
     var rateLimiter: RateLimiter?
+    var metrics: ServerMetrics
     var logger: Logger
 
     /// A stored row as the wire shows it: a record with its tag and zone, or a tombstone.

@@ -1,3 +1,4 @@
+import CloudStoreLogging
 import CloudStoreWire
 import Foundation
 import Hummingbird
@@ -9,19 +10,29 @@ import Logging
 struct ErrorMiddleware: RouterMiddleware {
     typealias Context = CloudRequestContext
 
+    let metrics: ServerMetrics
+
     func handle(
         _ request: Request, context: CloudRequestContext,
         next: (Request, CloudRequestContext) async throws -> Response
     ) async throws -> Response {
         let started = ContinuousClock.now
         var response: Response
+        var failure: ServerError?
         do {
             response = try await next(request, context)
-        } catch let error as any HTTPResponseError where error is APIError || error is AtomicFailure {
+        } catch let error as APIError {
+            failure = error.error
+            response = try error.response(from: request, context: context)
+        } catch let error as AtomicFailure {
+            failure = error.results.compactMap(\.error).first { $0.serverErrorCode != .atomicError }
             response = try error.response(from: request, context: context)
         } catch let error as HTTPError {
-            response = try Self.translate(error, request: request).response(from: request, context: context)
+            let translated = Self.translate(error, request: request)
+            failure = translated.error
+            response = try translated.response(from: request, context: context)
         } catch where StorageFailure(error) == .outOfSpace {
+            metrics.storageFailed()
             context.logger.error(
                 "storage full or failing: answering 503 until writes succeed again",
                 metadata: ["error": "\(String(reflecting: error))"])
@@ -30,19 +41,30 @@ struct ErrorMiddleware: RouterMiddleware {
                 .tryAgainLater, "the server's storage cannot take the write now; nothing was saved: retry in \(Int(seconds)) s",
                 retryAfter: seconds)
             refusal.headers[named: WireHeader.retryAfter] = String(Int(seconds))
+            failure = refusal.error
             response = try refusal.response(from: request, context: context)
         } catch {
+            metrics.storageFailed()
             context.logger.error("request failed", metadata: ["error": "\(String(reflecting: error))"])
-            response = try APIError(.internalError, "the server failed; retry later")
-                .response(from: request, context: context)
+            let failed = APIError(.internalError, "the server failed; retry later")
+            failure = failed.error
+            response = try failed.response(from: request, context: context)
         }
         let elapsed = ContinuousClock.now - started
-        context.logger.info(
-            "request",
-            metadata: [
-                "method": "\(request.method)", "path": "\(request.uri.path)", "status": "\(response.status.code)",
-                "ms": "\(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)",
-            ])
+        let answered = ServerActivity.Request(
+            time: Date(), method: request.method.rawValue, route: context.endpointPath ?? "unknown route",
+            container: context.parameters.get("container"), status: Int(response.status.code), duration: elapsed,
+            caller: context.trace.caller, errorCode: failure?.serverErrorCode.rawValue, reason: failure?.reason)
+        metrics.answered(answered)
+        var metadata: Logger.Metadata = [
+            "method": "\(request.method)", "path": "\(request.uri.path)", "status": "\(response.status.code)",
+            "duration": "\(LogFormat.duration(elapsed))",
+        ]
+        if let failure {
+            metadata["error"] = "\(failure.serverErrorCode.rawValue)"
+            metadata["reason"] = "\(failure.reason ?? "")"
+        }
+        context.logger.info("request", metadata: metadata)
         return response
     }
 

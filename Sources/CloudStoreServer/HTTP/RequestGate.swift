@@ -29,6 +29,7 @@ struct RequestGate: RouterMiddleware {
             try throttle(key: "address \(context.clientAddress ?? "unknown")", what: "failed sign-ins from this address")
             throw error
         }
+        context.trace.caller = caller.description
         try throttle(key: caller.description, what: "requests from this caller")
         guard services.containers.contains(container) else {
             throw APIError(

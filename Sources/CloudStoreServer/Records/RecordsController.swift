@@ -49,6 +49,7 @@ struct RecordsController: Sendable {
         else { throw services.zoneNotFound(zone) }
 
         if !written.isEmpty { services.broker.publish(partition.key) }
+        services.metrics.wrote(written.count)
         let rows = Dictionary(written.map { ($0.name, $0) }, uniquingKeysWith: { $1 })
         for row in written {
             context.logger.debug(
@@ -100,6 +101,7 @@ struct RecordsController: Sendable {
             }
             return .record(services.present(row, in: zone, desiredKeys: item.desiredKeys ?? body.desiredKeys))
         }
+        services.metrics.served(rows.count)
         return try JSONResponse.make(RecordsResponse(records: results), numbersAsStrings: body.numbersAsStrings ?? false)
     }
 
@@ -120,6 +122,7 @@ struct RecordsController: Sendable {
         let page = matching.dropFirst(offset).prefix(limit)
         let next = offset + page.count < matching.count ? marker.encoded(offset: offset + page.count) : nil
         let records = page.map { RecordResult.record(services.present($0, in: zone, desiredKeys: body.desiredKeys)) }
+        services.metrics.served(records.count)
         return try JSONResponse.make(
             RecordsQueryResponse(records: records, continuationMarker: next),
             numbersAsStrings: body.numbersAsStrings ?? false)

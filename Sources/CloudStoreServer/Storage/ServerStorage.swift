@@ -19,6 +19,10 @@ protocol ServerStorage: Sendable {
     /// Creates what is missing (files, tables). Runs before the server accepts requests.
     func prepare() async throws
 
+    /// Throws when the storage cannot be reached now (the data directory is gone or not writable,
+    /// PostgreSQL does not answer): what `GET /readyz` reports.
+    func checkReachable() async throws
+
     /// Runs the storage's background work until the task is cancelled or the server shuts down:
     /// for PostgreSQL, the connection pool and the listener that hears other servers' commits and
     /// calls `onRemoteChange` with the partition key.

@@ -1,11 +1,13 @@
 import AsyncHTTPClient
+import CloudStoreLogging
 import CloudStoreWire
 import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
 
-/// A ``CloudDatabase`` on a server that speaks PROTOCOL.md (`cloudstore serve`), over HTTP.
+/// A ``CloudDatabase`` on a server that speaks the wire protocol of `CloudStoreWire`
+/// (WireProtocol.md; `cloudstore serve`), over HTTP.
 ///
 /// Each call is one request with a timeout. A non-2xx answer throws ``CloudError`` with the
 /// server's error (`retryAfter` filled from `Retry-After` when the body has none); a failed or
@@ -192,7 +194,7 @@ public struct HTTPCloudDatabase: CloudDatabase {
                 "HTTP request",
                 metadata: [
                     "method": "\(method.rawValue)", "path": "\(path)", "status": "\(status)",
-                    "duration": "\(ContinuousClock.now - started)",
+                    "duration": "\(LogFormat.duration(ContinuousClock.now - started))",
                 ])
             logger.trace("Response body", metadata: ["path": "\(path)", "body": "\(String(decoding: data, as: UTF8.self))"])
             return Exchange(status: status, headers: response.headers, body: data, path: path)
@@ -202,7 +204,7 @@ public struct HTTPCloudDatabase: CloudDatabase {
                 "HTTP request failed",
                 metadata: [
                     "method": "\(method.rawValue)", "path": "\(path)", "error": "\(cloudError)",
-                    "duration": "\(ContinuousClock.now - started)",
+                    "duration": "\(LogFormat.duration(ContinuousClock.now - started))",
                 ])
             throw cloudError
         }

@@ -1,3 +1,4 @@
+import CloudStoreLogging
 import CloudStoreWire
 import Logging
 
@@ -27,7 +28,7 @@ extension SyncEngine {
             }
             await emit(.didFetchChanges(Event.DidFetchChanges(context: context)))
             await emitStateUpdateIfNeeded()
-            logger.notice("Fetched changes", metadata: ["duration": "\(clock.now - start)"])
+            logger.notice("Fetched changes", metadata: ["duration": "\(LogFormat.duration(clock.now - start))"])
             scheduler.succeeded(.fetch, at: clock.now)
             tasks.startListenerIfNeeded(engine: self)
         } catch {

@@ -1,3 +1,4 @@
+import CloudStoreLogging
 import CloudStoreWire
 import Logging
 
@@ -37,7 +38,7 @@ extension SyncEngine {
             let pendingAfter = state.withStorage { $0.recordChanges.count + $0.databaseChanges.count }
             logger.notice(
                 "Sent changes",
-                metadata: ["pending": "\(pendingAfter)", "duration": "\(clock.now - start)", "end": "\(end)"])
+                metadata: ["pending": "\(pendingAfter)", "duration": "\(LogFormat.duration(clock.now - start))", "end": "\(end)"])
             switch end {
             case .done:
                 scheduler.succeeded(.send, at: clock.now)

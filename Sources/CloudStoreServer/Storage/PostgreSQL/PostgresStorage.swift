@@ -67,6 +67,12 @@ final class PostgresStorage: ServerStorage {
         }
     }
 
+    func checkReachable() async throws {
+        try await client.withConnection { connection in
+            try await connection.query("SELECT 1", logger: self.logger)
+        }
+    }
+
     func prepare() async throws {
         try await transaction { connection in
             try await connection.query("SELECT pg_advisory_xact_lock(727272)", logger: self.logger)

@@ -35,6 +35,15 @@ final class SQLiteStorage: ServerStorage {
         try? await gracefulShutdown()
     }
 
+    func checkReachable() async throws {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory.boolValue,
+            FileManager.default.isWritableFile(atPath: directory.path)
+        else {
+            throw ServerConfigurationError("the data directory \(directory.path) is missing or not writable")
+        }
+    }
+
     /// The pool of a container's file, opened (and migrated) on first use.
     func pool(_ container: String) throws -> DatabasePool {
         try pools.withLock { pools in

@@ -1,0 +1,59 @@
+import CloudStoreWire
+import Crypto
+import Foundation
+import Hummingbird
+
+/// The routes an operator's tools call, outside the database API: no rate limit, no container.
+///
+/// - `GET /healthz`: 200 `{"status": "ok"}` while the process serves requests; no auth.
+/// - `GET /readyz`: 200 when the storage answers, else 503 `TRY_AGAIN_LATER` naming why; no auth.
+/// - `GET /metrics`: Prometheus's text format (see ``ServerMetrics``); with an operator token
+///   configured, only for `Authorization: Bearer <operator token>` (401 otherwise).
+struct OperatingController: Sendable {
+    let services: CloudServices
+    /// SHA-256 of the operator token, when one is configured.
+    private let operatorDigest: [UInt8]?
+
+    init(services: CloudServices, operatorToken: String?) {
+        self.services = services
+        self.operatorDigest = operatorToken.map { Array(SHA256.hash(data: Data($0.utf8))) }
+    }
+
+    func register(on router: Router<CloudRequestContext>) {
+        router.get("healthz", use: health)
+        router.get("readyz", use: ready)
+        router.get("metrics", use: metrics)
+    }
+
+    @Sendable func health(_ request: Request, context: CloudRequestContext) async throws -> Response {
+        try JSONResponse.make(["status": "ok"])
+    }
+
+    @Sendable func ready(_ request: Request, context: CloudRequestContext) async throws -> Response {
+        do {
+            try await services.storage.checkReachable()
+        } catch {
+            context.logger.error("storage unreachable", metadata: ["error": "\(error)"])
+            throw APIError(.tryAgainLater, "the storage does not answer: \(error)", retryAfter: 5)
+        }
+        return try JSONResponse.make(["status": "ready"])
+    }
+
+    @Sendable func metrics(_ request: Request, context: CloudRequestContext) async throws -> Response {
+        try checkOperator(request)
+        return Response(
+            status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: services.metrics.exposition())))
+    }
+
+    /// Throws 401 unless the request carries the operator token (when one is configured).
+    func checkOperator(_ request: Request) throws(APIError) {
+        guard let operatorDigest else { return }
+        let presented = request.headers[.authorization].flatMap { header -> String? in
+            header.lowercased().hasPrefix("bearer ") ? String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces) : nil
+        }
+        guard let presented, Array(SHA256.hash(data: Data(presented.utf8))) == operatorDigest else {
+            throw APIError(.authenticationFailed, "this page needs the operator token: send Authorization: Bearer <operator token>")
+        }
+    }
+}

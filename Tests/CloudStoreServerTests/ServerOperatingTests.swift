@@ -1,0 +1,56 @@
+import CloudStoreServer
+import CloudStoreTesting
+import CloudStoreWire
+import Foundation
+import Testing
+
+/// What an operator's tools call: health, readiness and Prometheus metrics.
+@Suite("health, readiness and metrics")
+struct ServerOperatingTests {
+    @Test(arguments: Backend.all)
+    func healthAndReadiness_needNoTokenAndAnswerWhileStorageAnswers(_ backend: Backend) async throws {
+        try await withServer(backend) { _, alice in
+            let anonymous = alice.asUser(nil)
+            let health = try await anonymous.send(.GET, "/healthz")
+            #expect(health.status == 200 && health.json["status"] as? String == "ok", "\(health.text)")
+            let ready = try await anonymous.send(.GET, "/readyz")
+            #expect(ready.status == 200 && ready.json["status"] as? String == "ready", "\(ready.text)")
+        }
+    }
+
+    @Test func readiness_isA503WhenTheDataDirectoryIsGone() async throws {
+        try await withServer(.sqlite) { server, alice in
+            let directory = try #require(server.dataDirectory)
+            try FileManager.default.removeItem(at: directory)
+            let ready = try await alice.asUser(nil).send(.GET, "/readyz")
+            #expect(ready.status == 503, "\(ready.text)")
+            #expect(ready.error?.serverErrorCode == .tryAgainLater)
+            #expect(ready.error?.reason?.contains(directory.path) == true)
+            #expect(try await alice.asUser(nil).send(.GET, "/healthz").status == 200, "the process is still up")
+        }
+    }
+
+    @Test(arguments: Backend.all)
+    func metrics_needTheOperatorTokenAndCountWhatHappened(_ backend: Backend) async throws {
+        try await withServer(backend) { _, alice in
+            try await alice.createZone("Notes")
+            try await alice.save([note("N-1"), note("N-2")])
+            _ = try await alice.lookup(["N-1", "N-2", "missing"])
+            _ = try await alice.asUser("wrong-token").send(.GET, alice.path(.private, .zonesList))
+
+            #expect(try await alice.send(.GET, "/metrics").status == 401, "a user's token is not the operator's")
+            #expect(try await alice.asUser(nil).send(.GET, "/metrics").status == 401)
+            let scrape = try await alice.asUser(TestServer.operatorToken).send(.GET, "/metrics")
+            #expect(scrape.status == 200)
+            #expect(scrape.headers.first(name: "Content-Type")?.hasPrefix("text/plain") == true)
+            let lines = scrape.text.split(separator: "\n").map(String.init)
+            #expect(lines.contains("cloudstore_records_written_total 2"), "\(scrape.text)")
+            #expect(lines.contains("cloudstore_records_served_total 2"))
+            #expect(lines.contains { $0.hasPrefix("cloudstore_requests_total{") && $0.contains("records/modify") && $0.contains(#"status="200""#) })
+            #expect(lines.contains { $0.hasPrefix("cloudstore_requests_total{") && $0.contains(#"status="401""#) })
+            #expect(lines.contains { $0.hasPrefix("cloudstore_request_duration_seconds_bucket{") && $0.contains("records/lookup") })
+            #expect(lines.contains("cloudstore_long_polls_waiting 0.0"))
+            #expect(!scrape.text.contains("alice-token") && !scrape.text.contains("wrong-token"))
+        }
+    }
+}
