@@ -81,6 +81,9 @@ public struct ServeCommand: CloudStoreSubcommand {
     @Option(help: "Open connections at most (default 1000, lowered to fit the descriptor limit); beyond it the connection idle longest is closed.")
     var maxConnections: Int?
 
+    @Flag(help: "Serve the read-only web console under /console (containers, users, zones, records, schema, recent requests); it needs the operator token.")
+    var console = false
+
     @OptionGroup public var global: GlobalOptions
 
     public init() {}
@@ -103,7 +106,8 @@ public struct ServeCommand: CloudStoreSubcommand {
             host: settings.host, port: settings.port, storage: storage, containers: Set(settings.containers),
             users: try settings.tokens.map(Self.loadTokens) ?? [:],
             serverKeys: try Self.loadServerKeys(settings.serverKeys.map(Self.splitServerKey)),
-            operatorToken: settings.operatorToken, limits: settings.limits, logger: context.logger("server"))
+            operatorToken: settings.operatorToken, limits: settings.limits, console: settings.console,
+            logger: context.logger("server"))
         let stop = StopSignal(handlingSignals: context.handlesSignals)
         let server = try await CloudServer.start(configuration: configuration)
         context.output.print("cloudstore: listening on http://\(settings.host):\(server.port) (storage: \(storage))")
@@ -126,6 +130,7 @@ public struct ServeCommand: CloudStoreSubcommand {
         options[.idleTimeout] = idleTimeout.map { .double($0) }
         options[.bodyTimeout] = bodyTimeout.map { .double($0) }
         options[.maxConnections] = maxConnections.map { .int($0) }
+        options[.console] = console ? .bool(true) : nil
         return options
     }
 

@@ -20,7 +20,7 @@ struct ServeSettings: Sendable {
     /// The keys, as in the config file.
     enum Key: String, CaseIterable {
         case host, port, data, postgres, tokens, containers, serverKeys, operatorToken, operatorTokenFile
-        case rateLimit, idleTimeout, bodyTimeout, maxConnections
+        case rateLimit, idleTimeout, bodyTimeout, maxConnections, console
     }
 
     var host = "127.0.0.1"
@@ -33,6 +33,8 @@ struct ServeSettings: Sendable {
     var operatorToken: String?
     var rateLimit: Double?
     var limits = ServerLimits()
+    /// Serves the web console under `/console`; needs the operator token.
+    var console = false
 
     /// Resolves every setting. `options` holds the values given on the command line.
     static func resolve(
@@ -98,6 +100,7 @@ struct ServeSettings: Sendable {
         if let count = try await read(.maxConnections, { try await reader.fetchInt(forKey: $0) }) {
             settings.limits.maxConnections = count
         }
+        settings.console = try await read(.console) { try await reader.fetchBool(forKey: $0) } ?? false
         try settings.check()
         return settings
     }
@@ -112,6 +115,10 @@ struct ServeSettings: Sendable {
                 "no containers: declare the containers this server serves with --container iCloud.com.example.notes (repeatable), CLOUDSTORE_CONTAINERS or \"containers\" in the config file")
         }
         if let rateLimit, !(rateLimit > 0) { throw CommandError("the rate limit must be above 0; it is \(rateLimit)") }
+        if console, operatorToken == nil {
+            throw CommandError(
+                "the console needs the operator token: give it with --operator-token-file, CLOUDSTORE_OPERATOR_TOKEN or \"operatorTokenFile\" in the config file")
+        }
     }
 
     /// Refuses a config file with a setting this command does not know (a misspelt key would
@@ -167,6 +174,7 @@ extension ServeSettings.Key {
         switch self {
         case .port, .maxConnections: "use a whole number"
         case .rateLimit, .idleTimeout, .bodyTimeout: "use a number"
+        case .console: "use true or false"
         case .containers, .serverKeys: "use a list of strings (comma-separated in the environment)"
         default: "use a string"
         }

@@ -54,13 +54,15 @@ public struct ServerConfiguration: Sendable {
     /// Where the server keeps its recent requests and failures (the console shows them); pass your
     /// own to read them in process.
     public var activity: ServerActivity
+    /// Serves the read-only web console under `/console` (it needs ``operatorToken``).
+    public var console: Bool
     public var logger: Logger
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, storage: Storage, containers: Set<String>,
         users: [String: String] = [:], serverKeys: [String: String] = [:], operatorToken: String? = nil,
         limits: ServerLimits = ServerLimits(), clock: ServerClock = .system, activity: ServerActivity = ServerActivity(),
-        logger: Logger = Logger(label: "cloudstore.server")
+        console: Bool = false, logger: Logger = Logger(label: "cloudstore.server")
     ) {
         self.host = host
         self.port = port
@@ -72,6 +74,7 @@ public struct ServerConfiguration: Sendable {
         self.limits = limits
         self.clock = clock
         self.activity = activity
+        self.console = console
         self.logger = logger
     }
 }
@@ -96,6 +99,10 @@ extension ServerConfiguration {
         if let operatorToken, operatorToken.isEmpty || users[operatorToken] != nil {
             throw ServerConfigurationError(
                 "the operator token is empty or is also a user's token: give the operator a token of its own")
+        }
+        if console, operatorToken == nil {
+            throw ServerConfigurationError(
+                "the console needs an operator token: give the server one (operatorToken) or leave the console off")
         }
     }
 }
