@@ -15,7 +15,8 @@ public enum CloudStoreVersion {
 /// cloudstore history --store notes.sqlite --limit 10
 /// ```
 ///
-/// Run it in process with ``run(_:output:environment:)``, as the executable and the tests do.
+/// Run it in process with ``run(_:output:environment:handlesSignals:)``, as the executable and the
+/// tests do.
 public struct CloudStoreCommand: AsyncParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "cloudstore",
@@ -51,6 +52,8 @@ public struct CloudStoreCommand: AsyncParsableCommand {
     /// ```
     ///
     /// - Parameters:
+    ///   - arguments: the command line without the program name, as a shell passes it.
+    ///   - output: where the command writes: ``CommandOutput/standard``, or a ``CapturedOutput``'s.
     ///   - environment: where `CLOUDSTORE_DEBUG` is read.
     ///   - handlesSignals: whether SIGTERM and SIGINT stop `serve` gracefully (the executable);
     ///     otherwise cancelling the calling task does.

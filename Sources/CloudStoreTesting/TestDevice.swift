@@ -2,7 +2,7 @@ import CloudStore
 import Foundation
 import Logging
 
-/// One device of a user: a ``PersistentCloudContainer`` on its own store file in a temporary
+/// One device of a user: a `PersistentCloudContainer` on its own store file in a temporary
 /// directory, that syncs only when told (``sync()``) unless `automatic` is set.
 ///
 /// ```swift
@@ -59,7 +59,12 @@ public final class TestDevice: Sendable {
     ///
     /// - Parameters:
     ///   - name: the device's name and device ID.
+    ///   - schema: the schema of the device's store.
     ///   - server: the server to mirror with; nil for a local-only container.
+    ///   - containerIdentifier: the container on the server; ``containerIdentifier`` by default.
+    ///   - token: the user's bearer token; `alice-token` (user `_alice` of ``TestServer``) by default.
+    ///   - policy: how fields both this device and another changed are resolved.
+    ///   - automatic: sync by itself, as an app does; off by default, so the test calls ``sync()``.
     ///   - pageSize: the fetch page size (`PersistentCloudContainer.Options.fetchPageSize`).
     ///   - directory: where the store file is; a new temporary directory by default.
     ///   - logger: the container's logger; by default it logs nothing.

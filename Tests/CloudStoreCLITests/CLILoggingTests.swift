@@ -5,7 +5,7 @@ import Foundation
 import Logging
 import Testing
 
-/// `--debug N` and `CLOUDSTORE_DEBUG`: the levels of DESIGN.md §7 on the running command's
+/// `--debug N` and `CLOUDSTORE_DEBUG`: the levels of `DebugLevel` on the running command's
 /// standard error, one command's lines apart from another's.
 @Suite("cloudstore logging", .timeLimit(.minutes(1)))
 struct CLILoggingTests {

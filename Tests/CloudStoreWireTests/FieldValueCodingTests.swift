@@ -2,7 +2,7 @@ import CloudStoreWire
 import Foundation
 import Testing
 
-@Suite("Field values encode and decode as PROTOCOL.md §2 says")
+@Suite("Field values encode and decode as WireProtocol.md §2 says")
 struct FieldValueCodingTests {
     @Test("each scalar type has its documented JSON form", arguments: [
         (FieldValue.string("Hi"), #"{"value": "Hi", "type": "STRING"}"#),

@@ -2,7 +2,7 @@ import CloudStoreWire
 import Foundation
 import Testing
 
-@Suite("Records, zones and operations match PROTOCOL.md's JSON")
+@Suite("Records, zones and operations match WireProtocol.md's JSON")
 struct RecordCodingTests {
     static let protocolRecord = #"""
     {"recordName": "N-1", "recordType": "Note", "recordChangeTag": "3k",

@@ -3,7 +3,7 @@ import CloudStoreWire
 import Foundation
 import Testing
 
-/// Every request and response type of the wire, fed random JSON and mutations of PROTOCOL.md's
+/// Every request and response type of the wire, fed random JSON and mutations of WireProtocol.md's
 /// examples: each input either decodes (and then encodes and decodes again to the same bytes) or
 /// throws `DecodingError`; nothing crashes or hangs. Seeded: the seed is printed, and
 /// `CLOUDSTORE_FUZZ_SEED=<seed>` replays a run; `CLOUDSTORE_SOAK=1` runs 50 times as many cases.

@@ -37,7 +37,12 @@ public final class PersistentCloudContainer: Sendable {
     /// Opens (creating or migrating) the store at `url` and starts mirroring it.
     ///
     /// - Parameters:
+    ///   - url: the store's SQLite file; created when it does not exist.
+    ///   - schema: the schema of the store's entities; every mirrored entity follows the rules of
+    ///     <doc:DesigningASchemaForSync>.
     ///   - migrations: explicit migration steps, see ``MigrationPlan``.
+    ///   - options: the server to mirror to (none: the store works offline), the conflict policy,
+    ///     and the store's configuration.
     ///   - logger: where mirroring logs; by default a `cloudstore.mirroring` logger at the level
     ///     `CLOUDSTORE_DEBUG` selects.
     public convenience init(
@@ -184,7 +189,7 @@ public final class PersistentCloudContainer: Sendable {
         }
     }
 
-    /// Pushes the schema's record types to the server (``CloudSchema``), as
+    /// Pushes the schema's record types to the server (a `CloudSchema`), as
     /// `initializeCloudKitSchema` does; with `dryRun` it only returns them.
     public func initializeCloudSchema(dryRun: Bool = false) async throws -> CloudSchema {
         let cloudSchema = schema.cloudSchema

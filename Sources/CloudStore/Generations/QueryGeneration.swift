@@ -72,7 +72,7 @@ public final class QueryGeneration: Sendable {
         guard previous != nil else { throw closedError }
     }
 
-    /// Writes through the store (see ``PersistentStore/write(author:contextName:_:)``), then
+    /// Writes through the store (see ``PersistentStore/write(author:contextName:_:)-3mggj``), then
     /// advances the generation so it sees its own changes, as a Core Data context does when it saves.
     @discardableResult
     public func write<T>(author: String? = nil, contextName: String? = nil, _ block: (WriteContext) throws -> T) throws -> T {

@@ -4,7 +4,7 @@ import Foundation
 ///
 /// Tokens of one store compare in commit order. Save the token of the last transaction you
 /// processed and pass it back to ``PersistentStore/history(after:matching:)`` or
-/// ``PersistentStore/transactions(after:)`` to resume where you left off, across restarts:
+/// ``PersistentStore/transactions(after:matching:)`` to resume where you left off, across restarts:
 ///
 /// ```swift
 /// let data = try JSONEncoder().encode(transaction.token)   // save it

@@ -5,7 +5,8 @@ import Logging
 
 /// Mirroring's work inside one store transaction: it reads and writes objects through the write
 /// context and record metadata through the same connection, so objects, metadata, pending uploads
-/// and the sync engine's tokens commit together (invariants 2 and 3 of the design).
+/// and the sync engine's tokens commit together: a token is never ahead of the data it covers, and
+/// what a save must upload is recorded with the save.
 ///
 /// Every sync engine event is handled by one of these: an import applies fetched records and
 /// tombstones, an acknowledgement settles what the server saved or refused, a batch takes the next

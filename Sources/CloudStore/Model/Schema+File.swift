@@ -1,7 +1,7 @@
 import Foundation
 
-/// The schema file format of DESIGN.md §3, read leniently so that every problem in a file is
-/// reported at once, and written back canonically.
+/// The schema file format (<doc:SchemaFileFormat>), read leniently so that every problem in a file
+/// is reported at once, and written back canonically.
 ///
 /// ```json
 /// {"name": "Notes", "version": 2,

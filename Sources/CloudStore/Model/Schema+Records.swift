@@ -17,6 +17,8 @@ extension Schema {
     /// attribute and per to-one relationship (a `REFERENCE` into the same zone).
     ///
     /// - Parameters:
+    ///   - snapshot: the object's values, as ``Schema/snapshot(of:)`` makes them.
+    ///   - zoneID: the zone the record lives in.
     ///   - keys: only these attributes and relationships (an update sends only what changed); all
     ///     when nil. A nil value becomes `{"value": null}`, which clears the field on the server.
     ///   - unknownFields: fields of a newer app version to carry along unchanged.

@@ -2,9 +2,9 @@ import Foundation
 import GRDB
 import GRDBSQLite
 
-/// What a read block (``PersistentStore/read(_:)``, ``QueryGeneration/read(_:)``) works with: fetch
-/// objects by id or by condition, count them, and follow relationships both ways. A
-/// ``WriteContext`` is a read context too, which sees the unit of work's own changes.
+/// What a read block (``PersistentStore/read(_:)-40xed``, ``QueryGeneration/read(_:)-2hv4g``)
+/// works with: fetch objects by id or by condition, count them, and follow relationships both ways.
+/// A ``WriteContext`` is a read context too, which sees the unit of work's own changes.
 ///
 /// A context is valid only inside its block; all its reads see one consistent state of the store.
 ///

@@ -2,9 +2,9 @@ import Foundation
 import GRDB
 import GRDBSQLite
 
-/// What a write block (``PersistentStore/write(author:contextName:_:)``) works with: a unit of work
-/// that inserts, updates and deletes objects, reads its own changes, and commits as one SQLite
-/// transaction carrying one history transaction.
+/// What a write block (``PersistentStore/write(author:contextName:_:)-3mggj``) works with: a unit
+/// of work that inserts, updates and deletes objects, reads its own changes, and commits as one
+/// SQLite transaction carrying one history transaction.
 ///
 /// ```swift
 /// try store.write(author: "app", contextName: "editor") { context in

@@ -7,7 +7,7 @@ import Logging
 ///
 /// Commands receive it in ``CloudStoreSubcommand/run(in:)``. It is also bound to the running task,
 /// so every logger created while the command runs, by the command or by the libraries it calls,
-/// writes to this context's standard error at its level (see ``CommandLogging``).
+/// writes to this context's standard error at its level.
 public struct CommandContext: Sendable {
     public var output: CommandOutput
     public var environment: [String: String]

@@ -6,7 +6,9 @@ public struct SchemaCommand: ParsableCommand {
         commandName: "schema",
         abstract: "Check a schema file, or create its record types on the server.",
         discussion: """
-            A schema file declares an app's entities, attributes and relationships (DESIGN.md §3).
+            A schema file is a JSON object with the schema's "name", its "version" and its \
+            "entities", each with "attributes" and "relationships"; the article "Schema file \
+            format" of the CloudStore documentation describes every key.
 
             Example:
               cloudstore schema validate Schema/Notes.json

@@ -25,7 +25,7 @@ public struct SchemaValidateCommand: CloudStoreSubcommand {
               cloudstore schema validate Schema/Notes.json
             """)
 
-    @Argument(help: "The schema file (JSON, the format of DESIGN.md §3).")
+    @Argument(help: "The schema file (JSON with \"name\", \"version\" and \"entities\").")
     var file: String
 
     @OptionGroup public var global: GlobalOptions

@@ -29,8 +29,9 @@ public struct MigrateCommand: CloudStoreSubcommand {
             is damaged, holds a newer version, or a step that fails: exit status 1 naming the \
             file or step, and the store is unchanged.
 
-            Migration steps are SQL files laid out as <dir>/<schema name>/<version>-<name>.sql \
-            (see Migrations/README.md).
+            Migration steps are SQL files laid out as <dir>/<schema name>/<version>-<name>.sql, \
+            where <version> is the schema version the step migrates to; steps of one version run \
+            in name order, inside the migration's transaction.
 
             Example:
               cloudstore migrate --store notes.sqlite --schema Schema/Notes.json --migrations Migrations

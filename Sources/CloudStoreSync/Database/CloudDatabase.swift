@@ -2,7 +2,7 @@ import CloudStoreWire
 
 /// One database of a cloud container (private, shared or public), as the sync engine talks to it.
 ///
-/// ``HTTPCloudDatabase`` talks to a `cloudstore serve` (or any server that follows PROTOCOL.md)
+/// ``HTTPCloudDatabase`` talks to a `cloudstore serve` (or any server that follows WireProtocol.md)
 /// over HTTP; tests wrap a database to inject faults. Every method sends one request: a non-2xx
 /// answer throws ``CloudError`` with the server's error, per-item failures come back as data in
 /// the response.

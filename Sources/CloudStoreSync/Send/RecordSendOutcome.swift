@@ -1,7 +1,7 @@
 import CloudStoreWire
 
 /// What became of the record changes of a send, decided from the server's answers per
-/// PROTOCOL.md §4, without I/O.
+/// WireProtocol.md §4, without I/O.
 ///
 /// - saved and deleted records are acknowledged: the engine removes them from pending;
 /// - failed saves and deletes are final: removed from pending and reported, the delegate decides;

@@ -2,7 +2,7 @@ import CloudStoreSync
 import CloudStoreWire
 import Synchronization
 
-/// Wraps a ``CloudDatabase`` and makes chosen requests fail the way real networks and servers do,
+/// Wraps a `CloudDatabase` and makes chosen requests fail the way real networks and servers do,
 /// so sync code can be tested against the failures it must survive.
 ///
 /// ```swift

@@ -9,7 +9,7 @@ import Synchronization
 /// requests fail the way networks and servers do: dropped requests and answers, duplicates,
 /// delays, reordering, 429 and 503 answers, answers cut mid-body, and partitions.
 ///
-/// Point the app's ``HTTPCloudDatabase`` at ``baseURL`` instead of the server's, then say what
+/// Point the app's `HTTPCloudDatabase` at ``baseURL`` instead of the server's, then say what
 /// should go wrong, either request by request or as a seeded random plan:
 ///
 /// ```swift

@@ -81,7 +81,9 @@ public final class ServerProcess: Sendable {
     /// ```
     ///
     /// - Parameters:
+    ///   - arguments: what follows `cloudstore serve --host 127.0.0.1 --port <port>`.
     ///   - executable: the `cloudstore` binary; by default ``cloudstoreExecutable()``.
+    ///   - environment: variables added to this process's environment for the child.
     ///   - port: the port to listen on; 0 (the default) picks a free one.
     ///   - shellSetup: commands `/bin/sh` runs before it becomes the server (`exec`), to start it
     ///     under resource limits, e.g. `ulimit -n 256`; the child's process ID stays the same.

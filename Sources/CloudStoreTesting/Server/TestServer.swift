@@ -60,9 +60,13 @@ public final class TestServer: Sendable {
     /// - Parameters:
     ///   - users: bearer token → userRecordName.
     ///   - containers: the containers served; any other answers 404.
+    ///   - storage: where the server stores; a temporary SQLite directory by default.
+    ///   - storage: where the server stores; a temporary SQLite directory by default.
     ///   - serverKeys: server-to-server key ID → P-256 public key PEM.
     ///   - clock: the server's clock; pass a ``ManualClock`` to move time.
     ///   - port: the port to listen on; 0 (the default) picks a free one.
+    ///   - limits: the server's limits; the defaults of `ServerLimits`.
+    ///   - logger: the server's logger; by default it logs nothing.
     public static func start(
         users: [String: String] = defaultUsers, containers: Set<String> = defaultContainers,
         storage: Storage = .temporarySQLite, port: Int = 0, serverKeys: [String: String] = [:], limits: ServerLimits = ServerLimits(), clock: ManualClock? = nil,

@@ -1,4 +1,5 @@
-/// A `serverErrorCode` of PROTOCOL.md §4, with its HTTP status and what a client should do.
+/// A `serverErrorCode` of the wire protocol (<doc:WireProtocol> §4), with its HTTP status and what
+/// a client should do.
 ///
 /// Open: a code this version does not know still decodes, and is treated as fatal for its item.
 public struct ServerErrorCode: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
@@ -50,7 +51,7 @@ public struct ServerErrorCode: RawRepresentable, Hashable, Sendable, Codable, Cu
     /// (ext) The sync token is older than the server's tombstone horizon. Refetch from scratch.
     public static let changeTokenExpired = ServerErrorCode(rawValue: "CHANGE_TOKEN_EXPIRED")
 
-    /// Every code PROTOCOL.md §4 defines.
+    /// Every code the wire protocol defines (<doc:WireProtocol> §4).
     public static let allKnown: [ServerErrorCode] = [
         .accessDenied, .atomicError, .authenticationFailed, .authenticationRequired, .badRequest, .conflict,
         .exists, .internalError, .notFound, .quotaExceeded, .throttled, .tryAgainLater,

@@ -8,7 +8,7 @@ public enum DatabaseScope: String, Hashable, Sendable, Codable, CaseIterable {
     case `public`, `private`, shared
 }
 
-/// An operation of PROTOCOL.md §3, by its path below the database.
+/// An operation of the wire protocol (<doc:WireProtocol> §3), by its path below the database.
 public enum DatabaseOperation: String, Hashable, Sendable, CaseIterable {
     case zonesModify = "zones/modify"
     case zonesList = "zones/list"

@@ -1,6 +1,6 @@
 import Foundation
 
-/// The value of one record field, in every type PROTOCOL.md §2 lists.
+/// The value of one record field, in every type the wire protocol lists (<doc:WireProtocol> §2).
 ///
 /// On the wire a field is `{"value": V, "type": T}`: timestamps are integer milliseconds since
 /// 1970, bytes are base64, booleans travel as `INT64` 0/1, lists are `X_LIST` (an empty one is

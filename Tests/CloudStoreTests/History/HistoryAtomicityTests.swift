@@ -2,7 +2,7 @@ import CloudStore
 import Foundation
 import Testing
 
-/// Invariant 1: a save writes its rows and its history transaction in one SQLite transaction.
+/// A save writes its rows and its history transaction in one SQLite transaction.
 /// A writer killed at any moment leaves both or neither.
 @Suite struct HistoryAtomicityTests {
     @Test func writerKilledInsideTransaction_leavesNeitherRowsNorHistory() throws {
