@@ -7,7 +7,7 @@ import NIOCore
 import ServiceLifecycle
 import Synchronization
 
-/// Builds the CloudStore server as a Hummingbird application: the routes of PROTOCOL.md §3 over
+/// Builds the CloudStore server as a Hummingbird application: the routes of WireProtocol.md §3 over
 /// the configured storage. Run it with `runService()` (graceful shutdown on SIGTERM and SIGINT)
 /// or inside your own `ServiceGroup`.
 ///
@@ -19,8 +19,10 @@ import Synchronization
 /// try await app.runService()
 /// ```
 ///
-/// - Parameter onListening: called once the server accepts connections, with the bound port (the
-///   real one when the configuration asks for port 0).
+/// - Parameters:
+///   - configuration: where the server listens and stores, its containers, users, keys and limits.
+///   - onListening: called once the server accepts connections, with the bound port (the real
+///     one when the configuration asks for port 0).
 public func buildApplication(
     configuration: ServerConfiguration, onListening: @escaping @Sendable (Int) async -> Void = { _ in }
 ) async throws -> some ApplicationProtocol {

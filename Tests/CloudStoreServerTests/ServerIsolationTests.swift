@@ -9,7 +9,7 @@ import Testing
 /// endpoint; tokens never reach logs below `.trace` or error bodies; names that look like SQL are
 /// data; limits hold under concurrent load.
 ///
-/// The server's choice, documented in PROTOCOL.md §1 and `AuthenticatedCall.zone`: naming a zone
+/// The server's choice, documented in WireProtocol.md §1 and `AuthenticatedCall.zone`: naming a zone
 /// of another owner answers 403 `ACCESS_DENIED` whether or not that zone exists, with the same
 /// body, so the answer tells nothing about the other user's data. Endpoints that name no owner
 /// (lists, database changes, long polls) are scoped to the caller's own database.
@@ -271,7 +271,7 @@ struct ServerIsolationTests {
         }
     }
 
-    /// PROTOCOL.md §1, CloudKit's default security roles for the public database: anyone reads and
+    /// WireProtocol.md §1, CloudKit's default security roles for the public database: anyone reads and
     /// creates; only the creator or a server-to-server key updates or deletes.
     @Test(arguments: Backend.all)
     func publicDatabase_onlyTheCreatorOrAServerKeyChangesARecord(_ backend: Backend) async throws {
@@ -324,7 +324,7 @@ struct ServerIsolationTests {
         }
     }
 
-    /// PROTOCOL.md §1: a container the server does not serve answers 404 naming it, and opens nothing.
+    /// WireProtocol.md §1: a container the server does not serve answers 404 naming it, and opens nothing.
     @Test func unknownContainer_isNotFoundAndOpensNothing() async throws {
         try await TestServer.with { server in
             let client = CloudClient(baseURL: server.baseURL, container: "iCloud.not.served")

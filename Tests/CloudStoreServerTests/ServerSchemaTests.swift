@@ -109,7 +109,7 @@ struct ServerSchemaTests {
         }
     }
 
-    /// PROTOCOL.md §1: a user's token may not change the production schema; the operator's token
+    /// WireProtocol.md §1: a user's token may not change the production schema; the operator's token
     /// and a server-to-server key may; development stays open to users.
     @Test(arguments: Backend.all)
     func production_schemaChangesNeedTheOperatorOrAServerKey(_ backend: Backend) async throws {

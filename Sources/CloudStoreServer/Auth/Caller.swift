@@ -18,7 +18,7 @@ public enum Caller: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// A server-to-server key or the operator: the public database's records and the production
-    /// schema are theirs to change (PROTOCOL.md §1).
+    /// schema are theirs to change (WireProtocol.md §1).
     public var isTrusted: Bool {
         switch self {
         case .user: false

@@ -35,7 +35,7 @@ public struct ServerConfiguration: Sendable {
     /// 0 picks a free port.
     public var port: Int
     public var storage: Storage
-    /// The containers this server serves (PROTOCOL.md §1: containers are the server's
+    /// The containers this server serves (WireProtocol.md §1: containers are the server's
     /// configuration, not the caller's choice). A request naming another container answers 404
     /// `NOT_FOUND`, so no caller can make the server open databases or files of its choosing.
     public var containers: Set<String>

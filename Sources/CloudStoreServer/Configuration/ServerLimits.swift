@@ -1,7 +1,7 @@
 import CloudStoreWire
 import Foundation
 
-/// The limits of PROTOCOL.md §5, each configurable.
+/// The limits of WireProtocol.md §5, each configurable.
 ///
 /// ```swift
 /// var limits = ServerLimits()

@@ -3,7 +3,7 @@ import Foundation
 import Hummingbird
 
 /// A request-level error: a non-2xx response whose body is
-/// `{"uuid", "serverErrorCode", "reason", "retryAfter"?, ...}`, with the HTTP status PROTOCOL.md §4
+/// `{"uuid", "serverErrorCode", "reason", "retryAfter"?, ...}`, with the HTTP status WireProtocol.md §4
 /// gives the code.
 struct APIError: Error, HTTPResponseError, CustomStringConvertible {
     var error: ServerError

@@ -28,7 +28,7 @@ struct RecordsModifier: Sendable {
     /// The stamp of this request's writes: now, the caller, the device.
     var stamp: Record.Stamp
     var environment: CloudEnvironment
-    /// The public database's rule for users (PROTOCOL.md §1): only a record's creator may update or
+    /// The public database's rule for users (WireProtocol.md §1): only a record's creator may update or
     /// delete it. False for private and shared zones and for server-to-server keys.
     var onlyCreatorMayChange: Bool
     var rules: RecordRules

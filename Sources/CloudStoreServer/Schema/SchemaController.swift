@@ -5,7 +5,7 @@ import Hummingbird
 /// `POST /database/1/{container}/{environment}/schema/modify` and `GET .../schema` (ext).
 ///
 /// Any authenticated caller may read the schema. In development any caller may change it; in
-/// production only a server-to-server key or the operator (PROTOCOL.md §1), and a change must only
+/// production only a server-to-server key or the operator (WireProtocol.md §1), and a change must only
 /// add (see ``SchemaRules/merge(_:into:environment:)``).
 struct SchemaController: Sendable {
     let services: CloudServices
