@@ -5,6 +5,7 @@ import Logging
 import HummingbirdCore
 import NIOCore
 import ServiceLifecycle
+import UnixSignals
 import Synchronization
 
 /// Builds the CloudStore server as a Hummingbird application: the routes of WireProtocol.md §3 over
@@ -26,6 +27,14 @@ import Synchronization
 public func buildApplication(
     configuration: ServerConfiguration, onListening: @escaping @Sendable (Int) async -> Void = { _ in }
 ) async throws -> some ApplicationProtocol {
+    try await buildApplicationAndTokens(configuration: configuration, onListening: onListening).app
+}
+
+/// ``buildApplication(configuration:onListening:)`` and the bearer tokens it authenticates with,
+/// which ``CloudServer/replaceUsers(_:)`` replaces.
+private func buildApplicationAndTokens(
+    configuration: ServerConfiguration, onListening: @escaping @Sendable (Int) async -> Void
+) async throws -> (app: some ApplicationProtocol, tokens: BearerTokens) {
     try configuration.validate()
     let storage: any ServerStorage =
         switch configuration.storage {
@@ -34,10 +43,11 @@ public func buildApplication(
         case .postgres(let url):
             try PostgresStorage(url: url, logger: configuration.logger)
         }
+    let bearerTokens = BearerTokens(configuration.users, operatorToken: configuration.operatorToken)
     let services = CloudServices(
         storage: storage, broker: ChangeBroker(), limits: configuration.limits, clock: configuration.clock,
         containers: configuration.containers,
-        bearerTokens: BearerTokens(configuration.users, operatorToken: configuration.operatorToken), serverKeys: try ServerKeys(configuration.serverKeys),
+        bearerTokens: bearerTokens, serverKeys: try ServerKeys(configuration.serverKeys),
         rateLimiter: configuration.limits.requestsPerSecondPerUser.map { RateLimiter(requestsPerSecond: $0) },
         metrics: ServerMetrics(activity: configuration.activity), logger: configuration.logger)
     if services.bearerTokens.hasNoUsers {
@@ -48,6 +58,9 @@ public func buildApplication(
     let router = Router(context: CloudRequestContext.self)
     router.add(middleware: ErrorMiddleware(metrics: services.metrics))
     OperatingController(services: services, operatorToken: configuration.operatorToken).register(on: router)
+    if configuration.console, let operatorToken = configuration.operatorToken {
+        ConsoleController(services: services, operatorToken: operatorToken).register(on: router)
+    }
     let database = router.group("database/1/:container/:environment").add(middleware: RequestGate(services: services))
     ZonesController(services: services).register(on: database)
     RecordsController(services: services).register(on: database)
@@ -88,7 +101,7 @@ public func buildApplication(
         try await storage.prepare()
         configuration.logger.notice("storage ready", metadata: ["storage": "\(configuration.storage)"])
     }
-    return app
+    return (app, bearerTokens)
 }
 
 /// Runs the storage's background work (the PostgreSQL pool and change listener) beside the server,
@@ -119,8 +132,9 @@ public final class CloudServer: Sendable {
     public let baseURL: URL
     private let group: ServiceGroup
     private let task: Task<Void, any Error>
+    private let bearerTokens: BearerTokens
 
-    private init(port: Int, host: String, group: ServiceGroup, task: Task<Void, any Error>) {
+    private init(port: Int, host: String, group: ServiceGroup, task: Task<Void, any Error>, bearerTokens: BearerTokens) {
         self.port = port
         var components = URLComponents()
         components.scheme = "http"
@@ -129,30 +143,43 @@ public final class CloudServer: Sendable {
         self.baseURL = components.url ?? URL(string: "http://127.0.0.1:\(port)")!
         self.group = group
         self.task = task
+        self.bearerTokens = bearerTokens
     }
 
     /// Starts a server and returns once it accepts connections; throws if it cannot start (a port in
     /// use, storage that cannot be opened).
-    public static func start(configuration: ServerConfiguration) async throws -> CloudServer {
+    ///
+    /// - Parameter shutdownSignals: signals that shut the server down gracefully (in-flight requests
+    ///   finish, long polls answer), e.g. `[.sigterm, .sigint]` for a server that is the process;
+    ///   none by default, for servers inside tests and apps.
+    public static func start(
+        configuration: ServerConfiguration, shutdownSignals: [UnixSignal] = []
+    ) async throws -> CloudServer {
         let listening = ListeningSignal()
-        let app = try await buildApplication(configuration: configuration) { port in listening.succeed(port) }
+        let (app, bearerTokens) = try await buildApplicationAndTokens(configuration: configuration) { port in
+            listening.succeed(port)
+        }
+        let logger = configuration.logger
         let group = ServiceGroup(
-            configuration: ServiceGroupConfiguration(services: [app], logger: configuration.logger))
+            configuration: ServiceGroupConfiguration(
+                services: [.init(service: app), .init(service: ShutdownNotice(logger: logger))],
+                gracefulShutdownSignals: shutdownSignals, logger: logger))
         let task = Task {
             do {
                 try await group.run()
                 listening.fail(ServerConfigurationError("the server stopped before it started listening"))
+                logger.notice("server stopped")
             } catch {
                 listening.fail(error)
                 throw error
             }
         }
         let port = try await listening.port()
-        return CloudServer(port: port, host: configuration.host, group: group, task: task)
+        return CloudServer(port: port, host: configuration.host, group: group, task: task, bearerTokens: bearerTokens)
     }
 
     /// Runs a server until SIGTERM or SIGINT, then shuts it down gracefully: in-flight requests
-    /// finish, long polls answer at once.
+    /// finish, long polls answer.
     public static func run(
         configuration: ServerConfiguration, onListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) async throws {
@@ -160,10 +187,32 @@ public final class CloudServer: Sendable {
         try await app.runService()
     }
 
+    /// Replaces the users (bearer token → userRecordName) while the server runs: later requests
+    /// see only the new tokens; requests in flight (a waiting long poll) are not disturbed.
+    public func replaceUsers(_ users: [String: String]) {
+        bearerTokens.replaceUsers(users)
+    }
+
+    /// Returns when the server has stopped: after a shutdown signal of ``start(configuration:shutdownSignals:)``
+    /// or a ``shutdown()``.
+    public func waitUntilStopped() async throws {
+        try await task.value
+    }
+
     /// Stops accepting connections, lets in-flight requests finish, and returns when the server has stopped.
     public func shutdown() async throws {
         await group.triggerGracefulShutdown()
         try await task.value
+    }
+}
+
+/// Says at level 1 when a graceful shutdown begins (a signal, or ``CloudServer/shutdown()``).
+private struct ShutdownNotice: Service {
+    let logger: Logger
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        logger.notice("shutting down gracefully: in-flight requests finish, waiting long polls answer")
     }
 }
 

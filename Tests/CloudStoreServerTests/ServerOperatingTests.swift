@@ -54,3 +54,52 @@ struct ServerOperatingTests {
         }
     }
 }
+
+/// `cloudstore serve` run as an operator runs it: a child process configured by a config file and
+/// its environment only, scraped, its tokens reloaded with SIGHUP, stopped with SIGTERM.
+@Suite("cloudstore serve operated as a process", .timeLimit(.minutes(2)))
+struct ServerOperatedProcessTests {
+    @Test func configFileAndEnvironmentOnly_metricsSIGHUPReloadAndSIGTERM() async throws {
+        let directory = try TemporaryDirectory(prefix: "cloudstore-operated")
+        let tokens = directory.file("tokens.json")
+        try WireCoding.encode(["alice-token": "_alice"]).write(to: tokens)
+        let config = directory.file("serve.json")
+        let settings: [String: Any] = [
+            "host": "127.0.0.1", "port": 0, "data": directory.file("data").path, "tokens": tokens.path,
+            "containers": ["iCloud.test"],
+        ]
+        try JSONSerialization.data(withJSONObject: settings).write(to: config)
+        let child = try await ServerProcess.launch(
+            ["--config", config.path],
+            environment: ["CLOUDSTORE_OPERATOR_TOKEN": "the-operator", "CLOUDSTORE_DEBUG": "3"], port: nil)
+
+        let alice = CloudClient(baseURL: child.baseURL)
+        try await alice.createZone("Notes")
+        try await alice.save([note("N-1"), note("N-2")])
+        let synced = try await alice.allZoneChanges("Notes")
+        #expect(synced.records.count == 2)
+        let scrape = try await alice.asUser("the-operator").send(.GET, "/metrics")
+        #expect(scrape.status == 200)
+        #expect(scrape.text.contains("cloudstore_records_written_total 2"), "\(scrape.text.prefix(2000))")
+        #expect(scrape.text.contains("cloudstore_records_served_total 2"))
+
+        let start = try await alice.databaseChanges(token: nil)
+        async let poll = alice.send(.GET, alice.path(.private, .notifications) + "?timeout=50&since=\(start.syncToken)")
+        await child.waitForOutput("long poll waiting")
+
+        try WireCoding.encode(["new-alice-token": "_alice"]).write(to: tokens)
+        child.signal(SIGHUP)
+        await child.waitForOutput("tokens reloaded")
+        #expect(try await alice.send(.GET, alice.path(.private, .zonesList)).status == 401, "the old token is refused")
+        let renewed = alice.asUser("new-alice-token")
+        try await renewed.save([note("N-3")])
+        let answer = try await poll
+        #expect(answer.status == 200, "the long poll in flight is undisturbed: \(answer.text)")
+        #expect(try answer.decode(NotificationsResponse.self).changed, "and it sees the write made with the new token")
+
+        child.signal(SIGTERM)
+        #expect(await child.waitForExit() == 0, "\(child.output)")
+        #expect(child.output.contains("shutting down gracefully"))
+        #expect(!child.output.contains("the-operator"), "the operator token is never logged")
+    }
+}

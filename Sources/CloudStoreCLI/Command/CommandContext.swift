@@ -14,7 +14,7 @@ public struct CommandContext: Sendable {
     /// `--debug N` when given, else `CLOUDSTORE_DEBUG`, else 0.
     public var debugLevel: DebugLevel
     /// Whether SIGTERM and SIGINT stop a long-running command gracefully (the executable), rather
-    /// than only cancelling its task (commands run inside a test or an app); see ``StopSignal``.
+    /// than only cancelling its task (commands run inside a test or an app).
     public var handlesSignals: Bool
 
     public init(

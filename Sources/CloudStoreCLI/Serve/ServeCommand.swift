@@ -2,9 +2,11 @@ import ArgumentParser
 import CloudStoreServer
 import Configuration
 import Foundation
+import Logging
+import UnixSignals
 
 /// `cloudstore serve`: runs the CloudStore server until SIGTERM or SIGINT (then shuts down
-/// gracefully: in-flight requests finish).
+/// gracefully: in-flight requests finish); SIGHUP reloads the tokens file.
 ///
 /// ```sh
 /// cloudstore serve --data ./data --tokens tokens.json --container iCloud.com.example.notes
@@ -18,7 +20,7 @@ public struct ServeCommand: CloudStoreSubcommand {
         discussion: """
             Serves the CloudKit Web Services database API for the containers it declares \
             (--container, repeatable) until SIGTERM or SIGINT, then finishes the requests in flight \
-            and exits. Stores in SQLite under --data (one file per container), or in PostgreSQL with \
+            and exits. SIGHUP reloads the tokens file without dropping connections. Stores in SQLite under --data (one file per container), or in PostgreSQL with \
             --postgres. Users sign in with the bearer tokens of --tokens. Prints "cloudstore: \
             listening on http://HOST:PORT (storage: ...)" once it accepts connections; --debug 2 \
             logs each request.
@@ -108,11 +110,38 @@ public struct ServeCommand: CloudStoreSubcommand {
             serverKeys: try Self.loadServerKeys(settings.serverKeys.map(Self.splitServerKey)),
             operatorToken: settings.operatorToken, limits: settings.limits, console: settings.console,
             logger: context.logger("server"))
-        let stop = StopSignal(handlingSignals: context.handlesSignals)
-        let server = try await CloudServer.start(configuration: configuration)
+        let logger = context.logger("server")
+        let server = try await CloudServer.start(
+            configuration: configuration, shutdownSignals: context.handlesSignals ? [.sigterm, .sigint] : [])
         context.output.print("cloudstore: listening on http://\(settings.host):\(server.port) (storage: \(storage))")
-        await stop.wait()
-        try await server.shutdown()
+        let reloading = Task {
+            guard context.handlesSignals else { return }
+            for await _ in await UnixSignalsSequence(trapping: .sighup) {
+                Self.reloadTokens(settings.tokens, into: server, logger: logger)
+            }
+        }
+        defer { reloading.cancel() }
+        try await withTaskCancellationHandler {
+            try await server.waitUntilStopped()
+        } onCancel: {
+            Task { try? await server.shutdown() }
+        }
+    }
+
+    /// On SIGHUP: reads the tokens file again and replaces the users, keeping every connection and
+    /// request in flight; a file that cannot be read keeps the previous tokens, with an error line.
+    static func reloadTokens(_ path: String?, into server: CloudServer, logger: Logger) {
+        guard let path else {
+            logger.warning("SIGHUP: no tokens file to reload (start with --tokens to add users)")
+            return
+        }
+        do {
+            let users = try loadTokens(path)
+            server.replaceUsers(users)
+            logger.notice("tokens reloaded", metadata: ["file": "\(path)", "users": "\(Set(users.values).count)"])
+        } catch {
+            logger.error("tokens not reloaded; the previous tokens stay in effect", metadata: ["error": "\(error)"])
+        }
     }
 
     /// The options given on the command line, as settings.

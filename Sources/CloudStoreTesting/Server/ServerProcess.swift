@@ -85,10 +85,12 @@ public final class ServerProcess: Sendable {
     ///   - executable: the `cloudstore` binary; by default ``cloudstoreExecutable()``.
     ///   - environment: variables added to this process's environment for the child.
     ///   - port: the port to listen on; 0 (the default) picks a free one.
+    ///   - port: the port to listen on; 0 (the default) picks a free one; nil passes neither
+    ///     `--host` nor `--port`, for a child configured entirely by a config file and its environment.
     ///   - shellSetup: commands `/bin/sh` runs before it becomes the server (`exec`), to start it
     ///     under resource limits, e.g. `ulimit -n 256`; the child's process ID stays the same.
     public static func launch(
-        _ arguments: [String], executable: URL? = nil, environment: [String: String] = [:], port: Int = 0,
+        _ arguments: [String], executable: URL? = nil, environment: [String: String] = [:], port: Int? = 0,
         shellSetup: String? = nil
     ) async throws -> ServerProcess {
         try await launch(
@@ -142,12 +144,12 @@ public final class ServerProcess: Sendable {
     }
 
     private static func launch(
-        _ arguments: [String], executable: URL?, environment: [String: String], port: Int, shellSetup: String?,
+        _ arguments: [String], executable: URL?, environment: [String: String], port: Int?, shellSetup: String?,
         keeping directory: TemporaryDirectory?
     ) async throws -> ServerProcess {
         let process = Process()
         let server = try executable ?? cloudstoreExecutable()
-        let serve = ["serve", "--host", "127.0.0.1", "--port", String(port)] + arguments
+        let serve = ["serve"] + (port.map { ["--host", "127.0.0.1", "--port", String($0)] } ?? []) + arguments
         if let shellSetup {
             process.executableURL = URL(fileURLWithPath: "/bin/sh")
             process.arguments = ["-c", "\(shellSetup); exec \"$0\" \"$@\"", server.path] + serve
