@@ -15,7 +15,9 @@ import Foundation
 ///   ``databaseChanges(in:after:limit:)``) read one consistent snapshot.
 /// - The default zone always exists; before its first write it reads as ``StoredZone/pristineDefaultZone()``.
 /// - Identifiers from requests reach SQL only as bound parameters.
-protocol ServerStorage: Sendable {
+///
+/// The web console's reads are those of ``ConsoleStorage``, which every backend implements too.
+protocol ServerStorage: ConsoleStorage {
     /// Creates what is missing (files, tables). Runs before the server accepts requests.
     func prepare() async throws
 

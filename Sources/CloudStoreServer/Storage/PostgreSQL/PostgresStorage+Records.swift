@@ -155,16 +155,24 @@ extension PostgresStorage {
     }
 
     func records(ofType recordType: String, in zone: ZoneAddress) async throws -> [StoredRecord]? {
+        try await recordRows(inLiveZone: zone) { id in
+            """
+            SELECT \(unescaped: Self.recordColumns) FROM \(unescaped: self.table("record"))
+            WHERE partition_id = \(id) AND zone = \(zone.zoneName) AND type = \(recordType) AND NOT deleted
+            """
+        }
+    }
+
+    /// The rows `query` selects in one snapshot, given the partition's row ID: nil when the zone
+    /// does not exist, none when the partition has no row yet (a pristine default zone).
+    func recordRows(
+        inLiveZone zone: ZoneAddress, _ query: @escaping @Sendable (Int64) -> PostgresQuery
+    ) async throws -> [StoredRecord]? {
         try await snapshot { connection in
             let id = try await self.partitionID(connection, zone.partition)
             guard try await self.liveZone(connection, id, zone.zoneName) != nil else { return nil }
             guard let id else { return [] }
-            return try await self.recordRows(
-                connection,
-                """
-                SELECT \(unescaped: Self.recordColumns) FROM \(unescaped: self.table("record"))
-                WHERE partition_id = \(id) AND zone = \(zone.zoneName) AND type = \(recordType) AND NOT deleted
-                """)
+            return try await self.recordRows(connection, query(id))
         }
     }
 

@@ -186,6 +186,20 @@ final class PostgresStorage: ServerStorage {
         return nil
     }
 
+    /// The partition's row ID and database sequence, or nil when nothing was ever written to it.
+    func partitionRow(_ connection: PostgresConnection, _ partition: DatabasePartition) async throws
+        -> (id: Int64, dbSeq: Int64)?
+    {
+        let rows = try await connection.query(
+            """
+            SELECT id, db_seq FROM \(unescaped: table("partition"))
+            WHERE container = \(partition.container) AND environment = \(partition.environment.rawValue)
+                AND scope = \(partition.scope.rawValue) AND owner = \(partition.owner)
+            """, logger: logger)
+        for try await row in rows.decode((Int64, Int64).self) { return row }
+        return nil
+    }
+
     /// The partition's row ID, creating the row, locked until the transaction ends: every write to a
     /// partition goes through here first, which serializes them.
     func lockPartition(_ connection: PostgresConnection, _ partition: DatabasePartition) async throws -> Int64 {
@@ -318,22 +332,16 @@ final class PostgresStorage: ServerStorage {
         -> DatabaseChangesPage
     {
         try await snapshot { connection in
-            let rows = try await connection.query(
-                """
-                SELECT id, db_seq FROM \(unescaped: self.table("partition"))
-                WHERE container = \(partition.container) AND environment = \(partition.environment.rawValue)
-                    AND scope = \(partition.scope.rawValue) AND owner = \(partition.owner)
-                """, logger: self.logger)
-            var found: (id: Int64, seq: Int64)?
-            for try await row in rows.decode((Int64, Int64).self) { found = row }
-            guard let found else { return DatabaseChangesPage(dbSeq: 0, zones: []) }
+            guard let found = try await self.partitionRow(connection, partition) else {
+                return DatabaseChangesPage(dbSeq: 0, zones: [])
+            }
             let zones = try await self.zoneRows(
                 connection,
                 """
                 SELECT \(unescaped: Self.zoneColumns) FROM \(unescaped: self.table("zone"))
                 WHERE partition_id = \(found.id) AND db_seq > \(dbSeq) ORDER BY db_seq LIMIT \(limit + 1)
                 """)
-            return DatabaseChangesPage(dbSeq: found.seq, zones: zones)
+            return DatabaseChangesPage(dbSeq: found.dbSeq, zones: zones)
         }
     }
 

@@ -13,7 +13,7 @@ import Synchronization
 /// One server process owns a data directory: long polls are woken only by writes of this process
 /// (run several instances on PostgreSQL instead).
 final class SQLiteStorage: ServerStorage {
-    private let directory: URL
+    let directory: URL
     let logger: Logger
     private let pools = Mutex<[String: DatabasePool]>([:])
 
