@@ -1,12 +1,12 @@
 import CloudStoreWire
 import Foundation
 import Hummingbird
-import Logging
 import HummingbirdCore
+import Logging
 import NIOCore
 import ServiceLifecycle
-import UnixSignals
 import Synchronization
+import UnixSignals
 
 /// Builds the CloudStore server as a Hummingbird application: the routes of WireProtocol.md §3 over
 /// the configured storage. Run it with `runService()` (graceful shutdown on SIGTERM and SIGINT)
@@ -174,7 +174,16 @@ public final class CloudServer: Sendable {
                 throw error
             }
         }
-        let port = try await listening.port()
+        let port: Int
+        do {
+            port = try await listening.port()
+        } catch let error as IOError where error.errnoCode == EADDRINUSE || error.errnoCode == EACCES {
+            let address = "\(configuration.host):\(configuration.port)"
+            throw ServerConfigurationError(
+                error.errnoCode == EADDRINUSE
+                    ? "port \(configuration.port) is in use (\(address)): stop what listens there, or choose another port with --port (0 picks a free one)"
+                    : "listening on \(address) is not permitted: use a port above 1023, or give the process the right to bind it")
+        }
         return CloudServer(port: port, host: configuration.host, group: group, task: task, bearerTokens: bearerTokens)
     }
 

@@ -56,13 +56,32 @@ struct CLIServeTests {
         }
     }
 
+    /// An unreachable PostgreSQL fails at once (within the 10 s connect timeout) in one line naming
+    /// host, port and database, never the password.
+    @Test func unreachablePostgreSQL_failsWithOneLineNamingItWithoutThePassword() async throws {
+        try await TemporaryDirectory.with { directory in
+            let clock = ContinuousClock()
+            let started = clock.now
+            let result = await cloudstore(
+                "serve", "--port", "0", "--container", "iCloud.cli.test", "--tokens", try writeTokensFile(in: directory),
+                environment: ["CLOUDSTORE_POSTGRES": "postgres://cloudstore:hunter2@127.0.0.1:1/notes"])
+            #expect(clock.now - started < .seconds(15))
+            #expect(
+                result.isOneLineFailure(mentioning: "cannot reach PostgreSQL at 127.0.0.1:1", "database notes", "CLOUDSTORE_POSTGRES"),
+                "\(result.standardError)")
+            #expect(!result.standardError.contains("hunter2") && !result.standardOutput.contains("hunter2"))
+        }
+    }
+
     @Test func portInUse_failsWithOneLine() async throws {
         let server = try await TestServer.start()
         try await TemporaryDirectory.with { directory in
             let result = await cloudstore(
                 "serve", "--port", "\(server.port)", "--container", "iCloud.cli.test", "--data", directory.path, "--tokens",
                 try writeTokensFile(in: directory))
-            #expect(result.isOneLineFailure(mentioning: "in use"), "\(result.standardError)")
+            #expect(
+                result.isOneLineFailure(mentioning: "port \(server.port) is in use", "choose another port with --port"),
+                "\(result.standardError)")
         }
         try await server.shutdown()
     }

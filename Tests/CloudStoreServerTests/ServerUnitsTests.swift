@@ -1,5 +1,6 @@
 import CloudStoreTesting
 import CloudStoreWire
+import Crypto
 import Foundation
 import GRDB
 import Logging
@@ -111,6 +112,27 @@ struct ServerUnitsTests {
         #expect(tokens.caller(for: "alphaa") == nil)
         #expect(tokens.caller(for: "") == nil)
         #expect(tokens.hasNoUsers == false)
+    }
+
+    /// A server key's PEM in any valid layout: OpenSSL's 64 columns, python-ecdsa's 76, one line,
+    /// CRLF; anything else is refused with the key named.
+    @Test func serverKeys_acceptEveryValidPEMLayout() throws {
+        let key = P256.Signing.PrivateKey().publicKey
+        let base64 = key.derRepresentation.base64EncodedString()
+        func pem(width: Int, newline: String = "\n") -> String {
+            var lines = ["-----BEGIN PUBLIC KEY-----"]
+            var rest = Substring(base64)
+            while !rest.isEmpty {
+                lines.append(String(rest.prefix(width)))
+                rest = rest.dropFirst(width)
+            }
+            lines.append("-----END PUBLIC KEY-----")
+            return lines.joined(separator: newline) + newline
+        }
+        for layout in [pem(width: 64), pem(width: 76), pem(width: 1000), pem(width: 76, newline: "\r\n"), "\n  " + pem(width: 64)] {
+            #expect(try ServerKeys.publicKey(pem: layout).derRepresentation == key.derRepresentation, "\(layout)")
+        }
+        #expect(throws: ServerConfigurationError.self) { try ServerKeys(["k1": "-----BEGIN PUBLIC KEY-----\nnot base64\n-----END PUBLIC KEY-----"]) }
     }
 
     @Test func bearerTokens_theOperatorTokenIsTheOperatorsAndNoUsers() {

@@ -15,7 +15,7 @@ struct ServerKeys: Sendable {
         var keys: [String: P256.Signing.PublicKey] = [:]
         for (keyID, pem) in pems {
             do {
-                keys[keyID] = try P256.Signing.PublicKey(pemRepresentation: pem)
+                keys[keyID] = try Self.publicKey(pem: pem)
             } catch {
                 throw ServerConfigurationError(
                     "server key \(keyID) is not a P-256 public key in PEM: make one with "
@@ -24,6 +24,18 @@ struct ServerKeys: Sendable {
             }
         }
         self.keys = keys
+    }
+
+    /// A P-256 public key from PEM in any valid layout: base64 lines of any width (64 columns as
+    /// OpenSSL writes them, 76 as python-ecdsa does, or one line), CRLF line ends, surrounding
+    /// whitespace; `PUBLIC KEY` (SubjectPublicKeyInfo) only.
+    static func publicKey(pem: String) throws -> P256.Signing.PublicKey {
+        let lines = pem.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
+        guard let begin = lines.firstIndex(of: "-----BEGIN PUBLIC KEY-----"),
+            let end = lines.firstIndex(of: "-----END PUBLIC KEY-----"), begin < end,
+            let der = Data(base64Encoded: lines[(begin + 1)..<end].joined())
+        else { throw ServerConfigurationError("not a PEM public key") }
+        return try P256.Signing.PublicKey(derRepresentation: der)
     }
 
     /// The headers of a signed request.

@@ -18,6 +18,7 @@ final class PostgresStorage: ServerStorage {
     let client: PostgresClient
     let schemaName: String
     let logger: Logger
+    private let url: PostgresURL
 
     init(url text: String, logger: Logger) throws {
         let url = try PostgresURL(text)
@@ -32,7 +33,33 @@ final class PostgresStorage: ServerStorage {
         if backgroundLogger.logLevel > .debug { backgroundLogger.logLevel = max(backgroundLogger.logLevel, .error) }
         client = PostgresClient(configuration: configuration, backgroundLogger: backgroundLogger)
         schemaName = url.schema
+        self.url = url
         self.logger = logger
+    }
+
+    /// Connects once, directly, before the pool is used: an unreachable PostgreSQL, or one that
+    /// refuses the user or the database, is one clear error within 10 s (the connect timeout)
+    /// rather than the pool's retries. The message names host, port and database, never the password.
+    private func probe() async throws {
+        var configuration = PostgresConnection.Configuration(
+            host: url.host, port: url.port, username: url.user, password: url.password, database: url.database,
+            tls: url.requireTLS ? .require(try .init(configuration: .makeClientConfiguration())) : .disable)
+        configuration.options.connectTimeout = .seconds(10)
+        do {
+            let connection = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
+            try await connection.close()
+        } catch {
+            throw ServerConfigurationError(
+                "cannot reach PostgreSQL at \(url.host):\(url.port), database \(url.database ?? url.user), user \(url.user): \(Self.reason(error)); check the URL of --postgres (or CLOUDSTORE_POSTGRES) and that PostgreSQL runs and accepts this user")
+        }
+    }
+
+    /// What went wrong, in words, from PostgresNIO's error (whose description hides everything).
+    private static func reason(_ error: any Error) -> String {
+        guard let error = error as? PSQLError else { return "\(error)" }
+        if let message = error.serverInfo?[.message] { return message }
+        if let underlying = error.underlying { return "\(underlying)" }
+        return "\(error.code)"
     }
 
     /// A table name qualified by the schema (an identifier checked by ``PostgresURL``).
@@ -74,6 +101,7 @@ final class PostgresStorage: ServerStorage {
     }
 
     func prepare() async throws {
+        try await probe()
         try await transaction { connection in
             try await connection.query("SELECT pg_advisory_xact_lock(727272)", logger: self.logger)
             for statement in self.schemaStatements {
