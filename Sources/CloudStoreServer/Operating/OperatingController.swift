@@ -48,12 +48,20 @@ struct OperatingController: Sendable {
 
     /// Throws 401 unless the request carries the operator token (when one is configured).
     func checkOperator(_ request: Request) throws(APIError) {
-        guard let operatorDigest else { return }
+        guard operatorDigest != nil else { return }
         let presented = request.headers[.authorization].flatMap { header -> String? in
             header.lowercased().hasPrefix("bearer ") ? String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces) : nil
         }
-        guard let presented, Array(SHA256.hash(data: Data(presented.utf8))) == operatorDigest else {
+        guard let presented, isOperator(presented) else {
             throw APIError(.authenticationFailed, "this page needs the operator token: send Authorization: Bearer <operator token>")
         }
+    }
+
+    /// Whether `token` is the operator token; false when none is configured. The digests are
+    /// compared in constant time.
+    func isOperator(_ token: String) -> Bool {
+        guard let operatorDigest else { return false }
+        let digest = Array(SHA256.hash(data: Data(token.utf8)))
+        return zip(digest, operatorDigest).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
     }
 }
