@@ -133,3 +133,29 @@ enum HTTPMethodName: String, CustomStringConvertible {
     var nio: NIOHTTP1.HTTPMethod { NIOHTTP1.HTTPMethod(rawValue: rawValue) }
     var description: String { rawValue }
 }
+
+extension ServerBadInputTests {
+    /// Found by the soak's fuzzer (seed 17421786263495993395): a NUL in a looked-up record name or in
+    /// a desired record type reached PostgreSQL, which refuses NUL in text, and answered 500. Names
+    /// are checked before any storage sees them, on both backends alike.
+    @Test(arguments: Backend.all)
+    func namesWithControlCharacters_areBadRequestsNeverReachingStorage(_ backend: Backend) async throws {
+        try await withServer(backend) { _, alice in
+            try await alice.createZone("Notes")
+            try await alice.save([note("N-1")])
+            let lookup = try await alice.call(
+                .private, .recordsLookup,
+                RecordsLookupRequest(zoneID: ZoneID(zoneName: "Notes"), recordNames: ["-\u{0}_", "N-1"]))
+            #expect(lookup.status == 200, "\(lookup.text)")
+            let items = try lookup.decode(RecordsResponse.self).records
+            #expect(items.first?.code == .badRequest)
+            #expect(items.last?.record?.recordName == "N-1", "the valid name is still answered")
+
+            let changes = try await alice.call(
+                .private, .changesZone,
+                ZoneChangesRequest(zones: [.init(zoneID: ZoneID(zoneName: "Notes"), desiredRecordTypes: ["€\u{0}éb_"])]))
+            #expect(changes.status == 400, "\(changes.text)")
+            #expect(changes.error?.reason?.contains("desired record type") == true)
+        }
+    }
+}

@@ -57,11 +57,14 @@ struct ChangesController: Sendable {
                 try token.checkBelongs(to: zone)
                 return token
             }
+            let recordTypes = item.desiredRecordTypes ?? body.desiredRecordTypes
+            if let problem = recordTypes?.lazy.compactMap({ RecordRules.identifierProblem($0, what: "desired record type") }).first {
+                throw APIError(.badRequest, problem, zoneID: zone.zoneID)
+            }
             let reachable = partition.scope == .private || (partition.scope == .public && zone.isDefaultZone)
             guard reachable,
                 let page = try await services.storage.zoneChanges(
-                    in: zone, after: token?.seq ?? 0, limit: limit,
-                    recordTypes: item.desiredRecordTypes ?? body.desiredRecordTypes,
+                    in: zone, after: token?.seq ?? 0, limit: limit, recordTypes: recordTypes,
                     purgingTombstonesBefore: services.clock.now().addingTimeInterval(-services.limits.tombstoneHorizon))
             else {
                 results.append(.error(services.zoneNotFoundItem(zone)))

@@ -89,10 +89,14 @@ struct RecordsController: Sendable {
         let partition = try call.partition()
         let zone = try call.zone(body.zoneID, in: partition)
         try checkZoneCanHoldRecords(zone)
-        guard let rows = try await services.storage.records(named: body.records.map(\.recordName), in: zone) else {
+        let names = body.records.map(\.recordName).filter { RecordRules.recordNameProblem($0) == nil }
+        guard let rows = try await services.storage.records(named: names, in: zone) else {
             throw services.zoneNotFound(zone)
         }
         let results = body.records.map { item -> RecordResult in
+            if let problem = RecordRules.recordNameProblem(item.recordName) {
+                return .error(ServerError(.badRequest, reason: problem, recordName: item.recordName, zoneID: zone.zoneID))
+            }
             guard let row = rows[item.recordName] else {
                 return .error(
                     ServerError(
