@@ -54,6 +54,31 @@ struct CLIMigrateTests {
         }
     }
 
+    /// Without --migrations, the steps kept where the project keeps them (Migrations/ beside the
+    /// schema's folder) run, and the output says from where: they are never skipped for want of a flag.
+    @Test func withoutMigrationsOption_findsTheStepsBesideTheSchemaAndSaysSo() async throws {
+        try await TemporaryDirectory.with { directory in
+            let (url, note) = try StoreFixtures.notesV1Store(in: directory)
+            let project = directory.appendingPathComponent("project")
+            let steps = project.appendingPathComponent("Migrations/Notes")
+            try FileManager.default.createDirectory(at: steps, withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                at: project.appendingPathComponent("Schema"), withIntermediateDirectories: true)
+            let schema = project.appendingPathComponent("Schema/Notes.json")
+            try FileManager.default.copyItem(at: URL(fileURLWithPath: Fixtures.notesSchema), to: schema)
+            try Data(#"UPDATE "Note" SET "priority" = 2;"#.utf8).write(to: steps.appendingPathComponent("2-set-priority.sql"))
+
+            let result = await cloudstore("migrate", "--store", url.path, "--schema", schema.path)
+            #expect(result.status == 0, "\(result.standardError)")
+            #expect(result.outputLines.contains("migration steps from \(project.standardizedFileURL.path)/Migrations/Notes"), "\(result.standardOutput)")
+            #expect(result.outputLines.contains("  step 2 2-set-priority.sql"), "\(result.standardOutput)")
+            let store = try PersistentStore(url: url, schema: try StoreFixtures.schema())
+            defer { try? store.close() }
+            let migrated = try await store.read { try $0.fetchSnapshot(entityName: "Note", id: note) }
+            #expect(migrated?["priority"] == .int64(2), "the step found beside the schema ran")
+        }
+    }
+
     @Test func failingStep_namesItAndLeavesTheStoreAsItWas() async throws {
         try await TemporaryDirectory.with { directory in
             let (url, _) = try StoreFixtures.notesV1Store(in: directory)

@@ -26,7 +26,9 @@ public struct SchemaInitCommand: CloudStoreSubcommand {
             and --server, --container and --token may be left out.
 
             Runs through a container on a temporary store (or on --store PATH, which it opens, \
-            migrating it if needed). An unreachable server or a refused token: exit status 1.
+            migrating it if needed with the steps of --migrations, by default a Migrations folder \
+            here or beside the schema file's folder). An unreachable server or a refused token: exit \
+            status 1.
 
             Example:
               cloudstore schema init --schema Schema/Notes.json --dry-run
@@ -49,8 +51,11 @@ public struct SchemaInitCommand: CloudStoreSubcommand {
     @Option(help: "The user's bearer token.")
     var token: String?
 
-    @Option(help: "A store file to run through instead of a temporary one (not used with --dry-run).")
+    @Option(help: "A store file to run through instead of a temporary one (not used with --dry-run); migrated when it holds an older version of the schema.")
     var store: String?
+
+    @Option(help: "The migration steps for --store, as for `cloudstore migrate`: by default a Migrations folder here or beside the schema file's folder.")
+    var migrations: String?
 
     @Flag(help: "Print the record types and change nothing.")
     var dryRun = false
@@ -86,8 +91,16 @@ public struct SchemaInitCommand: CloudStoreSubcommand {
                 environment: CloudEnvironment(rawValue: environment)!, token: token)
         }
         options.automaticallySync = false
+        var plan = MigrationPlan()
+        if !dryRun, let store, let info = try PersistentStore.fileInfo(at: URL(fileURLWithPath: store)),
+            info.schemaVersion != loaded.version
+        {
+            let steps = try MigrationSteps.find(explicit: migrations, schemaPath: schema, schema: loaded)
+            context.output.print("\(store): schema \"\(info.schemaName)\" version \(info.schemaVersion) → \(loaded.version); \(steps.describe(schemaName: loaded.name))")
+            plan = steps.plan
+        }
         let opened = try await PersistentCloudContainer(
-            url: storeURL, schema: loaded, options: options, logger: context.logger("mirroring"))
+            url: storeURL, schema: loaded, migrations: plan, options: options, logger: context.logger("mirroring"))
         let cloudSchema: CloudSchema
         do {
             cloudSchema = try await opened.initializeCloudSchema(dryRun: dryRun)

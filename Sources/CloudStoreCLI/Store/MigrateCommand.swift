@@ -43,7 +43,7 @@ public struct MigrateCommand: CloudStoreSubcommand {
     @Option(help: "The schema file to migrate to.")
     var schema: String
 
-    @Option(help: "The folder of migration steps: <dir>/<schema name>/<version>-<name>.sql.")
+    @Option(help: "The folder of migration steps: <dir>/<schema name>/<version>-<name>.sql. By default a Migrations folder here or beside the schema file's folder, when it holds the schema's steps.")
     var migrations: String?
 
     @OptionGroup public var global: GlobalOptions
@@ -52,7 +52,8 @@ public struct MigrateCommand: CloudStoreSubcommand {
 
     public func run(in context: CommandContext) async throws {
         let target = try SchemaFile.load(schema)
-        let plan = try loadPlan(for: target)
+        let steps = try MigrationSteps.find(explicit: migrations, schemaPath: schema, schema: target)
+        let plan = steps.plan
         let info = try StoreFile.info(store)
         var changes = try PersistentStore.migrationChanges(at: info.url, schema: target, migrations: plan)
         let movesMirrorLayout = try PersistentCloudContainer.holdsLegacyMirrorLayout(at: info.url)
@@ -67,6 +68,7 @@ public struct MigrateCommand: CloudStoreSubcommand {
             info.schemaVersion == target.version ? "version \(target.version)" : "version \(info.schemaVersion) → \(target.version)"
         context.output.print(
             "\(store): schema \"\(info.schemaName)\" \(versions), \(SchemaValidateCommand.count(changes.count, "change"))")
+        if info.schemaVersion != target.version { context.output.print(steps.describe(schemaName: target.name)) }
         for change in changes { context.output.print("  \(change)") }
         let started = ContinuousClock.now
         if movesMirrorLayout {
@@ -79,14 +81,5 @@ public struct MigrateCommand: CloudStoreSubcommand {
             try migrated.close()
         }
         context.output.print("migrated to version \(target.version) in \(CommandOutput.seconds(started.duration(to: .now)))")
-    }
-
-    private func loadPlan(for schema: Schema) throws -> MigrationPlan {
-        guard let migrations else { return MigrationPlan() }
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: migrations, isDirectory: &isDirectory), isDirectory.boolValue else {
-            throw CommandError("no migrations folder at \(migrations): check the path (it holds <schema name>/<version>-<name>.sql files)")
-        }
-        return try MigrationPlan.load(directory: URL(fileURLWithPath: migrations), schemaName: schema.name)
     }
 }
