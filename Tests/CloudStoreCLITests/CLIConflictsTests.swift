@@ -24,7 +24,8 @@ struct CLIConflictsTests {
             let json = await cloudstore("conflicts", "--store", b.path, "--json")
             let entries = try #require(try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [[String: Any]])
             #expect(entries.count == 1)
-            #expect(entries.first?["losingValue"] as? String == "\"B's title\"")
+            #expect(entries.first?["losingValue"] as? String == "B's title", "values are JSON values, not quoted text")
+            #expect(entries.first?["winningValue"] as? String == "A's title")
             #expect(entries.first?["policy"] as? String == "serverWins")
             #expect(entries.first?["sequence"] as? Int == 1)
 

@@ -58,7 +58,7 @@ struct CLIHistoryTests {
             #expect(change["type"] as? String == "update")
             #expect(change["updatedProperties"] as? [String] == ["pinned", "title"])
             let deleted = try #require((transactions[2]["changes"] as? [[String: Any]])?.first)
-            #expect(deleted["tombstone"] as? [String: String] == ["title": "\"Doomed\""])
+            #expect(deleted["tombstone"] as? [String: String] == ["title": "Doomed"], "values are JSON values, not quoted text")
         }
     }
 

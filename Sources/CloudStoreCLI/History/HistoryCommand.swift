@@ -102,7 +102,7 @@ private struct TransactionJSON: Encodable {
         var entity: String
         var id: UUID
         var updatedProperties: [String]
-        var tombstone: [String: String]
+        var tombstone: [String: CommandJSONValue]
     }
 
     var token: String
@@ -120,7 +120,7 @@ private struct TransactionJSON: Encodable {
             Change(
                 type: change.changeType.rawValue, entity: change.entityName, id: change.objectID,
                 updatedProperties: change.updatedProperties.sorted(),
-                tombstone: change.tombstone.mapValues(\.commandText))
+                tombstone: change.tombstone.mapValues(CommandJSONValue.init))
         }
     }
 }

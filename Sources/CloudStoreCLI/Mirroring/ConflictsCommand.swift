@@ -82,8 +82,8 @@ private struct ConflictJSON: Encodable {
     var id: UUID
     var property: String
     var losingSide: String
-    var losingValue: String
-    var winningValue: String
+    var losingValue: CommandJSONValue
+    var winningValue: CommandJSONValue
     var policy: String
 
     init(_ conflict: ConflictRecord) {
@@ -93,8 +93,8 @@ private struct ConflictJSON: Encodable {
         id = conflict.objectID
         property = conflict.property
         losingSide = conflict.losingSide.rawValue
-        losingValue = conflict.losingValue.commandText
-        winningValue = conflict.winningValue.commandText
+        losingValue = CommandJSONValue(conflict.losingValue)
+        winningValue = CommandJSONValue(conflict.winningValue)
         policy = conflict.policy
     }
 }
