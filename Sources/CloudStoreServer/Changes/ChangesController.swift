@@ -58,8 +58,11 @@ struct ChangesController: Sendable {
                 return token
             }
             let recordTypes = item.desiredRecordTypes ?? body.desiredRecordTypes
-            if let problem = recordTypes?.lazy.compactMap({ RecordRules.identifierProblem($0, what: "desired record type") }).first {
-                throw APIError(.badRequest, problem, zoneID: zone.zoneID)
+            // A filter: a type no record has matches nothing, but text no storage can hold is refused.
+            if let bad = recordTypes?.first(where: { $0.unicodeScalars.contains { $0.properties.generalCategory == .control } }) {
+                throw APIError(
+                    .badRequest, "desired record type \"\(bad.prefix(64))\" has a control character: name record types with printable characters",
+                    zoneID: zone.zoneID)
             }
             let reachable = partition.scope == .private || (partition.scope == .public && zone.isDefaultZone)
             guard reachable,
