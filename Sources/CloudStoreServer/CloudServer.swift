@@ -149,9 +149,11 @@ public final class CloudServer: Sendable {
     /// Starts a server and returns once it accepts connections; throws if it cannot start (a port in
     /// use, storage that cannot be opened).
     ///
-    /// - Parameter shutdownSignals: signals that shut the server down gracefully (in-flight requests
-    ///   finish, long polls answer), e.g. `[.sigterm, .sigint]` for a server that is the process;
-    ///   none by default, for servers inside tests and apps.
+    /// - Parameters:
+    ///   - configuration: where the server listens and stores, its containers, users, keys and limits.
+    ///   - shutdownSignals: signals that shut the server down gracefully (in-flight requests finish,
+    ///     long polls answer), e.g. `[.sigterm, .sigint]` for a server that is the process; none by
+    ///     default, for servers inside tests and apps.
     public static func start(
         configuration: ServerConfiguration, shutdownSignals: [UnixSignal] = []
     ) async throws -> CloudServer {

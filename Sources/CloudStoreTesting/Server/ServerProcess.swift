@@ -84,7 +84,6 @@ public final class ServerProcess: Sendable {
     ///   - arguments: what follows `cloudstore serve --host 127.0.0.1 --port <port>`.
     ///   - executable: the `cloudstore` binary; by default ``cloudstoreExecutable()``.
     ///   - environment: variables added to this process's environment for the child.
-    ///   - port: the port to listen on; 0 (the default) picks a free one.
     ///   - port: the port to listen on; 0 (the default) picks a free one; nil passes neither
     ///     `--host` nor `--port`, for a child configured entirely by a config file and its environment.
     ///   - shellSetup: commands `/bin/sh` runs before it becomes the server (`exec`), to start it

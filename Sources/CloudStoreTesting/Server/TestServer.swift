@@ -61,7 +61,6 @@ public final class TestServer: Sendable {
     ///   - users: bearer token → userRecordName.
     ///   - containers: the containers served; any other answers 404.
     ///   - storage: where the server stores; a temporary SQLite directory by default.
-    ///   - storage: where the server stores; a temporary SQLite directory by default.
     ///   - serverKeys: server-to-server key ID → P-256 public key PEM.
     ///   - clock: the server's clock; pass a ``ManualClock`` to move time.
     ///   - port: the port to listen on; 0 (the default) picks a free one.
