@@ -1,3 +1,5 @@
+import Logging
+
 /// How log lines write values, the same in every subsystem.
 public enum LogFormat {
     /// A duration as log lines write it: milliseconds with one decimal below ten seconds
@@ -18,5 +20,20 @@ public enum LogFormat {
     /// ``duration(_:)`` for a time interval in seconds.
     public static func duration(seconds: Double) -> String {
         duration(.milliseconds(Int64((seconds * 1000).rounded())) + .nanoseconds(0))
+    }
+}
+
+extension Logger {
+    /// The logger to hand a library (AsyncHTTPClient, PostgresNIO, ...): its lines appear only at
+    /// level 4 (`.trace`), marked `from=<library>`, so levels 1 to 3 show CloudStore's own lines.
+    ///
+    /// ```swift
+    /// let response = try await client.execute(request, timeout: timeout, logger: logger.forLibrary("async-http-client"))
+    /// ```
+    public func forLibrary(_ name: String) -> Logger {
+        var library = self
+        library[metadataKey: "from"] = "\(name)"
+        if library.logLevel > .trace { library.logLevel = .critical }
+        return library
     }
 }

@@ -1,3 +1,4 @@
+import CloudStoreLogging
 import CloudStoreWire
 import Foundation
 import Hummingbird
@@ -56,7 +57,7 @@ private func buildApplicationAndTokens(
     }
 
     let router = Router(context: CloudRequestContext.self)
-    router.add(middleware: ErrorMiddleware(metrics: services.metrics))
+    router.add(middleware: ErrorMiddleware(metrics: services.metrics, logger: configuration.logger))
     OperatingController(services: services, operatorToken: configuration.operatorToken).register(on: router)
     if configuration.console, let operatorToken = configuration.operatorToken {
         ConsoleController(services: services, operatorToken: operatorToken).register(on: router)
@@ -96,7 +97,9 @@ private func buildApplicationAndTokens(
         configuration: ApplicationConfiguration(address: .hostname(configuration.host, port: port), serverName: nil),
         services: [StorageService(storage: storage, broker: services.broker)],
         onServerRunning: { channel in await onListening(channel.localAddress?.port ?? port) },
-        logger: configuration.logger)
+        // Hummingbird's own lines (its services starting and stopping) only at level 4; requests
+        // log through the server's logger, which ErrorMiddleware puts in each request's context.
+        logger: configuration.logger.forLibrary("hummingbird"))
     app.beforeServerStarts {
         try await storage.prepare()
         configuration.logger.notice("storage ready", metadata: ["storage": "\(configuration.storage)"])
@@ -165,7 +168,7 @@ public final class CloudServer: Sendable {
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
                 services: [.init(service: app), .init(service: ShutdownNotice(logger: logger))],
-                gracefulShutdownSignals: shutdownSignals, logger: logger))
+                gracefulShutdownSignals: shutdownSignals, logger: logger.forLibrary("service-lifecycle")))
         let task = Task {
             do {
                 try await group.run()

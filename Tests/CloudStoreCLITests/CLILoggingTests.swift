@@ -52,6 +52,20 @@ struct CLILoggingTests {
         #expect(log.contains("record=N-1"))
     }
 
+    /// Levels 1 to 3 show CloudStore's own lines; the libraries' (service-lifecycle, PostgresNIO,
+    /// AsyncHTTPClient) appear only at 4, marked `from=<library>`, beside SQL and response bodies.
+    @Test func level3_showsOnlyCloudStoresLines_level4AddsTheLibrariesMarkedAndSQLAndBodies() async throws {
+        let level3 = try await serveLog(["--debug", "3"])
+        #expect(level3.contains("debug cloudstore.server: record written"))
+        #expect(!level3.contains("from="), "\(level3)")
+        #expect(!level3.contains("Starting service"), "service-lifecycle's own lines are not CloudStore's")
+        let level4 = try await serveLog(["--debug", "4"])
+        #expect(level4.contains("from=service-lifecycle"))
+        #expect(level4.contains("trace cloudstore.server: sql sql=INSERT"), "the server logs its SQL at 4")
+        #expect(level4.contains("trace cloudstore.server: response body"), "and its response bodies")
+        #expect(level4.contains("trace cloudstore.server: request body"))
+    }
+
     @Test func environment_setsTheLevelAndDebugOptionWins() async throws {
         let fromEnvironment = try await serveLog(environment: ["CLOUDSTORE_DEBUG": "2"])
         #expect(fromEnvironment.contains("info cloudstore.server: records modified"))

@@ -39,3 +39,24 @@ struct DebugLevelTests {
         #expect(line == "2025-11-21T04:40:00.123Z notice cloudstore.mirroring: export finished count=12 duration=0.031s")
     }
 }
+
+@Suite("LogFormat and library loggers")
+struct LogFormatTests {
+    @Test func durationsAreWrittenOneWay() {
+        #expect(LogFormat.duration(.microseconds(420)) == "0.4 ms")
+        #expect(LogFormat.duration(.milliseconds(12) + .microseconds(340)) == "12.3 ms")
+        #expect(LogFormat.duration(.milliseconds(2503)) == "2503.0 ms")
+        #expect(LogFormat.duration(.seconds(12) + .milliseconds(480)) == "12.5 s")
+        #expect(LogFormat.duration(seconds: 0.25) == "250.0 ms")
+    }
+
+    @Test func aLibrarysLoggerIsSilentBelowTraceAndMarkedAtTrace() {
+        var logger = Logger(label: "cloudstore.http")
+        logger.logLevel = .debug
+        #expect(logger.forLibrary("async-http-client").logLevel == .critical)
+        logger.logLevel = .trace
+        let library = logger.forLibrary("async-http-client")
+        #expect(library.logLevel == .trace)
+        #expect(library[metadataKey: "from"] == "async-http-client")
+    }
+}

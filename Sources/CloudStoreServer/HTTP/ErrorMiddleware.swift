@@ -11,11 +11,17 @@ struct ErrorMiddleware: RouterMiddleware {
     typealias Context = CloudRequestContext
 
     let metrics: ServerMetrics
+    /// The server's logger; each request logs through it, with Hummingbird's request ID.
+    let logger: Logger
 
     func handle(
         _ request: Request, context: CloudRequestContext,
         next: (Request, CloudRequestContext) async throws -> Response
     ) async throws -> Response {
+        var context = context
+        var requestLogger = logger
+        requestLogger[metadataKey: "hb.request.id"] = context.logger[metadataKey: "hb.request.id"]
+        context.logger = requestLogger
         let started = ContinuousClock.now
         var response: Response
         var failure: ServerError?
@@ -65,6 +71,7 @@ struct ErrorMiddleware: RouterMiddleware {
             metadata["reason"] = "\(failure.reason ?? "")"
         }
         context.logger.info("request", metadata: metadata)
+        response.logBody(path: request.uri.path, to: context.logger)
         return response
     }
 

@@ -38,6 +38,7 @@ public struct HTTPCloudDatabase: CloudDatabase {
     private let token: String?
     private let httpClient: HTTPClient
     private let logger: Logger
+    private let clientInternalsLogger: Logger
 
     /// - Parameters:
     ///   - baseURL: the server's root, e.g. `http://127.0.0.1:8080`, without the `/database/1/...` path.
@@ -64,6 +65,7 @@ public struct HTTPCloudDatabase: CloudDatabase {
         self.httpClient = httpClient
         self.requestTimeout = requestTimeout
         self.logger = logger
+        clientInternalsLogger = logger.forLibrary("async-http-client")
     }
 
     /// The process-wide client ``HTTPCloudDatabase`` sends with unless given another: like
@@ -186,7 +188,8 @@ public struct HTTPCloudDatabase: CloudDatabase {
         let started = ContinuousClock.now
         let effectiveTimeout = timeout ?? requestTimeout
         do {
-            let response = try await httpClient.execute(request, timeout: Self.timeAmount(effectiveTimeout), logger: logger)
+            let response = try await httpClient.execute(
+                request, timeout: Self.timeAmount(effectiveTimeout), logger: clientInternalsLogger)
             let buffer = try await response.body.collect(upTo: maxResponseBytes)
             let data = Data(buffer.readableBytesView)
             let status = Int(response.status.code)

@@ -13,7 +13,7 @@ extension PostgresStorage {
                 FROM \(unescaped: self.table("partition")) AS p
                 WHERE p.container = \(container) AND p.environment = \(environment.rawValue)
                 ORDER BY p.scope, p.owner
-                """, logger: self.logger)
+                """, logger: self.driverLogger)
             var partitions: [PartitionSummary] = []
             for try await (scopeName, owner, zones) in rows.decode((String, String, Int64).self) {
                 guard let scope = DatabaseScope(rawValue: scopeName) else { continue }
@@ -35,7 +35,7 @@ extension PostgresStorage {
                      WHERE r.partition_id = z.partition_id AND r.zone = z.name AND NOT r.deleted)
                 FROM \(unescaped: self.table("zone")) AS z
                 WHERE z.partition_id = \(row.id) AND NOT z.deleted ORDER BY z.name
-                """, logger: self.logger)
+                """, logger: self.driverLogger)
             var zones: [DatabaseSummary.Zone] = []
             for try await (name, seq, dbSeq, incarnation, purged, deleted, records) in rows.decode(
                 (String, Int64, Int64, Int64, Int64, Bool, Int64).self)

@@ -7,7 +7,7 @@ extension PostgresStorage {
 
     func recordRows(_ connection: PostgresConnection, _ query: PostgresQuery) async throws -> [StoredRecord] {
         var records: [StoredRecord] = []
-        for try await (name, type, seq, deletedAt, content) in try await connection.query(query, logger: logger)
+        for try await (name, type, seq, deletedAt, content) in try await connection.query(query, logger: driverLogger)
             .decode((String, String, Int64, Int64?, String?).self)
         {
             records.append(
@@ -65,7 +65,7 @@ extension PostgresStorage {
                     AND record.zone = reference.zone AND record.name = reference.source AND NOT record.deleted
                 WHERE reference.partition_id = \(id) AND reference.zone = \(zone.zoneName)
                     AND reference.target = ANY(\(search.frontier))
-                """, logger: logger)
+                """, logger: driverLogger)
             var pairs: [(target: String, source: String)] = []
             for try await pair in rows.decode((String, String).self) { pairs.append(pair) }
             search.advance(with: pairs)
@@ -85,7 +85,7 @@ extension PostgresStorage {
             """
             INSERT INTO \(unescaped: table("zone")) (partition_id, name, seq, db_seq) VALUES (\(id), \(zone.zoneName), \(stored.seq), \(dbSeq))
             ON CONFLICT (partition_id, name) DO UPDATE SET seq = excluded.seq, db_seq = excluded.db_seq
-            """, logger: logger)
+            """, logger: driverLogger)
         if let newSchema = plan.schema {
             guard
                 try await storeSchema(
@@ -120,14 +120,14 @@ extension PostgresStorage {
             """
             DELETE FROM \(unescaped: table("reference"))
             WHERE partition_id = \(id) AND zone = \(zone) AND source = ANY(\(names))
-            """, logger: logger)
+            """, logger: driverLogger)
         if !references.sources.isEmpty {
             try await connection.query(
                 """
                 INSERT INTO \(unescaped: table("reference")) (partition_id, zone, source, target)
                 SELECT \(id), \(zone), source, target FROM unnest(\(references.sources), \(references.targets)) AS pair(source, target)
                 ON CONFLICT DO NOTHING
-                """, logger: logger)
+                """, logger: driverLogger)
         }
         // Arrays cannot carry NULL here: -1 and '' stand for a live record's missing deletion time and
         // a tombstone's missing content.
@@ -141,7 +141,7 @@ extension PostgresStorage {
                 AS row(name, type, seq, deleted, deleted_at, content)
             ON CONFLICT (partition_id, zone, name) DO UPDATE SET type = excluded.type, seq = excluded.seq,
                 deleted = excluded.deleted, deleted_at = excluded.deleted_at, content = excluded.content
-            """, logger: logger)
+            """, logger: driverLogger)
         return records
     }
 
@@ -187,7 +187,7 @@ extension PostgresStorage {
                 SELECT 1 FROM \(unescaped: self.table("record"))
                 WHERE partition_id = \(id) AND zone = \(zone.zoneName) AND deleted AND deleted_at < \(cutoffMilliseconds)
                 LIMIT 1
-                """, logger: self.logger)
+                """, logger: self.driverLogger)
             for try await _ in rows { return true }
             return false
         }
@@ -220,7 +220,7 @@ extension PostgresStorage {
                 DELETE FROM \(unescaped: self.table("record"))
                 WHERE partition_id = \(id) AND zone = \(zone.zoneName) AND deleted AND deleted_at < \(cutoff)
                 RETURNING seq
-                """, logger: self.logger)
+                """, logger: self.driverLogger)
             var through: Int64?
             for try await seq in rows.decode(Int64.self) { through = max(through ?? seq, seq) }
             guard let through else { return }
@@ -228,7 +228,7 @@ extension PostgresStorage {
                 """
                 UPDATE \(unescaped: self.table("zone")) SET purged_through = GREATEST(purged_through, \(through))
                 WHERE partition_id = \(id) AND name = \(zone.zoneName)
-                """, logger: self.logger)
+                """, logger: self.driverLogger)
             self.logger.info("tombstones purged", metadata: ["zone": "\(zone)", "token": "\(through)"])
         }
     }

@@ -1,5 +1,6 @@
 import CloudStoreWire
 import Foundation
+import CloudStoreLogging
 import Logging
 import PostgresNIO
 import ServiceLifecycle
@@ -18,6 +19,8 @@ final class PostgresStorage: ServerStorage {
     let client: PostgresClient
     let schemaName: String
     let logger: Logger
+    /// What PostgresNIO logs (its state machine, the SQL it sends): level 4 only, marked `from=postgres-nio`.
+    let driverLogger: Logger
     private let url: PostgresURL
 
     init(url text: String, logger: Logger) throws {
@@ -28,13 +31,13 @@ final class PostgresStorage: ServerStorage {
         configuration.options.maximumConnections = 16
         configuration.options.connectionIdleTimeout = .seconds(30)
         // PostgresNIO warns when the first lease (prepare) races the pool's start (run), which is
-        // harmless: the lease waits. Its background log shows only errors unless the server debugs.
-        var backgroundLogger = logger
-        if backgroundLogger.logLevel > .debug { backgroundLogger.logLevel = max(backgroundLogger.logLevel, .error) }
+        // harmless: the lease waits. Its own lines show at level 4 only.
+        let backgroundLogger = logger.forLibrary("postgres-nio")
         client = PostgresClient(configuration: configuration, backgroundLogger: backgroundLogger)
         schemaName = url.schema
         self.url = url
         self.logger = logger
+        self.driverLogger = backgroundLogger
     }
 
     /// Connects once, directly, before the pool is used: an unreachable PostgreSQL, or one that
@@ -46,7 +49,7 @@ final class PostgresStorage: ServerStorage {
             tls: url.requireTLS ? .require(try .init(configuration: .makeClientConfiguration())) : .disable)
         configuration.options.connectTimeout = .seconds(10)
         do {
-            let connection = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
+            let connection = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: driverLogger)
             try await connection.close()
         } catch {
             throw ServerConfigurationError(
@@ -96,16 +99,16 @@ final class PostgresStorage: ServerStorage {
 
     func checkReachable() async throws {
         try await client.withConnection { connection in
-            try await connection.query("SELECT 1", logger: self.logger)
+            try await connection.query("SELECT 1", logger: self.driverLogger)
         }
     }
 
     func prepare() async throws {
         try await probe()
         try await transaction { connection in
-            try await connection.query("SELECT pg_advisory_xact_lock(727272)", logger: self.logger)
+            try await connection.query("SELECT pg_advisory_xact_lock(727272)", logger: self.driverLogger)
             for statement in self.schemaStatements {
-                try await connection.query(PostgresQuery(unsafeSQL: statement), logger: self.logger)
+                try await connection.query(PostgresQuery(unsafeSQL: statement), logger: self.driverLogger)
             }
         }
     }
@@ -178,13 +181,13 @@ final class PostgresStorage: ServerStorage {
     /// Runs `body` in a READ COMMITTED transaction; rolls back when it throws, rethrowing its error.
     func transaction<T: Sendable>(_ body: @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         try await client.withConnection { connection in
-            try await connection.query("BEGIN", logger: self.logger)
+            try await connection.query("BEGIN", logger: self.driverLogger)
             do {
                 let value = try await body(connection)
-                try await connection.query("COMMIT", logger: self.logger)
+                try await connection.query("COMMIT", logger: self.driverLogger)
                 return value
             } catch {
-                _ = try? await connection.query("ROLLBACK", logger: self.logger)
+                _ = try? await connection.query("ROLLBACK", logger: self.driverLogger)
                 throw error
             }
         }
@@ -193,7 +196,7 @@ final class PostgresStorage: ServerStorage {
     /// Runs `body` in a read-only REPEATABLE READ transaction: one snapshot for every statement.
     func snapshot<T: Sendable>(_ body: @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         try await transaction { connection in
-            try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: self.logger)
+            try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: self.driverLogger)
             return try await body(connection)
         }
     }
@@ -209,7 +212,7 @@ final class PostgresStorage: ServerStorage {
             WHERE container = \(partition.container) AND environment = \(partition.environment.rawValue)
                 AND scope = \(partition.scope.rawValue) AND owner = \(partition.owner)
             \(unescaped: lock ? "FOR UPDATE" : "")
-            """, logger: logger)
+            """, logger: driverLogger)
         for try await id in rows.decode(Int64.self) { return id }
         return nil
     }
@@ -223,7 +226,7 @@ final class PostgresStorage: ServerStorage {
             SELECT id, db_seq FROM \(unescaped: table("partition"))
             WHERE container = \(partition.container) AND environment = \(partition.environment.rawValue)
                 AND scope = \(partition.scope.rawValue) AND owner = \(partition.owner)
-            """, logger: logger)
+            """, logger: driverLogger)
         for try await row in rows.decode((Int64, Int64).self) { return row }
         return nil
     }
@@ -236,7 +239,7 @@ final class PostgresStorage: ServerStorage {
             INSERT INTO \(unescaped: table("partition")) (container, environment, scope, owner)
             VALUES (\(partition.container), \(partition.environment.rawValue), \(partition.scope.rawValue), \(partition.owner))
             ON CONFLICT DO NOTHING
-            """, logger: logger)
+            """, logger: driverLogger)
         guard let id = try await partitionID(connection, partition, lock: true) else {
             throw PostgresStorageError("the row of partition \(partition) vanished")
         }
@@ -249,11 +252,11 @@ final class PostgresStorage: ServerStorage {
     {
         let rows = try await connection.query(
             "UPDATE \(unescaped: table("partition")) SET db_seq = db_seq + 1 WHERE id = \(partitionID) RETURNING db_seq",
-            logger: logger)
+            logger: driverLogger)
         var seq: Int64 = 0
         for try await value in rows.decode(Int64.self) { seq = value }
         try await connection.query(
-            "SELECT pg_notify(\(Self.channel), \("\(schemaName)|\(partition.key)"))", logger: logger)
+            "SELECT pg_notify(\(Self.channel), \("\(schemaName)|\(partition.key)"))", logger: driverLogger)
         return seq
     }
 
@@ -261,7 +264,7 @@ final class PostgresStorage: ServerStorage {
 
     func zoneRows(_ connection: PostgresConnection, _ query: PostgresQuery) async throws -> [StoredZone] {
         var zones: [StoredZone] = []
-        for try await (name, seq, dbSeq, incarnation, purged, deleted) in try await connection.query(query, logger: logger)
+        for try await (name, seq, dbSeq, incarnation, purged, deleted) in try await connection.query(query, logger: driverLogger)
             .decode((String, Int64, Int64, Int64, Int64, Bool).self)
         {
             zones.append(
@@ -330,7 +333,7 @@ final class PostgresStorage: ServerStorage {
                         ON CONFLICT (partition_id, name) DO UPDATE SET
                             deleted = FALSE, db_seq = excluded.db_seq, incarnation = excluded.incarnation,
                             purged_through = \(unescaped: self.table("zone")).seq
-                        """, logger: self.logger)
+                        """, logger: self.driverLogger)
                     results.append(try await self.zoneRow(connection, id, name))
                 case .delete(let name):
                     guard let live = try await self.zoneRow(connection, id, name), !live.deleted else {
@@ -340,15 +343,15 @@ final class PostgresStorage: ServerStorage {
                     let dbSeq = try await self.bumpDatabaseSeq(connection, id, partition)
                     try await connection.query(
                         "DELETE FROM \(unescaped: self.table("record")) WHERE partition_id = \(id) AND zone = \(name)",
-                        logger: self.logger)
+                        logger: self.driverLogger)
                     try await connection.query(
                         "DELETE FROM \(unescaped: self.table("reference")) WHERE partition_id = \(id) AND zone = \(name)",
-                        logger: self.logger)
+                        logger: self.driverLogger)
                     try await connection.query(
                         """
                         UPDATE \(unescaped: self.table("zone")) SET deleted = TRUE, db_seq = \(dbSeq)
                         WHERE partition_id = \(id) AND name = \(name)
-                        """, logger: self.logger)
+                        """, logger: self.driverLogger)
                     results.append(try await self.zoneRow(connection, id, name))
                 }
             }
@@ -382,7 +385,7 @@ final class PostgresStorage: ServerStorage {
             """
             SELECT version, content FROM \(unescaped: table("schema"))
             WHERE container = \(container) AND environment = \(environment.rawValue)
-            """, logger: logger)
+            """, logger: driverLogger)
         for try await (version, content) in rows.decode((Int64, String).self) {
             var schema = try WireCoding.decode(CloudSchema.self, from: Data(content.utf8))
             schema.version = Int(version)
@@ -412,7 +415,7 @@ final class PostgresStorage: ServerStorage {
             ON CONFLICT (container, environment) DO UPDATE SET version = excluded.version, content = excluded.content
             WHERE stored.version = \(Int64(expected))
             RETURNING version
-            """, logger: logger)
+            """, logger: driverLogger)
         for try await _ in rows.decode(Int64.self) { return true }
         return false
     }

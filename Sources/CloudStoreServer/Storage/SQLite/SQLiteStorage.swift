@@ -50,8 +50,13 @@ final class SQLiteStorage: ServerStorage {
             if let pool = pools[container] { return pool }
             var configuration = Configuration()
             configuration.busyMode = .timeout(30)
+            let logger = logger
+            let tracesSQL = logger.logLevel <= .trace
             configuration.prepareDatabase { db in
                 try db.execute(sql: "PRAGMA synchronous = FULL")
+                if tracesSQL {
+                    db.trace(options: .statement) { event in logger.trace("sql", metadata: ["sql": "\(event)"]) }
+                }
             }
             let path = directory.appendingPathComponent("\(container).sqlite").path
             let pool = try DatabasePool(path: path, configuration: configuration)
