@@ -38,7 +38,7 @@ let package = Package(
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
-        // The wire contract of PROTOCOL.md: records, IDs, field values, requests, responses, errors.
+        // The wire contract (Sources/CloudStoreWire/CloudStoreWire.docc/WireProtocol.md): records, IDs, field values, requests, responses, errors.
         .target(
             name: "CloudStoreWire",
             swiftSettings: swiftSettings),

@@ -21,7 +21,7 @@ struct RecordRules: Sendable {
             }
             if case .unknown(let type, _) = value {
                 return failure(
-                    .badRequest, "field \(name) has unknown type \(type.prefix(64)): use a type of PROTOCOL.md §2",
+                    .badRequest, "field \(name) has unknown type \(type.prefix(64)): use STRING, INT64, DOUBLE, TIMESTAMP, BYTES, REFERENCE, LOCATION, ASSETID or a list of one",
                     record.recordName)
             }
             for reference in Self.references(in: value) where reference.action != .none {

@@ -98,7 +98,7 @@ final class PostgresStorage: ServerStorage {
     }
 
     func checkReachable() async throws {
-        try await client.withConnection { connection in
+        _ = try await client.withConnection { connection in
             try await connection.query("SELECT 1", logger: self.driverLogger)
         }
     }
