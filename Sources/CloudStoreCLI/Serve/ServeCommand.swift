@@ -74,7 +74,7 @@ public struct ServeCommand: CloudStoreSubcommand {
     @Option(help: "Requests per second each caller may make; above it the server answers 429. Requests that fail to authenticate are limited per client address.")
     var rateLimit: Double?
 
-    @Option(help: "Seconds a connection may stay open with no request in progress before the server closes it (default 30).")
+    @Option(help: "Seconds a connection may stay open with no request in progress before the server closes it (default 75, above the 60 s after which HTTP clients such as AsyncHTTPClient drop idle connections themselves).")
     var idleTimeout: Double?
 
     @Option(help: "Seconds a request body may take to arrive (default 60).")

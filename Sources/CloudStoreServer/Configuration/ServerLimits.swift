@@ -42,7 +42,7 @@ public struct ServerLimits: Hashable, Sendable {
         maxOperations: Int = 200, maxResultsLimit: Int = 200, maxBodyBytes: Int = 4 << 20,
         maxRecordBytes: Int = 1 << 20, requestsPerSecondPerUser: Double? = nil,
         tombstoneHorizon: TimeInterval = 30 * 24 * 3600, maxLongPollSeconds: Double = 60,
-        idleTimeoutSeconds: Double = 30, bodyTimeoutSeconds: Double = 60, maxConnections: Int = 1000
+        idleTimeoutSeconds: Double = 75, bodyTimeoutSeconds: Double = 60, maxConnections: Int = 1000
     ) {
         self.maxOperations = maxOperations
         self.maxResultsLimit = maxResultsLimit

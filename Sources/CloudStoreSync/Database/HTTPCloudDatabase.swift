@@ -76,6 +76,9 @@ public struct HTTPCloudDatabase: CloudDatabase {
         var configuration = HTTPClient.Configuration()
         configuration.timeout.connect = .seconds(5)
         configuration.connectionPool.retryConnectionEstablishment = false
+        // Drop idle connections well before a server does (`cloudstore serve` after 75 s), so a
+        // request never goes out on a connection the server is closing.
+        configuration.connectionPool.idleTimeout = .seconds(30)
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }()
 
