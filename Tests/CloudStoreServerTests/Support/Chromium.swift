@@ -51,8 +51,8 @@ enum Chromium {
         let scratch = try TemporaryDirectory(prefix: "cloudstore-chromium")
         let output = scratch.file("dom.html")
         let errors = scratch.file("stderr.txt")
-        FileManager.default.createFile(atPath: output.path, contents: nil)
-        FileManager.default.createFile(atPath: errors.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
         try? FileManager.default.removeItem(at: screenshot)
 
         let process = Process()
