@@ -11,7 +11,7 @@ import SystemPackage
 /// ```json
 /// {"port": 8080, "data": "/var/lib/cloudstore", "tokens": "/etc/cloudstore/tokens.json",
 ///  "containers": ["iCloud.com.example.notes"], "operatorTokenFile": "/etc/cloudstore/operator-token",
-///  "idleTimeout": 30, "maxConnections": 1000}
+///  "idleTimeout": 75, "maxConnections": 1000}
 /// ```
 ///
 /// Secrets (`postgres`, a URL that may hold a password, and `operatorToken`) need never be on the
