@@ -54,6 +54,37 @@ struct CLISchemaInitTests {
         }
     }
 
+    /// `--store` holding an older version migrates with the steps kept beside the schema, as
+    /// `cloudstore migrate` does, and says where they came from.
+    @Test func store_migratesWithTheStepsBesideTheSchemaAndSaysSo() async throws {
+        try await withServer { url in
+            try await TemporaryDirectory.with { directory in
+                let (store, note) = try StoreFixtures.notesV1Store(in: directory)
+                let project = directory.appendingPathComponent("project")
+                let steps = project.appendingPathComponent("Migrations/Notes")
+                try FileManager.default.createDirectory(at: steps, withIntermediateDirectories: true)
+                try FileManager.default.createDirectory(
+                    at: project.appendingPathComponent("Schema"), withIntermediateDirectories: true)
+                let schema = project.appendingPathComponent("Schema/Notes.json")
+                try FileManager.default.copyItem(at: URL(fileURLWithPath: Fixtures.notesSchema), to: schema)
+                try Data(#"UPDATE "Note" SET "priority" = 2;"#.utf8).write(to: steps.appendingPathComponent("2-set-priority.sql"))
+
+                let result = await cloudstore(
+                    "schema", "init", "--schema", schema.path, "--store", store.path, "--server", url.absoluteString,
+                    "--container", "iCloud.cli.test", "--token", "alice-token")
+                #expect(result.status == 0, "\(result.standardError)")
+                #expect(
+                    result.outputLines.first
+                        == "\(store.path): schema \"Notes\" version 1 → 2; migration steps from \(project.standardizedFileURL.path)/Migrations/Notes",
+                    "\(result.standardOutput)")
+                let migrated = try PersistentStore(url: store, schema: try StoreFixtures.schema())
+                defer { try? migrated.close() }
+                let snapshot = try await migrated.read { try $0.fetchSnapshot(entityName: "Note", id: note) }
+                #expect(snapshot?["priority"] == .int64(2), "the step found beside the schema ran")
+            }
+        }
+    }
+
     @Test func wrongToken_isRefusedInOneLineWithoutTheToken() async throws {
         try await withServer { url in
             let result = await cloudstore(
