@@ -5,7 +5,7 @@ import PostgresNIO
 extension PostgresStorage {
     func partitions(container: String, environment: CloudEnvironment) async throws -> [PartitionSummary] {
         try await snapshot { connection in
-            let rows = try await connection.query(
+            let rows = try await self.run(
                 """
                 SELECT p.scope, p.owner,
                     (SELECT COUNT(*) FROM \(unescaped: self.table("zone")) AS z
@@ -13,7 +13,7 @@ extension PostgresStorage {
                 FROM \(unescaped: self.table("partition")) AS p
                 WHERE p.container = \(container) AND p.environment = \(environment.rawValue)
                 ORDER BY p.scope, p.owner
-                """, logger: self.driverLogger)
+                """, on: connection)
             var partitions: [PartitionSummary] = []
             for try await (scopeName, owner, zones) in rows.decode((String, String, Int64).self) {
                 guard let scope = DatabaseScope(rawValue: scopeName) else { continue }
@@ -28,14 +28,14 @@ extension PostgresStorage {
             guard let row = try await self.partitionRow(connection, partition) else {
                 return DatabaseSummary(dbSeq: 0, zones: [])
             }
-            let rows = try await connection.query(
+            let rows = try await self.run(
                 """
                 SELECT \(unescaped: Self.zoneColumns),
                     (SELECT COUNT(*) FROM \(unescaped: self.table("record")) AS r
                      WHERE r.partition_id = z.partition_id AND r.zone = z.name AND NOT r.deleted)
                 FROM \(unescaped: self.table("zone")) AS z
                 WHERE z.partition_id = \(row.id) AND NOT z.deleted ORDER BY z.name
-                """, logger: self.driverLogger)
+                """, on: connection)
             var zones: [DatabaseSummary.Zone] = []
             for try await (name, seq, dbSeq, incarnation, purged, deleted, records) in rows.decode(
                 (String, Int64, Int64, Int64, Int64, Bool, Int64).self)

@@ -7,7 +7,7 @@ extension PostgresStorage {
 
     func recordRows(_ connection: PostgresConnection, _ query: PostgresQuery) async throws -> [StoredRecord] {
         var records: [StoredRecord] = []
-        for try await (name, type, seq, deletedAt, content) in try await connection.query(query, logger: driverLogger)
+        for try await (name, type, seq, deletedAt, content) in try await self.run(query, on: connection)
             .decode((String, String, Int64, Int64?, String?).self)
         {
             records.append(
@@ -58,14 +58,14 @@ extension PostgresStorage {
         var records = try await rows(connection, id, zone.zoneName, named: Array(request.names))
         var search = CascadeSearch(roots: request.cascadeRoots)
         while !search.frontier.isEmpty {
-            let rows = try await connection.query(
+            let rows = try await self.run(
                 """
                 SELECT reference.target, reference.source FROM \(unescaped: table("reference")) AS reference
                 JOIN \(unescaped: table("record")) AS record ON record.partition_id = reference.partition_id
                     AND record.zone = reference.zone AND record.name = reference.source AND NOT record.deleted
                 WHERE reference.partition_id = \(id) AND reference.zone = \(zone.zoneName)
                     AND reference.target = ANY(\(search.frontier))
-                """, logger: driverLogger)
+                """, on: connection)
             var pairs: [(target: String, source: String)] = []
             for try await pair in rows.decode((String, String).self) { pairs.append(pair) }
             search.advance(with: pairs)
@@ -81,11 +81,11 @@ extension PostgresStorage {
         let dbSeq = try await bumpDatabaseSeq(connection, id, partition)
         let written = try await apply(plan.writes, after: stored.seq, connection, id, zone.zoneName)
         stored.seq += Int64(written.count)
-        try await connection.query(
+        try await self.run(
             """
             INSERT INTO \(unescaped: table("zone")) (partition_id, name, seq, db_seq) VALUES (\(id), \(zone.zoneName), \(stored.seq), \(dbSeq))
             ON CONFLICT (partition_id, name) DO UPDATE SET seq = excluded.seq, db_seq = excluded.db_seq
-            """, logger: driverLogger)
+            """, on: connection)
         if let newSchema = plan.schema {
             guard
                 try await storeSchema(
@@ -116,23 +116,23 @@ extension PostgresStorage {
             }
         }
         let names = records.map(\.name)
-        try await connection.query(
+        try await self.run(
             """
             DELETE FROM \(unescaped: table("reference"))
             WHERE partition_id = \(id) AND zone = \(zone) AND source = ANY(\(names))
-            """, logger: driverLogger)
+            """, on: connection)
         if !references.sources.isEmpty {
-            try await connection.query(
+            try await self.run(
                 """
                 INSERT INTO \(unescaped: table("reference")) (partition_id, zone, source, target)
                 SELECT \(id), \(zone), source, target FROM unnest(\(references.sources), \(references.targets)) AS pair(source, target)
                 ON CONFLICT DO NOTHING
-                """, logger: driverLogger)
+                """, on: connection)
         }
         // Arrays cannot carry NULL here: -1 and '' stand for a live record's missing deletion time and
         // a tombstone's missing content.
         let contents = try records.map { try $0.content?.encoded() ?? "" }
-        try await connection.query(
+        try await self.run(
             """
             INSERT INTO \(unescaped: table("record")) (partition_id, zone, name, type, seq, deleted, deleted_at, content)
             SELECT \(id), \(zone), name, type, seq, deleted, NULLIF(deleted_at, -1), NULLIF(content, '')
@@ -141,7 +141,7 @@ extension PostgresStorage {
                 AS row(name, type, seq, deleted, deleted_at, content)
             ON CONFLICT (partition_id, zone, name) DO UPDATE SET type = excluded.type, seq = excluded.seq,
                 deleted = excluded.deleted, deleted_at = excluded.deleted_at, content = excluded.content
-            """, logger: driverLogger)
+            """, on: connection)
         return records
     }
 
@@ -182,12 +182,12 @@ extension PostgresStorage {
         let cutoffMilliseconds = cutoff.millisecondsSince1970
         let needsPurge = try await snapshot { connection -> Bool in
             guard let id = try await self.partitionID(connection, zone.partition) else { return false }
-            let rows = try await connection.query(
+            let rows = try await self.run(
                 """
                 SELECT 1 FROM \(unescaped: self.table("record"))
                 WHERE partition_id = \(id) AND zone = \(zone.zoneName) AND deleted AND deleted_at < \(cutoffMilliseconds)
                 LIMIT 1
-                """, logger: self.driverLogger)
+                """, on: connection)
             for try await _ in rows { return true }
             return false
         }
@@ -215,20 +215,20 @@ extension PostgresStorage {
     private func purgeTombstones(in zone: ZoneAddress, before cutoff: Int64) async throws {
         try await transaction { connection in
             let id = try await self.lockPartition(connection, zone.partition)
-            let rows = try await connection.query(
+            let rows = try await self.run(
                 """
                 DELETE FROM \(unescaped: self.table("record"))
                 WHERE partition_id = \(id) AND zone = \(zone.zoneName) AND deleted AND deleted_at < \(cutoff)
                 RETURNING seq
-                """, logger: self.driverLogger)
+                """, on: connection)
             var through: Int64?
             for try await seq in rows.decode(Int64.self) { through = max(through ?? seq, seq) }
             guard let through else { return }
-            try await connection.query(
+            try await self.run(
                 """
                 UPDATE \(unescaped: self.table("zone")) SET purged_through = GREATEST(purged_through, \(through))
                 WHERE partition_id = \(id) AND name = \(zone.zoneName)
-                """, logger: self.driverLogger)
+                """, on: connection)
             self.logger.info("tombstones purged", metadata: ["zone": "\(zone)", "token": "\(through)"])
         }
     }

@@ -65,6 +65,13 @@ final class PostgresStorage: ServerStorage {
         return "\(error.code)"
     }
 
+    /// Runs a query, its SQL logged at level 4 as the SQLite backend logs its statements.
+    @discardableResult
+    func run(_ query: PostgresQuery, on connection: PostgresConnection) async throws -> PostgresRowSequence {
+        logger.trace("sql", metadata: ["sql": "\(query.sql)"])
+        return try await connection.query(query, logger: driverLogger)
+    }
+
     /// A table name qualified by the schema (an identifier checked by ``PostgresURL``).
     func table(_ name: String) -> String { "\"\(schemaName)\".cloudstore_\(name)" }
 
@@ -99,16 +106,16 @@ final class PostgresStorage: ServerStorage {
 
     func checkReachable() async throws {
         _ = try await client.withConnection { connection in
-            try await connection.query("SELECT 1", logger: self.driverLogger)
+            try await self.run("SELECT 1", on: connection)
         }
     }
 
     func prepare() async throws {
         try await probe()
         try await transaction { connection in
-            try await connection.query("SELECT pg_advisory_xact_lock(727272)", logger: self.driverLogger)
+            try await self.run("SELECT pg_advisory_xact_lock(727272)", on: connection)
             for statement in self.schemaStatements {
-                try await connection.query(PostgresQuery(unsafeSQL: statement), logger: self.driverLogger)
+                try await self.run(PostgresQuery(unsafeSQL: statement), on: connection)
             }
         }
     }
@@ -181,13 +188,13 @@ final class PostgresStorage: ServerStorage {
     /// Runs `body` in a READ COMMITTED transaction; rolls back when it throws, rethrowing its error.
     func transaction<T: Sendable>(_ body: @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         try await client.withConnection { connection in
-            try await connection.query("BEGIN", logger: self.driverLogger)
+            try await self.run("BEGIN", on: connection)
             do {
                 let value = try await body(connection)
-                try await connection.query("COMMIT", logger: self.driverLogger)
+                try await self.run("COMMIT", on: connection)
                 return value
             } catch {
-                _ = try? await connection.query("ROLLBACK", logger: self.driverLogger)
+                _ = try? await self.run("ROLLBACK", on: connection)
                 throw error
             }
         }
@@ -196,7 +203,7 @@ final class PostgresStorage: ServerStorage {
     /// Runs `body` in a read-only REPEATABLE READ transaction: one snapshot for every statement.
     func snapshot<T: Sendable>(_ body: @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         try await transaction { connection in
-            try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: self.driverLogger)
+            try await self.run("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY", on: connection)
             return try await body(connection)
         }
     }
@@ -206,13 +213,13 @@ final class PostgresStorage: ServerStorage {
     func partitionID(_ connection: PostgresConnection, _ partition: DatabasePartition, lock: Bool = false) async throws
         -> Int64?
     {
-        let rows = try await connection.query(
+        let rows = try await self.run(
             """
             SELECT id FROM \(unescaped: table("partition"))
             WHERE container = \(partition.container) AND environment = \(partition.environment.rawValue)
                 AND scope = \(partition.scope.rawValue) AND owner = \(partition.owner)
             \(unescaped: lock ? "FOR UPDATE" : "")
-            """, logger: driverLogger)
+            """, on: connection)
         for try await id in rows.decode(Int64.self) { return id }
         return nil
     }
@@ -221,12 +228,12 @@ final class PostgresStorage: ServerStorage {
     func partitionRow(_ connection: PostgresConnection, _ partition: DatabasePartition) async throws
         -> (id: Int64, dbSeq: Int64)?
     {
-        let rows = try await connection.query(
+        let rows = try await self.run(
             """
             SELECT id, db_seq FROM \(unescaped: table("partition"))
             WHERE container = \(partition.container) AND environment = \(partition.environment.rawValue)
                 AND scope = \(partition.scope.rawValue) AND owner = \(partition.owner)
-            """, logger: driverLogger)
+            """, on: connection)
         for try await row in rows.decode((Int64, Int64).self) { return row }
         return nil
     }
@@ -234,12 +241,12 @@ final class PostgresStorage: ServerStorage {
     /// The partition's row ID, creating the row, locked until the transaction ends: every write to a
     /// partition goes through here first, which serializes them.
     func lockPartition(_ connection: PostgresConnection, _ partition: DatabasePartition) async throws -> Int64 {
-        try await connection.query(
+        try await self.run(
             """
             INSERT INTO \(unescaped: table("partition")) (container, environment, scope, owner)
             VALUES (\(partition.container), \(partition.environment.rawValue), \(partition.scope.rawValue), \(partition.owner))
             ON CONFLICT DO NOTHING
-            """, logger: driverLogger)
+            """, on: connection)
         guard let id = try await partitionID(connection, partition, lock: true) else {
             throw PostgresStorageError("the row of partition \(partition) vanished")
         }
@@ -250,13 +257,12 @@ final class PostgresStorage: ServerStorage {
     func bumpDatabaseSeq(_ connection: PostgresConnection, _ partitionID: Int64, _ partition: DatabasePartition)
         async throws -> Int64
     {
-        let rows = try await connection.query(
-            "UPDATE \(unescaped: table("partition")) SET db_seq = db_seq + 1 WHERE id = \(partitionID) RETURNING db_seq",
-            logger: driverLogger)
+        let rows = try await self.run(
+            "UPDATE \(unescaped: table("partition")) SET db_seq = db_seq + 1 WHERE id = \(partitionID) RETURNING db_seq", on: connection)
         var seq: Int64 = 0
         for try await value in rows.decode(Int64.self) { seq = value }
-        try await connection.query(
-            "SELECT pg_notify(\(Self.channel), \("\(schemaName)|\(partition.key)"))", logger: driverLogger)
+        try await self.run(
+            "SELECT pg_notify(\(Self.channel), \("\(schemaName)|\(partition.key)"))", on: connection)
         return seq
     }
 
@@ -264,7 +270,7 @@ final class PostgresStorage: ServerStorage {
 
     func zoneRows(_ connection: PostgresConnection, _ query: PostgresQuery) async throws -> [StoredZone] {
         var zones: [StoredZone] = []
-        for try await (name, seq, dbSeq, incarnation, purged, deleted) in try await connection.query(query, logger: driverLogger)
+        for try await (name, seq, dbSeq, incarnation, purged, deleted) in try await self.run(query, on: connection)
             .decode((String, Int64, Int64, Int64, Int64, Bool).self)
         {
             zones.append(
@@ -326,14 +332,14 @@ final class PostgresStorage: ServerStorage {
                         continue
                     }
                     let dbSeq = try await self.bumpDatabaseSeq(connection, id, partition)
-                    try await connection.query(
+                    try await self.run(
                         """
                         INSERT INTO \(unescaped: self.table("zone")) (partition_id, name, seq, db_seq, incarnation, purged_through)
                         VALUES (\(id), \(name), 0, \(dbSeq), \(dbSeq), 0)
                         ON CONFLICT (partition_id, name) DO UPDATE SET
                             deleted = FALSE, db_seq = excluded.db_seq, incarnation = excluded.incarnation,
                             purged_through = \(unescaped: self.table("zone")).seq
-                        """, logger: self.driverLogger)
+                        """, on: connection)
                     results.append(try await self.zoneRow(connection, id, name))
                 case .delete(let name):
                     guard let live = try await self.zoneRow(connection, id, name), !live.deleted else {
@@ -341,17 +347,15 @@ final class PostgresStorage: ServerStorage {
                         continue
                     }
                     let dbSeq = try await self.bumpDatabaseSeq(connection, id, partition)
-                    try await connection.query(
-                        "DELETE FROM \(unescaped: self.table("record")) WHERE partition_id = \(id) AND zone = \(name)",
-                        logger: self.driverLogger)
-                    try await connection.query(
-                        "DELETE FROM \(unescaped: self.table("reference")) WHERE partition_id = \(id) AND zone = \(name)",
-                        logger: self.driverLogger)
-                    try await connection.query(
+                    try await self.run(
+                        "DELETE FROM \(unescaped: self.table("record")) WHERE partition_id = \(id) AND zone = \(name)", on: connection)
+                    try await self.run(
+                        "DELETE FROM \(unescaped: self.table("reference")) WHERE partition_id = \(id) AND zone = \(name)", on: connection)
+                    try await self.run(
                         """
                         UPDATE \(unescaped: self.table("zone")) SET deleted = TRUE, db_seq = \(dbSeq)
                         WHERE partition_id = \(id) AND name = \(name)
-                        """, logger: self.driverLogger)
+                        """, on: connection)
                     results.append(try await self.zoneRow(connection, id, name))
                 }
             }
@@ -381,11 +385,11 @@ final class PostgresStorage: ServerStorage {
     func schema(_ connection: PostgresConnection, container: String, environment: CloudEnvironment) async throws
         -> CloudSchema
     {
-        let rows = try await connection.query(
+        let rows = try await self.run(
             """
             SELECT version, content FROM \(unescaped: table("schema"))
             WHERE container = \(container) AND environment = \(environment.rawValue)
-            """, logger: driverLogger)
+            """, on: connection)
         for try await (version, content) in rows.decode((Int64, String).self) {
             var schema = try WireCoding.decode(CloudSchema.self, from: Data(content.utf8))
             schema.version = Int(version)
@@ -408,14 +412,14 @@ final class PostgresStorage: ServerStorage {
         content.version = nil
         let text = String(decoding: try WireCoding.encode(content), as: UTF8.self)
         let version = Int64(schema.version ?? 0)
-        let rows = try await connection.query(
+        let rows = try await self.run(
             """
             INSERT INTO \(unescaped: table("schema")) AS stored (container, environment, version, content)
             VALUES (\(container), \(environment.rawValue), \(version), \(text))
             ON CONFLICT (container, environment) DO UPDATE SET version = excluded.version, content = excluded.content
             WHERE stored.version = \(Int64(expected))
             RETURNING version
-            """, logger: driverLogger)
+            """, on: connection)
         for try await _ in rows.decode(Int64.self) { return true }
         return false
     }
