@@ -59,14 +59,7 @@ struct CLIMigrateTests {
     @Test func withoutMigrationsOption_findsTheStepsBesideTheSchemaAndSaysSo() async throws {
         try await TemporaryDirectory.with { directory in
             let (url, note) = try StoreFixtures.notesV1Store(in: directory)
-            let project = directory.appendingPathComponent("project")
-            let steps = project.appendingPathComponent("Migrations/Notes")
-            try FileManager.default.createDirectory(at: steps, withIntermediateDirectories: true)
-            try FileManager.default.createDirectory(
-                at: project.appendingPathComponent("Schema"), withIntermediateDirectories: true)
-            let schema = project.appendingPathComponent("Schema/Notes.json")
-            try FileManager.default.copyItem(at: URL(fileURLWithPath: Fixtures.notesSchema), to: schema)
-            try Data(#"UPDATE "Note" SET "priority" = 2;"#.utf8).write(to: steps.appendingPathComponent("2-set-priority.sql"))
+            let (schema, project) = try StoreFixtures.projectWithMigrationStep(in: directory)
 
             let result = await cloudstore("migrate", "--store", url.path, "--schema", schema.path)
             #expect(result.status == 0, "\(result.standardError)")

@@ -11,6 +11,20 @@ enum StoreFixtures {
 
     /// A local store of Notes version 1 holding one note whose `rank` is 7 (version 2 renames it
     /// `priority` and the example migration step clamps it to 3).
+    /// A project folder laid out as this repository is (`Schema/Notes.json`, `Migrations/Notes/`)
+    /// whose one migration step sets every note's priority to 2; answers the schema file and the
+    /// project folder.
+    static func projectWithMigrationStep(in directory: URL) throws -> (schema: URL, project: URL) {
+        let project = directory.appendingPathComponent("project")
+        let steps = project.appendingPathComponent("Migrations/Notes")
+        try FileManager.default.createDirectory(at: steps, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: project.appendingPathComponent("Schema"), withIntermediateDirectories: true)
+        let schema = project.appendingPathComponent("Schema/Notes.json")
+        try FileManager.default.copyItem(at: URL(fileURLWithPath: Fixtures.notesSchema), to: schema)
+        try Data(#"UPDATE "Note" SET "priority" = 2;"#.utf8).write(to: steps.appendingPathComponent("2-set-priority.sql"))
+        return (schema, project)
+    }
+
     static func notesV1Store(in directory: URL) throws -> (url: URL, note: UUID) {
         let url = directory.appendingPathComponent("notes-v1.sqlite")
         let store = try PersistentStore(url: url, schema: try schema(Fixtures.notesV1Schema))
