@@ -61,8 +61,7 @@ struct ServeSettings: Sendable {
             do {
                 providers.append(try await FileProvider<JSONSnapshot>(filePath: FilePath(configFile)))
             } catch {
-                throw CommandError(
-                    "the config file \(configFile) is not a JSON object of settings like {\"containers\": [\"iCloud.com.example.notes\"]}: see `cloudstore serve --help`")
+                throw notSettings(configFile)
             }
         }
         let reader = ConfigReader(providers: providers)
@@ -127,14 +126,18 @@ struct ServeSettings: Sendable {
         guard let data = FileManager.default.contents(atPath: path),
             let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
         else {
-            throw CommandError(
-                "the config file \(path) is not a JSON object of settings like {\"containers\": [\"iCloud.com.example.notes\"]}: see `cloudstore serve --help`")
+            throw notSettings(path)
         }
         let known = Set(Key.allCases.map(\.rawValue))
         if let unknown = object.keys.sorted().first(where: { !known.contains($0) }) {
             throw CommandError(
                 "the config file \(path) has an unknown setting \"\(unknown)\": use \(Key.allCases.map(\.rawValue).joined(separator: ", "))")
         }
+    }
+
+    private static func notSettings(_ path: String) -> CommandError {
+        CommandError(
+            "the config file \(path) is not a JSON object of settings like {\"containers\": [\"iCloud.com.example.notes\"]}: see `cloudstore serve --help`")
     }
 
     /// The operator token from its file: the first line, without surrounding whitespace.
