@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// `cloudstore demo [--keep]`.
-@Suite("cloudstore demo", .timeLimit(.minutes(1)))
+@Suite("cloudstore demo", .timeLimit(.minutes(3)))
 struct CLIDemoTests {
     /// The folder the demo says it worked in.
     func dataFolder(_ result: CLIResult) throws -> String {

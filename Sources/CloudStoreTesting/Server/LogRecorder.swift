@@ -13,7 +13,7 @@ import Synchronization
 public final class LogRecorder: Sendable {
     private struct State {
         var messages: [String] = []
-        var waiters: [(text: String, continuation: CheckedContinuation<Void, Never>)] = []
+        var waiters: [(texts: [String], continuation: CheckedContinuation<String, Never>)] = []
     }
 
     private let state = Mutex(State())
@@ -32,24 +32,36 @@ public final class LogRecorder: Sendable {
 
     /// Returns once a message containing `text` was logged (at once if one already was).
     public func waitFor(_ text: String) async {
+        _ = await waitFor(anyOf: [text])
+    }
+
+    /// Returns the first of `texts` that a logged message contains, once one does (at once if one
+    /// already does): a test waits for what it expects or for the sign that it will never come.
+    public func waitFor(anyOf texts: [String]) async -> String {
         await withCheckedContinuation { continuation in
-            let ready = state.withLock { state -> Bool in
-                if state.messages.contains(where: { $0.contains(text) }) { return true }
-                state.waiters.append((text, continuation))
-                return false
+            let found = state.withLock { state -> String? in
+                for message in state.messages {
+                    if let text = texts.first(where: message.contains) { return text }
+                }
+                state.waiters.append((texts, continuation))
+                return nil
             }
-            if ready { continuation.resume() }
+            if let found { continuation.resume(returning: found) }
         }
     }
 
     fileprivate func record(_ message: String) {
-        let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+        let ready = state.withLock { state -> [(String, CheckedContinuation<String, Never>)] in
             state.messages.append(message)
-            let ready = state.waiters.filter { message.contains($0.text) }.map(\.continuation)
-            state.waiters.removeAll { message.contains($0.text) }
+            var ready: [(String, CheckedContinuation<String, Never>)] = []
+            state.waiters.removeAll { waiter in
+                guard let text = waiter.texts.first(where: message.contains) else { return false }
+                ready.append((text, waiter.continuation))
+                return true
+            }
             return ready
         }
-        for continuation in ready { continuation.resume() }
+        for (text, continuation) in ready { continuation.resume(returning: text) }
     }
 
     private struct Handler: LogHandler {
