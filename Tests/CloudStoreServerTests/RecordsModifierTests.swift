@@ -53,7 +53,7 @@ struct RecordsModifierTests {
 
     func stored(_ name: String, seq: Int64, fields: [String: FieldValue] = [:]) -> StoredRecord {
         StoredRecord(
-            name: name, type: "Note", seq: seq, content: RecordContent(fields: fields, created: stamp, modified: stamp),
+            name: name, type: "Note", seq: seq, content: try! StoredContent(RecordContent(fields: fields, created: stamp, modified: stamp)),
             deletedAt: nil)
     }
 

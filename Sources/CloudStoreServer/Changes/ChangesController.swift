@@ -49,6 +49,7 @@ struct ChangesController: Sendable {
         try services.limits.checkOperationCount(body.zones.count, of: "zones")
         let partition = try call.partition()
         var results: [ZoneChangesResult] = []
+        var recordLists: [[[UInt8]]] = []
         for item in body.zones {
             let zone = try call.zone(item.zoneID, in: partition)
             let limit = try services.limits.pageSize(item.resultsLimit ?? body.resultsLimit)
@@ -81,15 +82,16 @@ struct ChangesController: Sendable {
             let desiredKeys = item.desiredKeys ?? body.desiredKeys
             context.logger.info(
                 "zone changes", metadata: ["zone": "\(zone)", "count": "\(rows.count)", "token": "\(seq)"])
+            let writer = try RecordWriter(zone: zone, numbersAsStrings: body.numbersAsStrings ?? false)
+            recordLists.append(try rows.map { try writer.json($0, desiredKeys: desiredKeys) })
             results.append(
                 .changes(
                     ZoneChanges(
                         zoneID: zone.zoneID, syncToken: SyncToken.zone(zone, page.zone, seq: seq).encoded,
-                        moreComing: moreComing,
-                        records: rows.map { services.present($0, in: zone, desiredKeys: desiredKeys) })))
+                        moreComing: moreComing, records: [])))
         }
         return try JSONResponse.make(
-            ZoneChangesResponse(zones: results), numbersAsStrings: body.numbersAsStrings ?? false)
+            ZoneChangesResponse(zones: results), records: recordLists, numbersAsStrings: body.numbersAsStrings ?? false)
     }
 
     /// A database token's sequence, once it is known to be this partition's.

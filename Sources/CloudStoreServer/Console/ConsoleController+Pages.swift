@@ -71,11 +71,12 @@ extension ConsoleController {
             throw Self.zoneNotFound(zone)
         }
         let shown = Array(rows.prefix(limit))
-        let records = shown.map { row in
-            ZoneView.Record(
+        let records = try shown.map { row in
+            let content = try row.content?.decoded()
+            return ZoneView.Record(
                 name: row.name, type: row.type, changeTag: row.changeTag,
-                modified: row.content.map { ConsoleFormat.stamp($0.modified) } ?? "",
-                fields: (row.content?.fields ?? [:]).sorted { $0.key < $1.key }.map {
+                modified: content.map { ConsoleFormat.stamp($0.modified) } ?? "",
+                fields: (content?.fields ?? [:]).sorted { $0.key < $1.key }.map {
                     ZoneView.Field(name: $0.key, value: ConsoleFormat.value($0.value, limit: 200))
                 },
                 href: Self.recordLink(zone, row.name))
@@ -100,7 +101,7 @@ extension ConsoleController {
         let zone = try zoneAddress(query)
         let name = try query.required("record")
         guard let rows = try await services.storage.records(named: [name], in: zone) else { throw Self.zoneNotFound(zone) }
-        guard let row = rows[name], let content = row.content else {
+        guard let row = rows[name], let content = try row.content?.decoded() else {
             throw ConsoleFailure(
                 .notFound, "Record \(name) does not exist in zone \(zone.zoneName) of the \(Self.name(of: zone.partition)).")
         }

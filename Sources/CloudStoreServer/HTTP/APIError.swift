@@ -53,4 +53,52 @@ enum JSONResponse {
             status: status, headers: [.contentType: contentType],
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
     }
+
+    /// A response whose records were written apart (``RecordWriter``): `envelope` is encoded with
+    /// its record arrays empty, and the n-th `"records":[]` in it receives the n-th list of
+    /// `records`, in order.
+    static func make(
+        _ envelope: some Encodable, records: [[[UInt8]]], status: HTTPResponse.Status = .ok,
+        numbersAsStrings: Bool = false
+    ) throws -> Response {
+        let shell = Array(try WireCoding.makeEncoder(numbersAsStrings: numbersAsStrings).encode(envelope))
+        let body = try splice(records, into: shell)
+        var buffer = ByteBuffer()
+        buffer.writeBytes(body)
+        return Response(status: status, headers: [.contentType: contentType], body: ResponseBody(byteBuffer: buffer))
+    }
+
+    /// Puts each list of records into the n-th empty `"records":[]` of `shell`. The pattern cannot
+    /// occur inside a JSON string (its quotes would be escaped there); a shell with another count
+    /// of empty record arrays is a programming error.
+    static func splice(_ records: [[[UInt8]]], into shell: [UInt8]) throws -> [UInt8] {
+        let pattern = Array(#""records":[]"#.utf8)
+        var body: [UInt8] = []
+        body.reserveCapacity(shell.count + records.reduce(0) { $0 + $1.reduce($1.count) { $0 + $1.count } })
+        var copied = 0
+        var lists = records.makeIterator()
+        var index = 0
+        while index + pattern.count <= shell.count {
+            guard shell[index] == pattern[0], shell[index..<index + pattern.count].elementsEqual(pattern) else {
+                index += 1
+                continue
+            }
+            guard let list = lists.next() else { throw SpliceMismatch() }
+            let arrayStart = index + pattern.count - 1
+            body.append(contentsOf: shell[copied..<arrayStart])
+            for (position, record) in list.enumerated() {
+                if position > 0 { body.append(UInt8(ascii: ",")) }
+                body.append(contentsOf: record)
+            }
+            copied = arrayStart
+            index += pattern.count
+        }
+        guard lists.next() == nil else { throw SpliceMismatch() }
+        body.append(contentsOf: shell[copied...])
+        return body
+    }
+
+    struct SpliceMismatch: Error, CustomStringConvertible {
+        var description: String { "a response shell does not have one empty records array per list of records" }
+    }
 }

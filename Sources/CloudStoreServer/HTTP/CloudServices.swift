@@ -16,23 +16,6 @@ struct CloudServices: Sendable {
     var metrics: ServerMetrics
     var logger: Logger
 
-    /// A stored row as the wire shows it: a record with its tag and zone, or a tombstone.
-    func present(_ row: StoredRecord, in zone: ZoneAddress, desiredKeys: [String]? = nil) -> Record {
-        guard let content = row.content else {
-            return Record(
-                recordName: row.name, recordType: row.type, recordChangeTag: row.changeTag, zoneID: zone.zoneID,
-                deleted: true)
-        }
-        var fields = content.fields
-        if let desiredKeys {
-            let wanted = Set(desiredKeys)
-            fields = fields.filter { wanted.contains($0.key) }
-        }
-        return Record(
-            recordName: row.name, recordType: row.type, recordChangeTag: row.changeTag, zoneID: zone.zoneID,
-            fields: fields, created: content.created, modified: content.modified, deleted: false)
-    }
-
     /// 404 `ZONE_NOT_FOUND` for a zone a request names.
     func zoneNotFound(_ zone: ZoneAddress) -> APIError {
         APIError(

@@ -62,10 +62,17 @@ struct QueryEvaluator: Sendable {
         }
     }
 
-    /// The matching rows, sorted.
-    func run(_ rows: [StoredRecord]) -> [StoredRecord] {
+    /// A live row with its content decoded, once per query.
+    struct Candidate {
+        var row: StoredRecord
+        var content: RecordContent?
+    }
+
+    /// The matching rows, sorted; throws when a row's stored content cannot be read.
+    func run(_ rows: [StoredRecord]) throws -> [StoredRecord] {
         let filters = query.filterBy ?? []
-        let matching = rows.filter { row in filters.allSatisfy { matches(row, $0) } }
+        let candidates = try rows.map { Candidate(row: $0, content: try $0.content?.decoded()) }
+        let matching = candidates.filter { candidate in filters.allSatisfy { matches(candidate, $0) } }
         let sorts = query.sortBy ?? []
         return matching.sorted { left, right in
             for sort in sorts {
@@ -80,11 +87,11 @@ struct QueryEvaluator: Sendable {
                     return (order == .orderedAscending) == (sort.ascending ?? true)
                 }
             }
-            return left.name < right.name
-        }
+            return left.row.name < right.row.name
+        }.map(\.row)
     }
 
-    func matches(_ row: StoredRecord, _ filter: Filter) -> Bool {
+    func matches(_ row: Candidate, _ filter: Filter) -> Bool {
         let value = Self.value(of: row, field: filter.fieldName, system: filter.systemFieldName)
         let target = filter.fieldValue
         switch filter.comparator {
@@ -108,11 +115,11 @@ struct QueryEvaluator: Sendable {
         value.flatMap { Self.compare($0, target) }
     }
 
-    static func value(of row: StoredRecord, field: String?, system: String?) -> FieldValue? {
+    static func value(of row: Candidate, field: String?, system: String?) -> FieldValue? {
         guard let content = row.content else { return nil }
         if let field { return content.fields[field] }
         switch system {
-        case "recordName": return .string(row.name)
+        case "recordName": return .string(row.row.name)
         case "createdTimestamp": return .timestamp(content.created.timestamp)
         case "modifiedTimestamp": return .timestamp(content.modified.timestamp)
         case "createdUserRecordName": return content.created.userRecordName.map(FieldValue.string)

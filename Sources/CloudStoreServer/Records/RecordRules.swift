@@ -1,8 +1,9 @@
 import CloudStoreWire
 import Foundation
 
-/// The checks a record passes before the server looks at what is stored: names, field types,
-/// references and size. Each failure is a per-record error that names the record and the problem.
+/// The checks a record passes: names, field types and references before the server looks at what
+/// is stored, and size once the content to store is encoded (``sizeProblem(_:recordName:)``).
+/// Each failure is a per-record error that names the record and the problem.
 struct RecordRules: Sendable {
     var zone: ZoneAddress
     var maxRecordBytes: Int
@@ -35,12 +36,13 @@ struct RecordRules: Sendable {
                 }
             }
         }
-        return sizeProblem(record.fields, recordName: record.recordName)
+        return nil
     }
 
-    /// 413-style per-record failure when fields encode to more than the limit.
-    func sizeProblem(_ fields: [String: FieldValue], recordName: String) -> ServerError? {
-        let size = (try? WireCoding.encode(fields).count) ?? Int.max
+    /// 413-style per-record failure when the fields of the content to store take more than the
+    /// limit, counted on the content's own encoding (the one stored and sent).
+    func sizeProblem(_ content: StoredContent, recordName: String) -> ServerError? {
+        let size = content.parts?.fields.count ?? content.json.utf8.count
         guard size > maxRecordBytes else { return nil }
         return failure(
             .limitExceeded,

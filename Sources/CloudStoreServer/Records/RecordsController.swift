@@ -42,7 +42,7 @@ struct RecordsController: Sendable {
             stamp: Record.Stamp(
                 timestamp: services.clock.now(), userRecordName: call.caller.userRecordName, deviceID: call.deviceID),
             environment: call.environment, onlyCreatorMayChange: partition.scope == .public && !call.caller.isTrusted,
-            rules: rules, present: { services.present($0, in: zone) })
+            rules: rules, present: { try $0.presented(in: zone) })
         guard
             let (outcomes, written) = try await services.storage.modifyRecords(
                 in: zone, loading: modifier.snapshotRequest, decide: { modifier.plan($0) })
@@ -60,26 +60,37 @@ struct RecordsController: Sendable {
             metadata: ["zone": "\(zone)", "count": "\(operations.count)", "written": "\(written.count)"])
 
         var failed = false
-        let results = zip(outcomes, body.operations).map { outcome, operation -> RecordResult in
+        let writer = try RecordWriter(zone: zone, numbersAsStrings: body.numbersAsStrings ?? false)
+        var results: [RecordResult] = []
+        var items: [[UInt8]] = []
+        for (outcome, operation) in zip(outcomes, body.operations) {
+            let result: RecordResult
             switch outcome {
             case .saved(let name):
-                guard let row = rows[name] else { return .error(ServerError(.internalError, recordName: name)) }
-                return .record(
-                    services.present(row, in: zone, desiredKeys: operation.desiredKeys ?? body.desiredKeys))
+                guard let row = rows[name] else {
+                    result = .error(ServerError(.internalError, recordName: name))
+                    break
+                }
+                items.append(try writer.json(row, desiredKeys: operation.desiredKeys ?? body.desiredKeys))
+                continue
             case .deleted(let name):
-                return .record(Record(recordName: name, deleted: true))
+                result = .record(Record(recordName: name, deleted: true))
             case .failed(let error):
                 failed = true
-                return .error(error)
+                result = .error(error)
             case .atomicError(let name):
-                return .error(
+                result = .error(
                     ServerError(
                         .atomicError, reason: "another operation of this atomic request failed; nothing was saved",
                         recordName: name, zoneID: zone.zoneID))
             }
+            results.append(result)
+            items.append(try writer.json(result))
         }
+        // An atomic request with a failure saved nothing: every item is an error or a delete.
         if atomic && failed { throw AtomicFailure(results: results) }
-        return try JSONResponse.make(RecordsResponse(records: results), numbersAsStrings: body.numbersAsStrings ?? false)
+        return try JSONResponse.make(
+            RecordsResponse(records: []), records: [items], numbersAsStrings: body.numbersAsStrings ?? false)
     }
 
     @Sendable func lookup(_ request: Request, context: CloudRequestContext) async throws -> Response {
@@ -93,20 +104,24 @@ struct RecordsController: Sendable {
         guard let rows = try await services.storage.records(named: names, in: zone) else {
             throw services.zoneNotFound(zone)
         }
-        let results = body.records.map { item -> RecordResult in
+        let writer = try RecordWriter(zone: zone, numbersAsStrings: body.numbersAsStrings ?? false)
+        let items = try body.records.map { item -> [UInt8] in
             if let problem = RecordRules.recordNameProblem(item.recordName) {
-                return .error(ServerError(.badRequest, reason: problem, recordName: item.recordName, zoneID: zone.zoneID))
+                return try writer.json(
+                    .error(ServerError(.badRequest, reason: problem, recordName: item.recordName, zoneID: zone.zoneID)))
             }
             guard let row = rows[item.recordName] else {
-                return .error(
-                    ServerError(
-                        .notFound, reason: "record \(item.recordName.prefix(255)) does not exist",
-                        recordName: item.recordName, zoneID: zone.zoneID))
+                return try writer.json(
+                    .error(
+                        ServerError(
+                            .notFound, reason: "record \(item.recordName.prefix(255)) does not exist",
+                            recordName: item.recordName, zoneID: zone.zoneID)))
             }
-            return .record(services.present(row, in: zone, desiredKeys: item.desiredKeys ?? body.desiredKeys))
+            return try writer.json(row, desiredKeys: item.desiredKeys ?? body.desiredKeys)
         }
         services.metrics.served(rows.count)
-        return try JSONResponse.make(RecordsResponse(records: results), numbersAsStrings: body.numbersAsStrings ?? false)
+        return try JSONResponse.make(
+            RecordsResponse(records: []), records: [items], numbersAsStrings: body.numbersAsStrings ?? false)
     }
 
     @Sendable func query(_ request: Request, context: CloudRequestContext) async throws -> Response {
@@ -122,13 +137,14 @@ struct RecordsController: Sendable {
         guard let rows = try await services.storage.records(ofType: body.query.recordType, in: zone) else {
             throw services.zoneNotFound(zone)
         }
-        let matching = evaluator.run(rows)
+        let matching = try evaluator.run(rows)
         let page = matching.dropFirst(offset).prefix(limit)
         let next = offset + page.count < matching.count ? marker.encoded(offset: offset + page.count) : nil
-        let records = page.map { RecordResult.record(services.present($0, in: zone, desiredKeys: body.desiredKeys)) }
-        services.metrics.served(records.count)
+        let writer = try RecordWriter(zone: zone, numbersAsStrings: body.numbersAsStrings ?? false)
+        let items = try page.map { try writer.json($0, desiredKeys: body.desiredKeys) }
+        services.metrics.served(items.count)
         return try JSONResponse.make(
-            RecordsQueryResponse(records: records, continuationMarker: next),
+            RecordsQueryResponse(records: [], continuationMarker: next), records: [items],
             numbersAsStrings: body.numbersAsStrings ?? false)
     }
 

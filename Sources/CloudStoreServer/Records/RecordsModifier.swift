@@ -12,7 +12,7 @@ struct RecordsModifier: Sendable {
     struct Operation: Sendable {
         var type: RecordsModifyRequest.OperationType
         var record: Record
-        /// A failure found before reading the snapshot (bad name, unknown type, too large).
+        /// A failure found before reading the snapshot (bad name, unknown type, a reference out of the zone).
         var failure: ServerError?
     }
 
@@ -33,7 +33,7 @@ struct RecordsModifier: Sendable {
     var onlyCreatorMayChange: Bool
     var rules: RecordRules
     /// How a stored row reads in an error's `serverRecord`.
-    var present: @Sendable (StoredRecord) -> Record
+    var present: @Sendable (StoredRecord) throws -> Record
 
     /// The rows a plan needs: every named record, validating targets, and what deletes may cascade to.
     var snapshotRequest: RecordSnapshotRequest {
@@ -93,6 +93,12 @@ struct RecordsModifier: Sendable {
         let name = sent.recordName
         let live = snapshot.records[name].flatMap { $0.isDeleted ? nil : $0 }
         let type = operation.type
+        let liveContent: RecordContent?
+        do {
+            liveContent = try live?.content?.decoded()
+        } catch {
+            return .failure(rules.failure(.internalError, "the stored copy of record \(name) cannot be read", name))
+        }
 
         if let live, type == .create {
             return .failure(conflict(.exists, "record \(name) already exists: update it with its change tag", live))
@@ -100,7 +106,7 @@ struct RecordsModifier: Sendable {
         if live == nil, type == .update || type == .replace || type == .delete {
             return .failure(rules.failure(.notFound, "record \(name) does not exist", name))
         }
-        if onlyCreatorMayChange, let creator = live?.content?.created.userRecordName, creator != stamp.userRecordName {
+        if onlyCreatorMayChange, let creator = liveContent?.created.userRecordName, creator != stamp.userRecordName {
             return .failure(
                 rules.failure(
                     .accessDenied,
@@ -129,29 +135,34 @@ struct RecordsModifier: Sendable {
                 rules.failure(.badRequest, "record \(name) is a \(live.type); it cannot be saved as a \(recordType)", name))
         }
         var fields: [String: FieldValue] = [:]
-        if let content = live?.content, type == .update || type == .forceUpdate {
+        if let content = liveContent, type == .update || type == .forceUpdate {
             fields = content.fields
         }
         for (key, value) in sent.fields {
             fields[key] = value.isNull ? nil : value
         }
-        if let problem = rules.sizeProblem(fields, recordName: name) {
+        let content: StoredContent
+        do {
+            content = try StoredContent(RecordContent(fields: fields, created: liveContent?.created ?? stamp, modified: stamp))
+        } catch {
+            return .failure(rules.failure(.badRequest, "record \(name) cannot be encoded: \(error)", name))
+        }
+        if let problem = rules.sizeProblem(content, recordName: name) {
             return .failure(problem)
         }
         if let problem = SchemaRules.admit(recordType: recordType, fields: fields, into: &schema, environment: environment) {
             return .failure(rules.failure(.badRequest, problem, name))
         }
-        let content = RecordContent(fields: fields, created: live?.content?.created ?? stamp, modified: stamp)
         return .success(
             RecordWrite(
                 name: name, type: recordType,
-                change: .save(content: content, deleteSelfTargets: deleteSelfTargets(of: fields)),
+                change: .save(content: content, fields: fields, deleteSelfTargets: deleteSelfTargets(of: fields)),
                 time: stamp.timestamp))
     }
 
     private func conflict(_ code: ServerErrorCode, _ reason: String, _ live: StoredRecord) -> ServerError {
         var error = rules.failure(code, reason, live.name)
-        error.serverRecord = present(live)
+        error.serverRecord = try? present(live)
         return error
     }
 
@@ -166,8 +177,8 @@ struct RecordsModifier: Sendable {
             let cascade = cascadedDeletes(writes: writes, snapshot: snapshot)
             var changed = false
             for (index, write) in writes {
-                guard case .save(let content, _) = write.change else { continue }
-                for target in validateTargets(of: content.fields) where !exists(target, writes, cascade, snapshot) {
+                guard case .save(_, let fields, _) = write.change else { continue }
+                for target in validateTargets(of: fields) where !exists(target, writes, cascade, snapshot) {
                     outcomes[index] = .failed(
                         rules.failure(
                             .validatingReferenceError,

@@ -40,15 +40,32 @@ struct RecordContent: Hashable, Sendable, Codable {
     var fields: [String: FieldValue]
     var created: Record.Stamp
     var modified: Record.Stamp
+}
 
-    /// The JSON the storage keeps.
-    func encoded() throws -> String {
-        String(decoding: try WireCoding.encode(self), as: UTF8.self)
+/// A live record's content as the storage keeps it: its canonical JSON
+/// (`{"created":…,"fields":…,"modified":…}`, keys sorted), encoded once when the record is
+/// written. Responses splice it as it is (``RecordJSON``); the server decodes it only to look
+/// inside (an update's merge, the public database's creator rule, a query, the console).
+struct StoredContent: Hashable, Sendable {
+    let json: String
+
+    /// Content read from storage.
+    init(json: String) {
+        self.json = json
     }
 
-    static func decode(_ text: String) throws -> RecordContent {
-        try WireCoding.decode(RecordContent.self, from: Data(text.utf8))
+    /// Encodes new content, the one time it is encoded.
+    init(_ content: RecordContent) throws {
+        json = String(decoding: try WireCoding.encode(content), as: UTF8.self)
     }
+
+    func decoded() throws -> RecordContent {
+        try WireCoding.decode(RecordContent.self, from: Data(json.utf8))
+    }
+
+    /// Where `created`, `fields` and `modified` are in ``json``; nil when it is not laid out as
+    /// this server writes it.
+    var parts: RecordJSON.ContentParts? { RecordJSON.ContentParts(json) }
 }
 
 /// A record row: its latest state, or a tombstone.
@@ -58,7 +75,7 @@ struct StoredRecord: Hashable, Sendable {
     /// The zone sequence of the record's last write; its change tag derives from it.
     var seq: Int64
     /// Nil for a tombstone.
-    var content: RecordContent?
+    var content: StoredContent?
     /// When the record was deleted, for tombstones.
     var deletedAt: Date?
 
@@ -66,13 +83,32 @@ struct StoredRecord: Hashable, Sendable {
 
     /// The change tag: the write's sequence in base 36, unique per write of a zone.
     var changeTag: String { String(seq, radix: 36) }
+
+    /// The row as the wire shows it: a record with its tag and zone (only `desiredKeys` of its
+    /// fields when given), or a tombstone. Responses write rows with ``RecordWriter``, which
+    /// splices the stored JSON instead when it can.
+    func presented(in zone: ZoneAddress, desiredKeys: [String]? = nil) throws -> Record {
+        guard let content = try content?.decoded() else {
+            return Record(recordName: name, recordType: type, recordChangeTag: changeTag, zoneID: zone.zoneID, deleted: true)
+        }
+        var fields = content.fields
+        if let desiredKeys {
+            let wanted = Set(desiredKeys)
+            fields = fields.filter { wanted.contains($0.key) }
+        }
+        return Record(
+            recordName: name, recordType: type, recordChangeTag: changeTag, zoneID: zone.zoneID, fields: fields,
+            created: content.created, modified: content.modified, deleted: false)
+    }
 }
 
 /// One write of a records/modify plan, applied in order with consecutive zone sequences.
 struct RecordWrite: Hashable, Sendable {
     enum Change: Hashable, Sendable {
         /// Saves the record's new state; `deleteSelfTargets` are the records whose deletion deletes it.
-        case save(content: RecordContent, deleteSelfTargets: Set<String>)
+        /// `content` is encoded once, when the plan is made; `fields` are its fields, for the
+        /// plan's reference checks.
+        case save(content: StoredContent, fields: [String: FieldValue], deleteSelfTargets: Set<String>)
         case delete
     }
 

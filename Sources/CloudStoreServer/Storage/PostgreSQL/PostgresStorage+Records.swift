@@ -12,7 +12,7 @@ extension PostgresStorage {
         {
             records.append(
                 StoredRecord(
-                    name: name, type: type, seq: seq, content: try content.map(RecordContent.decode),
+                    name: name, type: type, seq: seq, content: content.map(StoredContent.init(json:)),
                     deletedAt: deletedAt.map(Date.init(millisecondsSince1970:))))
         }
         return records
@@ -105,7 +105,7 @@ extension PostgresStorage {
         for (offset, write) in writes.enumerated() {
             let seq = seq + Int64(offset) + 1
             switch write.change {
-            case .save(let content, let targets):
+            case .save(let content, _, let targets):
                 records.append(StoredRecord(name: write.name, type: write.type, seq: seq, content: content, deletedAt: nil))
                 for target in targets.sorted() {
                     references.sources.append(write.name)
@@ -131,7 +131,7 @@ extension PostgresStorage {
         }
         // Arrays cannot carry NULL here: -1 and '' stand for a live record's missing deletion time and
         // a tombstone's missing content.
-        let contents = try records.map { try $0.content?.encoded() ?? "" }
+        let contents = records.map { $0.content?.json ?? "" }
         try await self.run(
             """
             INSERT INTO \(unescaped: table("record")) (partition_id, zone, name, type, seq, deleted, deleted_at, content)

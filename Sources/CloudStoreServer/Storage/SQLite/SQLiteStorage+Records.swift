@@ -9,7 +9,7 @@ extension SQLiteStorage {
         let content: String? = row["content"]
         let deletedAt: Int64? = row["deleted_at"]
         return StoredRecord(
-            name: row["name"], type: row["type"], seq: row["seq"], content: try content.map(RecordContent.decode),
+            name: row["name"], type: row["type"], seq: row["seq"], content: content.map(StoredContent.init(json:)),
             deletedAt: deletedAt.map(Date.init(millisecondsSince1970:)))
     }
 
@@ -111,7 +111,7 @@ extension SQLiteStorage {
             arguments: [id, zone, write.name])
         let record: StoredRecord
         switch write.change {
-        case .save(let content, let targets):
+        case .save(let content, _, let targets):
             record = StoredRecord(name: write.name, type: write.type, seq: seq, content: content, deletedAt: nil)
             for target in targets {
                 try db.execute(
@@ -130,7 +130,7 @@ extension SQLiteStorage {
                 """,
             arguments: [
                 id, zone, write.name, write.type, seq, record.isDeleted,
-                record.deletedAt?.millisecondsSince1970, try record.content?.encoded(),
+                record.deletedAt?.millisecondsSince1970, record.content?.json,
             ])
         return record
     }
