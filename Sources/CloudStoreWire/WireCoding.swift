@@ -16,8 +16,21 @@ public enum WireCoding {
         JSONDecoder()
     }
 
-    public static func encode<T: Encodable>(_ value: T) throws -> Data {
-        try makeEncoder().encode(value)
+    /// The JSON of a value: written straight to bytes when the type has that path
+    /// (``JSONBytesWritable``: records, their fields, a records/modify request), through
+    /// ``makeEncoder(numbersAsStrings:)`` otherwise; the same bytes either way.
+    public static func encode<T: Encodable>(_ value: T, numbersAsStrings: Bool = false) throws -> Data {
+        Data(try encodedBytes(value, numbersAsStrings: numbersAsStrings))
+    }
+
+    /// ``encode(_:numbersAsStrings:)`` as bytes.
+    public static func encodedBytes<T: Encodable>(_ value: T, numbersAsStrings: Bool = false) throws -> [UInt8] {
+        if let writable = value as? any JSONBytesWritable {
+            var json = JSONBytes(numbersAsStrings: numbersAsStrings)
+            try writable.write(to: &json)
+            return json.bytes
+        }
+        return Array(try makeEncoder(numbersAsStrings: numbersAsStrings).encode(value))
     }
 
     public static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {

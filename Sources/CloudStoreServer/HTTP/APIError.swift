@@ -48,7 +48,7 @@ enum JSONResponse {
     static func make(
         _ value: some Encodable, status: HTTPResponse.Status = .ok, numbersAsStrings: Bool = false
     ) throws -> Response {
-        let data = try WireCoding.makeEncoder(numbersAsStrings: numbersAsStrings).encode(value)
+        let data = try WireCoding.encodedBytes(value, numbersAsStrings: numbersAsStrings)
         return Response(
             status: status, headers: [.contentType: contentType],
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
@@ -61,7 +61,7 @@ enum JSONResponse {
         _ envelope: some Encodable, records: [[[UInt8]]], status: HTTPResponse.Status = .ok,
         numbersAsStrings: Bool = false
     ) throws -> Response {
-        let shell = Array(try WireCoding.makeEncoder(numbersAsStrings: numbersAsStrings).encode(envelope))
+        let shell = try WireCoding.encodedBytes(envelope, numbersAsStrings: numbersAsStrings)
         let body = try splice(records, into: shell)
         var buffer = ByteBuffer()
         buffer.writeBytes(body)

@@ -87,69 +87,38 @@ enum RecordJSON {
 
     /// Appends a row as the wire shows it with every field and numbers as numbers; false (and
     /// nothing appended) when the stored content is not laid out as expected.
-    static func append(_ row: StoredRecord, zoneJSON: [UInt8], to out: inout [UInt8]) -> Bool {
+    static func append(_ row: StoredRecord, zoneJSON: [UInt8], to json: inout JSONBytes) -> Bool {
         guard let content = row.content else {
-            out.append(contentsOf: #"{"deleted":true,"#.utf8)
-            appendIdentity(row, zoneJSON: zoneJSON, to: &out)
+            json.object { json in
+                json.member("deleted", bool: true)
+                appendIdentity(row, zoneJSON: zoneJSON, to: &json)
+            }
             return true
         }
         guard let parts = content.parts else { return false }
-        var json = content.json
-        json.withUTF8 { bytes in
-            out.append(contentsOf: #"{"created":"#.utf8)
-            out.append(contentsOf: bytes[parts.created])
-            out.append(contentsOf: #","deleted":false,"fields":"#.utf8)
-            out.append(contentsOf: bytes[parts.fields])
-            out.append(contentsOf: #","modified":"#.utf8)
-            out.append(contentsOf: bytes[parts.modified])
+        var text = content.json
+        text.withUTF8 { bytes in
+            json.object { json in
+                json.member("created")
+                json.raw(bytes[parts.created])
+                json.member("deleted", bool: false)
+                json.member("fields")
+                json.raw(bytes[parts.fields])
+                json.member("modified")
+                json.raw(bytes[parts.modified])
+                appendIdentity(row, zoneJSON: zoneJSON, to: &json)
+            }
         }
-        out.append(UInt8(ascii: ","))
-        appendIdentity(row, zoneJSON: zoneJSON, to: &out)
         return true
     }
 
-    /// `"recordChangeTag":…,"recordName":…,"recordType":…,"zoneID":Z}`
-    private static func appendIdentity(_ row: StoredRecord, zoneJSON: [UInt8], to out: inout [UInt8]) {
-        out.append(contentsOf: #""recordChangeTag":"#.utf8)
-        appendString(row.changeTag, to: &out)
-        out.append(contentsOf: #","recordName":"#.utf8)
-        appendString(row.name, to: &out)
-        out.append(contentsOf: #","recordType":"#.utf8)
-        appendString(row.type, to: &out)
-        out.append(contentsOf: #","zoneID":"#.utf8)
-        out.append(contentsOf: zoneJSON)
-        out.append(UInt8(ascii: "}"))
-    }
-
-    /// A JSON string as `WireCoding`'s encoder writes it: `"` and `\` escaped, control characters
-    /// as `\b`, `\f`, `\n`, `\r`, `\t` or `\u00XX`, everything else (`/` and non-ASCII included)
-    /// as it is.
-    static func appendString(_ text: String, to out: inout [UInt8]) {
-        out.append(UInt8(ascii: "\""))
-        var text = text
-        text.withUTF8 { bytes in
-            var runStart = 0
-            for (index, byte) in bytes.enumerated() where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
-                out.append(contentsOf: bytes[runStart..<index])
-                runStart = index + 1
-                switch byte {
-                case UInt8(ascii: "\""): out.append(contentsOf: #"\""#.utf8)
-                case UInt8(ascii: "\\"): out.append(contentsOf: #"\\"#.utf8)
-                case 0x08: out.append(contentsOf: #"\b"#.utf8)
-                case 0x0C: out.append(contentsOf: #"\f"#.utf8)
-                case 0x0A: out.append(contentsOf: #"\n"#.utf8)
-                case 0x0D: out.append(contentsOf: #"\r"#.utf8)
-                case 0x09: out.append(contentsOf: #"\t"#.utf8)
-                default:
-                    let hex = Array("0123456789abcdef".utf8)
-                    out.append(contentsOf: #"\u00"#.utf8)
-                    out.append(hex[Int(byte >> 4)])
-                    out.append(hex[Int(byte & 0x0F)])
-                }
-            }
-            out.append(contentsOf: bytes[runStart...])
-        }
-        out.append(UInt8(ascii: "\""))
+    /// The members `recordChangeTag`, `recordName`, `recordType` and `zoneID`.
+    private static func appendIdentity(_ row: StoredRecord, zoneJSON: [UInt8], to json: inout JSONBytes) {
+        json.member("recordChangeTag", string: row.changeTag)
+        json.member("recordName", string: row.name)
+        json.member("recordType", string: row.type)
+        json.member("zoneID")
+        json.raw(zoneJSON)
     }
 }
 
@@ -158,28 +127,26 @@ enum RecordJSON {
 /// some fields (`desiredKeys`) or for numbers as strings.
 struct RecordWriter {
     let zone: ZoneAddress
-    private let encoder: JSONEncoder
     private let numbersAsStrings: Bool
     private let zoneJSON: [UInt8]
 
     init(zone: ZoneAddress, numbersAsStrings: Bool) throws {
         self.zone = zone
         self.numbersAsStrings = numbersAsStrings
-        encoder = WireCoding.makeEncoder(numbersAsStrings: numbersAsStrings)
-        zoneJSON = Array(try encoder.encode(zone.zoneID))
+        zoneJSON = try WireCoding.encodedBytes(zone.zoneID)
     }
 
     /// A stored row (live or tombstone) as a record of the response.
     func json(_ row: StoredRecord, desiredKeys: [String]? = nil) throws -> [UInt8] {
         if desiredKeys == nil && !numbersAsStrings {
-            var out: [UInt8] = []
-            if RecordJSON.append(row, zoneJSON: zoneJSON, to: &out) { return out }
+            var json = JSONBytes(capacity: (row.content?.json.utf8.count ?? 0) + 160)
+            if RecordJSON.append(row, zoneJSON: zoneJSON, to: &json) { return json.bytes }
         }
-        return Array(try encoder.encode(try row.presented(in: zone, desiredKeys: desiredKeys)))
+        return try WireCoding.encodedBytes(try row.presented(in: zone, desiredKeys: desiredKeys), numbersAsStrings: numbersAsStrings)
     }
 
     /// Any other item of a response (an error, a delete's result).
     func json(_ result: RecordResult) throws -> [UInt8] {
-        Array(try encoder.encode(result))
+        try WireCoding.encodedBytes(result, numbersAsStrings: numbersAsStrings)
     }
 }

@@ -36,10 +36,19 @@ struct StoredZone: Hashable, Sendable {
 }
 
 /// What a live record holds besides its identity: fields and who wrote it when.
-struct RecordContent: Hashable, Sendable, Codable {
+struct RecordContent: Hashable, Sendable, Codable, JSONBytesWritable {
     var fields: [String: FieldValue]
     var created: Record.Stamp
     var modified: Record.Stamp
+
+    func write(to json: inout JSONBytes) throws {
+        try json.object { json in
+            try json.member("created", value: created)
+            json.member("fields")
+            try json.dictionary(fields) { json, value in try json.value(value) }
+            try json.member("modified", value: modified)
+        }
+    }
 }
 
 /// A live record's content as the storage keeps it: its canonical JSON
@@ -56,7 +65,7 @@ struct StoredContent: Hashable, Sendable {
 
     /// Encodes new content, the one time it is encoded.
     init(_ content: RecordContent) throws {
-        json = String(decoding: try WireCoding.encode(content), as: UTF8.self)
+        json = String(decoding: try WireCoding.encodedBytes(content), as: UTF8.self)
     }
 
     func decoded() throws -> RecordContent {

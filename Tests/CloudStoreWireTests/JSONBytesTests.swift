@@ -1,0 +1,153 @@
+import CloudStoreTesting
+import Foundation
+import Testing
+
+@testable import CloudStoreWire
+
+/// The byte writer of the hot wire types against Foundation's encoder configured as
+/// `WireCoding.makeEncoder`: the same bytes for the same value, for random values of every type
+/// that has the fast path, with and without `numbersAsStrings`.
+@Suite("JSON bytes: the same as JSONEncoder")
+struct JSONBytesTests {
+    static let troublesome: [String] =
+        (0..<0x20).map { String(UnicodeScalar(UInt8($0))) }
+        + ["\"", "\\", "/", "\u{7F}", "é", "É", "日本", "🙂", "\u{2028}", "\u{FEFF}", "a/b", "Z", "z", "_", "0"]
+
+    struct Values {
+        var generator: SeededRandomNumberGenerator
+
+        mutating func chance(_ probability: Double) -> Bool { generator.chance(probability) }
+        mutating func int(_ range: ClosedRange<Int>) -> Int { Int.random(in: range, using: &generator) }
+
+        mutating func text() -> String {
+            (0..<int(0...6)).map { _ in
+                chance(0.5) ? JSONBytesTests.troublesome.randomElement(using: &generator)! : String("abcXYZ09 _.-".randomElement(using: &generator)!)
+            }.joined()
+        }
+
+        mutating func double() -> Double {
+            switch int(0...6) {
+            case 0: Double(int(-1000...1000))
+            case 1: Double.random(in: -1...1, using: &generator)
+            case 2: Double.random(in: -1e300...1e300, using: &generator)
+            case 3: Double(sign: chance(0.5) ? .minus : .plus, exponent: int(-1070...1020), significand: Double.random(in: 1..<2, using: &generator))
+            case 4: [0.0, -0.0, 0.1, 1e15, 1e16, 1e17, 123456789012345680, 5e-324, .greatestFiniteMagnitude, 1e-7, 1e21].randomElement(using: &generator)!
+            case 5: Double(Int64.random(in: Int64.min...Int64.max, using: &generator))
+            default: Double(int(-100_000...100_000)) / 100
+            }
+        }
+
+        mutating func json(depth: Int = 0) -> JSONValue {
+            switch int(0...(depth > 2 ? 3 : 5)) {
+            case 0: .null
+            case 1: .bool(chance(0.5))
+            case 2: .number(double())
+            case 3: .string(text())
+            case 4: .array((0..<int(0...3)).map { _ in json(depth: depth + 1) })
+            default:
+                .object(Dictionary((0..<int(0...4)).map { _ in (text(), json(depth: depth + 1)) }, uniquingKeysWith: { $1 }))
+            }
+        }
+
+        mutating func zoneID() -> ZoneID {
+            ZoneID(zoneName: text(), ownerRecordName: chance(0.5) ? text() : nil)
+        }
+
+        mutating func scalar(_ kind: Int) -> FieldValue {
+            switch kind {
+            case 0: .string(text())
+            case 1: .int64(Int64.random(in: Int64.min...Int64.max, using: &generator))
+            case 2: .double(double())
+            case 3: .timestamp(Date(timeIntervalSince1970: Double(Int64.random(in: -4_000_000_000_000...4_000_000_000_000, using: &generator)) / 1000))
+            case 4: .bytes(Data((0..<int(0...40)).map { _ in UInt8.random(in: 0...255, using: &generator) }))
+            case 5:
+                .reference(
+                    Reference(
+                        recordName: text(), zoneID: chance(0.5) ? zoneID() : nil,
+                        action: [.none, .deleteSelf, .validate].randomElement(using: &generator)!))
+            case 6:
+                .location(
+                    Location(
+                        latitude: double(), longitude: double(), horizontalAccuracy: chance(0.5) ? double() : nil,
+                        verticalAccuracy: chance(0.5) ? double() : nil, altitude: chance(0.5) ? double() : nil,
+                        speed: chance(0.5) ? double() : nil, course: chance(0.5) ? double() : nil,
+                        timestamp: chance(0.5) ? Int64.random(in: Int64.min...Int64.max, using: &generator) : nil))
+            default: .asset(json())
+            }
+        }
+
+        mutating func field() -> FieldValue {
+            switch int(0...11) {
+            case 8: return .list((0..<int(0...3)).map { _ in scalar(int(0...7)) })
+            case 9: return .null
+            case 10: return .unknown(type: "FUTURE_" + text(), value: json())
+            case 11:
+                let kind = int(0...7)
+                return .list((0..<int(1...3)).map { _ in scalar(kind) })
+            default: return scalar(int(0...7))
+            }
+        }
+
+        mutating func stamp() -> Record.Stamp {
+            Record.Stamp(
+                timestamp: Date(timeIntervalSince1970: Double(int(0...2_000_000_000))),
+                userRecordName: chance(0.7) ? text() : nil, deviceID: chance(0.7) ? text() : nil)
+        }
+
+        mutating func record() -> Record {
+            let deleted = chance(0.15)
+            return Record(
+                recordName: text(), recordType: chance(0.8) ? text() : nil, recordChangeTag: chance(0.5) ? text() : nil,
+                zoneID: chance(0.7) ? zoneID() : nil,
+                fields: deleted && chance(0.5) ? [:] : Dictionary((0..<int(0...6)).map { _ in (text(), field()) }, uniquingKeysWith: { $1 }),
+                created: chance(0.6) ? stamp() : nil, modified: chance(0.6) ? stamp() : nil, deleted: deleted)
+        }
+
+        mutating func request() -> RecordsModifyRequest {
+            RecordsModifyRequest(
+                zoneID: chance(0.8) ? zoneID() : nil, atomic: chance(0.5) ? chance(0.5) : nil,
+                operations: (0..<int(0...4)).map { _ in
+                    .init(
+                        RecordsModifyRequest.OperationType.allCases.randomElement(using: &generator)!, record(),
+                        desiredKeys: chance(0.3) ? (0..<int(0...2)).map { _ in text() } : nil)
+                },
+                desiredKeys: chance(0.3) ? (0..<int(0...2)).map { _ in text() } : nil,
+                numbersAsStrings: chance(0.3) ? chance(0.5) : nil)
+        }
+    }
+
+    static func expectSameBytes<T: Encodable & JSONBytesWritable>(_ value: T, _ round: Int) throws {
+        for numbersAsStrings in [false, true] {
+            let foundation = try WireCoding.makeEncoder(numbersAsStrings: numbersAsStrings).encode(value)
+            var json = JSONBytes(numbersAsStrings: numbersAsStrings)
+            try value.write(to: &json)
+            #expect(
+                String(decoding: json.bytes, as: UTF8.self) == String(decoding: foundation, as: UTF8.self),
+                "\(T.self), round \(round), numbersAsStrings \(numbersAsStrings)")
+            #expect(json.bytes == Array(foundation))
+            #expect(try WireCoding.encodedBytes(value, numbersAsStrings: numbersAsStrings) == Array(foundation))
+        }
+    }
+
+    @Test(arguments: [1, 2, 3, 4]) func everyHotWireType_writesTheEncodersBytes(seed: UInt64) throws {
+        var values = Values(generator: SeededRandomNumberGenerator(seed: 9000 + seed))
+        for round in 0..<300 {
+            try Self.expectSameBytes(values.request(), round)
+            try Self.expectSameBytes(values.record(), round)
+            try Self.expectSameBytes(values.field(), round)
+            try Self.expectSameBytes(values.json(), round)
+            try Self.expectSameBytes(values.stamp(), round)
+            try Self.expectSameBytes(values.zoneID(), round)
+        }
+    }
+
+    /// Doubles JSON cannot carry fail on both paths.
+    @Test func nonFiniteDoubles_failAsTheEncoderFails() {
+        for value in [Double.nan, .infinity, -.infinity] {
+            let field = FieldValue.list([.double(1), .double(value)])
+            #expect(throws: EncodingError.self) { try WireCoding.makeEncoder().encode(field) }
+            #expect(throws: EncodingError.self) { try WireCoding.encodedBytes(field) }
+            #expect(throws: EncodingError.self) { try WireCoding.encodedBytes(JSONValue.number(value)) }
+        }
+    }
+}
