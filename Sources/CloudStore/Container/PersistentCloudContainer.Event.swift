@@ -2,12 +2,17 @@ import CloudStoreSync
 import Foundation
 
 extension PersistentCloudContainer {
-    /// A piece of mirroring work, as `NSPersistentCloudKitContainer.Event`: delivered once when it
-    /// starts (``endDate`` nil) and once when it ends, with the same ``id``.
+    /// A piece of mirroring work, as `NSPersistentCloudKitContainer.Event`: delivered when it
+    /// starts, after each batch it sends or page it applies (``phase`` `.progress`: long work
+    /// reports as it goes), and when it ends (``endDate`` set), all with the same ``id``.
     ///
     /// ```swift
-    /// for await event in container.events() where event.endDate != nil {
-    ///     print(event.kind, event.succeeded, event.counts.saved)
+    /// for await event in container.events() {
+    ///     switch event.phase {
+    ///     case .progress: print("\(event.kind): \(event.completed) of \(event.total.map(String.init) ?? "?")")
+    ///     case .ended: print(event.kind, event.succeeded, event.counts.saved)
+    ///     case .started: break
+    ///     }
     /// }
     /// ```
     public struct Event: Sendable, Hashable, Identifiable, CustomStringConvertible {
@@ -20,8 +25,14 @@ extension PersistentCloudContainer {
             case export
         }
 
+        /// Where the work is: just started, under way with ``counts`` so far, or ended.
+        public enum Phase: String, Sendable, Hashable {
+            case started, progress, ended
+        }
+
         public let id: UUID
         public let kind: Kind
+        public let phase: Phase
         public let startDate: Date
         /// Nil while the work runs.
         public let endDate: Date?
@@ -30,10 +41,21 @@ extension PersistentCloudContainer {
         public let error: SyncFailure?
         /// What the work did so far.
         public let counts: MirrorCounts
+        /// How many records the work set out to handle, when known: an export knows the uploads
+        /// pending when it starts (more may be saved meanwhile); an import learns nothing of the
+        /// total from the server, so it is nil there.
+        public let total: Int?
+
+        /// Records handled so far: saved, deleted, or refused for good.
+        public var completed: Int { counts.saved + counts.deleted + counts.failed }
 
         public var description: String {
-            let state =
-                endDate == nil ? "started" : succeeded ? "succeeded" : "failed (\(error?.description ?? "unknown error"))"
+            let state: String
+            switch phase {
+            case .started: state = "started"
+            case .progress: state = "in progress (\(completed)\(total.map { " of \($0)" } ?? ""))"
+            case .ended: state = succeeded ? "succeeded" : "failed (\(error?.description ?? "unknown error"))"
+            }
             return "\(kind.rawValue) \(state): \(counts.saved) saved, \(counts.deleted) deleted, \(counts.conflicts) conflicts"
         }
     }

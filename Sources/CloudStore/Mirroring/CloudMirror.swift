@@ -239,7 +239,8 @@ actor CloudMirror: SyncEngineDelegate {
             if unheardCreates.waiting.count < held { signal.uploadsPending() }
             try await importEnded()
         case .willSendChanges:
-            let tracker = EventTracker(.export)
+            let pending = try await store.read { try $0.db.pendingUploadCount() }
+            let tracker = EventTracker(.export, total: pending)
             exportTracker = tracker
             events.send(tracker.started)
         case .didSendChanges:
@@ -276,6 +277,19 @@ actor CloudMirror: SyncEngineDelegate {
                 "zone": "\(zoneID.zoneName)", "count": "\(modifications.count + deletions.count)",
                 "conflicts": "\(counts.conflicts)",
             ])
+        reportProgress(&importTracker, "import progress")
+    }
+
+    /// Reports work under way: an event after each batch or page, and a level-1 line with the
+    /// running totals and rate at most every two seconds.
+    private func reportProgress(_ tracker: inout EventTracker?, _ message: Logger.Message) {
+        guard var current = tracker else { return }
+        events.send(current.progressed)
+        let now = Date()
+        if current.pacing.due(at: now, startedAt: current.startDate) {
+            logger.notice(message, metadata: current.progressMetadata(at: now))
+        }
+        tracker = current
     }
 
     private func zoneChangesSent(_ sent: SyncEngine.Event.SentDatabaseChanges) async throws {
@@ -303,6 +317,7 @@ actor CloudMirror: SyncEngineDelegate {
             unheardCreates.heard(name)
         }
         if let current = exportTracker?.counts { exportTracker?.counts = current + counts }
+        reportProgress(&exportTracker, "export progress")
         for (name, error) in refused.sorted(by: { $0.key < $1.key }) {
             var failure = PersistentCloudContainer.SyncFailure(error)
             failure.recordName = name

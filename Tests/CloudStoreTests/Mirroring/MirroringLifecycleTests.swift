@@ -77,6 +77,44 @@ struct MirroringLifecycleTests {
         }
     }
 
+    /// Long work reports as it goes: an export knows its total and reports each batch the server
+    /// answered; an import reports each page it applied.
+    @Test func longWorkReportsProgressAfterEachBatchAndPage() async throws {
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            let a = try await TestDevice.make("A", server: server.baseURL)
+            try await a.write { context in
+                for index in 0..<450 { try context.insert(Note(title: "p\(index)")) }
+            }
+            let exportEvents = a.container.events()
+            try await a.container.sendChanges()
+            var export: [PersistentCloudContainer.Event] = []
+            for await event in exportEvents where event.kind == .export {
+                export.append(event)
+                if event.phase == .ended { break }
+            }
+            #expect(export.map(\.phase) == [.started, .progress, .progress, .progress, .ended])
+            #expect(export.map(\.total) == Array(repeating: 450, count: 5))
+            #expect(export.map(\.completed) == [0, 200, 400, 450, 450], "uploads go in batches of 200")
+            #expect(Set(export.map(\.id)).count == 1)
+            #expect(export.last?.description == "export succeeded: 450 saved, 0 deleted, 0 conflicts")
+
+            let b = try await TestDevice.make("B", server: server.baseURL, pageSize: 100)
+            let importEvents = b.container.events()
+            try await b.container.fetchChanges()
+            var imported: [PersistentCloudContainer.Event] = []
+            for await event in importEvents where event.kind == .import {
+                imported.append(event)
+                if event.phase == .ended { break }
+            }
+            let progress = imported.filter { $0.phase == .progress }
+            #expect(progress.map(\.completed).filter { $0 > 0 } == [100, 200, 300, 400, 450])
+            #expect(imported.allSatisfy { $0.total == nil }, "the server does not say how many changes a fetch will bring")
+            #expect(progress.first?.description == "import in progress (100): 100 saved, 0 deleted, 0 conflicts")
+            await a.close()
+            await b.close()
+        }
+    }
+
     @Test func aMissingZoneIsRecreatedAndEverythingUploadedAgain() async throws {
         try await ServerProcess.with(users: TestServer.defaultUsers) { server in
             let a = try await TestDevice.make("A", server: server.baseURL)
