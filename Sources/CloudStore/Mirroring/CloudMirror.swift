@@ -64,9 +64,18 @@ actor CloudMirror: SyncEngineDelegate {
         events.send(setup.started)
         do {
             store.add(PendingUploadRecorder(schema: schema, signal: signal))
-            let (store, schema) = (store, schema)
+            let (store, schema, zoneID, policy, logger) = (store, schema, zoneID, options.conflictPolicy, logger)
+            let now = store.configuration.now()
             let (saved, zoneSaved, pending, unheard) = try await store.write(author: MirrorAuthor.import) { context in
-                try MirrorMetadata.prepare(context, store: store, schema: schema)
+                let firstMirroring = try MirrorMetadata.prepare(context, store: store, schema: schema)
+                if firstMirroring {
+                    // Objects saved before the store first mirrored: each is an upload to make,
+                    // recorded in the transaction that turns mirroring on.
+                    try MirrorTransaction(
+                        context: context, schema: schema, zoneID: zoneID, policy: policy, deviceID: deviceID, now: now,
+                        logger: logger
+                    ).uploadEverythingAgain()
+                }
                 return (
                     try context.db.mirrorState(.engineState, as: SyncEngine.State.Serialization.self),
                     try context.db.mirrorState(.zoneSaved, as: Bool.self) ?? false,

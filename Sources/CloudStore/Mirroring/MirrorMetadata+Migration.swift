@@ -5,11 +5,15 @@ extension MirrorMetadata {
     /// Prepares a store for mirroring, in the caller's transaction: creates the tables, moves a
     /// store written by the previous mirroring core to this layout (once, see ``LegacyMirrorLayout``),
     /// and marks the file as requiring the ``PendingUploadRecorder``, so no writer can save changes
-    /// that are never uploaded.
-    static func prepare(_ context: WriteContext, store: PersistentStore, schema: Schema) throws {
+    /// that are never uploaded. Answers whether the store mirrors for the first time: its objects
+    /// were saved with no recorder, and none of them is an upload yet.
+    @discardableResult
+    static func prepare(_ context: WriteContext, store: PersistentStore, schema: Schema) throws -> Bool {
+        let first = try PersistentStore.requiredObserver(context.db) != observerName && !LegacyMirrorLayout.isPresent(context.db)
         try create(context.db)
         try LegacyMirrorLayout.migrate(context, store: store, schema: schema)
         try PersistentStore.requireObserver(named: observerName, context.db)
+        return first
     }
 }
 

@@ -81,8 +81,9 @@ extension MirrorTransaction {
     }
 
     /// Marks every mirrored object and link for upload, whole, as new records: the server lost
-    /// them (the zone was recreated, or the account changed and the local data is kept). Metadata
-    /// of records this device no longer has is forgotten.
+    /// them (the zone was recreated, or the account changed and the local data is kept), or the
+    /// store held them before it first mirrored. Metadata of records this device no longer has is
+    /// forgotten.
     func uploadEverythingAgain() throws {
         var seen: Set<String> = []
         for entity in schema.mirroredEntities {

@@ -56,13 +56,16 @@ extension PersistentStore {
             arguments: [name])
     }
 
+    /// The observer the store file requires (``requireObserver(named:_:)``), if any.
+    static func requiredObserver(_ db: Database) throws -> String? {
+        try String.fetchOne(db.cachedStatement(sql: "SELECT value FROM cloudstore_metadata WHERE key = 'requiredObserver'"))
+    }
+
     /// Runs the observers on a unit of work that changed objects, after checking that the observer
     /// the file requires is among them.
     func notifyObservers(_ observers: [any UnitOfWorkObserver], of context: WriteContext, date: Date) throws {
         guard !context.recorder.isEmpty else { return }
-        if let required = try String.fetchOne(
-            context.db.cachedStatement(sql: "SELECT value FROM cloudstore_metadata WHERE key = 'requiredObserver'")),
-            !observers.contains(where: { $0.name == required })
+        if let required = try Self.requiredObserver(context.db), !observers.contains(where: { $0.name == required })
         {
             throw StoreError(
                 .mirroredStore,

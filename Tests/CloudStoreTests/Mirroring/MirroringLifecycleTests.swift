@@ -77,6 +77,27 @@ struct MirroringLifecycleTests {
         }
     }
 
+    /// A store that held objects (and links) before it first mirrored uploads them all, as Core
+    /// Data + CloudKit exports a store's existing data when mirroring is turned on.
+    @Test func objectsSavedBeforeTheFirstMirroringAreUploaded() async throws {
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            let directory = try TemporaryDirectory()
+            let local = try PersistentStore(url: directory.file("A.sqlite"), schema: Schema.notes())
+            try await local.write(author: "app") { context in
+                for index in 0..<5 { try context.insert(Note(title: "before \(index)")) }
+            }
+            try local.close()
+            let a = try await TestDevice.make("A", server: server.baseURL, directory: directory)
+            #expect(try await a.container.status().pendingUploads == 5)
+            try await a.sync()
+            let b = try await TestDevice.make("B", server: server.baseURL)
+            try await b.sync()
+            #expect(try b.notes().map(\.title).sorted() == (0..<5).map { "before \($0)" })
+            await a.close()
+            await b.close()
+        }
+    }
+
     /// Long work reports as it goes: an export knows its total and reports each batch the server
     /// answered; an import reports each page it applied.
     @Test func longWorkReportsProgressAfterEachBatchAndPage() async throws {
