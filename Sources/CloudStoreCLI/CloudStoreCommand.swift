@@ -29,8 +29,8 @@ public struct CloudStoreCommand: AsyncParsableCommand {
             """,
         version: CloudStoreVersion.current,
         subcommands: [
-            SchemaCommand.self, ServeCommand.self, MigrateCommand.self, StatusCommand.self, HistoryCommand.self,
-            ConflictsCommand.self, DemoCommand.self,
+            SchemaCommand.self, ServeCommand.self, MigrateCommand.self, SyncCommand.self, StatusCommand.self,
+            HistoryCommand.self, ConflictsCommand.self, DemoCommand.self,
         ])
 
     public init() {}

@@ -1,0 +1,77 @@
+import CloudStore
+import CloudStoreTesting
+import Foundation
+import Testing
+
+/// `cloudstore sync --store PATH --server URL --container ID --token-file FILE`.
+@Suite("cloudstore sync", .timeLimit(.minutes(3)))
+struct CLISyncTests {
+    /// A store of `count` notes, written before it ever mirrored.
+    static func store(_ name: String, notes count: Int, in directory: URL) throws -> URL {
+        let url = directory.appendingPathComponent(name)
+        let store = try PersistentStore(url: url, schema: try StoreFixtures.schema())
+        try store.write(author: "app") { context in
+            for index in 0..<count {
+                try context.insert(EntitySnapshot(entityName: "Note", id: UUID(), values: ["title": .string("n\(index)")]))
+            }
+        }
+        try store.close()
+        return url
+    }
+
+    @Test func aStoreUploadsWithProgressAndAnotherFetchesIt() async throws {
+        try await TemporaryDirectory.with { directory in
+            try await TestServer.with(users: ["alice-token": "_alice"]) { server in
+                let a = try Self.store("a.sqlite", notes: 450, in: directory)
+                let b = try Self.store("b.sqlite", notes: 0, in: directory)
+                let tokenFile = directory.appendingPathComponent("alice.token")
+                try "alice-token\n".write(to: tokenFile, atomically: true, encoding: .utf8)
+                let common = ["--server", server.baseURL.absoluteString, "--container", "iCloud.cli.test"]
+
+                let upload = await cloudstore(["sync", "--store", a.path, "--token-file", tokenFile.path] + common)
+                #expect(upload.status == 0, "\(upload.standardError)")
+                #expect(upload.outputLines == ["synced \(a.path): 450 uploaded, 0 fetched, 0 conflicts logged, nothing pending"])
+                #expect(
+                    upload.errorLines.contains { $0.hasPrefix("uploading: 450/450 (100%) in ") },
+                    "a final progress line on standard error: \(upload.standardError)")
+
+                let fetch = await cloudstore(
+                    ["sync", "--store", b.path, "--json"] + common, environment: ["CLOUDSTORE_TOKEN": "alice-token"])
+                #expect(fetch.status == 0, "\(fetch.standardError)")
+                let summary = try #require(try JSONSerialization.jsonObject(with: Data(fetch.standardOutput.utf8)) as? [String: Any])
+                #expect(summary["fetched"] as? Int == 450)
+                #expect(summary["uploaded"] as? Int == 0)
+                #expect(summary["pendingUploads"] as? Int == 0)
+                #expect(fetch.errorLines.contains { $0.hasPrefix("downloading: 450 in ") }, "\(fetch.standardError)")
+                let store = try PersistentStore(inspecting: b, schema: try StoreFixtures.schema())
+                #expect(try await store.read { try $0.count(entityName: "Note") } == 450)
+                try store.close()
+            }
+        }
+    }
+
+    @Test func badInputs_areOneLineFailures() async throws {
+        try await TemporaryDirectory.with { directory in
+            try await TestServer.with(users: ["alice-token": "_alice"]) { server in
+                let a = try Self.store("a.sqlite", notes: 2, in: directory)
+                let common = ["--store", a.path, "--container", "iCloud.cli.test"]
+                let noToken = await cloudstore(["sync", "--server", server.baseURL.absoluteString] + common)
+                #expect(noToken.isOneLineFailure(mentioning: "no token", "--token-file", "CLOUDSTORE_TOKEN"), "\(noToken.standardError)")
+
+                let badURL = await cloudstore(
+                    ["sync", "--server", "127.0.0.1:8080"] + common, environment: ["CLOUDSTORE_TOKEN": "alice-token"])
+                #expect(badURL.isOneLineFailure(mentioning: "is not a server URL", "http://"), "\(badURL.standardError)")
+
+                let missing = await cloudstore(
+                    ["sync", "--server", server.baseURL.absoluteString, "--store", directory.appendingPathComponent("none.sqlite").path,
+                     "--container", "iCloud.cli.test"], environment: ["CLOUDSTORE_TOKEN": "alice-token"])
+                #expect(missing.isOneLineFailure(mentioning: "no store at"), "\(missing.standardError)")
+
+                let refused = await cloudstore(
+                    ["sync", "--server", server.baseURL.absoluteString, "--timeout", "20"] + common,
+                    environment: ["CLOUDSTORE_TOKEN": "mallory-token"])
+                #expect(refused.isOneLineFailure(mentioning: "did not finish syncing"), "\(refused.standardError)")
+            }
+        }
+    }
+}
