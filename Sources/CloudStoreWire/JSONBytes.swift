@@ -198,6 +198,13 @@ public struct JSONBytes {
 
 // MARK: - The wire types on the hot path
 
+extension Dictionary: JSONBytesWritable where Key == String, Value: JSONBytesWritable {
+    /// An object with the keys sorted, as `.sortedKeys` writes a `[String: Value]`.
+    public func write(to json: inout JSONBytes) throws {
+        try json.dictionary(self) { json, value in try json.value(value) }
+    }
+}
+
 extension ZoneID: JSONBytesWritable {
     public func write(to json: inout JSONBytes) throws {
         json.object { json in
@@ -292,8 +299,7 @@ extension Record: JSONBytesWritable {
             try json.member("created", value: created)
             json.member("deleted", bool: deleted)
             if !deleted || !fields.isEmpty {
-                json.member("fields")
-                try json.dictionary(fields) { json, value in try json.value(value) }
+                try json.member("fields", value: fields)
             }
             try json.member("modified", value: modified)
             json.member("recordChangeTag", string: recordChangeTag)

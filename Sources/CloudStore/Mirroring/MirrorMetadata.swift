@@ -67,13 +67,10 @@ enum MirrorMetadata {
         try db.tableExists("cloudstore_mirror_state")
     }
 
-    static let encoder: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        return encoder
-    }()
-
-    static func encode<T: Encodable>(_ value: T) throws -> Data { try encoder.encode(value) }
+    /// The JSON of a metadata value, keys sorted: written straight to bytes for the values every
+    /// save and acknowledgement writes (attribute values, fields, pending uploads), through the
+    /// encoder otherwise (``WireCoding/encode(_:numbersAsStrings:)``).
+    static func encode<T: Encodable>(_ value: T) throws -> Data { try WireCoding.encode(value) }
 
     static func decode<T: Decodable>(_ type: T.Type, _ data: Data) throws -> T {
         try JSONDecoder().decode(type, from: data)

@@ -1,3 +1,4 @@
+import CloudStoreWire
 import Foundation
 
 /// What this device still has to upload for one record: a save (of some keys, or of the whole
@@ -57,5 +58,26 @@ enum PendingUpload: Hashable, Sendable, Codable {
     var changeDates: [String: Date] {
         guard case .save(_, let keys) = self else { return [:] }
         return keys
+    }
+}
+
+extension PendingUpload: JSONBytesWritable {
+    /// The JSON of the synthesized Codable conformance (`{"save":{"full":…,"keys":{…}}}` with
+    /// dates as seconds since 2001, or `{"delete":{}}`), written straight to bytes.
+    func write(to json: inout JSONBytes) throws {
+        try json.object { json in
+            switch self {
+            case .save(let full, let keys):
+                json.member("save")
+                try json.object { json in
+                    json.member("full", bool: full)
+                    json.member("keys")
+                    try json.dictionary(keys) { json, date in try json.double(date.timeIntervalSinceReferenceDate) }
+                }
+            case .delete:
+                json.member("delete")
+                json.object { _ in }
+            }
+        }
     }
 }

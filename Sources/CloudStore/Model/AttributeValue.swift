@@ -1,3 +1,4 @@
+import CloudStoreWire
 import Foundation
 
 /// The value of one attribute (or to-one relationship) of an object, independent of Swift types,
@@ -134,4 +135,30 @@ extension AttributeValue: ExpressibleByStringLiteral, ExpressibleByIntegerLitera
     public init(floatLiteral value: Double) { self = .double(value) }
     public init(booleanLiteral value: Bool) { self = .bool(value) }
     public init(nilLiteral: ()) { self = .null }
+}
+
+extension AttributeValue: JSONBytesWritable {
+    /// The JSON of the Codable conformance (`{"string":"…"}`, `null`, …), written straight to
+    /// bytes: record metadata keeps attribute values this way.
+    public func write(to json: inout JSONBytes) throws {
+        guard self != .null else {
+            json.null()
+            return
+        }
+        try json.object { json in
+            switch self {
+            case .null: break
+            case .string(let value): json.member("string", string: value)
+            case .int64(let value): json.member("int64", int: value)
+            case .double(let value): try json.member("double", double: value)
+            case .bool(let value): json.member("bool", bool: value)
+            case .date(let value): json.member("date", int: value.millisecondsSince1970)
+            case .data(let value): json.member("data", string: value.base64EncodedString())
+            case .uuid(let value): json.member("uuid", string: value.uuidString)
+            case .url(let value): json.member("url", string: value.absoluteString)
+            case .decimal(let value): json.member("decimal", string: value.description)
+            case .json(let value): json.member("json", string: value)
+            }
+        }
+    }
 }

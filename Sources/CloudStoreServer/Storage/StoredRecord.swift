@@ -44,8 +44,7 @@ struct RecordContent: Hashable, Sendable, Codable, JSONBytesWritable {
     func write(to json: inout JSONBytes) throws {
         try json.object { json in
             try json.member("created", value: created)
-            json.member("fields")
-            try json.dictionary(fields) { json, value in try json.value(value) }
+            try json.member("fields", value: fields)
             try json.member("modified", value: modified)
         }
     }
