@@ -56,24 +56,24 @@ struct RecordContent: Hashable, Sendable, Codable, JSONBytesWritable {
 /// inside (an update's merge, the public database's creator rule, a query, the console).
 struct StoredContent: Hashable, Sendable {
     let json: String
+    /// Where `created`, `fields` and `modified` are in ``json``, found once; nil when it is not
+    /// laid out as this server writes it.
+    let parts: RecordJSON.ContentParts?
 
     /// Content read from storage.
     init(json: String) {
         self.json = json
+        parts = RecordJSON.ContentParts(json)
     }
 
     /// Encodes new content, the one time it is encoded.
     init(_ content: RecordContent) throws {
-        json = String(decoding: try WireCoding.encodedBytes(content), as: UTF8.self)
+        self.init(json: String(decoding: try WireCoding.encodedBytes(content), as: UTF8.self))
     }
 
     func decoded() throws -> RecordContent {
         try WireCoding.decode(RecordContent.self, from: Data(json.utf8))
     }
-
-    /// Where `created`, `fields` and `modified` are in ``json``; nil when it is not laid out as
-    /// this server writes it.
-    var parts: RecordJSON.ContentParts? { RecordJSON.ContentParts(json) }
 }
 
 /// A record row: its latest state, or a tombstone.
