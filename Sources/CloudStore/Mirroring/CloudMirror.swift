@@ -201,6 +201,10 @@ actor CloudMirror: SyncEngineDelegate {
     func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {
         do {
             try await handle(event)
+        } catch let error as StoreError where error.code == .closed {
+            // The container closed while the engine was finishing a step: nothing is lost (the
+            // step's work was not committed and is done again on the next open).
+            logger.debug("sync event after the store closed", metadata: ["event": "\(event)"])
         } catch {
             logger.error("mirroring could not handle a sync event", metadata: ["event": "\(event)", "error": "\(error)"])
             lastFailure = PersistentCloudContainer.SyncFailure(message: "\(error)")
