@@ -48,16 +48,8 @@ extension Schema {
             throw EntityError(entity: E.entityName, "the entity is not in schema \(name)")
         }
         return try withoutActuallyEscaping(toMany) { toMany in
-            let decoder = EntityDecoder(entity: entity, snapshot: snapshot, toMany: toMany)
-            do {
-                return try E(from: decoder)
-            } catch let error as EntityError {
-                throw error
-            } catch DecodingError.keyNotFound(let key, _) {
-                throw EntityError(entity: entity.name, property: key.stringValue, "no value is stored for it")
-            } catch {
-                throw EntityError(entity: entity.name, "\(E.self) could not be decoded: \(error)")
-            }
+            let values = SnapshotValues(entity: entity, snapshot: snapshot, toMany: toMany)
+            return try EntityDecoder(entity: entity, values: values).decode(E.self)
         }
     }
 }
@@ -188,19 +180,60 @@ private struct EntityEncodingContainer<Key: CodingKey>: KeyedEncodingContainerPr
     }
 }
 
-/// A class, so that the containers copied on every `decode` call copy one reference rather than
-/// the entity description and the snapshot.
-private final class EntityDecoder: Decoder {
+/// Where an ``EntityDecoder`` reads the object it decodes: a snapshot, or the current row of a
+/// fetch (`EntityFetch`, which decodes straight from the statement, as GRDB decodes its records).
+protocol StoredEntityValues: AnyObject {
+    /// The object's id.
+    var id: UUID { get }
+    /// The names that have a stored value.
+    var storedNames: [String] { get }
+    /// What the object holds for `name`. Throws when its stored value cannot be read (a row
+    /// written outside the store).
+    func property(_ name: String) throws -> StoredEntityProperty
+    /// Whether the stored value of `name` is null, or nil when there is none; cheaper than reading it.
+    func storedValueIsNull(_ name: String) -> Bool?
+    /// Whether `name` is a to-many relationship of the entity.
+    func isToMany(_ name: String) -> Bool
+    /// The ids related through a to-many relationship.
+    func toMany(_ name: String) throws -> [UUID]
+}
+
+/// What an object holds for a name: the stored value of an attribute or to-one relationship, a
+/// to-many relationship (read with ``StoredEntityValues/toMany(_:)``), or nothing.
+enum StoredEntityProperty {
+    case value(AttributeValue)
+    case toMany
+    case absent
+}
+
+/// Decodes Swift entity values from stored values, checking them against the entity: every error
+/// is an ``EntityError`` naming the property, except a stored value that cannot be read, whose
+/// error is reported as is. A class, so that the containers copied on every `decode` call copy
+/// one reference; a fetch decodes all its rows with one decoder.
+final class EntityDecoder: Decoder {
     let entity: EntityDescription
-    let snapshot: EntitySnapshot
-    let toMany: (String) throws -> [UUID]
+    let values: any StoredEntityValues
     let codingPath: [any CodingKey] = []
     let userInfo: [CodingUserInfoKey: Any] = [:]
 
-    init(entity: EntityDescription, snapshot: EntitySnapshot, toMany: @escaping (String) throws -> [UUID]) {
+    init(entity: EntityDescription, values: any StoredEntityValues) {
         self.entity = entity
-        self.snapshot = snapshot
-        self.toMany = toMany
+        self.values = values
+    }
+
+    /// The Swift value of the object `values` holds now.
+    func decode<E: Entity>(_ type: E.Type) throws -> E {
+        do {
+            return try E(from: self)
+        } catch let error as EntityError {
+            throw error
+        } catch let failure as UnreadableStoredValue {
+            throw failure.error
+        } catch DecodingError.keyNotFound(let key, _) {
+            throw EntityError(entity: entity.name, property: key.stringValue, "no value is stored for it")
+        } catch {
+            throw EntityError(entity: entity.name, "\(E.self) could not be decoded: \(error)")
+        }
     }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
@@ -214,62 +247,56 @@ private final class EntityDecoder: Decoder {
     func singleValueContainer() throws -> any SingleValueDecodingContainer {
         throw EntityError(entity: entity.name, "an entity decodes itself from a keyed container (one key per property)")
     }
-}
 
-private struct EntityDecodingContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
-    let decoder: EntityDecoder
-    var codingPath: [any CodingKey] = []
+    // MARK: Per key (the containers forward here, so that these are specialised per Swift type
+    // without depending on the coding key type)
 
-    var allKeys: [Key] {
-        (["id"] + Array(decoder.snapshot.values.keys) + decoder.entity.relationships.filter(\.isToMany).map(\.name))
-            .compactMap(Key.init(stringValue:))
+    var allNames: [String] {
+        ["id"] + values.storedNames + entity.relationships.filter(\.isToMany).map(\.name)
     }
 
-    func contains(_ key: Key) -> Bool {
-        let name = key.stringValue
-        return name == "id" || decoder.snapshot.values[name] != nil
-            || decoder.entity.relationship(named: name)?.isToMany == true
+    func contains(_ name: String) -> Bool {
+        name == "id" || values.storedValueIsNull(name) != nil || values.isToMany(name)
     }
 
-    func decodeNil(forKey key: Key) throws -> Bool {
-        decoder.snapshot.values[key.stringValue]?.isNull ?? !contains(key)
+    func decodeNil(_ name: String) -> Bool {
+        values.storedValueIsNull(name) ?? !contains(name)
     }
 
-    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try value(type, key) }
-    func decode(_ type: String.Type, forKey key: Key) throws -> String { try value(type, key) }
-    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try value(type, key) }
-    func decode(_ type: Float.Type, forKey key: Key) throws -> Float { try value(type, key) }
-    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try value(type, key) }
-    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try value(type, key) }
-    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try value(type, key) }
-    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try value(type, key) }
-    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try value(type, key) }
-    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try value(type, key) }
-    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try value(type, key) }
-    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try value(type, key) }
-    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try value(type, key) }
-    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try value(type, key) }
-
-    func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
-        try value(type, key)
+    func value<T: Decodable>(_ type: T.Type, _ name: String) throws -> T {
+        // Dates, ids and the other Foundation values come through the generic `decode`: decode them
+        // with the code specialised for their type, as `String` and the numbers are.
+        if T.self == Date.self { return try convertedValue(Date.self, name) as! T }
+        if T.self == UUID.self { return try convertedValue(UUID.self, name) as! T }
+        if T.self == Data.self { return try convertedValue(Data.self, name) as! T }
+        if T.self == URL.self { return try convertedValue(URL.self, name) as! T }
+        if T.self == Decimal.self { return try convertedValue(Decimal.self, name) as! T }
+        return try convertedValue(type, name)
     }
 
-    private func value<T: Decodable>(_ type: T.Type, _ key: Key) throws -> T {
-        let name = key.stringValue
-        let entity = decoder.entity
+    private func convertedValue<T: Decodable>(_ type: T.Type, _ name: String) throws -> T {
         if name == "id" {
-            guard let id = decoder.snapshot.id as? T else {
+            guard let id = values.id as? T else {
                 throw EntityError(entity: entity.name, property: "id", "the id must be declared as UUID")
             }
             return id
         }
-        if let relationship = entity.relationship(named: name), relationship.isToMany {
-            guard let ids = try decoder.toMany(name) as? T else {
+        let property: StoredEntityProperty
+        do {
+            property = try values.property(name)
+        } catch {
+            throw UnreadableStoredValue(error: error)
+        }
+        let stored: AttributeValue
+        switch property {
+        case .value(let value):
+            stored = value
+        case .toMany:
+            guard let ids = try values.toMany(name) as? T else {
                 throw EntityError(entity: entity.name, property: name, "a to-many relationship is declared as [UUID]")
             }
             return ids
-        }
-        guard let stored = decoder.snapshot.values[name] else {
+        case .absent:
             if entity.attribute(named: name) == nil && entity.relationship(named: name) == nil {
                 throw EntityError(entity: entity.name, property: name, "not an attribute or relationship of \(entity.name)")
             }
@@ -294,18 +321,74 @@ private struct EntityDecodingContainer<Key: CodingKey>: KeyedDecodingContainerPr
         return converted
     }
 
+    func nestedContainerError(_ name: String) -> EntityError {
+        EntityError(
+            entity: entity.name, property: name, "nested containers are not supported; use a json attribute for structured values")
+    }
+}
+
+/// A stored value that could not be read; ``EntityDecoder/decode(_:)`` reports its error as is.
+private struct UnreadableStoredValue: Error {
+    let error: any Error
+}
+
+/// The values of a snapshot, for the decoder.
+private final class SnapshotValues: StoredEntityValues {
+    let entity: EntityDescription
+    let snapshot: EntitySnapshot
+    let toManyIDs: (String) throws -> [UUID]
+
+    init(entity: EntityDescription, snapshot: EntitySnapshot, toMany: @escaping (String) throws -> [UUID]) {
+        self.entity = entity
+        self.snapshot = snapshot
+        self.toManyIDs = toMany
+    }
+
+    var id: UUID { snapshot.id }
+    var storedNames: [String] { Array(snapshot.values.keys) }
+
+    func property(_ name: String) -> StoredEntityProperty {
+        if isToMany(name) { return .toMany }
+        return snapshot.values[name].map(StoredEntityProperty.value) ?? .absent
+    }
+
+    func storedValueIsNull(_ name: String) -> Bool? { snapshot.values[name]?.isNull }
+    func isToMany(_ name: String) -> Bool { entity.relationship(named: name)?.isToMany == true }
+    func toMany(_ name: String) throws -> [UUID] { try toManyIDs(name) }
+}
+
+private struct EntityDecodingContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
+    let decoder: EntityDecoder
+    var codingPath: [any CodingKey] = []
+
+    var allKeys: [Key] { decoder.allNames.compactMap(Key.init(stringValue:)) }
+    func contains(_ key: Key) -> Bool { decoder.contains(key.stringValue) }
+    func decodeNil(forKey key: Key) throws -> Bool { decoder.decodeNil(key.stringValue) }
+
+    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try decoder.value(type, key.stringValue) }
+    func decode(_ type: String.Type, forKey key: Key) throws -> String { try decoder.value(type, key.stringValue) }
+    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try decoder.value(type, key.stringValue) }
+    func decode(_ type: Float.Type, forKey key: Key) throws -> Float { try decoder.value(type, key.stringValue) }
+    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try decoder.value(type, key.stringValue) }
+    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try decoder.value(type, key.stringValue) }
+    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try decoder.value(type, key.stringValue) }
+    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try decoder.value(type, key.stringValue) }
+    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try decoder.value(type, key.stringValue) }
+    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try decoder.value(type, key.stringValue) }
+    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try decoder.value(type, key.stringValue) }
+    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try decoder.value(type, key.stringValue) }
+    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try decoder.value(type, key.stringValue) }
+    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try decoder.value(type, key.stringValue) }
+    func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T { try decoder.value(type, key.stringValue) }
+
     func nestedContainer<NestedKey: CodingKey>(
         keyedBy type: NestedKey.Type, forKey key: Key
     ) throws -> KeyedDecodingContainer<NestedKey> {
-        throw EntityError(
-            entity: decoder.entity.name, property: key.stringValue,
-            "nested containers are not supported; use a json attribute for structured values")
+        throw decoder.nestedContainerError(key.stringValue)
     }
 
     func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
-        throw EntityError(
-            entity: decoder.entity.name, property: key.stringValue,
-            "nested containers are not supported; use a json attribute for structured values")
+        throw decoder.nestedContainerError(key.stringValue)
     }
 
     func superDecoder() throws -> any Decoder { decoder }
