@@ -10,8 +10,9 @@ extension ReadContext {
     /// let note = try context.fetch(Note.self, id: noteID)
     /// ```
     public func fetch<E: Entity>(_ type: E.Type, id: UUID) throws -> E? {
-        guard let snapshot = try fetchSnapshot(entityName: E.entityName, id: id) else { return nil }
-        return try entities(E.self, from: [snapshot]).first
+        let table = try layout.table(E.entityName)
+        let fetch = EntityFetch(context: self, table: table, sql: table.selectByIDSQL, arguments: [.uuid(id)], ids: [id])
+        return try fetch.entities(E.self).first
     }
 
     /// The objects that match `condition`, in `sortBy` order, skipping `offset`, at most `limit`.
@@ -24,9 +25,10 @@ extension ReadContext {
         _ type: E.Type, where condition: Condition? = nil, sortBy: [SortKey] = [], limit: Int? = nil,
         offset: Int? = nil
     ) throws -> [E] {
-        try entities(
-            E.self,
-            from: fetchSnapshots(entityName: E.entityName, where: condition, sortBy: sortBy, limit: limit, offset: offset))
+        let table = try layout.table(E.entityName)
+        let (sql, arguments) = try select(
+            table.selectList, from: table, where: condition, sortBy: sortBy, limit: limit, offset: offset)
+        return try EntityFetch(context: self, table: table, sql: sql, arguments: arguments).entities(E.self)
     }
 
     /// How many objects match `condition`.
@@ -65,27 +67,8 @@ extension ReadContext {
 
     static var chunkSize: Int { 5_000 }
 
-    /// Decodes snapshots, loading each declared to-many relationship for all of them at once.
-    func entities<E: Entity>(_ type: E.Type, from snapshots: [EntitySnapshot]) throws -> [E] {
-        guard !snapshots.isEmpty else { return [] }
-        let table = try layout.table(E.entityName)
-        var members: [String: [UUID: [UUID]]] = [:]
-        var result: [E] = []
-        result.reserveCapacity(snapshots.count)
-        for snapshot in snapshots {
-            result.append(
-                try schema.entity(E.self, from: snapshot) { name in
-                    if members[name] == nil {
-                        members[name] = try toManyMembers(of: snapshots.map(\.id), in: table, through: name)
-                    }
-                    return members[name]?[snapshot.id] ?? []
-                })
-        }
-        return result
-    }
-
     /// The members of a to-many relationship for many objects, sorted by id.
-    private func toManyMembers(of ids: [UUID], in table: EntityTable, through name: String) throws -> [UUID: [UUID]] {
+    func toManyMembers(of ids: [UUID], in table: EntityTable, through name: String) throws -> [UUID: [UUID]] {
         guard let relationship = table.relationship(named: name), relationship.column == nil else {
             throw StoreError(.unknownProperty, "\(table.name).\(name) is not a to-many relationship of \(table.name)")
         }

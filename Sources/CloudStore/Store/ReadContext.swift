@@ -149,13 +149,19 @@ extension EntityTable {
         values.reserveCapacity(columnTypes.count)
         for (index, type) in columnTypes.enumerated() {
             guard let value = AttributeValue.read(statement, column: Int32(index + 1), as: type) else {
-                throw StoreError(
-                    .invalidValue,
-                    "\(name).\(columnNames[index]) of \(id.uuidString) holds \(columnText(statement, Int32(index + 1)).debugDescription), which is not \(article(type.rawValue)) \(type.rawValue) (a row written outside the store?); fix the row with SQL")
+                throw damagedValue(statement, column: index, id: id)
             }
             values.append(value)
         }
         return values
+    }
+
+    /// The error for a column of the current row that does not hold a value of its type.
+    func damagedValue(_ statement: OpaquePointer, column index: Int, id: UUID) -> StoreError {
+        let type = columnTypes[index]
+        return StoreError(
+            .invalidValue,
+            "\(name).\(columnNames[index]) of \(id.uuidString) holds \(columnText(statement, Int32(index + 1)).debugDescription), which is not \(article(type.rawValue)) \(type.rawValue) (a row written outside the store?); fix the row with SQL")
     }
 
     func damagedID(_ statement: OpaquePointer) -> StoreError {
