@@ -156,6 +156,17 @@ extension ServerBadInputTests {
                 ZoneChangesRequest(zones: [.init(zoneID: ZoneID(zoneName: "Notes"), desiredRecordTypes: ["€\u{0}éb_"])]))
             #expect(changes.status == 400, "\(changes.text)")
             #expect(changes.error?.reason?.contains("desired record type") == true)
+
+            // Found by the soak's fuzzer on PostgreSQL: a VALIDATE reference's target is looked up.
+            for action in [Reference.Action.validate, .deleteSelf, .none] {
+                var referring = note("N-2")
+                referring.fields["r"] = .reference(Reference(recordName: ".\u{0}X€/", action: action))
+                let (status, results) = try await alice.modify([.init(.create, referring)], atomic: false)
+                #expect(status == 200)
+                #expect(results.first?.code == .badRequest, "\(action): \(results)")
+                #expect(results.first?.error?.reason?.contains("field r: the reference's record name") == true, "\(results)")
+            }
+            #expect(try await alice.lookup(["N-2"]).first?.code == .notFound, "nothing was stored")
         }
     }
 }

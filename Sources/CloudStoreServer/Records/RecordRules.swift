@@ -25,7 +25,13 @@ struct RecordRules: Sendable {
                     .badRequest, "field \(name) has unknown type \(type.prefix(64)): use STRING, INT64, DOUBLE, TIMESTAMP, BYTES, REFERENCE, LOCATION, ASSETID or a list of one",
                     record.recordName)
             }
-            for reference in Self.references(in: value) where reference.action != .none {
+            for reference in Self.references(in: value) {
+                // A name no record can have is refused before it reaches storage (PostgreSQL
+                // refuses NUL in text), whatever the reference's action.
+                if let problem = Self.recordNameProblem(reference.recordName) {
+                    return failure(.badRequest, "field \(name): the reference's \(problem)", record.recordName)
+                }
+                guard reference.action != .none else { continue }
                 if let target = reference.zoneID, target.zoneName != zone.zoneName
                     || (target.ownerRecordName.map { $0 != zone.partition.owner } ?? false)
                 {
