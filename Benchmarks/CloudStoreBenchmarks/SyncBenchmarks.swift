@@ -117,9 +117,9 @@ struct SyncBenchmarks {
         let backend = server.backend.rawValue
         let detail = "\(changes) changes one after another, save on A → B's transactions(after:) delivers the import"
         return [
-            Figure(item: 6, "propagation latency p50, \(backend)", percentile(latencies, 0.5), "ms", detail, goal: .atMost(50)),
+            Figure(item: 6, "propagation latency p50, \(backend)", percentile(latencies, 0.5), "ms", detail, goal: .atMost(15)),
             Figure(item: 6, "propagation latency p99, \(backend)", percentile(latencies, 0.99), "ms",
-                String(format: "max %.1f ms", latencies.last ?? 0), goal: .atMost(200)),
+                String(format: "max %.1f ms", latencies.last ?? 0), goal: .atMost(50)),
         ]
     }
 }

@@ -78,7 +78,7 @@ if !storeGroups.isEmpty {
             ratio(item: 1, "save from snapshots, with history / GRDB Codable", "save.cloudstore.snapshots", "save.grdb.codable", in: measurements),
             ratio(item: 2, "history overhead: save with / without history", "save.cloudstore", "save.cloudstore.nohistory", goal: .atMost(1.3), in: measurements),
             ratio(item: 2, "history overhead, from snapshots", "save.cloudstore.snapshots", "save.cloudstore.snapshots.nohistory", goal: .atMost(1.3), in: measurements),
-            ratio(item: 3, "fetch: CloudStore entities / GRDB Codable", "fetch.cloudstore", "fetch.grdb.codable", goal: .atMost(1.3), in: measurements),
+            ratio(item: 3, "fetch: CloudStore entities / GRDB Codable", "fetch.cloudstore", "fetch.grdb.codable", goal: .atMost(1.0), in: measurements),
             ratio(item: 3, "fetch: CloudStore snapshots / GRDB Codable", "fetch.cloudstore.snapshots", "fetch.grdb.codable", in: measurements),
             ratio(item: 3, "fetch: GRDB Codable / raw SQLite", "fetch.grdb.codable", "fetch.raw", in: measurements),
         ].compactMap { $0 })
