@@ -65,8 +65,7 @@ public struct SyncCommand: CloudStoreSubcommand {
     public func run(in context: CommandContext) async throws {
         let url = try StoreFile.existing(store)
         let info = try StoreFile.info(store)
-        let schema = try schema.map(SchemaFile.load) ?? info.storedSchema.orThrow(
-            CommandError("\(store) lacks the copy of its schema the store keeps: pass the schema file with --schema"))
+        let schema = try schema.map(SchemaFile.load) ?? StoreFile.storedSchema(of: info, at: store)
         guard let serverURL = URL(string: server), serverURL.scheme == "http" || serverURL.scheme == "https", serverURL.host != nil
         else {
             throw CommandError("--server \(server) is not a server URL: give its base URL, e.g. http://127.0.0.1:8080")
@@ -161,11 +160,4 @@ struct SyncSummary: Encodable {
     var fetched: Int
     var conflictsLogged: Int
     var pendingUploads: Int
-}
-
-extension Optional {
-    fileprivate func orThrow(_ error: @autoclosure () -> any Error) throws -> Wrapped {
-        guard let self else { throw error() }
-        return self
-    }
 }

@@ -44,11 +44,16 @@ enum StoreFile {
                     "\(path) holds version \(info.schemaVersion) of schema \"\(info.schemaName)\" and \(schemaPath) is version \(schema.version): run cloudstore migrate first, or leave out --schema")
             }
         } else {
-            guard let stored = info.storedSchema else {
-                throw CommandError("\(path) lacks the copy of its schema the store keeps: pass the schema file with --schema")
-            }
-            schema = stored
+            schema = try storedSchema(of: info, at: path)
         }
         return try PersistentStore(inspecting: info.url, schema: schema, logger: logger)
+    }
+
+    /// The copy of its schema the store at `path` keeps, for commands given no `--schema`.
+    static func storedSchema(of info: StoreFileInfo, at path: String) throws -> Schema {
+        guard let stored = info.storedSchema else {
+            throw CommandError("\(path) lacks the copy of its schema the store keeps: pass the schema file with --schema")
+        }
+        return stored
     }
 }
