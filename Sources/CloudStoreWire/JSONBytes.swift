@@ -249,6 +249,17 @@ extension Location: JSONBytesWritable {
     }
 }
 
+extension Asset: JSONBytesWritable {
+    public func write(to json: inout JSONBytes) throws {
+        try json.object { json in
+            json.member("downloadURL", string: downloadURL)
+            json.member("fileChecksum", string: fileChecksum)
+            json.member("receipt", string: receipt)
+            json.member("size", int: size)
+        }
+    }
+}
+
 extension JSONValue: JSONBytesWritable {
     public func write(to json: inout JSONBytes) throws {
         switch self {
@@ -286,7 +297,8 @@ extension FieldValue: JSONBytesWritable {
         case .bytes(let data): json.string(data.base64EncodedString())
         case .reference(let reference): try json.value(reference)
         case .location(let location): try json.value(location)
-        case .asset(let value), .unknown(_, let value): try json.value(value)
+        case .asset(let asset): try json.value(asset)
+        case .unknown(_, let value): try json.value(value)
         case .list(let values): try json.array(values) { json, value in try value.writeValue(to: &json) }
         case .null: json.null()
         }

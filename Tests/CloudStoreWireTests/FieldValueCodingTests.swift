@@ -15,7 +15,7 @@ struct FieldValueCodingTests {
          #"{"value": {"recordName": "F-1", "zoneID": {"zoneName": "Notes"}, "action": "DELETE_SELF"}, "type": "REFERENCE"}"#),
         (.location(Location(latitude: 37.3, longitude: -122.0, horizontalAccuracy: 5)),
          #"{"value": {"latitude": 37.3, "longitude": -122.0, "horizontalAccuracy": 5}, "type": "LOCATION"}"#),
-        (.asset(.object(["fileChecksum": .string("abc"), "size": .number(12)])),
+        (.asset(Asset(fileChecksum: "abc", size: 12)),
          #"{"value": {"fileChecksum": "abc", "size": 12}, "type": "ASSETID"}"#),
     ])
     func scalarForms(value: FieldValue, json: String) throws {

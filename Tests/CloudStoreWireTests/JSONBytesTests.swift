@@ -72,7 +72,11 @@ struct JSONBytesTests {
                         verticalAccuracy: chance(0.5) ? double() : nil, altitude: chance(0.5) ? double() : nil,
                         speed: chance(0.5) ? double() : nil, course: chance(0.5) ? double() : nil,
                         timestamp: chance(0.5) ? Int64.random(in: Int64.min...Int64.max, using: &generator) : nil))
-            default: .asset(json())
+            default:
+                .asset(
+                    Asset(
+                        fileChecksum: text(), size: Int64.random(in: 0...Int64.max, using: &generator),
+                        receipt: chance(0.5) ? text() : nil, downloadURL: chance(0.5) ? text() : nil))
             }
         }
 

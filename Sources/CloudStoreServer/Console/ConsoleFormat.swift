@@ -102,7 +102,8 @@ enum ConsoleFormat {
         case .bytes(let data): "\(count(data.count, "byte", "bytes")): \(data.prefix(48).base64EncodedString())"
         case .reference(let reference): reference.recordName + (reference.action == .none ? "" : " (\(reference.action.rawValue))")
         case .location(let location): "\(location.latitude), \(location.longitude)"
-        case .asset(let json), .unknown(_, let json): jsonText(json)
+        case .asset(let asset): "asset, \(count(Int(clamping: asset.size), "byte", "bytes")), SHA-256 \(asset.fileChecksum)"
+        case .unknown(_, let json): jsonText(json)
         case .list(let values): "[" + values.map(text(of:)).joined(separator: ", ") + "]"
         case .null: "null"
         }

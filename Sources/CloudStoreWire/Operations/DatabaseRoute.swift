@@ -21,6 +21,7 @@ public enum DatabaseOperation: String, Hashable, Sendable, CaseIterable {
     case notifications = "notifications"
     case usersCaller = "users/caller"
     case usersCurrent = "users/current"
+    case assetsUpload = "assets/upload"
 
     /// The HTTP method: GET for `zones/list`, the users endpoints and the long poll, POST otherwise.
     public var method: String {

@@ -22,8 +22,8 @@ public enum FieldValue: Hashable, Sendable {
     case bytes(Data)
     case reference(Reference)
     case location(Location)
-    /// An asset dictionary, kept verbatim (assets are not interpreted in this version).
-    case asset(JSONValue)
+    /// Large binary data kept out of line (<doc:WireProtocol> §7).
+    case asset(Asset)
     /// A list of values of one scalar type.
     case list([FieldValue])
     /// No value: in an update, clears the field.
@@ -153,7 +153,7 @@ extension FieldValue: Codable {
         case .location:
             return .location(try Location(from: decoder))
         case .asset:
-            return .asset(try JSONValue(from: decoder))
+            return .asset(try Asset(from: decoder))
         case .list(let element):
             var container = try decoder.unkeyedContainer()
             var values: [FieldValue] = []
@@ -232,7 +232,7 @@ extension FieldValue: Codable {
             if object["recordName"] != nil { return .reference(try Reference(from: decoder)) }
             if object["latitude"] != nil, object["longitude"] != nil { return .location(try Location(from: decoder)) }
             if object["fileChecksum"] != nil || object["downloadURL"] != nil || object["receipt"] != nil {
-                return .asset(json)
+                return .asset(try Asset(from: decoder))
             }
             throw DecodingError.dataCorrupted(
                 DecodingError.Context(
@@ -300,7 +300,9 @@ extension FieldValue: Codable {
             try reference.encode(to: encoder)
         case .location(let location):
             try location.encode(to: encoder)
-        case .asset(let json), .unknown(_, let json):
+        case .asset(let asset):
+            try asset.encode(to: encoder)
+        case .unknown(_, let json):
             try json.encode(to: encoder)
         case .list(let values):
             var container = encoder.unkeyedContainer()
