@@ -35,7 +35,7 @@ struct RecordJSONTests {
         case 4: .bytes(Data((0..<Int.random(in: 0...20, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }))
         case 5: .reference(Reference(recordName: text(&generator).isEmpty ? "R" : "R" + text(&generator), action: .deleteSelf))
         case 6: .location(Location(latitude: 1.5, longitude: -2.25))
-        case 7: .asset(.object(["fileChecksum": .string(text(&generator)), "size": .number(12)]))
+        case 7: .asset(Asset(fileChecksum: text(&generator), size: 12, downloadURL: "/d/" + text(&generator)))
         default: .list((0..<Int.random(in: 1...3, using: &generator)).map { _ in .int64(Int64.random(in: -9...9, using: &generator)) })
         }
     }

@@ -50,4 +50,13 @@ struct ObservedDatabase: CloudDatabase {
         try await observe { try await base.modifySchema(schema) }
     }
     func fetchSchema() async throws -> CloudSchema { try await observe { try await base.fetchSchema() } }
+    func requestAssetUploads(_ request: AssetUploadRequest) async throws -> AssetUploadResponse {
+        try await observe { try await base.requestAssetUploads(request) }
+    }
+    func uploadAsset(from file: URL, to url: String) async throws -> AssetUploadResult {
+        try await observe { try await base.uploadAsset(from: file, to: url) }
+    }
+    func downloadAsset(from url: String, to file: URL, resumingAt offset: Int64) async throws {
+        try await observe { try await base.downloadAsset(from: url, to: file, resumingAt: offset) }
+    }
 }

@@ -1,4 +1,5 @@
 import CloudStoreWire
+import Foundation
 
 /// One database of a cloud container (private, shared or public), as the sync engine talks to it.
 ///
@@ -24,6 +25,16 @@ public protocol CloudDatabase: Sendable {
     func caller() async throws -> CallerResponse
     func modifySchema(_ schema: CloudSchema) async throws -> CloudSchema
     func fetchSchema() async throws -> CloudSchema
+
+    /// `POST assets/upload`: an upload URL for each asset field about to be saved.
+    func requestAssetUploads(_ request: AssetUploadRequest) async throws -> AssetUploadResponse
+    /// Posts the bytes of `file` to an upload URL from ``requestAssetUploads(_:)``, streamed (the
+    /// file is never read into memory whole). `url` may be relative to the server.
+    func uploadAsset(from file: URL, to url: String) async throws -> AssetUploadResult
+    /// Gets an asset's bytes from its `downloadURL` into `file`, streamed. With `offset` above 0,
+    /// asks for the bytes from there on (`Range`) and appends them to the `offset` bytes `file`
+    /// already holds; a server that answers with the whole asset instead makes the file start over.
+    func downloadAsset(from url: String, to file: URL, resumingAt offset: Int64) async throws
 }
 
 /// Why a request to a ``CloudDatabase`` failed as a whole.

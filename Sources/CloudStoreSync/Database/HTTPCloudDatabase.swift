@@ -143,6 +143,18 @@ public struct HTTPCloudDatabase: CloudDatabase {
         try await call(.GET, route.schemaPath)
     }
 
+    public func requestAssetUploads(_ request: AssetUploadRequest) async throws -> AssetUploadResponse {
+        try await call(.POST, route.path(scope, .assetsUpload), body: request)
+    }
+
+    public func uploadAsset(from file: URL, to url: String) async throws -> AssetUploadResult {
+        throw CloudError(.invalidResponse, message: "asset uploads are not implemented yet")
+    }
+
+    public func downloadAsset(from url: String, to file: URL, resumingAt offset: Int64) async throws {
+        throw CloudError(.invalidResponse, message: "asset downloads are not implemented yet")
+    }
+
     // MARK: Transport
 
     struct Exchange {

@@ -1,3 +1,4 @@
+import Foundation
 import CloudStoreSync
 import CloudStoreWire
 import Synchronization
@@ -147,6 +148,18 @@ public final class FaultInjectingDatabase: CloudDatabase {
 
     public func fetchSchema() async throws -> CloudSchema {
         try await base.fetchSchema()
+    }
+
+    public func requestAssetUploads(_ request: AssetUploadRequest) async throws -> AssetUploadResponse {
+        try await perform(.assetsUpload) { try await base.requestAssetUploads(request) }
+    }
+
+    public func uploadAsset(from file: URL, to url: String) async throws -> AssetUploadResult {
+        try await base.uploadAsset(from: file, to: url)
+    }
+
+    public func downloadAsset(from url: String, to file: URL, resumingAt offset: Int64) async throws {
+        try await base.downloadAsset(from: url, to: file, resumingAt: offset)
     }
 
     // MARK: Faults

@@ -1,5 +1,6 @@
 import CloudStoreSync
 import CloudStoreWire
+import Foundation
 import Synchronization
 
 /// A ``CloudDatabase`` that answers with what a test scripts, for engine mechanics that need
@@ -51,6 +52,13 @@ final class ScriptedDatabase: CloudDatabase {
     func caller() async throws -> CallerResponse { try current.caller() }
     func modifySchema(_ schema: CloudSchema) async throws -> CloudSchema { throw unscripted("schema/modify") }
     func fetchSchema() async throws -> CloudSchema { throw unscripted("schema") }
+    func requestAssetUploads(_ request: AssetUploadRequest) async throws -> AssetUploadResponse {
+        throw unscripted("assets/upload")
+    }
+    func uploadAsset(from file: URL, to url: String) async throws -> AssetUploadResult { throw unscripted("asset upload") }
+    func downloadAsset(from url: String, to file: URL, resumingAt offset: Int64) async throws {
+        throw unscripted("asset download")
+    }
 }
 
 private func unscripted(_ operation: String) -> CloudError {
