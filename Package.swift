@@ -41,6 +41,7 @@ let package = Package(
         // The wire contract (Sources/CloudStoreWire/CloudStoreWire.docc/WireProtocol.md): records, IDs, field values, requests, responses, errors.
         .target(
             name: "CloudStoreWire",
+            dependencies: [.product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings),
         // CLOUDSTORE_DEBUG levels and the log line format every subsystem shares.
         .target(
