@@ -161,6 +161,7 @@ enum HistoryEncoding {
             case .url(let url): byte(8); text(url.absoluteString)
             case .decimal(let decimal): byte(9); text(decimal.storedText)
             case .json(let json): byte(10); text(json)
+            case .externalData(let external): byte(11); text(external.storedText)
             }
         }
     }
@@ -239,6 +240,9 @@ enum HistoryEncoding {
                 guard let decimal = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) else { throw Self.damaged }
                 return .decimal(decimal)
             case 10: return .json(try text())
+            case 11:
+                guard let external = ExternalData(storedText: try text()) else { throw Self.damaged }
+                return .externalData(external)
             default: throw Self.damaged
             }
         }

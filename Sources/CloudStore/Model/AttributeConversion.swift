@@ -72,6 +72,12 @@ enum AttributeConversion {
         case .bool(let bool): if let result = bool as? T { return result }
         case .date(let date): if let result = date as? T { return result }
         case .data(let data): if let result = data as? T { return result }
+        case .externalData(let external):
+            // Reads of entities load the file's bytes first (ReadContext); a snapshot's reference
+            // reaching here means the bytes were not loaded.
+            throw StoreError(
+                .invalidValue,
+                "the value is \(external) and its bytes were not loaded; read the object through the store, or use PersistentStore.externalDataURL(for:)")
         case .uuid(let uuid): if let result = uuid as? T { return result }
         case .url(let url): if let result = url as? T { return result }
         case .decimal(let decimal): if let result = decimal as? T { return result }

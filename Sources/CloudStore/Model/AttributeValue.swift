@@ -12,6 +12,8 @@ public enum AttributeValue: Hashable, Sendable {
     /// A date, kept to the millisecond (as records carry it).
     case date(Date)
     case data(Data)
+    /// Bytes of an attribute with external storage, kept in a file beside the store.
+    case externalData(ExternalData)
     case uuid(UUID)
     case url(URL)
     case decimal(Decimal)
@@ -29,7 +31,7 @@ public enum AttributeValue: Hashable, Sendable {
         case .double: .double
         case .bool: .bool
         case .date: .date
-        case .data: .data
+        case .data, .externalData: .data
         case .uuid: .uuid
         case .url: .url
         case .decimal: .decimal
@@ -53,6 +55,7 @@ extension AttributeValue: CustomStringConvertible {
         case .bool(let value): String(value)
         case .date(let value): value.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true))
         case .data(let value): "<\(value.count) bytes>"
+        case .externalData(let value): value.description
         case .uuid(let value): value.uuidString
         case .url(let value): value.absoluteString
         case .decimal(let value): value.description
@@ -65,7 +68,7 @@ extension AttributeValue: CustomStringConvertible {
 /// "<base64>"}`, `null`, used where values are stored as JSON (history tombstones, the conflict log).
 extension AttributeValue: Codable {
     private enum CodingKeys: String, CodingKey {
-        case string, int64, double, bool, date, data, uuid, url, decimal, json
+        case string, int64, double, bool, date, data, externalData, uuid, url, decimal, json
     }
 
     public init(from decoder: any Decoder) throws {
@@ -92,6 +95,13 @@ extension AttributeValue: Codable {
                 throw DecodingError.dataCorruptedError(forKey: key, in: container, debugDescription: "not base64")
             }
             self = .data(data)
+        case .externalData:
+            let text = try container.decode(String.self, forKey: key)
+            guard let external = ExternalData(storedText: text) else {
+                throw DecodingError.dataCorruptedError(
+                    forKey: key, in: container, debugDescription: "not \"<size>:<base64 SHA-256>\"")
+            }
+            self = .externalData(external)
         case .uuid: self = .uuid(try container.decode(UUID.self, forKey: key))
         case .url: self = .url(try container.decode(URL.self, forKey: key))
         case .decimal:
@@ -119,6 +129,7 @@ extension AttributeValue: Codable {
         case .bool(let value): try container.encode(value, forKey: .bool)
         case .date(let value): try container.encode(value.millisecondsSince1970, forKey: .date)
         case .data(let value): try container.encode(value.base64EncodedString(), forKey: .data)
+        case .externalData(let value): try container.encode(value.storedText, forKey: .externalData)
         case .uuid(let value): try container.encode(value, forKey: .uuid)
         case .url(let value): try container.encode(value, forKey: .url)
         case .decimal(let value): try container.encode(value.description, forKey: .decimal)
@@ -154,6 +165,7 @@ extension AttributeValue: JSONBytesWritable {
             case .bool(let value): json.member("bool", bool: value)
             case .date(let value): json.member("date", int: value.millisecondsSince1970)
             case .data(let value): json.member("data", string: value.base64EncodedString())
+            case .externalData(let value): json.member("externalData", string: value.storedText)
             case .uuid(let value): json.member("uuid", string: value.uuidString)
             case .url(let value): json.member("url", string: value.absoluteString)
             case .decimal(let value): json.member("decimal", string: value.description)

@@ -17,7 +17,8 @@ import Foundation
 ///
 /// Entity keys: `name`, `attributes`, `relationships`, `indexes`, `uniquenessConstraints`,
 /// `mirrored` (default true), `renamedFrom`. Attribute keys: `name`, `type`, `optional`, `default`,
-/// `renamedFrom`, `preserveAfterDeletion`. Relationship keys: `name`, `destination`, `toMany`,
+/// `renamedFrom`, `preserveAfterDeletion`, `externalStorage` (`data` only: the bytes live in a file beside
+/// the store and travel as an asset). Relationship keys: `name`, `destination`, `toMany`,
 /// `inverse`, `deleteRule` (`nullify` by default, `cascade`, `deny`, `noAction`), `renamedFrom`.
 /// Defaults are JSON values of the attribute's type: dates as ISO 8601 strings or milliseconds since
 /// 1970, data as base64, UUIDs, URLs and decimals as strings.
@@ -93,6 +94,7 @@ extension AttributeDescription {
         if let defaultValue { object["default"] = defaultValue.fileValue }
         if let renamedFrom { object["renamedFrom"] = .string(renamedFrom) }
         if preservesValueAfterDeletion { object["preserveAfterDeletion"] = .bool(true) }
+        if allowsExternalStorage { object["externalStorage"] = .bool(true) }
         return .object(object)
     }
 }
@@ -120,6 +122,7 @@ extension AttributeValue {
         case .bool(let value): .bool(value)
         case .date(let value): .string(value.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true)))
         case .data(let value): .string(value.base64EncodedString())
+        case .externalData(let value): .string(value.storedText)
         case .uuid(let value): .string(value.uuidString)
         case .url(let value): .string(value.absoluteString)
         case .decimal(let value): .string(value.description)
@@ -251,7 +254,7 @@ struct SchemaFileReader {
             return nil
         }
         checkKeys(
-            object, allowed: ["name", "type", "optional", "default", "renamedFrom", "preserveAfterDeletion"],
+            object, allowed: ["name", "type", "optional", "default", "renamedFrom", "preserveAfterDeletion", "externalStorage"],
             entity: entity, property: name, what: "attribute")
         let typeName = string(object["type"], key: "type", entity: entity, property: name)
         let type = typeName.flatMap(AttributeType.init(rawValue:))
@@ -266,6 +269,8 @@ struct SchemaFileReader {
         attribute.renamedFrom = optionalString(object["renamedFrom"], key: "renamedFrom", entity: entity, property: name)
         attribute.preservesValueAfterDeletion =
             bool(object["preserveAfterDeletion"], key: "preserveAfterDeletion", entity: entity, property: name) ?? false
+        attribute.allowsExternalStorage =
+            bool(object["externalStorage"], key: "externalStorage", entity: entity, property: name) ?? false
         if let type, let json = object["default"] {
             if let value = AttributeValue.fromFile(json, as: type) {
                 attribute.defaultValue = value

@@ -114,6 +114,7 @@ extension Schema {
         case .bool(let bool): return .bool(bool)
         case .date(let date): return .timestamp(date)
         case .data(let data): return .bytes(data)
+        case .externalData(let external): return .asset(Asset(fileChecksum: external.checksum, size: external.size))
         case .uuid(let uuid): return .string(uuid.uuidString)
         case .url(let url): return .string(url.absoluteString)
         case .decimal(let decimal): return .string(decimal.description)
@@ -134,6 +135,9 @@ extension Schema {
             case (.bool, .int64(let value)): .bool(value != 0)
             case (.date, .timestamp(let value)): .date(value)
             case (.data, .bytes(let value)): .data(value)
+            case (.data, .asset(let asset)):
+                AssetChecksum.fileName(of: asset.fileChecksum) == nil
+                    ? nil : .externalData(ExternalData(checksum: asset.fileChecksum, size: asset.size))
             case (.uuid, .string(let value)): UUID(uuidString: value).map(AttributeValue.uuid)
             case (.url, .string(let value)): URL(string: value).map(AttributeValue.url)
             case (.decimal, .string(let value)):

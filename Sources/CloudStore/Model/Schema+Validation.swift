@@ -153,6 +153,13 @@ extension Schema {
         if attribute.renamedFrom == attribute.name {
             problem("renamedFrom must name the previous name, not the current one")
         }
+        if attribute.allowsExternalStorage && attribute.type != .data {
+            problem(
+                "externalStorage applies to data attributes only, and this one is \(article(attribute.type.rawValue)) \(attribute.type.rawValue); remove \"externalStorage\" or make the attribute data")
+        }
+        if attribute.allowsExternalStorage, let value = attribute.defaultValue, !value.isNull {
+            problem("an attribute with externalStorage cannot have a default other than null; make it optional instead")
+        }
         return problems
     }
 

@@ -94,10 +94,14 @@ public struct AttributeDescription: Hashable, Sendable {
     public var renamedFrom: String?
     /// Whether history keeps the value in the tombstone when the object is deleted.
     public var preservesValueAfterDeletion: Bool
+    /// For a `data` attribute: whether its bytes live in a file beside the store (named by their
+    /// SHA-256) rather than in the row, and travel as an `ASSETID` asset rather than inline `BYTES`.
+    /// Core Data's "Allows External Storage". Entities still read and write `Data`.
+    public var allowsExternalStorage: Bool
 
     public init(
         _ name: String, _ type: AttributeType, optional: Bool = false, default defaultValue: AttributeValue? = nil,
-        renamedFrom: String? = nil, preservesValueAfterDeletion: Bool = false
+        renamedFrom: String? = nil, preservesValueAfterDeletion: Bool = false, externalStorage: Bool = false
     ) {
         self.name = name
         self.type = type
@@ -105,7 +109,12 @@ public struct AttributeDescription: Hashable, Sendable {
         self.defaultValue = defaultValue
         self.renamedFrom = renamedFrom
         self.preservesValueAfterDeletion = preservesValueAfterDeletion
+        self.allowsExternalStorage = externalStorage
     }
+
+    /// The record field type the attribute travels as: `ASSETID` for external storage, else its
+    /// type's (``AttributeType/fieldType``).
+    public var fieldType: FieldType { allowsExternalStorage ? .asset : type.fieldType }
 }
 
 /// One relationship of an entity. Relationships are always optional: a to-one may be nil and a

@@ -11,7 +11,7 @@ import GRDBSQLite
 /// | `double` | `REAL` | the double |
 /// | `bool` | `INTEGER` | 0 or 1 |
 /// | `date` | `INTEGER` | milliseconds since 1970-01-01 UTC |
-/// | `data` | `BLOB` | the bytes |
+/// | `data` | `BLOB` | the bytes; with external storage, `TEXT` `"<size>:<base64 SHA-256>"` naming the file |
 /// | `uuid` (and the `id` and to-one relationship columns) | `TEXT` | upper-case `8-4-4-4-12` hex |
 /// | `url` | `TEXT` | the absolute string |
 /// | `decimal` | `TEXT` | the exact decimal text (`"12.50"` → `12.5`) |
@@ -42,6 +42,7 @@ extension AttributeValue {
         case .bool(let value): (value ? 1 : 0 as Int64).databaseValue
         case .date(let value): value.millisecondsSince1970.databaseValue
         case .data(let value): value.databaseValue
+        case .externalData(let value): value.storedText.databaseValue
         case .uuid(let value): value.storedText.databaseValue
         case .url(let value): value.absoluteString.databaseValue
         case .decimal(let value): value.storedText.databaseValue
@@ -59,6 +60,7 @@ extension AttributeValue {
         case .date(let value): return String(value.millisecondsSince1970)
         case .data(let value): return "X'" + value.map { String(format: "%02X", $0) }.joined() + "'"
         case .string(let text), .json(let text): return text.sqlQuoted
+        case .externalData(let value): return value.storedText.sqlQuoted
         case .uuid(let value): return value.storedText.sqlQuoted
         case .url(let value): return value.absoluteString.sqlQuoted
         case .decimal(let value): return value.storedText.sqlQuoted
@@ -78,6 +80,7 @@ extension AttributeValue {
             return value.withUnsafeBytes { bytes in
                 sqlite3_bind_blob(statement, index, bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(bytes.count), sqliteTransient)
             }
+        case .externalData(let value): return bindText(value.storedText, to: statement, at: index)
         case .uuid(let value): return bindUUID(value, to: statement, at: index)
         case .url(let value): return bindText(value.absoluteString, to: statement, at: index)
         case .decimal(let value): return bindText(value.storedText, to: statement, at: index)
@@ -113,6 +116,9 @@ extension AttributeValue {
             default: return nil
             }
         case .data:
+            if storage == SQLITE_TEXT, let external = ExternalData(storedText: columnText(statement, index)) {
+                return .externalData(external)
+            }
             let count = Int(sqlite3_column_bytes(statement, index))
             guard let bytes = sqlite3_column_blob(statement, index) else { return .data(Data()) }
             return .data(Data(bytes: bytes, count: count))

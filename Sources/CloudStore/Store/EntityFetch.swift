@@ -140,6 +140,10 @@ final class EntityFetch: StoredEntityValues {
         guard let value = AttributeValue.read(statement!, column: Int32(index + 1), as: type) else {
             throw table.damagedValue(statement!, column: index, id: id)
         }
+        if case .externalData(let external) = value {
+            // An entity sees the bytes (mapped from the file where the system allows).
+            return .data(try context.externalBytes(external, of: table, column: index, id: id))
+        }
         return value
     }
 

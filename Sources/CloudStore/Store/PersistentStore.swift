@@ -78,7 +78,9 @@ public final class PersistentStore: Sendable {
         self.schema = schema
         self.configuration = configuration
         self.isReadOnly = isReadOnly
-        self.layout = StoreLayout(schema: schema)
+        var layout = StoreLayout(schema: schema)
+        layout.externalData = ExternalDataFiles(storeURL: url)
+        self.layout = layout
         self.logger = logger
         self.monitor = CommitMonitor()
         let started = ContinuousClock.now
@@ -99,6 +101,10 @@ public final class PersistentStore: Sendable {
             throw StoreError.wrapping(error, path: path, while: "opening the store")
         }
         monitor.committed(try currentTransactionNumber())
+        if !isReadOnly, layout.tables.contains(where: { !$0.externalColumns.isEmpty }) {
+            // Files a crash left behind: written for a unit of work that never committed.
+            try? pool.writeWithoutTransaction { db in removeUnreferencedExternalData(db) }
+        }
         logger.notice(
             isReadOnly ? "store opened for inspection" : "store opened",
             metadata: [
@@ -207,6 +213,50 @@ public final class PersistentStore: Sendable {
         return outcome.value
     }
 
+    /// The file holding the bytes of an external-storage value, for reading a large value in
+    /// pieces (`FileHandle`) instead of as one `Data`; nil when the store holds no such file.
+    /// Read it, do not change it: the file is shared by every object with the same bytes, and is
+    /// removed once no object names it.
+    ///
+    /// ```swift
+    /// let snapshot = try store.read { try $0.fetchSnapshot(entityName: "Note", id: id) }
+    /// if case .externalData(let value)? = snapshot?.values["attachment"],
+    ///     let url = store.externalDataURL(for: value) {
+    ///     let handle = try FileHandle(forReadingFrom: url)
+    /// }
+    /// ```
+    public func externalDataURL(for value: ExternalData) -> URL? {
+        guard let files = layout.externalData, files.contains(value) else { return nil }
+        return files.url(for: value)
+    }
+
+    /// Removes the files of external-storage values no row names any more. Runs under the writer
+    /// (the only place files are written), outside a transaction, after a commit that replaced or
+    /// deleted such a value and when the store opens.
+    func removeUnreferencedExternalData(_ db: Database) {
+        guard let files = layout.externalData else { return }
+        var names: Set<String> = []
+        do {
+            for table in layout.tables {
+                for column in table.externalColumns {
+                    let quoted = table.columnNames[column].quotedIdentifier
+                    for text in try String.fetchAll(
+                        db, sql: "SELECT \(quoted) FROM \(table.quotedName) WHERE typeof(\(quoted)) = 'text'")
+                    {
+                        if let name = ExternalData(storedText: text)?.fileName { names.insert(name) }
+                    }
+                }
+            }
+        } catch {
+            logger.warning("external data files not checked", metadata: ["error": "\(error)"])
+            return
+        }
+        let removed = files.removeUnreferenced(keeping: names)
+        if removed > 0 {
+            logger.info("external data files removed", metadata: ["count": "\(removed)", "store": "\(path)"])
+        }
+    }
+
     struct WriteOutcome<T> {
         var value: T
         var token: HistoryToken?
@@ -235,6 +285,7 @@ public final class PersistentStore: Sendable {
             } catch {
                 throw explainCommitFailure(error, context: context, db: db)
             }
+            if context.releasesExternalData { removeUnreferencedExternalData(db) }
             return WriteOutcome(value: value, token: token, changeCount: count, changes: changes)
         } catch {
             if db.isInsideTransaction { try? db.rollback() }

@@ -25,6 +25,18 @@ public class ReadContext {
         self.layout = layout
     }
 
+    /// The bytes of an external-storage value in `column` of a row, for an entity.
+    func externalBytes(_ value: ExternalData, of table: EntityTable, column: Int, id: UUID) throws -> Data {
+        guard let files = layout.externalData else {
+            throw StoreError(.externalData, "\(table.name).\(table.columnNames[column]) of \(id.uuidString) is \(value), and this store has no external data directory")
+        }
+        do {
+            return try files.data(for: value)
+        } catch let error as StoreError {
+            throw StoreError(error.code, "\(table.name).\(table.columnNames[column]) of \(id.uuidString): \(error.message)")
+        }
+    }
+
     /// The schema the store was opened with.
     public var schema: Schema { layout.schema }
 

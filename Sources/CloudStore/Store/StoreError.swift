@@ -65,6 +65,9 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let needsUpgrade = Code(rawValue: "needsUpgrade")
         /// The store or query generation was closed.
         public static let closed = Code(rawValue: "closed")
+        /// The file of an external-storage value could not be written, or is missing or damaged
+        /// when read; the message names the file and the value.
+        public static let externalData = Code(rawValue: "externalData")
         /// SQLite failed for another reason; the message carries SQLite's.
         public static let sqlite = Code(rawValue: "sqlite")
     }

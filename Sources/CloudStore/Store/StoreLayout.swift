@@ -16,6 +16,8 @@
 /// consistent by the store and guarded by a partial unique index.
 struct StoreLayout: Sendable {
     let schema: Schema
+    /// The files of external-storage values; nil for a layout only planned (migrations).
+    var externalData: ExternalDataFiles?
     /// One table per entity, in schema order.
     let tables: [EntityTable]
     let links: [LinkTable]
@@ -176,6 +178,10 @@ struct EntityTable: Sendable {
     let columnTypes: [AttributeType]
     /// The positions in `relationships` of the to-one relationships (those with a column).
     let toOneRelationships: [Int]
+    /// The columns of attributes with external storage.
+    let externalColumns: [Int]
+    /// The columns of `data` attributes, external or not.
+    let dataColumns: [Int]
 
     init(entity: EntityDescription, position: Int, columns: [Column], relationships: [RelationshipLayout]) {
         self.entity = entity
@@ -200,6 +206,11 @@ struct EntityTable: Sendable {
         columnNames = columns.map(\.name)
         columnTypes = columns.map(\.type)
         toOneRelationships = relationships.indices.filter { relationships[$0].column != nil }
+        externalColumns = columns.indices.filter {
+            if case .attribute(let attribute) = columns[$0].source { return attribute.allowsExternalStorage }
+            return false
+        }
+        dataColumns = columns.indices.filter { columns[$0].type == .data }
     }
 
     var name: String { entity.name }

@@ -44,6 +44,9 @@ public final class WriteContext: ReadContext {
     /// Relationship values set in this unit of work, to explain a foreign key failure at commit.
     private(set) var references: [Reference] = []
     private var insertStatements: [Int: OpaquePointer] = [:]
+    /// Whether the unit of work replaced or deleted an external-storage value, so the store looks
+    /// for files no row names any more once it commits.
+    private(set) var releasesExternalData = false
 
     struct Reference {
         var entity: String
@@ -182,7 +185,7 @@ public final class WriteContext: ReadContext {
 
     private func insertRow(_ table: EntityTable, _ snapshot: EntitySnapshot) throws {
         let id = snapshot.id
-        let row = try table.row(from: snapshot, base: nil)
+        let row = try table.row(from: table.externalizing(snapshot, files: layout.externalData), base: nil)
         if table.hasOneToOne { try releaseOneToOne(table, id: id, row: row, old: nil) }
 
         let statement = try insertStatement(table)
@@ -226,8 +229,11 @@ public final class WriteContext: ReadContext {
     private func updateRow(_ table: EntityTable, _ snapshot: EntitySnapshot, old stored: [AttributeValue]?) throws {
         let id = snapshot.id
         guard let old = try stored ?? row(table, id: id) else { throw notFound(table, id, "update") }
-        let new = try table.row(from: snapshot, base: old)
+        let new = try table.row(from: table.externalizing(snapshot, files: layout.externalData), base: old)
         let changed = new.indices.filter { new[$0] != old[$0] }
+        if !releasesExternalData {
+            releasesExternalData = table.externalColumns.contains { changed.contains($0) && old[$0] != .null }
+        }
         if !changed.isEmpty {
             try releaseOneToOne(table, id: id, row: new, old: old)
             let assignments = changed.map { "\(table.columnNames[$0].quotedIdentifier) = ?" }.joined(separator: ", ")
@@ -250,6 +256,9 @@ public final class WriteContext: ReadContext {
         let key = HistoryRecorder.Key(entity: table.position, id: id)
         guard deleting.insert(key).inserted else { return }
         defer { deleting.remove(key) }
+        if !releasesExternalData {
+            releasesExternalData = table.externalColumns.contains { row[$0] != .null }
+        }
         for relationship in table.relationships where relationship.relationship.deleteRule == .deny {
             let related = try relatedIDs(of: id, in: table, through: relationship, row: row)
             if !related.isEmpty {

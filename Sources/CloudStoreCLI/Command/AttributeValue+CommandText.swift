@@ -46,6 +46,8 @@ enum CommandJSONValue: Codable, Equatable {
         case .bool(let flag): self = .bool(flag)
         case .date(let date): self = .string(CommandOutput.timestamp(date))
         case .data(let data): self = .string(data.base64EncodedString())
+        case .externalData(let external):
+            self = .object(["size": .int(external.size), "sha256": .string(external.checksum)])
         case .uuid(let uuid): self = .string(uuid.uuidString)
         case .url(let url): self = .string(url.absoluteString)
         case .decimal(let decimal): self = .decimal(decimal)
