@@ -15,6 +15,9 @@ struct MigrationWork {
     var steps: [MigrationStep] = []
     /// Entities whose tables are rebuilt after the steps, to drop removed columns or change types.
     var rebuilds: [String] = []
+    /// `data` attributes whose external storage was turned on (true) or off (false): their bytes move
+    /// between rows and files after the rebuilds.
+    var storageMoves: [(entity: String, column: String, toFiles: Bool)] = []
     /// Removed entities and many-to-many relationships, dropped after the steps.
     var drops: [Change] = []
     /// Required columns without a default that existing rows may leave empty: checked at the end.
@@ -91,6 +94,9 @@ struct MigrationPlanner {
                     }
                 } else if oldColumn.defaultValue != column.defaultValue {
                     needsRebuild = true
+                }
+                if oldColumn.type == .data, column.type == .data, oldColumn.isExternal != column.isExternal {
+                    work.storageMoves.append((entity.name, column.name, column.isExternal))
                 }
                 if oldColumn.isOptional && !column.isOptional {
                     if let value = column.defaultValue {

@@ -1,3 +1,4 @@
+import Foundation
 import GRDB
 import Logging
 
@@ -37,6 +38,10 @@ struct Migrator {
         }
         for entity in work.rebuilds {
             try perform("rebuild \(entity) without its removed or retyped columns") { try rebuild(entity, db) }
+        }
+        for move in work.storageMoves {
+            let what = move.toFiles ? "move \(move.entity).\(move.column) into files (external storage on)" : "move \(move.entity).\(move.column) back into rows (external storage off)"
+            try perform(what) { try moveStorage(move.entity, move.column, toFiles: move.toFiles, db) }
         }
         for change in work.drops {
             try perform(change.description) {
@@ -90,6 +95,28 @@ struct Migrator {
     }
 
     /// Recreates a table with the new schema's columns, copying the rows.
+    /// Moves the bytes of a `data` column between rows (BLOB) and the store's files (a TEXT
+    /// reference), one row at a time. Files written by a migration that then fails are removed when
+    /// the store next opens.
+    private func moveStorage(_ entity: String, _ column: String, toFiles: Bool, _ db: Database) throws {
+        guard let files = layout.externalData else { return }
+        let table = try layout.table(entity).quotedName, quoted = column.quotedIdentifier
+        let rows = try String.fetchAll(
+            db, sql: "SELECT id FROM \(table) WHERE typeof(\(quoted)) = '\(toFiles ? "blob" : "text")'")
+        for id in rows {
+            let stored = try DatabaseValue.fetchOne(db, sql: "SELECT \(quoted) FROM \(table) WHERE id = ?", arguments: [id])
+            let moved: DatabaseValue
+            if toFiles {
+                guard let bytes = stored.flatMap(Data.fromDatabaseValue) else { continue }
+                moved = AttributeValue.externalData(try files.store(bytes)).databaseValue
+            } else {
+                guard let text = stored.flatMap(String.fromDatabaseValue), let value = ExternalData(storedText: text) else { continue }
+                moved = try files.data(for: value).databaseValue
+            }
+            try db.execute(sql: "UPDATE \(table) SET \(quoted) = ? WHERE id = ?", arguments: [moved, id])
+        }
+    }
+
     private func rebuild(_ entity: String, _ db: Database) throws {
         let table = try layout.table(entity)
         let temporary = "cloudstore_rebuild"

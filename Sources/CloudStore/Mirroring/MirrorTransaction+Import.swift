@@ -36,6 +36,7 @@ extension MirrorTransaction {
             ?? RecordMetadata(recordName: record.recordName, entityName: entity.name)
         // The version this device already has (its own upload coming back, say).
         if row.changeTag != nil, row.changeTag == record.recordChangeTag { return }
+        try adoptAssetFiles(of: record, entity)
         let id = content.snapshot.id
         let serverValues = recordValues(content.snapshot, entity)
         switch row.pendingUpload {
@@ -64,6 +65,24 @@ extension MirrorTransaction {
         row.unknownFields = content.unknownFields
         try save(row)
         counts.saved += 1
+    }
+
+    /// Moves the files the sync engine downloaded (and verified) for the record's assets into the
+    /// store, before any row names them; they are the store's from here on. An asset whose bytes the
+    /// store already holds is not downloaded in the first place (``CloudMirror`` tells the engine).
+    private func adoptAssetFiles(of record: Record, _ entity: EntityDescription) throws {
+        guard let files = context.layout.externalData else { return }
+        for attribute in entity.attributes where attribute.type == .data {
+            guard case .asset(let asset)? = record.fields[attribute.name] else { continue }
+            let value = ExternalData(checksum: asset.fileChecksum, size: asset.size)
+            if files.contains(value) { continue }
+            guard let file = asset.fileURL else {
+                throw StoreError(
+                    .externalData,
+                    "\(entity.name).\(attribute.name) of \(record.recordName) is an asset of \(asset.size) bytes that was not downloaded; it is fetched again on the next sync")
+            }
+            try files.adopt(file, as: value)
+        }
     }
 
     private func applyLink(_ record: Record) throws {

@@ -75,9 +75,26 @@ extension MirrorTransaction {
                 .merging(pending.changeDates.filter { entity.recordKeys.contains($0.key) }) { _, new in new }
             record.fields[EditTimes.field] = EditTimes.fieldValue(edited)
             values = recordValues(snapshot, entity).filter { keys?.contains($0.key) ?? true }
+            attachFiles(to: &record, of: snapshot, entity, metadata)
         }
         record.recordChangeTag = metadata.changeTag
         return (record, values)
+    }
+
+    /// Points each asset the record carries at its file, so the sync engine uploads the bytes before
+    /// it saves the record, unless the server's copy already holds that asset in that field (then
+    /// it travels as checksum and size alone, and nothing is uploaded again).
+    private func attachFiles(
+        to record: inout Record, of snapshot: EntitySnapshot, _ entity: EntityDescription, _ metadata: RecordMetadata
+    ) {
+        for attribute in entity.attributes where attribute.allowsExternalStorage {
+            guard case .asset(var asset)? = record.fields[attribute.name],
+                case .externalData(let value)? = snapshot.values[attribute.name]
+            else { continue }
+            if metadata.isOnServer, metadata.ancestor?[attribute.name] == .externalData(value) { continue }
+            asset.fileURL = context.layout.externalData?.url(for: value)
+            record.fields[attribute.name] = .asset(asset)
+        }
     }
 
     /// Marks every mirrored object and link for upload, whole, as new records: the server lost

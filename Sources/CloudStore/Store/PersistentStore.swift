@@ -101,7 +101,7 @@ public final class PersistentStore: Sendable {
             throw StoreError.wrapping(error, path: path, while: "opening the store")
         }
         monitor.committed(try currentTransactionNumber())
-        if !isReadOnly, layout.tables.contains(where: { !$0.externalColumns.isEmpty }) {
+        if !isReadOnly, let files = layout.externalData, FileManager.default.fileExists(atPath: files.directory.path) {
             // Files a crash left behind: written for a unit of work that never committed.
             try? pool.writeWithoutTransaction { db in removeUnreferencedExternalData(db) }
         }

@@ -103,6 +103,12 @@ struct Column: Sendable {
     let isOptional: Bool
     let defaultValue: AttributeValue?
 
+    /// Whether the column is a `data` attribute with external storage.
+    var isExternal: Bool {
+        if case .attribute(let attribute) = source { return attribute.allowsExternalStorage }
+        return false
+    }
+
     init(attribute: AttributeDescription) {
         name = attribute.name
         type = attribute.type
@@ -206,10 +212,7 @@ struct EntityTable: Sendable {
         columnNames = columns.map(\.name)
         columnTypes = columns.map(\.type)
         toOneRelationships = relationships.indices.filter { relationships[$0].column != nil }
-        externalColumns = columns.indices.filter {
-            if case .attribute(let attribute) = columns[$0].source { return attribute.allowsExternalStorage }
-            return false
-        }
+        externalColumns = columns.indices.filter { columns[$0].isExternal }
         dataColumns = columns.indices.filter { columns[$0].type == .data }
     }
 

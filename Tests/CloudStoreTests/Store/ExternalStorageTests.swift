@@ -136,3 +136,43 @@ struct ExternalStorageTests {
         #expect(field?.type == .asset)
     }
 }
+
+@Suite("Store: turning external storage on or off moves the bytes")
+struct ExternalStorageMigrationTests {
+    static func versioned(_ schema: Schema, _ version: Int) -> Schema {
+        var schema = schema
+        schema.version = version
+        return schema
+    }
+
+    @Test func aLightweightMigrationMovesTheBytesIntoFilesAndBack() throws {
+        let directory = try TemporaryDirectory()
+        let url = directory.file("moving.sqlite")
+        let bytes = Data((0..<50_000).map { UInt8(truncatingIfNeeded: $0) })
+        let note = Note(title: "Scan", attachment: bytes)
+        let plain = try Schema.notes()
+        do {
+            let store = try openStore(url, plain)
+            try store.write { try $0.insert(note) }
+            try store.close()
+        }
+        let external = URL(fileURLWithPath: url.path + "-external")
+
+        let on = try openStore(url, Self.versioned(try Schema.notesWithExternalAttachments(), plain.version + 1))
+        #expect(try on.read { try $0.fetch(Note.self, id: note.id) }?.attachment == bytes)
+        guard case .externalData(let value)? = try on.read({ try $0.fetchSnapshot(entityName: "Note", id: note.id) })?.values["attachment"]
+        else {
+            Issue.record("after the migration the row should name a file")
+            return
+        }
+        #expect(try on.externalDataURL(for: value).map { try Data(contentsOf: $0) } == bytes)
+        try on.close()
+
+        let off = try openStore(url, Self.versioned(plain, plain.version + 2))
+        defer { try? off.close() }
+        #expect(try off.read { try $0.fetchSnapshot(entityName: "Note", id: note.id) }?.values["attachment"] == .data(bytes))
+        #expect(try off.read { try $0.fetch(Note.self, id: note.id) }?.attachment == bytes)
+        let left = try FileManager.default.contentsOfDirectory(atPath: external.path).filter { $0 != ".transfers" }
+        #expect(left.isEmpty)
+    }
+}
