@@ -16,6 +16,8 @@ enum BenchGroup: String, CaseIterable {
     case scale
     /// Item 8: server `records/modify` throughput with concurrent clients.
     case server
+    /// Item 9: one large attachment synced as an asset: MB/s and peak memory of both devices and the server.
+    case asset
 
     var needsServer: Bool { ![.save, .fetch, .generations].contains(self) }
 }
@@ -32,10 +34,12 @@ struct BenchSizes {
     var scale = [10_000, 100_000]
     /// Requests per client, 200 records each.
     var serverRequests = 50
+    /// The attachment of the asset benchmark, in MiB.
+    var assetMebibytes = 100
 
     static let quick = BenchSizes(
         save: 5_000, fetch: 20_000, pins: 50, generationWrites: 1_000, sync: [1_000], latencyChanges: 20,
-        scale: [1_000, 10_000], serverRequests: 5)
+        scale: [1_000, 10_000], serverRequests: 5, assetMebibytes: 10)
 }
 
 /// The command line of `cloudstore-bench`.
@@ -43,7 +47,7 @@ struct BenchOptions {
     static let usage = """
         usage: cloudstore-bench [--only GROUP,...] [--quick] [--json FILE] [--markdown FILE]
                                 [--postgres URL] [--iterations N] [--warmup N] [--filter TEXT]
-                                [--save N] [--fetch N] [--sync N,N] [--scale N,N]
+                                [--save N] [--fetch N] [--sync N,N] [--scale N,N] [--asset MIB]
 
           --only        groups to run: \(BenchGroup.allCases.map(\.rawValue).joined(separator: ", "))
                         (default all; "history" is an alias of save)
@@ -56,6 +60,7 @@ struct BenchOptions {
           --warmup      untimed runs before them (default 1)
           --filter      only store benchmarks whose name contains TEXT (e.g. save.raw)
           --save, --fetch  rows for the store benchmarks (default 50000 and 200000)
+          --asset       MiB of the asset benchmark's attachment (default 100, quick 10)
           --sync        notes of each bulk sync run, smallest first (default 10000); several
                         sizes show whether the CPU per record stays flat (3000,30000)
           --scale       record counts of the bootstrap runs, smallest first (default 10000,100000)
@@ -81,6 +86,7 @@ struct BenchOptions {
         var iterations: Int?
         var scale: [Int]?
         var sync: [Int]?
+        var asset: Int?
         func value(_ name: String) throws -> String {
             guard let value = remaining.popFirst() else { throw BenchError("\(name) needs a value") }
             return value
@@ -118,6 +124,7 @@ struct BenchOptions {
             case "--fetch": fetch = try number(argument)
             case "--scale": scale = try counts(argument)
             case "--sync": sync = try counts(argument)
+            case "--asset": asset = try number(argument)
             default: throw BenchError("unknown argument \(argument)")
             }
         }
@@ -127,5 +134,6 @@ struct BenchOptions {
         if let fetch { sizes.fetch = fetch }
         if let scale { sizes.scale = scale }
         if let sync { sizes.sync = sync }
+        if let asset { sizes.assetMebibytes = asset }
     }
 }

@@ -47,6 +47,8 @@ final class BenchServer: Sendable {
         return BenchServer(process: process, backend: backend, containerIdentifier: containerIdentifier)
     }
 
+    var processID: Int32 { process.processID }
+
     /// CPU seconds the server process has used so far.
     var cpuSeconds: Double { processCPUSeconds(of: process.processID) }
 

@@ -154,8 +154,13 @@ struct ProcessMemory: Codable {
     var peakKiB: Int
     var residentKiB: Int
 
-    static func current() -> ProcessMemory {
-        let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+    static func current() -> ProcessMemory { read("/proc/self/status") }
+
+    /// Another process's (a child's), in KiB.
+    static func of(_ processID: Int32) -> ProcessMemory { read("/proc/\(processID)/status") }
+
+    private static func read(_ path: String) -> ProcessMemory {
+        let status = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
         func field(_ name: String) -> Int {
             guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix(name + ":") }) else { return 0 }
             return Int(line.split(whereSeparator: { $0 == " " || $0 == "\t" }).dropFirst().first ?? "") ?? 0

@@ -12,6 +12,9 @@ case "serve":
 case "bootstrap":
     try await ScaleBenchmarks.bootstrap(Array(arguments.dropFirst()))
     exit(0)
+case "asset":
+    try await AssetBenchmarks.child(Array(arguments.dropFirst()))
+    exit(0)
 default:
     break
 }
@@ -115,6 +118,7 @@ for group in options.groups where group.needsServer {
                 }
             case .latency: report(try await SyncBenchmarks(directory: directory, server: server).latency(changes: sizes.latencyChanges))
             case .scale: report(try await ScaleBenchmarks(directory: directory, server: server).run(counts: sizes.scale))
+            case .asset: report(try await AssetBenchmarks(directory: directory, server: server).run(mebibytes: sizes.assetMebibytes))
             case .server:
                 report(try await ServerBenchmarks(server: server).modifyThroughput(clients: 4, requests: sizes.serverRequests))
             case .save, .fetch, .generations: break
