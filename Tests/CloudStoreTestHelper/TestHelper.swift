@@ -15,6 +15,9 @@ import Logging
 /// CloudStoreTestHelper save-then-hang <store> <schema.json> <server> <container> <token> <title>
 ///     opens a container that does not sync by itself, saves one note, prints "saved <id>" and
 ///     waits to be killed
+/// CloudStoreTestHelper asset-device <store> <schema.json> <server> <container> <token> upload|download <KiB> <seed>
+///     upload: saves (unless saved before) note 00000000-0000-0000-0000-00000000A55E with a seeded
+///     attachment of <KiB> KiB, prints "saved"; both: print "sync", sync, print "done"
 /// ```
 @main
 struct TestHelper {
@@ -22,6 +25,8 @@ struct TestHelper {
         let arguments = CommandLine.arguments
         if arguments.count >= 9, arguments[1] == "device" {
             try await DeviceWorkload(arguments: arguments).run()
+        } else if arguments.count >= 10, arguments[1] == "asset-device" {
+            try await assetDevice(arguments)
         } else if arguments.count >= 8, arguments[1] == "save-then-hang" {
             try await saveThenHang(arguments)
         } else {
@@ -85,6 +90,49 @@ struct TestHelper {
         }
         say("saved \(id.uuidString)")
         while true { try await Task.sleep(for: .seconds(60)) }
+    }
+
+    /// The note of `asset-device`.
+    static let assetNoteID = UUID(uuidString: "00000000-0000-0000-0000-00000000A55E")!
+
+    /// The seeded bytes of `asset-device`'s attachment.
+    static func assetBytes(kibibytes: Int, seed: UInt64) -> Data {
+        var state = seed | 1
+        var bytes = Data(count: kibibytes << 10)
+        bytes.withUnsafeMutableBytes { buffer in
+            for index in buffer.indices {
+                state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+                buffer[index] = UInt8(truncatingIfNeeded: state >> 33)
+            }
+        }
+        return bytes
+    }
+
+    static func assetDevice(_ arguments: [String]) async throws {
+        var logger = Logger(label: "cloudstore.testhelper")
+        logger.logLevel = .critical
+        let role = arguments[7]
+        var options = PersistentCloudContainer.Options(
+            server: .init(url: URL(string: arguments[4])!, containerIdentifier: arguments[5], token: arguments[6], deviceID: role))
+        options.automaticallySync = false
+        let device = try await PersistentCloudContainer(
+            url: URL(fileURLWithPath: arguments[2]), schema: try Schema.load(contentsOf: URL(fileURLWithPath: arguments[3])),
+            options: options, logger: logger)
+        if role == "upload" {
+            let saved = try await device.store.read { try $0.fetchSnapshot(entityName: "Note", id: assetNoteID) } != nil
+            if !saved {
+                let bytes = assetBytes(kibibytes: Int(arguments[8]) ?? 1024, seed: UInt64(arguments[9]) ?? 1)
+                try await device.store.write(author: "app") { context in
+                    try context.insert(
+                        EntitySnapshot(entityName: "Note", id: assetNoteID, values: ["title": "asset", "attachment": .data(bytes)]))
+                }
+            }
+            say("saved")
+        }
+        say("sync")
+        try await device.sync()
+        say("done")
+        try await device.close()
     }
 
     static func note(title: String) -> EntitySnapshot {
