@@ -101,14 +101,17 @@ extension SyncEngine {
         }
     }
 
-    /// Sends one batch (one or more requests), looks up server copies for conflicts that came
-    /// without one, removes what was settled from the pending changes and reports it. On a
+    /// Sends one batch (its new assets uploaded first, then one or more requests), looks up server
+    /// copies for conflicts that came without one, removes what was settled from the pending
+    /// changes and reports it. On a
     /// request failure, what was settled before it is still removed and reported, then it throws.
     private func sendBatch(_ batch: RecordZoneChangeBatch, revisions: [RecordID: UInt64]) async throws
         -> RecordSendOutcome
     {
-        let plan = RecordBatchPlan(batch, maxCount: configuration.maxBatchCount, maxBytes: configuration.maxBatchBytes)
         var outcome = RecordSendOutcome()
+        var batch = batch
+        batch.recordsToSave = try await prepareAssets(of: batch.recordsToSave, into: &outcome)
+        let plan = RecordBatchPlan(batch, maxCount: configuration.maxBatchCount, maxBytes: configuration.maxBatchBytes)
         var failure: (any Error)?
         for request in plan.requests {
             do {
@@ -126,6 +129,9 @@ extension SyncEngine {
         for conflict in outcome.conflictsAwaitingServerRecord { outcome.resolveConflict(conflict, lookup: nil) }
         outcome.conflictsAwaitingServerRecord = []
         await apply(outcome, revisions: revisions)
+        assetReceipts.remove(
+            outcome.savedRecords.map(\.recordID)
+                + outcome.failedRecordSaves.filter { $0.error.code == .badRequest }.map(\.record.recordID))
         if let failure { throw failure }
         return outcome
     }

@@ -53,6 +53,8 @@ public actor SyncEngine {
     var hasCheckedAccount = false
     var isStopped = false
     var lastEmittedStateVersion: UInt64
+    /// Receipts of recent asset uploads, for a batch sent again soon.
+    var assetReceipts = AssetReceiptCache()
 
     private var isOperationRunning = false
     private var operationWaiters: [CheckedContinuation<Void, Never>] = []

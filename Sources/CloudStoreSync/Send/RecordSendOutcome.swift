@@ -10,6 +10,8 @@ import CloudStoreWire
 ///
 /// A `CONFLICT` or `EXISTS` whose server copy already holds every value that was sent counts as
 /// saved: that is what a retry looks like after the response to the first attempt was lost.
+/// Assets are compared by checksum and size (the sent one carries a receipt, the server's a
+/// download URL).
 struct RecordSendOutcome: Sendable {
     typealias FailedRecordSave = SyncEngine.Event.SentRecordZoneChanges.FailedRecordSave
 
@@ -132,12 +134,14 @@ struct RecordSendOutcome: Sendable {
 
     /// Whether the server's copy holds every value that was sent (for a create: exactly those).
     static func serverHolds(_ sent: Record, _ server: Record, exactly: Bool) -> Bool {
-        func present(_ fields: [String: FieldValue]) -> [String: FieldValue] { fields.filter { !$0.value.isNull } }
+        func present(_ fields: [String: FieldValue]) -> [String: FieldValue] {
+            fields.filter { !$0.value.isNull }.mapValues(\.comparingAssetsByContent)
+        }
         let sentFields = present(sent.fields)
         let serverFields = present(server.fields)
         if exactly { return sentFields == serverFields && sent.recordType == server.recordType }
         return sent.fields.allSatisfy { name, value in
-            value.isNull ? serverFields[name] == nil : serverFields[name] == value
+            value.isNull ? serverFields[name] == nil : serverFields[name] == value.comparingAssetsByContent
         }
     }
 }
