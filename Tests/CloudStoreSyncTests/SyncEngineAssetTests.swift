@@ -7,7 +7,7 @@ import Testing
 @testable import CloudStoreSync
 
 /// The engine's asset transfers (WireProtocol.md §7) against ``AssetServerFake``: uploads before a
-/// save, and what becomes of their failures.
+/// save, downloads before a fetched page is delivered, and what becomes of their failures.
 @Suite(.timeLimit(.minutes(3))) struct SyncEngineAssetTests {
     let notes = ZoneID(zoneName: "Notes")
     let directory: TemporaryDirectory
@@ -182,5 +182,123 @@ import Testing
         clock.advance(by: .seconds(601))
         try await device.engine.sendChanges()
         #expect(server.uploadCount == 3, "a receipt older than 10 minutes is not reused")
+    }
+
+    // MARK: Fetch
+
+    func fetchingDevice(_ server: AssetServerFake, assetDirectory: URL) async -> EngineDevice {
+        await EngineDevice("B", database: server) { $0.assetDirectory = assetDirectory }
+    }
+
+    /// A server holding note N1 whose photo is `count` bytes, made from a local file `fileName`.
+    func serverWithPhoto(_ count: Int, fileName: String = "photo.jpg") throws -> (AssetServerFake, Data, Asset) {
+        let server = AssetServerFake()
+        let bytes = Self.bytes(count)
+        let photo = try asset(fileName, bytes)
+        server.store(note("N1", photo: photo), in: "Notes", assetBytes: [bytes])
+        return (server, bytes, photo)
+    }
+
+    func assetFiles(in directory: URL) throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted()
+    }
+
+    @Test func fetch_downloadsEachAssetOnceAndDeliversItsFile() async throws {
+        let server = AssetServerFake()
+        let bytes = Self.bytes(5000)
+        let photo = try asset("photo.jpg", bytes)
+        server.store(note("N1", photo: photo), in: "Notes", assetBytes: [bytes])
+        server.store(note("N2", photo: photo), in: "Notes", assetBytes: [bytes])
+        let assets = directory.file("assets")
+        let device = await fetchingDevice(server, assetDirectory: assets)
+        try await device.engine.fetchChanges()
+
+        #expect(server.downloads.map(\.offset) == [0], "the same bytes twice in a page: one download")
+        #expect(await device.deliveredAssetBytes == ["N1.photo": bytes, "N2.photo": bytes])
+        let fetched = try #require(await device.record(recordID("N1")))
+        guard case .asset(let delivered)? = fetched.fields["photo"] else {
+            Issue.record("no photo")
+            return
+        }
+        let name = try #require(AssetChecksum.fileName(of: photo.fileChecksum))
+        #expect(delivered.fileURL?.lastPathComponent == "\(name).asset")
+        #expect(delivered.downloadURL != nil)
+        #expect(try assetFiles(in: assets).isEmpty, "the engine deletes its files once the page was handled")
+    }
+
+    @Test func fetch_keptAssetsSurviveAndAnEngineRemovesLeftoversAtStart() async throws {
+        let (server, _, _) = try serverWithPhoto(700)
+        let assets = directory.file("assets")
+        let kept = directory.file("kept")
+        try FileManager.default.createDirectory(at: kept, withIntermediateDirectories: true)
+        let device = await fetchingDevice(server, assetDirectory: assets)
+        await device.keepAssets(in: kept)
+        try await device.engine.fetchChanges()
+        #expect(try assetFiles(in: kept).count == 1)
+
+        try Data("left".utf8).write(to: assets.appendingPathComponent("old.asset"))
+        try Data("half".utf8).write(to: assets.appendingPathComponent("old.partial"))
+        _ = await fetchingDevice(server, assetDirectory: assets)
+        #expect(try assetFiles(in: assets) == ["old.partial"])
+    }
+
+    @Test func fetch_existingFileSkipsTheDownload() async throws {
+        let (server, bytes, photo) = try serverWithPhoto(900, fileName: "mine.jpg")
+        let device = await fetchingDevice(server, assetDirectory: directory.file("assets"))
+        await device.setAssetFile(try #require(photo.fileURL), for: photo.fileChecksum)
+        try await device.engine.fetchChanges()
+
+        #expect(server.downloads.isEmpty)
+        #expect(await device.deliveredAssetBytes == ["N1.photo": bytes])
+        #expect(FileManager.default.fileExists(atPath: try #require(photo.fileURL).path), "the app's file is never deleted")
+    }
+
+    @Test func fetch_cutDownloadResumesFromThePartialFile() async throws {
+        let (server, bytes, photo) = try serverWithPhoto(4096)
+        let assets = directory.file("assets")
+        let device = await fetchingDevice(server, assetDirectory: assets)
+
+        server.failNextDownload(.cut(after: 1000))
+        let error = await #expect(throws: CloudError.self) { try await device.engine.fetchChanges() }
+        #expect(error?.kind == .network)
+        #expect(await device.savedState?.zoneTokens.isEmpty == true, "the zone's token stays before the page")
+        #expect(await device.eventNames().contains("fetchedRecordZoneChanges") == false)
+        let name = try #require(AssetChecksum.fileName(of: photo.fileChecksum))
+        #expect(try assetFiles(in: assets) == ["\(name).partial"])
+
+        try await device.engine.fetchChanges()
+        #expect(server.downloads.map(\.offset) == [0, 1000])
+        #expect(await device.deliveredAssetBytes == ["N1.photo": bytes])
+        #expect(await device.savedState?.zoneTokens.isEmpty == false)
+    }
+
+    @Test func fetch_corruptDownloadIsRetriedOnceThenFailsTheFetch() async throws {
+        let (server, bytes, photo) = try serverWithPhoto(2048)
+        let device = await fetchingDevice(server, assetDirectory: directory.file("assets"))
+
+        server.failNextDownload(.corrupt)
+        try await device.engine.fetchChanges()
+        #expect(server.downloads.map(\.offset) == [0, 0], "a corrupt download is downloaded again from zero")
+        #expect(await device.deliveredAssetBytes == ["N1.photo": bytes])
+
+        server.store(note("N2", photo: photo), in: "Notes", assetBytes: [bytes])
+        let tokenBefore = await device.savedState?.zoneTokens.first?.syncToken
+        server.failNextDownload(.corrupt)
+        server.failNextDownload(.corrupt)
+        let error = await #expect(throws: CloudError.self) { try await device.engine.fetchChanges() }
+        #expect(error?.kind == .invalidResponse)
+        let message = error?.message ?? ""
+        var corrupt = Self.bytes(2048)
+        corrupt[0] ^= 0xFF
+        var received = AssetChecksum()
+        received.update(corrupt)
+        #expect(message.contains("asset photo of record N2") && message.contains(photo.fileChecksum))
+        #expect(message.contains(received.base64))
+        #expect(await device.savedState?.zoneTokens.first?.syncToken == tokenBefore, "the token did not advance")
+        let did = await device.waitForEvent { event in
+            if case .didFetchRecordZoneChanges(let did) = event { return did.error != nil }
+            return false
+        }
+        #expect(did.description.contains("checksum"), "the zone's fetch reports why it stopped")
     }
 }

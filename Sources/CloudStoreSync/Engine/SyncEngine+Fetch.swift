@@ -1,5 +1,6 @@
 import CloudStoreLogging
 import CloudStoreWire
+import Foundation
 import Logging
 
 extension SyncEngine {
@@ -98,14 +99,16 @@ extension SyncEngine {
         }
     }
 
-    /// Fetches one zone's changes page by page. A rejected token ends this zone fetch with the
-    /// error, then the zone is fetched again from scratch.
+    /// Fetches one zone's changes page by page, with each page's assets when the engine has an
+    /// asset directory. A rejected token ends this zone fetch with the error, then the zone is
+    /// fetched again from scratch. A failed asset download ends the fetch before its page: the
+    /// zone's token stays before it.
     private func fetchZoneChanges(_ zoneID: ZoneID) async throws {
         var token = state.withStorage { $0.zoneTokens[zoneID] }
         var hasReset = false
         await emit(.willFetchRecordZoneChanges(Event.WillFetchRecordZoneChanges(zoneID: zoneID, fromScratch: token == nil)))
         while true {
-            let page: ZoneChanges
+            var page: ZoneChanges
             do {
                 page = try await fetchZonePage(zoneID, token: token)
             } catch let error as CloudError {
@@ -136,6 +139,16 @@ extension SyncEngine {
                 logger.warning("Zone fetch failed", metadata: ["zone": "\(zoneID)", "error": "\(error)"])
                 return
             }
+            let downloaded: [URL]
+            do {
+                let fetched = try await fetchAssets(of: page.records, in: zoneID)
+                page.records = fetched.records
+                downloaded = fetched.downloaded
+            } catch let error as CloudError {
+                await emit(.didFetchRecordZoneChanges(Event.DidFetchRecordZoneChanges(zoneID: zoneID, error: error)))
+                throw error
+            }
+            defer { removeDownloadedAssets(downloaded) }
             try await absorb(page, in: zoneID, previousToken: token)
             guard page.moreComing else { break }
             token = page.syncToken

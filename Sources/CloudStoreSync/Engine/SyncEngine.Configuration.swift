@@ -1,4 +1,5 @@
 import CloudStoreWire
+import Foundation
 import Logging
 
 extension SyncEngine {
@@ -56,6 +57,21 @@ extension SyncEngine {
         public var maxBatchBytes: Int = Configuration.defaultMaxBatchBytes
         /// Records per `changes/zone` page to ask for; nil lets the server choose (200).
         public var fetchResultsLimit: Int?
+        /// Where the engine downloads the assets of fetched records; nil (the default) downloads
+        /// nothing: fetched assets then carry their `downloadURL` and no `fileURL`.
+        ///
+        /// When set, each ``SyncEngine/Event/fetchedRecordZoneChanges(_:)`` page arrives with every
+        /// asset's `fileURL` set: a file the delegate already had
+        /// (``SyncEngineDelegate/existingFile(for:syncEngine:)``) or one the engine downloaded and
+        /// verified, named `<hex of the checksum>.asset`. Move (rename) the downloaded files you
+        /// keep while handling the event: the engine deletes its own files once the event is handled,
+        /// and when it starts. Interrupted downloads resume from their `.partial` files. Use a
+        /// directory of its own, on the same volume as where the app keeps its files.
+        ///
+        /// ```swift
+        /// configuration.assetDirectory = applicationSupport.appendingPathComponent("SyncAssets")
+        /// ```
+        public var assetDirectory: URL?
 
         public init(
             database: any CloudDatabase, stateSerialization: State.Serialization?,

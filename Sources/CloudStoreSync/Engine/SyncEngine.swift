@@ -78,6 +78,9 @@ public actor SyncEngine {
             configuration: configuration.schedulerConfiguration, now: clock.now,
             pushAvailable: configuration.listensForPush, hasPendingChanges: hasPending)
         self.lastEmittedStateVersion = state.withStorage { $0.version }
+        if let assetDirectory = configuration.assetDirectory {
+            Self.removeLeftoverAssets(in: assetDirectory, logger: configuration.logger)
+        }
         let inbox = StateInbox()
         self.inbox = inbox
         let wake = self.wake

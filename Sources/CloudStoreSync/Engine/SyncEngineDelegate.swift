@@ -1,4 +1,5 @@
 import CloudStoreWire
+import Foundation
 
 /// The app's side of a ``SyncEngine``: it persists what the engine reports and supplies the
 /// records to send. As CKSyncEngine's `CKSyncEngineDelegate`.
@@ -41,6 +42,22 @@ public protocol SyncEngineDelegate: AnyObject, Sendable {
     /// ``SyncEngine/fetchChanges(_:)``, which uses the options it is given.
     func nextFetchChangesOptions(_ context: SyncEngine.FetchChangesContext, syncEngine: SyncEngine) async
         -> SyncEngine.FetchChangesOptions
+
+    /// A local file that already holds a fetched asset's bytes, or nil to have the engine download
+    /// them. Asked only with ``SyncEngine/Configuration/assetDirectory`` set, before a page of
+    /// fetched records is delivered, once per asset that has a `downloadURL`; the default answers nil.
+    ///
+    /// The engine sets the asset's `fileURL` to the answer without reading it, and never deletes
+    /// that file. Apps that store assets by content answer from the checksum:
+    ///
+    /// ```swift
+    /// func existingFile(for asset: Asset, syncEngine: SyncEngine) async -> URL? {
+    ///     guard let name = AssetChecksum.fileName(of: asset.fileChecksum) else { return nil }
+    ///     let file = photos.appendingPathComponent(name)
+    ///     return FileManager.default.fileExists(atPath: file.path) ? file : nil
+    /// }
+    /// ```
+    func existingFile(for asset: Asset, syncEngine: SyncEngine) async -> URL?
 }
 
 extension SyncEngineDelegate {
@@ -49,4 +66,6 @@ extension SyncEngineDelegate {
     {
         context.options
     }
+
+    public func existingFile(for asset: Asset, syncEngine: SyncEngine) async -> URL? { nil }
 }

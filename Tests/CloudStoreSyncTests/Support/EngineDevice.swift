@@ -1,5 +1,6 @@
 import CloudStoreSync
 import CloudStoreWire
+import Foundation
 import Synchronization
 
 /// One device of a sync test: its records (standing in for the app's database), the engine state
@@ -29,6 +30,12 @@ actor EngineDevice: SyncEngineDelegate {
     var recreatesMissingZones = true
     /// Records of a zone not seen yet in a fetch from scratch; deleted locally when it completes.
     private var unseenInFullFetch: [ZoneID: Set<RecordID>] = [:]
+    /// Files that already hold assets' bytes, by checksum (``existingFile(for:syncEngine:)``).
+    private var assetFiles: [String: URL] = [:]
+    /// Where fetched assets are moved to, as an app keeps them; nil leaves them to the engine.
+    private var assetKeepDirectory: URL?
+    /// What each fetched asset's file held when its page was delivered, by `record.field`.
+    private(set) var deliveredAssetBytes: [String: Data] = [:]
     private var waiters: [(from: Int, matches: @Sendable (SyncEngine.Event) -> Bool, continuation: CheckedContinuation<SyncEngine.Event, Never>)] = []
 
     init(
@@ -77,6 +84,26 @@ actor EngineDevice: SyncEngineDelegate {
     }
     func setRecreatesMissingZones(_ value: Bool) { recreatesMissingZones = value }
 
+    // MARK: Assets
+
+    func setAssetFile(_ file: URL, for fileChecksum: String) { assetFiles[fileChecksum] = file }
+    func keepAssets(in directory: URL) { assetKeepDirectory = directory }
+
+    func existingFile(for asset: Asset, syncEngine: SyncEngine) async -> URL? { assetFiles[asset.fileChecksum] }
+
+    /// Notes what each asset's file holds, and moves the file into the keep directory if there is one.
+    private func keepAssets(of record: inout Record) {
+        for (name, value) in record.fields {
+            guard case .asset(var asset) = value, let file = asset.fileURL else { continue }
+            deliveredAssetBytes["\(record.recordName).\(name)"] = try? Data(contentsOf: file)
+            guard let directory = assetKeepDirectory, file.pathExtension == "asset" else { continue }
+            let kept = directory.appendingPathComponent(file.lastPathComponent)
+            try? FileManager.default.moveItem(at: file, to: kept)
+            asset.fileURL = kept
+            record.fields[name] = .asset(asset)
+        }
+    }
+
     // MARK: Events
 
     /// The names of the events handled so far, from `index` on.
@@ -102,7 +129,8 @@ actor EngineDevice: SyncEngineDelegate {
             unseenInFullFetch[will.zoneID] = Set(records.keys.filter { $0.zoneID == will.zoneID })
         case .fetchedRecordZoneChanges(let changes):
             let pending = syncEngine.state.pendingRecordZoneChanges
-            for record in changes.modifications {
+            for var record in changes.modifications {
+                keepAssets(of: &record)
                 unseenInFullFetch[changes.zoneID]?.remove(record.recordID)
                 records[record.recordID] = fetched(record, pending: pending)
             }
