@@ -124,4 +124,17 @@ import Testing
         let clearing = Record(recordName: "n", fields: ["body": .null])
         #expect(RecordSendOutcome.serverHolds(clearing, Record(recordName: "n", fields: ["title": "z"]), exactly: false))
     }
+
+    @Test func serverHolds_comparesAssetsByChecksumAndSize() {
+        let checksum = "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="
+        let sent = Record(
+            recordName: "n", recordType: "Note",
+            fields: ["photo": .asset(Asset(fileChecksum: checksum, size: 0, receipt: "r1"))])
+        var server = Record(
+            recordName: "n", recordType: "Note",
+            fields: ["photo": .asset(Asset(fileChecksum: checksum, size: 0, downloadURL: "/assets/e3"))])
+        #expect(RecordSendOutcome.serverHolds(sent, server, exactly: true), "a lost answer's retry counts as saved")
+        server.fields["photo"] = .asset(Asset(fileChecksum: "other", size: 0, downloadURL: "/assets/00"))
+        #expect(!RecordSendOutcome.serverHolds(sent, server, exactly: false))
+    }
 }
