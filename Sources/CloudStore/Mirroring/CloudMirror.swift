@@ -112,6 +112,13 @@ actor CloudMirror: SyncEngineDelegate {
         configuration.maxSendDelay = max(options.exportDebounce * 10, .milliseconds(500))
         configuration.pollInterval = options.pollInterval
         configuration.fetchResultsLimit = options.fetchPageSize
+        if let transfers = store.layout.externalData?.transfers,
+            schema.mirroredEntities.contains(where: { $0.attributes.contains { $0.type == .data } })
+        {
+            // Assets download beside the store's files, so adopting one is a rename.
+            try? FileManager.default.createDirectory(at: transfers, withIntermediateDirectories: true)
+            configuration.assetDirectory = transfers
+        }
         options.configureEngine?(&configuration)
         let engine = SyncEngine(configuration)
         self.engine = engine
@@ -185,6 +192,12 @@ actor CloudMirror: SyncEngineDelegate {
             "uploads handed out",
             metadata: ["zone": "\(zoneID.zoneName)", "count": "\((batch?.recordsToSave.count ?? 0) + (batch?.recordIDsToDelete.count ?? 0))"])
         return batch
+    }
+
+    /// The store's own file of an asset, when it holds those bytes already: the engine does not
+    /// download them again.
+    nonisolated func existingFile(for asset: Asset, syncEngine: SyncEngine) async -> URL? {
+        store.externalDataURL(for: ExternalData(checksum: asset.fileChecksum, size: asset.size))
     }
 
     /// How many creates wait for a fetch before they go out again.
