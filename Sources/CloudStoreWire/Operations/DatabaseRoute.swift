@@ -64,6 +64,16 @@ public struct DatabaseRoute: Hashable, Sendable {
         "\(basePath)/\(database.rawValue)/\(operation.rawValue)"
     }
 
+    /// (ext) An upload URL's path (<doc:WireProtocol> §7): `POST` the asset's bytes to it.
+    public func assetUploadPath(_ database: DatabaseScope, uploadID: String) -> String {
+        "\(basePath)/\(database.rawValue)/assets/upload/\(uploadID)"
+    }
+
+    /// (ext) A download URL's path (<doc:WireProtocol> §7): `GET` the asset's bytes from it.
+    public func assetDownloadPath(_ database: DatabaseScope, assetID: String) -> String {
+        "\(basePath)/\(database.rawValue)/assets/download/\(assetID)"
+    }
+
     /// `POST /schema/modify` relative to the container and environment (ext).
     public var schemaModifyPath: String { "\(basePath)/schema/modify" }
     /// `GET /schema` relative to the container and environment (ext).
