@@ -83,6 +83,9 @@ public struct ServeCommand: CloudStoreSubcommand {
     @Option(help: "Open connections at most (default 1000, lowered to fit the descriptor limit); beyond it the connection idle longest is closed.")
     var maxConnections: Int?
 
+    @Option(help: "Bytes one asset (an ASSETID field's file) may have (default 262144000, 250 MiB); a larger upload answers 413.")
+    var maxAssetBytes: Int64?
+
     @Flag(help: "Serve the read-only web console under /console (containers, users, zones, records, schema, recent requests); it needs the operator token.")
     var console = false
 
@@ -159,6 +162,7 @@ public struct ServeCommand: CloudStoreSubcommand {
         options[.idleTimeout] = idleTimeout.map { .double($0) }
         options[.bodyTimeout] = bodyTimeout.map { .double($0) }
         options[.maxConnections] = maxConnections.map { .int($0) }
+        options[.maxAssetBytes] = maxAssetBytes.map { .int(Int($0)) }
         options[.console] = console ? .bool(true) : nil
         return options
     }

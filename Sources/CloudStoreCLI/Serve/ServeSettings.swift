@@ -11,7 +11,7 @@ import SystemPackage
 /// ```json
 /// {"port": 8080, "data": "/var/lib/cloudstore", "tokens": "/etc/cloudstore/tokens.json",
 ///  "containers": ["iCloud.com.example.notes"], "operatorTokenFile": "/etc/cloudstore/operator-token",
-///  "idleTimeout": 75, "maxConnections": 1000}
+///  "idleTimeout": 75, "maxConnections": 1000, "maxAssetBytes": 262144000}
 /// ```
 ///
 /// Secrets (`postgres`, a URL that may hold a password, and `operatorToken`) need never be on the
@@ -20,7 +20,7 @@ struct ServeSettings: Sendable {
     /// The keys, as in the config file.
     enum Key: String, CaseIterable {
         case host, port, data, postgres, tokens, containers, serverKeys, operatorToken, operatorTokenFile
-        case rateLimit, idleTimeout, bodyTimeout, maxConnections, console
+        case rateLimit, idleTimeout, bodyTimeout, maxConnections, maxAssetBytes, console
     }
 
     var host = "127.0.0.1"
@@ -99,6 +99,10 @@ struct ServeSettings: Sendable {
         if let count = try await read(.maxConnections, { try await reader.fetchInt(forKey: $0) }) {
             settings.limits.maxConnections = count
         }
+        if let bytes = try await read(.maxAssetBytes, { try await reader.fetchInt(forKey: $0) }) {
+            guard bytes > 0 else { throw CommandError("maxAssetBytes must be above 0; it is \(bytes)") }
+            settings.limits.assetBytes = Int64(bytes)
+        }
         settings.console = try await read(.console) { try await reader.fetchBool(forKey: $0) } ?? false
         try settings.check()
         return settings
@@ -175,7 +179,7 @@ extension ServeSettings.Key {
 
     var expected: String {
         switch self {
-        case .port, .maxConnections: "use a whole number"
+        case .port, .maxConnections, .maxAssetBytes: "use a whole number"
         case .rateLimit, .idleTimeout, .bodyTimeout: "use a number"
         case .console: "use true or false"
         case .containers, .serverKeys: "use a list of strings (comma-separated in the environment)"
