@@ -7,7 +7,7 @@ import Foundation
 /// point at records that exist once the request is applied; deleting a record deletes the records
 /// that refer to it with `DELETE_SELF`, transitively (records the request itself writes excepted).
 /// An atomic request with any failure writes nothing and reports `ATOMIC_ERROR` for every
-/// operation that did not fail itself.
+/// operation that did not fail itself. `ASSETID` values follow ``AssetRules``.
 struct RecordsModifier: Sendable {
     struct Operation: Sendable {
         var type: RecordsModifyRequest.OperationType
@@ -39,12 +39,14 @@ struct RecordsModifier: Sendable {
     var snapshotRequest: RecordSnapshotRequest {
         var names = Set<String>()
         var roots = Set<String>()
+        var receipts = Set<String>()
         for operation in operations where operation.failure == nil {
             names.insert(operation.record.recordName)
             if operation.type.isDelete { roots.insert(operation.record.recordName) }
             names.formUnion(validateTargets(of: operation.record.fields))
+            receipts.formUnion(AssetRules.receipts(in: operation.record.fields))
         }
-        return RecordSnapshotRequest(names: names, cascadeRoots: roots)
+        return RecordSnapshotRequest(names: names, cascadeRoots: roots, receipts: receipts)
     }
 
     func plan(_ snapshot: RecordSnapshot) -> (RecordWritePlan, [Outcome]) {
@@ -138,7 +140,13 @@ struct RecordsModifier: Sendable {
         if let content = liveContent, type == .update || type == .forceUpdate {
             fields = content.fields
         }
-        for (key, value) in sent.fields {
+        let assets = AssetRules(zone: rules.zone, caller: stamp.userRecordName ?? "", now: stamp.timestamp)
+        let sentFields: [String: FieldValue]
+        switch assets.resolve(sent.fields, recordName: name, stored: liveContent?.fields, receipts: snapshot.receipts) {
+        case .success(let resolved): sentFields = resolved
+        case .failure(let problem): return .failure(rules.failure(.badRequest, problem.reason, name))
+        }
+        for (key, value) in sentFields {
             fields[key] = value.isNull ? nil : value
         }
         let content: StoredContent

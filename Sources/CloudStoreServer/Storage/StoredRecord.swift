@@ -134,6 +134,8 @@ struct RecordSnapshotRequest: Hashable, Sendable {
     /// Records an operation may delete: the snapshot includes every live record that would be
     /// deleted with them through `DELETE_SELF` references, transitively.
     var cascadeRoots: Set<String>
+    /// The asset receipts the operations send (WireProtocol.md §7).
+    var receipts: Set<String> = []
 }
 
 /// The breadth-first search for the records a deletion reaches through `DELETE_SELF` references;
@@ -169,6 +171,9 @@ struct RecordSnapshot: Sendable {
     var deleteSelfReferrers: [String: Set<String>]
     /// The container's schema for the environment, and its version.
     var schema: CloudSchema
+    /// The requested receipts the storage knows, by receipt (in any zone: the plan tells why one
+    /// does not fit).
+    var receipts: [String: AssetReceipt] = [:]
 }
 
 /// What a plan decided: writes in order, and a schema to store instead of the snapshot's.
