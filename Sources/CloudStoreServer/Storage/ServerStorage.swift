@@ -16,8 +16,9 @@ import Foundation
 /// - The default zone always exists; before its first write it reads as ``StoredZone/pristineDefaultZone()``.
 /// - Identifiers from requests reach SQL only as bound parameters.
 ///
-/// The web console's reads are those of ``ConsoleStorage``, which every backend implements too.
-protocol ServerStorage: ConsoleStorage {
+/// The web console's reads are those of ``ConsoleStorage``, and assets those of ``AssetStorage``,
+/// which every backend implements too.
+protocol ServerStorage: ConsoleStorage, AssetStorage {
     /// Creates what is missing (files, tables). Runs before the server accepts requests.
     func prepare() async throws
 

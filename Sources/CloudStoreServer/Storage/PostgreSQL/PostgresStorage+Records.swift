@@ -74,12 +74,15 @@ extension PostgresStorage {
         }
         let schema = try await self.schema(
             connection, container: partition.container, environment: partition.environment)
+        let receipts = try await assetReceipts(connection, request.receipts)
         let (plan, decision) = try decide(
-            RecordSnapshot(zone: stored, records: records, deleteSelfReferrers: search.referrers, schema: schema))
+            RecordSnapshot(
+                zone: stored, records: records, deleteSelfReferrers: search.referrers, schema: schema, receipts: receipts))
         guard !plan.writes.isEmpty else { return (decision, []) }
 
         let dbSeq = try await bumpDatabaseSeq(connection, id, partition)
         let written = try await apply(plan.writes, after: stored.seq, connection, id, zone.zoneName)
+        try await updateAssets(of: plan.writes, in: zone, connection)
         stored.seq += Int64(written.count)
         try await self.run(
             """

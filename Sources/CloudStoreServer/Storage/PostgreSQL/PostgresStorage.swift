@@ -21,9 +21,13 @@ final class PostgresStorage: ServerStorage {
     let logger: Logger
     /// What PostgresNIO logs (its state machine, the SQL it sends): level 4 only, marked `from=postgres-nio`.
     let driverLogger: Logger
+    /// When released assets become removable.
+    let assetLifetime: AssetLifetime
+    /// The server's clock, for the assets a zone deletion releases.
+    let clock: ServerClock
     private let url: PostgresURL
 
-    init(url text: String, logger: Logger) throws {
+    init(url text: String, logger: Logger, assetLifetime: AssetLifetime = AssetLifetime(), clock: ServerClock = .system) throws {
         let url = try PostgresURL(text)
         var configuration = PostgresClient.Configuration(
             host: url.host, port: url.port, username: url.user, password: url.password, database: url.database,
@@ -38,6 +42,8 @@ final class PostgresStorage: ServerStorage {
         self.url = url
         self.logger = logger
         self.driverLogger = backgroundLogger
+        self.assetLifetime = assetLifetime
+        self.clock = clock
     }
 
     /// Connects once, directly, before the pool is used: an unreachable PostgreSQL, or one that
@@ -180,7 +186,7 @@ final class PostgresStorage: ServerStorage {
                 content TEXT NOT NULL,
                 PRIMARY KEY (container, environment))
             """,
-        ]
+        ] + assetSchemaStatements
     }
 
     // MARK: - Transactions
@@ -351,6 +357,8 @@ final class PostgresStorage: ServerStorage {
                         "DELETE FROM \(unescaped: self.table("record")) WHERE partition_id = \(id) AND zone = \(name)", on: connection)
                     try await self.run(
                         "DELETE FROM \(unescaped: self.table("reference")) WHERE partition_id = \(id) AND zone = \(name)", on: connection)
+                    try await self.releaseAssets(
+                        connection, of: partition.zone(name), at: self.assetLifetime.removableAt(after: .recordDeleted(at: self.clock.now())))
                     try await self.run(
                         """
                         UPDATE \(unescaped: self.table("zone")) SET deleted = TRUE, db_seq = \(dbSeq)

@@ -80,8 +80,11 @@ extension SQLiteStorage {
                 records.merge(try self.rows(db, id, zone.zoneName, named: missing)) { $1 }
             }
             let schema = try Self.schema(db, zone.partition.environment)
+            let receipts = try self.assetReceipts(db, request.receipts, container: zone.partition.container)
             let (plan, decision) = try decide(
-                RecordSnapshot(zone: stored, records: records, deleteSelfReferrers: search.referrers, schema: schema))
+                RecordSnapshot(
+                    zone: stored, records: records, deleteSelfReferrers: search.referrers, schema: schema,
+                    receipts: receipts))
             guard !plan.writes.isEmpty else { return (decision, []) }
 
             let dbSeq = try self.bumpDatabaseSeq(db, id)
@@ -89,6 +92,8 @@ extension SQLiteStorage {
             for write in plan.writes {
                 stored.seq += 1
                 written.append(try self.apply(write, seq: stored.seq, db, id, zone.zoneName))
+                try self.releaseAssets(db, of: zone, records: [write.name], keeping: write.assetIDs, after: write.assetRelease)
+                try self.saveAssets(db, write.assetIDs, of: zone, record: write.name)
             }
             try db.execute(
                 sql: """

@@ -15,11 +15,17 @@ import Synchronization
 final class SQLiteStorage: ServerStorage {
     let directory: URL
     let logger: Logger
+    /// When released assets become removable.
+    let assetLifetime: AssetLifetime
+    /// The server's clock, for the assets a zone deletion releases.
+    let clock: ServerClock
     private let pools = Mutex<[String: DatabasePool]>([:])
 
-    init(directory: URL, logger: Logger) {
+    init(directory: URL, logger: Logger, assetLifetime: AssetLifetime = AssetLifetime(), clock: ServerClock = .system) {
         self.directory = directory
         self.logger = logger
+        self.assetLifetime = assetLifetime
+        self.clock = clock
     }
 
     func prepare() async throws {
@@ -117,6 +123,29 @@ final class SQLiteStorage: ServerStorage {
                         environment TEXT PRIMARY KEY,
                         version INTEGER NOT NULL,
                         content TEXT NOT NULL);
+                    """)
+        }
+        migrator.registerMigration("v2-assets") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE cloudstore_asset_upload (
+                        id TEXT PRIMARY KEY,
+                        \(Self.assetBindingColumnsSQL),
+                        expires_at INTEGER NOT NULL);
+                    CREATE INDEX cloudstore_asset_upload_by_expiry ON cloudstore_asset_upload (expires_at);
+                    CREATE TABLE cloudstore_asset (
+                        id TEXT PRIMARY KEY,
+                        \(Self.assetBindingColumnsSQL),
+                        receipt TEXT UNIQUE,
+                        checksum TEXT NOT NULL DEFAULT '',
+                        size INTEGER NOT NULL DEFAULT 0,
+                        state TEXT NOT NULL,
+                        expires_at INTEGER NOT NULL,
+                        removable_at INTEGER);
+                    CREATE INDEX cloudstore_asset_by_record ON cloudstore_asset (environment, scope, owner, zone, record)
+                        WHERE state = 'saved';
+                    CREATE INDEX cloudstore_asset_removable ON cloudstore_asset (removable_at)
+                        WHERE removable_at IS NOT NULL;
                     """)
         }
         return migrator
@@ -220,6 +249,9 @@ final class SQLiteStorage: ServerStorage {
                         sql: "DELETE FROM cloudstore_record WHERE partition_id = ? AND zone = ?", arguments: [id, name])
                     try db.execute(
                         sql: "DELETE FROM cloudstore_reference WHERE partition_id = ? AND zone = ?", arguments: [id, name])
+                    try self.releaseAssets(
+                        db, of: partition.zone(name), records: nil, keeping: [],
+                        after: .recordDeleted(at: self.clock.now()))
                     try db.execute(
                         sql: "UPDATE cloudstore_zone SET deleted = 1, db_seq = ? WHERE partition_id = ? AND name = ?",
                         arguments: [dbSeq, id, name])
