@@ -31,18 +31,22 @@ public func buildApplication(
     try await buildApplicationAndTokens(configuration: configuration, onListening: onListening).app
 }
 
-/// ``buildApplication(configuration:onListening:)`` and the bearer tokens it authenticates with,
-/// which ``CloudServer/replaceUsers(_:)`` replaces.
+/// ``buildApplication(configuration:onListening:)``, the bearer tokens it authenticates with,
+/// which ``CloudServer/replaceUsers(_:)`` replaces, and the services its routes share.
 private func buildApplicationAndTokens(
     configuration: ServerConfiguration, onListening: @escaping @Sendable (Int) async -> Void
-) async throws -> (app: some ApplicationProtocol, tokens: BearerTokens) {
+) async throws -> (app: some ApplicationProtocol, tokens: BearerTokens, services: CloudServices) {
     try configuration.validate()
+    let assetLifetime = AssetLifetime(tombstoneHorizon: configuration.limits.tombstoneHorizon)
     let storage: any ServerStorage =
         switch configuration.storage {
         case .sqlite(let directory):
-            SQLiteStorage(directory: URL(fileURLWithPath: directory), logger: configuration.logger)
+            SQLiteStorage(
+                directory: URL(fileURLWithPath: directory), logger: configuration.logger, assetLifetime: assetLifetime,
+                clock: configuration.clock)
         case .postgres(let url):
-            try PostgresStorage(url: url, logger: configuration.logger)
+            try PostgresStorage(
+                url: url, logger: configuration.logger, assetLifetime: assetLifetime, clock: configuration.clock)
         }
     let bearerTokens = BearerTokens(configuration.users, operatorToken: configuration.operatorToken)
     let services = CloudServices(
@@ -50,7 +54,8 @@ private func buildApplicationAndTokens(
         containers: configuration.containers,
         bearerTokens: bearerTokens, serverKeys: try ServerKeys(configuration.serverKeys),
         rateLimiter: configuration.limits.requestsPerSecondPerUser.map { RateLimiter(requestsPerSecond: $0) },
-        metrics: ServerMetrics(activity: configuration.activity), logger: configuration.logger)
+        metrics: ServerMetrics(activity: configuration.activity), logger: configuration.logger,
+        assetChunkObserver: configuration.assetChunkObserver)
     if services.bearerTokens.hasNoUsers {
         configuration.logger.warning(
             "no users: private and shared databases answer 421 or 401; pass a tokens file to add users")
@@ -69,6 +74,11 @@ private func buildApplicationAndTokens(
     NotificationsController(services: services).register(on: database)
     SchemaController(services: services).register(on: database)
     UsersController(services: services).register(on: database)
+    let assets = AssetsController(services: services)
+    assets.register(on: database)
+    assets.registerTransfers(
+        on: router.group("database/1/:container/:environment").add(
+            middleware: RequestGate(services: services, readsBody: false)))
 
     let port = configuration.port
     // Each container's SQLite pool holds up to 14 descriptors (a writer and readers, each with the
@@ -95,7 +105,7 @@ private func buildApplicationAndTokens(
             configuration: HTTP1Channel.Configuration(
                 additionalChannelHandlers: [connections.handler()], idleTimeout: idleTimeout)),
         configuration: ApplicationConfiguration(address: .hostname(configuration.host, port: port), serverName: nil),
-        services: [StorageService(storage: storage, broker: services.broker)],
+        services: [StorageService(storage: storage, broker: services.broker), AssetSweeper(services: services)],
         onServerRunning: { channel in await onListening(channel.localAddress?.port ?? port) },
         // Hummingbird's own lines (its services starting and stopping) only at level 4; requests
         // log through the server's logger, which ErrorMiddleware puts in each request's context.
@@ -104,7 +114,7 @@ private func buildApplicationAndTokens(
         try await storage.prepare()
         configuration.logger.notice("storage ready", metadata: ["storage": "\(configuration.storage)"])
     }
-    return (app, bearerTokens)
+    return (app, bearerTokens, services)
 }
 
 /// Runs the storage's background work (the PostgreSQL pool and change listener) beside the server,
@@ -116,6 +126,28 @@ struct StorageService: Service {
     func run() async throws {
         let broker = broker
         try await storage.run(onRemoteChange: { broker.publish($0) })
+    }
+}
+
+/// Removes unreferenced asset bytes (WireProtocol.md §7) every minute, by the rules of
+/// ``AssetLifetime`` on the server's clock.
+struct AssetSweeper: Service {
+    static let interval: Duration = .seconds(60)
+    let services: CloudServices
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                do {
+                    try await Task.sleep(for: Self.interval)
+                    try await services.sweepAssets()
+                } catch is CancellationError {
+                    return
+                } catch {
+                    services.logger.warning("asset sweep failed; retrying later", metadata: ["error": "\(error)"])
+                }
+            }
+        }
     }
 }
 
@@ -136,8 +168,12 @@ public final class CloudServer: Sendable {
     private let group: ServiceGroup
     private let task: Task<Void, any Error>
     private let bearerTokens: BearerTokens
+    private let services: CloudServices
 
-    private init(port: Int, host: String, group: ServiceGroup, task: Task<Void, any Error>, bearerTokens: BearerTokens) {
+    private init(
+        port: Int, host: String, group: ServiceGroup, task: Task<Void, any Error>, bearerTokens: BearerTokens,
+        services: CloudServices
+    ) {
         self.port = port
         var components = URLComponents()
         components.scheme = "http"
@@ -147,6 +183,7 @@ public final class CloudServer: Sendable {
         self.group = group
         self.task = task
         self.bearerTokens = bearerTokens
+        self.services = services
     }
 
     /// Starts a server and returns once it accepts connections; throws if it cannot start (a port in
@@ -161,7 +198,7 @@ public final class CloudServer: Sendable {
         configuration: ServerConfiguration, shutdownSignals: [UnixSignal] = []
     ) async throws -> CloudServer {
         let listening = ListeningSignal()
-        let (app, bearerTokens) = try await buildApplicationAndTokens(configuration: configuration) { port in
+        let (app, bearerTokens, services) = try await buildApplicationAndTokens(configuration: configuration) { port in
             listening.succeed(port)
         }
         let logger = configuration.logger
@@ -189,7 +226,8 @@ public final class CloudServer: Sendable {
                     ? "port \(configuration.port) is in use (\(address)): stop what listens there, or choose another port with --port (0 picks a free one)"
                     : "listening on \(address) is not permitted: use a port above 1023, or give the process the right to bind it")
         }
-        return CloudServer(port: port, host: configuration.host, group: group, task: task, bearerTokens: bearerTokens)
+        return CloudServer(
+            port: port, host: configuration.host, group: group, task: task, bearerTokens: bearerTokens, services: services)
     }
 
     /// Runs a server until SIGTERM or SIGINT, then shuts it down gracefully: in-flight requests
@@ -205,6 +243,14 @@ public final class CloudServer: Sendable {
     /// see only the new tokens; requests in flight (a waiting long poll) are not disturbed.
     public func replaceUsers(_ users: [String: String]) {
         bearerTokens.replaceUsers(users)
+    }
+
+    /// Removes the asset bytes no record needs any more, now (the server also does so every
+    /// minute): uploads never saved whose receipt expired, replaced assets, and those of records
+    /// deleted longer ago than the tombstone horizon. Answers how many assets went.
+    @discardableResult
+    public func sweepAssets() async throws -> Int {
+        try await services.sweepAssets().assets
     }
 
     /// Returns when the server has stopped: after a shutdown signal of ``start(configuration:shutdownSignals:)``

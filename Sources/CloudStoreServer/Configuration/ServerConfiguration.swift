@@ -57,6 +57,9 @@ public struct ServerConfiguration: Sendable {
     /// Serves the read-only web console under `/console` (it needs ``operatorToken``).
     public var console: Bool
     public var logger: Logger
+    /// Sees the size of every piece of asset bytes the server hands to or takes from its storage
+    /// (tests check that transfers stream).
+    var assetChunkObserver: (@Sendable (Int) -> Void)?
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, storage: Storage, containers: Set<String>,

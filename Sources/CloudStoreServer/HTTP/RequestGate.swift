@@ -11,17 +11,22 @@ import Logging
 /// failures are limited per client address and answer 429 beyond it), applies the per-caller rate
 /// limit (429), checks that the server serves the container (404), and puts the result in the
 /// context as an ``AuthenticatedCall``.
+///
+/// The routes of asset bytes (uploads and downloads, WireProtocol.md §7) stream their bodies
+/// themselves: their gate has `readsBody` false and leaves the body unread (a signed request there
+/// must be a `GET`, whose empty body is what the signature covers).
 struct RequestGate: RouterMiddleware {
     typealias Context = CloudRequestContext
 
     let services: CloudServices
+    var readsBody = true
 
     func handle(
         _ request: Request, context: CloudRequestContext,
         next: (Request, CloudRequestContext) async throws -> Response
     ) async throws -> Response {
         let (container, environment, scope) = try Self.route(of: context.parameters)
-        let body = try await readBody(of: request, context: context)
+        let body = readsBody ? try await readBody(of: request, context: context) : []
         let caller: Caller
         do {
             caller = try authenticate(request, body: body)
@@ -103,6 +108,11 @@ struct RequestGate: RouterMiddleware {
     private func authenticate(_ request: Request, body: [UInt8]) throws(APIError) -> Caller {
         let headers = request.headers
         if let keyID = headers[named: WireHeader.keyID] {
+            guard readsBody || request.method == .get else {
+                throw APIError(
+                    .authenticationFailed,
+                    "asset uploads take a user's bearer token: a server-to-server signature cannot cover a streamed body")
+            }
             let signature = ServerKeys.Signature(
                 keyID: keyID, date: headers[named: WireHeader.date],
                 signature: headers[named: WireHeader.signature])

@@ -14,6 +14,8 @@ import Prometheus
 /// | `cloudstore_long_polls_waiting` | gauge | |
 /// | `cloudstore_storage_errors_total` | counter | |
 /// | `cloudstore_rate_limited_total` | counter | |
+/// | `cloudstore_asset_bytes_uploaded_total`, `cloudstore_asset_bytes_downloaded_total` | counter | |
+/// | `cloudstore_assets_removed_total`, `cloudstore_asset_bytes_removed_total` | counter | |
 final class ServerMetrics: Sendable {
     let registry: PrometheusCollectorRegistry
     let activity: ServerActivity
@@ -23,6 +25,10 @@ final class ServerMetrics: Sendable {
     private let longPollsWaiting: CoreMetrics.Meter
     private let storageErrors: CoreMetrics.Counter
     private let rateLimited: CoreMetrics.Counter
+    private let assetBytesUploaded: CoreMetrics.Counter
+    private let assetBytesDownloaded: CoreMetrics.Counter
+    private let assetsRemoved: CoreMetrics.Counter
+    private let assetBytesRemoved: CoreMetrics.Counter
 
     init(activity: ServerActivity = ServerActivity()) {
         registry = PrometheusCollectorRegistry()
@@ -38,6 +44,10 @@ final class ServerMetrics: Sendable {
         longPollsWaiting = CoreMetrics.Meter(label: "cloudstore_long_polls_waiting", factory: factory)
         storageErrors = CoreMetrics.Counter(label: "cloudstore_storage_errors_total", factory: factory)
         rateLimited = CoreMetrics.Counter(label: "cloudstore_rate_limited_total", factory: factory)
+        assetBytesUploaded = CoreMetrics.Counter(label: "cloudstore_asset_bytes_uploaded_total", factory: factory)
+        assetBytesDownloaded = CoreMetrics.Counter(label: "cloudstore_asset_bytes_downloaded_total", factory: factory)
+        assetsRemoved = CoreMetrics.Counter(label: "cloudstore_assets_removed_total", factory: factory)
+        assetBytesRemoved = CoreMetrics.Counter(label: "cloudstore_asset_bytes_removed_total", factory: factory)
     }
 
     /// Counts an answered request by its route and status, and its latency.
@@ -63,6 +73,22 @@ final class ServerMetrics: Sendable {
         guard count > 0 else { return }
         recordsServed.increment(by: Int64(count))
         activity.recordsServed(count)
+    }
+
+    func uploadedAssetBytes(_ count: Int64) {
+        guard count > 0 else { return }
+        assetBytesUploaded.increment(by: count)
+    }
+
+    func downloadedAssetBytes(_ count: Int) {
+        guard count > 0 else { return }
+        assetBytesDownloaded.increment(by: Int64(count))
+    }
+
+    func removedAssets(_ sweep: AssetSweep) {
+        guard sweep.assets > 0 else { return }
+        assetsRemoved.increment(by: Int64(sweep.assets))
+        assetBytesRemoved.increment(by: sweep.bytes)
     }
 
     func storageFailed() {

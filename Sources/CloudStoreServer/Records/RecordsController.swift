@@ -27,7 +27,7 @@ struct RecordsController: Sendable {
         }
         let partition = try call.partition()
         let zone = try call.zone(body.zoneID, in: partition)
-        try checkZoneCanHoldRecords(zone)
+        try services.checkZoneCanHoldRecords(zone)
 
         let rules = RecordRules(zone: zone, maxRecordBytes: services.limits.maxRecordBytes)
         let operations = body.operations.map { operation in
@@ -99,7 +99,7 @@ struct RecordsController: Sendable {
         try services.limits.checkOperationCount(body.records.count, of: "records")
         let partition = try call.partition()
         let zone = try call.zone(body.zoneID, in: partition)
-        try checkZoneCanHoldRecords(zone)
+        try services.checkZoneCanHoldRecords(zone)
         let names = body.records.map(\.recordName).filter { RecordRules.recordNameProblem($0) == nil }
         guard let rows = try await services.storage.records(named: names, in: zone) else {
             throw services.zoneNotFound(zone)
@@ -131,7 +131,7 @@ struct RecordsController: Sendable {
         let evaluator = try QueryEvaluator(body.query)
         let partition = try call.partition()
         let zone = try call.zone(body.zoneID, in: partition)
-        try checkZoneCanHoldRecords(zone)
+        try services.checkZoneCanHoldRecords(zone)
         let marker = try ContinuationMarker(query: body.query, zone: zone)
         let offset = try body.continuationMarker.map { text throws(APIError) in try marker.offset(from: text) } ?? 0
         guard let rows = try await services.storage.records(ofType: body.query.recordType, in: zone) else {
@@ -146,16 +146,6 @@ struct RecordsController: Sendable {
         return try JSONResponse.make(
             RecordsQueryResponse(records: [], continuationMarker: next), records: [items],
             numbersAsStrings: body.numbersAsStrings ?? false)
-    }
-
-    /// Records live in zones of the private and public databases; the shared database has none here,
-    /// and the public database has only its default zone.
-    private func checkZoneCanHoldRecords(_ zone: ZoneAddress) throws(APIError) {
-        switch zone.partition.scope {
-        case .shared: throw services.zoneNotFound(zone)
-        case .public where !zone.isDefaultZone: throw services.zoneNotFound(zone)
-        default: break
-        }
     }
 
     private func zoneMismatch(_ record: Record, _ zone: ZoneAddress, _ rules: RecordRules) -> ServerError? {

@@ -1,0 +1,186 @@
+import CloudStoreWire
+import Crypto
+import Foundation
+import Hummingbird
+import NIOCore
+
+/// Assets (WireProtocol.md §7): `assets/upload` issues upload URLs; the upload URL receives the
+/// bytes and answers a receipt; the download URL serves them.
+///
+/// The bytes stream both ways: an upload goes to the storage as it arrives while its SHA-256 is
+/// computed, a download leaves the storage in chunks of at most ``AssetStorageChunk/bytes``. The
+/// byte routes sit behind a gate that leaves the body unread, so the 4 MiB JSON body limit does not
+/// apply to them; ``ServerLimits/assetBytes`` does. An upload's deadline is on progress, not on
+/// the total: each piece of the body must arrive within ``ServerLimits/bodyTimeoutSeconds`` of the
+/// one before, so a 250 MiB upload may take as long as it needs while it keeps moving.
+struct AssetsController: Sendable {
+    let services: CloudServices
+
+    /// `POST {db}/assets/upload`, behind the gate that reads JSON bodies.
+    func register(on group: RouterGroup<CloudRequestContext>) {
+        group.post(":database/assets/upload", use: requestUploads)
+    }
+
+    /// The byte routes, behind a gate that leaves the body unread.
+    func registerTransfers(on group: RouterGroup<CloudRequestContext>) {
+        group.post(":database/assets/upload/:uploadID", use: upload)
+        group.get(":database/assets/download/:assetID", use: download)
+    }
+
+    @Sendable func requestUploads(_ request: Request, context: CloudRequestContext) async throws -> Response {
+        let call = context.authenticated
+        let body = try call.decode(AssetUploadRequest.self)
+        try services.limits.checkOperationCount(body.tokens.count, of: "tokens")
+        let partition = try call.partition()
+        let zone = try call.zone(body.zoneID, in: partition)
+        try services.checkZoneCanHoldRecords(zone)
+        for token in body.tokens {
+            let problem =
+                RecordRules.recordNameProblem(token.recordName)
+                ?? RecordRules.identifierProblem(token.fieldName, what: "field name")
+                ?? token.recordType.flatMap { RecordRules.identifierProblem($0, what: "record type") }
+            if let problem { throw APIError(.badRequest, problem, zoneID: zone.zoneID, recordName: token.recordName) }
+        }
+        guard try await services.storage.zones(named: [zone.zoneName], in: partition)[zone.zoneName] != nil else {
+            throw services.zoneNotFound(zone)
+        }
+        let expiresAt = services.clock.now().addingTimeInterval(AssetUpload.lifetime)
+        let uploads = body.tokens.map { token in
+            AssetUpload(
+                id: AssetLocation.newIdentifier(), zone: zone, recordName: token.recordName, fieldName: token.fieldName,
+                caller: call.caller.userRecordName, expiresAt: expiresAt)
+        }
+        try await services.storage.addAssetUploads(uploads)
+        context.logger.info("asset uploads issued", metadata: ["zone": "\(zone)", "count": "\(uploads.count)"])
+        return try JSONResponse.make(
+            AssetUploadResponse(
+                tokens: uploads.map {
+                    .init(
+                        recordName: $0.recordName, fieldName: $0.fieldName,
+                        url: AssetLocation.uploadPath(partition, uploadID: $0.id))
+                }))
+    }
+
+    @Sendable func upload(_ request: Request, context: CloudRequestContext) async throws -> Response {
+        let call = context.authenticated
+        let partition = try call.partition()
+        let uploadID = context.parameters.get("uploadID") ?? ""
+        guard AssetLocation.isIdentifier(uploadID),
+            let upload = try await services.storage.assetUpload(uploadID, container: call.container),
+            upload.zone.partition.environment == partition.environment, upload.zone.partition.scope == partition.scope
+        else {
+            throw APIError(.notFound, "this upload URL is unknown (or expired and forgotten): request one with assets/upload")
+        }
+        guard upload.caller == call.caller.userRecordName else {
+            throw APIError(.accessDenied, "this upload URL was issued to another user: request your own with assets/upload")
+        }
+        guard upload.expiresAt > services.clock.now() else {
+            throw APIError(.notFound, "this upload URL expired (they last 15 minutes): request a new one with assets/upload")
+        }
+        let limit = services.limits.assetBytes
+        if let length = request.headers[.contentLength].flatMap({ Int64($0) }), length > limit {
+            throw tooLarge(context)
+        }
+
+        let assetID = AssetLocation.newIdentifier()
+        let sink = try await services.storage.receiveAsset(assetID, for: upload)
+        var hasher = SHA256()
+        var size: Int64 = 0
+        let clock = ContinuousClock()
+        var lastProgress = clock.now
+        do {
+            for try await chunk in request.body {
+                size += Int64(chunk.readableBytes)
+                guard size <= limit else { throw tooLarge(context) }
+                guard clock.now - lastProgress <= .seconds(services.limits.bodyTimeoutSeconds) else {
+                    throw closing(
+                        APIError(
+                            .badRequest,
+                            "the upload stalled for more than \(Int(services.limits.bodyTimeoutSeconds)) s: send it again"),
+                        context)
+                }
+                lastProgress = clock.now
+                chunk.withUnsafeReadableBytes { hasher.update(bufferPointer: $0) }
+                services.assetChunkObserver?(chunk.readableBytes)
+                try await sink.write(chunk)
+            }
+            let checksum = Data(hasher.finalize()).base64EncodedString()
+            let receipt = AssetLocation.newIdentifier()
+            try await sink.commit(fileChecksum: checksum, size: size, receipt: receipt)
+            services.metrics.uploadedAssetBytes(size)
+            context.logger.info(
+                "asset uploaded",
+                metadata: [
+                    "zone": "\(upload.zone)", "record": "\(upload.recordName)", "field": "\(upload.fieldName)",
+                    "asset": "\(assetID)", "size": "\(size)",
+                ])
+            return try JSONResponse.make(
+                AssetUploadResult(singleFile: .init(fileChecksum: checksum, size: size, receipt: receipt)))
+        } catch {
+            await sink.discard()
+            throw error
+        }
+    }
+
+    @Sendable func download(_ request: Request, context: CloudRequestContext) async throws -> Response {
+        let call = context.authenticated
+        let assetID = context.parameters.get("assetID") ?? ""
+        guard AssetLocation.isIdentifier(assetID),
+            let asset = try await services.storage.asset(assetID, container: call.container),
+            asset.zone.partition.environment == call.environment, asset.zone.partition.scope == call.scope
+        else {
+            throw APIError(.notFound, "this asset does not exist (or was removed): look the record up again for its current downloadURL")
+        }
+        guard AssetAccess.mayDownload(call.caller, from: asset.zone.partition) else {
+            throw APIError(.accessDenied, "this asset belongs to a zone of another user; you may download only your own assets")
+        }
+        var headers: HTTPFields = [
+            .contentType: "application/octet-stream", .acceptRanges: "bytes", .eTag: "\"\(asset.fileChecksum)\"",
+        ]
+        let range: Range<Int64>
+        let status: HTTPResponse.Status
+        switch ByteRangeRequest(header: request.headers[.range], size: asset.size) {
+        case .whole:
+            (range, status) = (0..<asset.size, .ok)
+        case .part(let part):
+            (range, status) = (part, .partialContent)
+            headers[.contentRange] = "bytes \(part.lowerBound)-\(part.upperBound - 1)/\(asset.size)"
+        case .unsatisfiable:
+            var error = APIError(
+                .badRequest, "the range is outside the asset's \(asset.size) bytes: ask for bytes below \(asset.size)",
+                status: .rangeNotSatisfiable)
+            error.headers[.contentRange] = "bytes */\(asset.size)"
+            throw error
+        }
+        let storage = services.storage
+        let metrics = services.metrics
+        let observer = services.assetChunkObserver
+        return Response(
+            status: status, headers: headers,
+            body: ResponseBody(contentLength: Int(range.count)) { writer in
+                try await storage.readAsset(asset, range: range) { chunk in
+                    observer?(chunk.readableBytes)
+                    metrics.downloadedAssetBytes(chunk.readableBytes)
+                    try await writer.write(chunk)
+                }
+                try await writer.finish(nil)
+            })
+    }
+
+    /// 413 for an upload over the limit.
+    private func tooLarge(_ context: CloudRequestContext) -> APIError {
+        closing(
+            APIError(
+                .limitExceeded,
+                "the asset is larger than \(services.limits.assetBytes) bytes, the server's limit for one asset: make it smaller"),
+            context)
+    }
+
+    /// An error after which the connection closes, since the rest of the body is not read.
+    private func closing(_ error: APIError, _ context: CloudRequestContext) -> APIError {
+        context.closeConnectionSoon()
+        var error = error
+        error.headers[.connection] = "close"
+        return error
+    }
+}
