@@ -147,12 +147,74 @@ public struct HTTPCloudDatabase: CloudDatabase {
         try await call(.POST, route.path(scope, .assetsUpload), body: request)
     }
 
+    /// Streams the file to the upload URL in chunks of 1 MiB with its `Content-Length`. The upload
+    /// fails with `.timeout` only when no byte moved for ``requestTimeout``; it has no total deadline.
     public func uploadAsset(from file: URL, to url: String) async throws -> AssetUploadResult {
-        throw CloudError(.invalidResponse, message: "asset uploads are not implemented yet")
+        let size: Int64
+        do {
+            size = (try FileManager.default.attributesOfItem(atPath: file.path)[.size] as? NSNumber)?.int64Value ?? 0
+        } catch {
+            throw CloudError(.invalidResponse, message: "cannot read the asset file \(file.path): \(error.localizedDescription)")
+        }
+        var request = try transferRequest(.POST, url)
+        request.headers.add(name: "Accept", value: "application/json")
+        request.headers.add(name: "Content-Type", value: "application/octet-stream")
+        let path = Self.path(of: url)
+        let progress = TransferProgress()
+        request.body = .stream(FileChunks(file: file, progress: progress), length: .known(size))
+        let upload = request
+        let limit = maxResponseBytes
+        let answer = try await withProgressDeadline(.POST, path, progress) { () async throws -> Exchange in
+            try await self.exchange(upload, .POST, path, deadline: .distantFuture) {
+                (body: HTTPClientResponse.Body) async throws -> ByteBuffer in
+                progress.advance()
+                return try await body.collect(upTo: limit)
+            }
+        }
+        return try decode(answer)
     }
 
+    /// Streams the answer into the file chunk by chunk: from `offset` with a `Range` request when
+    /// the server answers 206, from the start (truncating the file) when it answers 200. The
+    /// download fails with `.timeout` only when no byte moved for ``requestTimeout``.
     public func downloadAsset(from url: String, to file: URL, resumingAt offset: Int64) async throws {
-        throw CloudError(.invalidResponse, message: "asset downloads are not implemented yet")
+        var request = try transferRequest(.GET, url)
+        request.headers.add(name: "Accept", value: "application/octet-stream")
+        if offset > 0 { request.headers.add(name: "Range", value: "bytes=\(offset)-") }
+        let path = Self.path(of: url)
+        let progress = TransferProgress()
+        let download = request
+        let limit = maxResponseBytes
+        let answer = try await withProgressDeadline(.GET, path, progress) { () async throws -> Exchange in
+            try await self.exchange(download, .GET, path, deadline: .distantFuture) {
+                (body: HTTPClientResponse.Body, status: Int, headers: HTTPHeaders) async throws -> ByteBuffer in
+                guard status == 200 || status == 206 else { return try await body.collect(upTo: limit) }
+                let start = status == 206 ? offset : 0
+                if status == 206, headers.first(name: "Content-Range")?.hasPrefix("bytes \(offset)-") != true {
+                    throw CloudError(
+                        .invalidResponse, httpStatus: status, message: "\(path) answered another range than bytes \(offset)-")
+                }
+                if !FileManager.default.fileExists(atPath: file.path) {
+                    FileManager.default.createFile(atPath: file.path, contents: nil)
+                }
+                let handle = try FileHandle(forWritingTo: file)
+                defer { try? handle.close() }
+                try handle.truncate(atOffset: UInt64(start))
+                var written: Int64 = 0
+                for try await chunk in body {
+                    progress.advance()
+                    try handle.write(contentsOf: Data(chunk.readableBytesView))
+                    written += Int64(chunk.readableBytes)
+                }
+                if let length = headers.first(name: "Content-Length").flatMap({ Int64($0) }), length != written {
+                    throw CloudError(
+                        .network, message: "\(path) ended after \(written) of \(length) bytes; resume the download at \(start + written)")
+                }
+                try handle.synchronize()
+                return ByteBuffer()
+            }
+        }
+        guard (200..<300).contains(answer.status) else { throw Self.serverError(from: answer) }
     }
 
     // MARK: Transport
@@ -190,24 +252,67 @@ public struct HTTPCloudDatabase: CloudDatabase {
         if !query.isEmpty {
             url += "?" + query.map { "\($0.0)=\(Self.percentEncoded($0.1))" }.joined(separator: "&")
         }
-        var request = HTTPClientRequest(url: url)
-        request.method = method
+        var request = authorizedRequest(method, url)
         request.headers.add(name: "Accept", value: "application/json")
-        request.headers.add(name: WireHeader.device, value: deviceID)
-        if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
         if let body {
             request.headers.add(name: "Content-Type", value: "application/json")
             request.body = .bytes(ByteBuffer(bytes: body))
             logger.trace("Request body", metadata: ["path": "\(path)", "body": "\(String(decoding: body, as: UTF8.self))"])
         }
+        let effectiveTimeout = timeout ?? requestTimeout
+        return try await exchange(request, method, path, deadline: .now() + Self.timeAmount(effectiveTimeout), timeout: effectiveTimeout) {
+            body in try await body.collect(upTo: maxResponseBytes)
+        }
+    }
+
+    /// A request with the device and the bearer token.
+    private func authorizedRequest(_ method: HTTPMethod, _ url: String) -> HTTPClientRequest {
+        var request = HTTPClientRequest(url: url)
+        request.method = method
+        request.headers.add(name: WireHeader.device, value: deviceID)
+        if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
+        return request
+    }
+
+    /// A request to an asset's upload or download URL: a path-absolute reference resolves against
+    /// ``baseURL``; an absolute `http`/`https` URL is used as it is.
+    private func transferRequest(_ method: HTTPMethod, _ url: String) throws(CloudError) -> HTTPClientRequest {
+        let lowercased = url.lowercased()
+        if lowercased.hasPrefix("http://") || lowercased.hasPrefix("https://") {
+            return authorizedRequest(method, url)
+        }
+        guard url.hasPrefix("/") else {
+            throw CloudError(.invalidResponse, message: "\(url.prefix(200)) is not an asset URL: expected /database/1/… or http(s)://…")
+        }
+        return authorizedRequest(method, baseURL + url)
+    }
+
+    /// The path of an asset URL, for logs and errors.
+    private static func path(of url: String) -> String {
+        guard !url.hasPrefix("/"), let components = URLComponents(string: url) else { return url }
+        return components.path
+    }
+
+    private func exchange(
+        _ request: HTTPClientRequest, _ method: HTTPMethod, _ path: String, deadline: NIODeadline, timeout: Duration? = nil,
+        _ readBody: (HTTPClientResponse.Body) async throws -> ByteBuffer
+    ) async throws(CloudError) -> Exchange {
+        try await exchange(request, method, path, deadline: deadline, timeout: timeout) { body, _, _ in try await readBody(body) }
+    }
+
+    /// Executes a request and hands the response's body, status and headers to `readBody`, whose
+    /// answer becomes the exchange's body; logs it, and maps failures to ``CloudError``.
+    private func exchange(
+        _ request: HTTPClientRequest, _ method: HTTPMethod, _ path: String, deadline: NIODeadline, timeout: Duration? = nil,
+        _ readBody: (HTTPClientResponse.Body, Int, HTTPHeaders) async throws -> ByteBuffer
+    ) async throws(CloudError) -> Exchange {
         let started = ContinuousClock.now
         let effectiveTimeout = timeout ?? requestTimeout
         do {
-            let response = try await httpClient.execute(
-                request, timeout: Self.timeAmount(effectiveTimeout), logger: clientInternalsLogger)
-            let buffer = try await response.body.collect(upTo: maxResponseBytes)
-            let data = Data(buffer.readableBytesView)
+            let response = try await httpClient.execute(request, deadline: deadline, logger: clientInternalsLogger)
             let status = Int(response.status.code)
+            let buffer = try await readBody(response.body, status, response.headers)
+            let data = Data(buffer.readableBytesView)
             logger.info(
                 "HTTP request",
                 metadata: [
