@@ -115,6 +115,41 @@ struct MirroringAssetsTests {
         }
     }
 
+    /// Both devices replace the same attachment: the policy (server wins) picks A's, the log keeps
+    /// B's checksum and size, and B's losing bytes are freed once nothing names them.
+    @Test func aConflictOnAnAttachmentFollowsThePolicyAndLogsTheLoser() async throws {
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            let a = try await Self.device("A", server.baseURL)
+            let b = try await Self.device("B", server.baseURL)
+            let original = Self.bytes(10_000, seed: 6), fromA = Self.bytes(20_000, seed: 7), fromB = Self.bytes(30_000, seed: 8)
+            let note = Note(title: "Shared", attachment: original)
+            try await a.write { try $0.insert(note) }
+            try await a.sync()
+            try await b.sync()
+            var editedA = note, editedB = note
+            editedA.attachment = fromA
+            editedB.attachment = fromB
+            let (changedA, changedB) = (editedA, editedB)
+            try await a.write { try $0.update(changedA) }
+            try await b.write { try $0.update(changedB) }
+            try await a.sync()
+            try await b.sync()
+            try await a.sync()
+
+            #expect(try b.note(note.id)?.attachment == fromA)
+            #expect(try a.note(note.id)?.attachment == fromA)
+            let log = try b.container.conflicts()
+            #expect(log.count == 1)
+            #expect(log.first?.property == "attachment")
+            var checksum = AssetChecksum()
+            checksum.update(fromB)
+            #expect(log.first?.losingValue == .externalData(ExternalData(checksum: checksum.base64, size: 30_000)))
+            #expect(Self.files(of: b) == [Self.fileName(fromA)])
+            await a.close()
+            await b.close()
+        }
+    }
+
     @Test func aMissingLocalFileFailsOnlyItsObjectAndTheRestSyncs() async throws {
         try await ServerProcess.with(users: TestServer.defaultUsers) { server in
             let a = try await Self.device("A", server.baseURL)
