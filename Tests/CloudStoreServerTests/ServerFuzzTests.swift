@@ -35,6 +35,10 @@ struct ServerFuzzTests {
         Route(operation: .recordsModify, examples: [#"{"operations": [{"operationType": "forceReplace", "record": \#(fuzzRecord)}]}"#], database: .public),
         Route(operation: .recordsLookup, examples: [#"{"zoneID": {"zoneName": "Fuzz"}, "records": [{"recordName": "F-1"}], "desiredKeys": ["title"]}"#]),
         Route(operation: .recordsQuery, examples: [#"{"zoneID": {"zoneName": "Fuzz"}, "resultsLimit": 5, "query": {"recordType": "Note", "filterBy": [{"comparator": "BEGINS_WITH", "fieldName": "title", "fieldValue": {"value": "x"}}, {"comparator": "IN", "systemFieldName": "recordName", "fieldValue": {"value": ["F-1"], "type": "STRING_LIST"}}], "sortBy": [{"fieldName": "n", "ascending": false}]}}"#]),
+        Route(operation: .assetsUpload, examples: [#"{"zoneID": {"zoneName": "Fuzz"}, "tokens": [{"recordName": "F-1", "recordType": "Note", "fieldName": "photo"}, {"recordName": "F-2", "fieldName": "scan"}]}"#]),
+        Route(operation: .recordsModify, examples: [
+            #"{"zoneID": {"zoneName": "Fuzz"}, "operations": [{"operationType": "forceUpdate", "record": {"recordName": "F-1", "recordType": "Note", "fields": {"photo": {"type": "ASSETID", "value": {"fileChecksum": "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=", "size": 0, "receipt": "r-1"}}, "scans": {"type": "ASSETID_LIST", "value": [{"fileChecksum": "x", "size": 3}]}}}}]}"#,
+        ]),
         Route(operation: .changesDatabase, examples: [#"{"resultsLimit": 10}"#]),
         Route(operation: .changesZone, examples: [#"{"zones": [{"zoneID": {"zoneName": "Fuzz"}, "resultsLimit": 10, "desiredRecordTypes": ["Note"], "desiredKeys": ["title"]}]}"#]),
         Route(operation: nil, examples: [#"{"recordTypes": [{"name": "Fuzzed", "fields": [{"name": "title", "type": "STRING", "queryable": true}]}]}"#]),
