@@ -230,28 +230,34 @@ public final class PersistentStore: Sendable {
         return files.url(for: value)
     }
 
-    /// Removes the files of external-storage values no row names any more. Runs under the writer
-    /// (the only place files are written), outside a transaction, after a commit that replaced or
-    /// deleted such a value and when the store opens.
+    /// Removes the files of external-storage values no row names any more, after a commit that
+    /// replaced or deleted such a value and when the store opens. It holds SQLite's write lock
+    /// (an IMMEDIATE transaction) while it reads the rows and removes files: files are written
+    /// only inside units of work, which hold that lock, so a unit of work in progress, in this
+    /// process or another, never loses the file it is about to commit.
     func removeUnreferencedExternalData(_ db: Database) {
         guard let files = layout.externalData else { return }
-        var names: Set<String> = []
+        var removed = 0
         do {
-            for table in layout.tables {
-                for column in table.externalColumns {
-                    let quoted = table.columnNames[column].quotedIdentifier
-                    for text in try String.fetchAll(
-                        db, sql: "SELECT \(quoted) FROM \(table.quotedName) WHERE typeof(\(quoted)) = 'text'")
-                    {
-                        if let name = ExternalData(storedText: text)?.fileName { names.insert(name) }
+            try db.inTransaction(.immediate) {
+                var names: Set<String> = []
+                for table in layout.tables {
+                    for column in table.externalColumns {
+                        let quoted = table.columnNames[column].quotedIdentifier
+                        for text in try String.fetchAll(
+                            db, sql: "SELECT \(quoted) FROM \(table.quotedName) WHERE typeof(\(quoted)) = 'text'")
+                        {
+                            if let name = ExternalData(storedText: text)?.fileName { names.insert(name) }
+                        }
                     }
                 }
+                removed = files.removeUnreferenced(keeping: names)
+                return .commit
             }
         } catch {
             logger.warning("external data files not checked", metadata: ["error": "\(error)"])
             return
         }
-        let removed = files.removeUnreferenced(keeping: names)
         if removed > 0 {
             logger.info("external data files removed", metadata: ["count": "\(removed)", "store": "\(path)"])
         }
