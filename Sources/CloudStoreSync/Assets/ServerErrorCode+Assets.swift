@@ -14,7 +14,7 @@ extension ServerErrorCode {
     public static let assetFileUnavailable = ServerErrorCode(rawValue: "ASSET_FILE_UNAVAILABLE")
 
     /// (client) The bytes uploaded for a record's asset have another checksum or size than the
-    /// ``Asset`` says: the file changed after the asset was made, or it is corrupt. The record was
+    /// `Asset` says: the file changed after the asset was made, or it is corrupt. The record was
     /// not sent; the error's `reason` names the record, the field and both checksums. Make the
     /// asset again with `Asset(contentsOf:)` and add the save again.
     public static let assetFileChanged = ServerErrorCode(rawValue: "ASSET_FILE_CHANGED")
