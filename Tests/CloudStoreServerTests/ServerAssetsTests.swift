@@ -25,8 +25,14 @@ struct ServerAssetsTests {
         return url
     }
 
+    /// `count` bytes of a 256-byte pattern, built by whole patterns: a byte-by-byte loop over 64 MiB
+    /// in a debug build would hold a cooperative thread for seconds and stall every other test.
     func bytes(_ count: Int, seed: UInt8 = 7) -> [UInt8] {
-        (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed)) }
+        let pattern = (0..<256).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed)) }
+        var result: [UInt8] = []
+        result.reserveCapacity(count)
+        while result.count < count { result.append(contentsOf: pattern.prefix(count - result.count)) }
+        return result
     }
 
     /// Requests an upload URL and uploads bytes for a record's field.

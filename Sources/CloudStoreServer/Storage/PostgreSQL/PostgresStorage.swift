@@ -119,7 +119,9 @@ final class PostgresStorage: ServerStorage {
     func prepare() async throws {
         try await probe()
         try await transaction { connection in
-            try await self.run("SELECT pg_advisory_xact_lock(727272)", on: connection)
+            // One lock per schema: servers preparing the same schema take turns, servers of other
+            // schemas (each test's own) do not wait for each other.
+            try await self.run("SELECT pg_advisory_xact_lock(727272, hashtext(\(self.schemaName)))", on: connection)
             for statement in self.schemaStatements {
                 try await self.run(PostgresQuery(unsafeSQL: statement), on: connection)
             }
