@@ -60,24 +60,11 @@ struct AssetBenchmarks {
     }
 
     private func child(_ role: String, zone: String, mebibytes: Int) throws -> Outcome {
-        let process = Process()
-        process.executableURL = BenchServer.selfExecutable
-        process.arguments = [
-            "asset", role, "--url", server.url.absoluteString, "--container", server.containerIdentifier, "--zone", zone,
-            "--mebibytes", String(mebibytes), "--store", directory.appendingPathComponent("\(zone)-\(role).sqlite").path,
-        ]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        let text = String(decoding: data, as: UTF8.self)
-        guard process.terminationStatus == 0, let line = text.split(separator: "\n").last,
-            let outcome = try? JSONDecoder().decode(Outcome.self, from: Data(line.utf8))
-        else {
-            throw BenchError("the asset \(role) child failed (status \(process.terminationStatus)):\n\(text)")
-        }
-        return outcome
+        try runChild(
+            [
+                "asset", role, "--url", server.url.absoluteString, "--container", server.containerIdentifier, "--zone", zone,
+                "--mebibytes", String(mebibytes), "--store", directory.appendingPathComponent("\(zone)-\(role).sqlite").path,
+            ], what: "the asset \(role) child")
     }
 
     /// Resets a process's peak resident memory to its current one and answers that, in KiB.

@@ -52,24 +52,11 @@ struct ScaleBenchmarks {
 
     /// Runs one bootstrap in a child process and reads its outcome.
     func bootstrapChild(zone: String, count: Int) throws -> Outcome {
-        let process = Process()
-        process.executableURL = BenchServer.selfExecutable
-        process.arguments = [
-            "bootstrap", "--url", server.url.absoluteString, "--container", server.containerIdentifier, "--zone", zone,
-            "--count", String(count), "--store", directory.appendingPathComponent("\(zone).sqlite").path,
-        ]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        let text = String(decoding: data, as: UTF8.self)
-        guard process.terminationStatus == 0, let line = text.split(separator: "\n").last,
-            let outcome = try? JSONDecoder().decode(Outcome.self, from: Data(line.utf8))
-        else {
-            throw BenchError("the bootstrap child for \(count) records failed (status \(process.terminationStatus)):\n\(text)")
-        }
-        return outcome
+        try runChild(
+            [
+                "bootstrap", "--url", server.url.absoluteString, "--container", server.containerIdentifier, "--zone", zone,
+                "--count", String(count), "--store", directory.appendingPathComponent("\(zone).sqlite").path,
+            ], what: "the bootstrap child for \(count) records")
     }
 
     /// The child: opens a fresh container on `zone`, syncs until it has `count` notes, prints an ``Outcome``.
@@ -100,4 +87,24 @@ struct ScaleBenchmarks {
         let outcome = Outcome(records: records, seconds: seconds, openedPeakKiB: opened.peakKiB, peakKiB: ProcessMemory.current().peakKiB)
         print(String(decoding: try JSONEncoder().encode(outcome), as: UTF8.self))
     }
+}
+
+/// Runs this executable as a child with `arguments` and decodes the JSON of the last line it
+/// prints: how the bootstrap and asset benchmarks measure a device in a process of its own.
+func runChild<Outcome: Decodable>(_ arguments: [String], what: String) throws -> Outcome {
+    let process = Process()
+    process.executableURL = BenchServer.selfExecutable
+    process.arguments = arguments
+    let output = Pipe()
+    process.standardOutput = output
+    try process.run()
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    let text = String(decoding: data, as: UTF8.self)
+    guard process.terminationStatus == 0, let line = text.split(separator: "\n").last,
+        let outcome = try? JSONDecoder().decode(Outcome.self, from: Data(line.utf8))
+    else {
+        throw BenchError("\(what) failed (status \(process.terminationStatus)):\n\(text)")
+    }
+    return outcome
 }
