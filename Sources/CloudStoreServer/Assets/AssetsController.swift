@@ -84,14 +84,12 @@ struct AssetsController: Sendable {
 
         let assetID = AssetLocation.newIdentifier()
         let sink = try await services.storage.receiveAsset(assetID, for: upload)
-        var hasher = SHA256()
-        var size: Int64 = 0
+        var checksum = AssetChecksum()
         let clock = ContinuousClock()
         var lastProgress = clock.now
         do {
             for try await chunk in request.body {
-                size += Int64(chunk.readableBytes)
-                guard size <= limit else { throw tooLarge(context) }
+                guard checksum.size + Int64(chunk.readableBytes) <= limit else { throw tooLarge(context) }
                 guard clock.now - lastProgress <= .seconds(services.limits.bodyTimeoutSeconds) else {
                     throw closing(
                         APIError(
@@ -100,13 +98,12 @@ struct AssetsController: Sendable {
                         context)
                 }
                 lastProgress = clock.now
-                chunk.withUnsafeReadableBytes { hasher.update(bufferPointer: $0) }
+                chunk.withUnsafeReadableBytes { checksum.update(bufferPointer: $0) }
                 services.assetChunkObserver?(chunk.readableBytes)
                 try await sink.write(chunk)
             }
-            let checksum = Data(hasher.finalize()).base64EncodedString()
-            let receipt = AssetLocation.newIdentifier()
-            try await sink.commit(fileChecksum: checksum, size: size, receipt: receipt)
+            let (receipt, fileChecksum, size) = (AssetLocation.newIdentifier(), checksum.base64, checksum.size)
+            try await sink.commit(fileChecksum: fileChecksum, size: size, receipt: receipt)
             services.metrics.uploadedAssetBytes(size)
             context.logger.info(
                 "asset uploaded",
@@ -115,7 +112,7 @@ struct AssetsController: Sendable {
                     "asset": "\(assetID)", "size": "\(size)",
                 ])
             return try JSONResponse.make(
-                AssetUploadResult(singleFile: .init(fileChecksum: checksum, size: size, receipt: receipt)))
+                AssetUploadResult(singleFile: .init(fileChecksum: fileChecksum, size: size, receipt: receipt)))
         } catch {
             await sink.discard()
             throw error
