@@ -1,5 +1,4 @@
 import CloudStoreWire
-import Crypto
 import Foundation
 import Hummingbird
 import NIOCore
