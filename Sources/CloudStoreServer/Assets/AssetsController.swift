@@ -77,26 +77,28 @@ struct AssetsController: Sendable {
             throw APIError(.notFound, "this upload URL expired (they last 15 minutes): request a new one with assets/upload")
         }
         let limit = services.limits.assetBytes
+        var chunks = request.body.makeAsyncIterator()
+        let bodyTimeout = Duration.seconds(services.limits.bodyTimeoutSeconds)
         if let length = request.headers[.contentLength].flatMap({ Int64($0) }), length > limit {
-            throw tooLarge(context)
+            throw await context.refusingBody(tooLarge, rest: &chunks, deadline: .now + bodyTimeout)
         }
 
         let assetID = AssetLocation.newIdentifier()
         let sink = try await services.storage.receiveAsset(assetID, for: upload)
         var checksum = AssetChecksum()
-        let clock = ContinuousClock()
-        var lastProgress = clock.now
+        var lastProgress = ContinuousClock.now
         do {
-            for try await chunk in request.body {
-                guard checksum.size + Int64(chunk.readableBytes) <= limit else { throw tooLarge(context) }
-                guard clock.now - lastProgress <= .seconds(services.limits.bodyTimeoutSeconds) else {
-                    throw closing(
+            while let chunk = try await chunks.next() {
+                guard checksum.size + Int64(chunk.readableBytes) <= limit else {
+                    throw await context.refusingBody(tooLarge, rest: &chunks, deadline: .now + bodyTimeout)
+                }
+                guard ContinuousClock.now - lastProgress <= bodyTimeout else {
+                    throw context.closingAfterAnswer(
                         APIError(
                             .badRequest,
-                            "the upload stalled for more than \(Int(services.limits.bodyTimeoutSeconds)) s: send it again"),
-                        context)
+                            "the upload stalled for more than \(Int(services.limits.bodyTimeoutSeconds)) s: send it again"))
                 }
-                lastProgress = clock.now
+                lastProgress = ContinuousClock.now
                 chunk.withUnsafeReadableBytes { checksum.update(bufferPointer: $0) }
                 services.assetChunkObserver?(chunk.readableBytes)
                 try await sink.write(chunk)
@@ -164,19 +166,9 @@ struct AssetsController: Sendable {
     }
 
     /// 413 for an upload over the limit.
-    private func tooLarge(_ context: CloudRequestContext) -> APIError {
-        closing(
-            APIError(
-                .limitExceeded,
-                "the asset is larger than \(services.limits.assetBytes) bytes, the server's limit for one asset: make it smaller"),
-            context)
-    }
-
-    /// An error after which the connection closes, since the rest of the body is not read.
-    private func closing(_ error: APIError, _ context: CloudRequestContext) -> APIError {
-        context.closeConnectionSoon()
-        var error = error
-        error.headers[.connection] = "close"
-        return error
+    private var tooLarge: APIError {
+        APIError(
+            .limitExceeded,
+            "the asset is larger than \(services.limits.assetBytes) bytes, the server's limit for one asset: make it smaller")
     }
 }

@@ -23,9 +23,35 @@ struct CloudRequestContext: RequestContext {
 
     /// Closes the connection a second after now, time enough to send the answer being prepared:
     /// for a client still sending a body the server will not read.
-    func closeConnectionSoon() {
+    private func closeConnectionSoon() {
         let channel = channel
         channel.eventLoop.scheduleTask(in: .seconds(1)) { channel.close(promise: nil) }
+    }
+
+    /// Answers `error` to a request whose body is not wanted, once the rest of the body has been
+    /// read and dropped: closing a socket with unread bytes resets it, and a client still sending
+    /// (or one that sends its whole body before reading, as Python's `urllib` does) would lose the
+    /// answer. A body still arriving at `deadline` gets the answer at once, with `Connection: close`,
+    /// and its connection closes shortly after.
+    func refusingBody(
+        _ error: APIError, rest chunks: inout RequestBody.AsyncIterator, deadline: ContinuousClock.Instant
+    ) async -> APIError {
+        do {
+            while try await chunks.next() != nil {
+                if ContinuousClock.now > deadline { return closingAfterAnswer(error) }
+            }
+            return error
+        } catch {
+            return closingAfterAnswer(error as? APIError ?? APIError(.badRequest, "the request body broke off: send it again"))
+        }
+    }
+
+    /// `error` with `Connection: close`, the connection closing a second after the answer.
+    func closingAfterAnswer(_ error: APIError) -> APIError {
+        closeConnectionSoon()
+        var error = error
+        error.headers[.connection] = "close"
+        return error
     }
 
     /// The authenticated call; a route outside the gate is a programming error.

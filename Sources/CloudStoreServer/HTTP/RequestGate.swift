@@ -80,27 +80,22 @@ struct RequestGate: RouterMiddleware {
     /// after the answer.
     private func readBody(of request: Request, context: CloudRequestContext) async throws -> [UInt8] {
         let limit = services.limits.maxBodyBytes
-        let clock = ContinuousClock()
-        let deadline = clock.now + .seconds(services.limits.bodyTimeoutSeconds)
+        let deadline = ContinuousClock.now + .seconds(services.limits.bodyTimeoutSeconds)
         var body: [UInt8] = []
-        var received = 0
-        for try await chunk in request.body {
-            received += chunk.readableBytes
-            if clock.now > deadline {
-                context.closeConnectionSoon()
-                var error =
-                    received > limit
-                    ? APIError(.limitExceeded, "the request body is larger than \(limit) bytes: split the request")
-                    : APIError(
-                        .badRequest,
-                        "the request body took longer than \(Int(services.limits.bodyTimeoutSeconds)) s to arrive: send it at once")
-                error.headers[.connection] = "close"
-                throw error
+        var chunks = request.body.makeAsyncIterator()
+        while let chunk = try await chunks.next() {
+            guard body.count + chunk.readableBytes <= limit else {
+                throw await context.refusingBody(
+                    APIError(.limitExceeded, "the request body is larger than \(limit) bytes: split the request"),
+                    rest: &chunks, deadline: deadline)
             }
-            if received <= limit { body += chunk.readableBytesView }
-        }
-        guard received <= limit else {
-            throw APIError(.limitExceeded, "the request body is larger than \(limit) bytes: split the request")
+            guard ContinuousClock.now <= deadline else {
+                throw context.closingAfterAnswer(
+                    APIError(
+                        .badRequest,
+                        "the request body took longer than \(Int(services.limits.bodyTimeoutSeconds)) s to arrive: send it at once"))
+            }
+            body += chunk.readableBytesView
         }
         return body
     }
