@@ -380,7 +380,7 @@ actor CloudMirror: SyncEngineDelegate {
     }
 
     private func zoneDeleted(reason: Zone.DeletionReason) async throws {
-        let policy = reason == .purged ? .deleteLocalData : options.zoneDeletionPolicy
+        let policy = reason == .deleted ? options.zoneDeletionPolicy : .deleteLocalData
         logger.notice(
             "the zone was deleted on the server",
             metadata: ["zone": "\(zoneID.zoneName)", "reason": "\(reason)", "policy": "\(policy)"])

@@ -50,6 +50,12 @@ struct ObservedDatabase: CloudDatabase {
         try await observe { try await base.modifySchema(schema) }
     }
     func fetchSchema() async throws -> CloudSchema { try await observe { try await base.fetchSchema() } }
+    func acceptShares(_ request: ShareAcceptRequest) async throws -> ShareAcceptResponse {
+        try await observe { try await base.acceptShares(request) }
+    }
+    func resolveShares(_ request: ShareAcceptRequest) async throws -> ShareAcceptResponse {
+        try await observe { try await base.resolveShares(request) }
+    }
     func requestAssetUploads(_ request: AssetUploadRequest) async throws -> AssetUploadResponse {
         try await observe { try await base.requestAssetUploads(request) }
     }

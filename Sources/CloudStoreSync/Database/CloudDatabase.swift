@@ -35,6 +35,13 @@ public protocol CloudDatabase: Sendable {
     /// asks for the bytes from there on (`Range`) and appends them to the `offset` bytes `file`
     /// already holds; a server that answers with the whole asset instead makes the file start over.
     func downloadAsset(from url: String, to file: URL, resumingAt offset: Int64) async throws
+
+    /// `POST /public/records/accept`: joins the shares these short GUIDs name (WireProtocol.md §6),
+    /// whatever database this is; each result is the share and its zone, or why not.
+    func acceptShares(_ request: ShareAcceptRequest) async throws -> ShareAcceptResponse
+    /// `POST /public/records/resolve`: what accepting would give (the share, its owner, the
+    /// caller's permission), without joining.
+    func resolveShares(_ request: ShareAcceptRequest) async throws -> ShareAcceptResponse
 }
 
 /// Why a request to a ``CloudDatabase`` failed as a whole.

@@ -143,6 +143,14 @@ public struct HTTPCloudDatabase: CloudDatabase {
         try await call(.GET, route.schemaPath)
     }
 
+    public func acceptShares(_ request: ShareAcceptRequest) async throws -> ShareAcceptResponse {
+        try await call(.POST, route.path(.public, .recordsAccept), body: request)
+    }
+
+    public func resolveShares(_ request: ShareAcceptRequest) async throws -> ShareAcceptResponse {
+        try await call(.POST, route.path(.public, .recordsResolve), body: request)
+    }
+
     public func requestAssetUploads(_ request: AssetUploadRequest) async throws -> AssetUploadResponse {
         try await call(.POST, route.path(scope, .assetsUpload), body: request)
     }

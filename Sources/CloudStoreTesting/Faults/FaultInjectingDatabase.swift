@@ -150,6 +150,14 @@ public final class FaultInjectingDatabase: CloudDatabase {
         try await base.fetchSchema()
     }
 
+    public func acceptShares(_ request: ShareAcceptRequest) async throws -> ShareAcceptResponse {
+        try await perform(.recordsAccept) { try await base.acceptShares(request) }
+    }
+
+    public func resolveShares(_ request: ShareAcceptRequest) async throws -> ShareAcceptResponse {
+        try await perform(.recordsResolve) { try await base.resolveShares(request) }
+    }
+
     public func requestAssetUploads(_ request: AssetUploadRequest) async throws -> AssetUploadResponse {
         try await perform(.assetsUpload) { try await base.requestAssetUploads(request) }
     }

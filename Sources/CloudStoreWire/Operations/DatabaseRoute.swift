@@ -22,6 +22,10 @@ public enum DatabaseOperation: String, Hashable, Sendable, CaseIterable {
     case usersCaller = "users/caller"
     case usersCurrent = "users/current"
     case assetsUpload = "assets/upload"
+    /// `POST /public/records/accept`: join shares by short GUID (§6).
+    case recordsAccept = "records/accept"
+    /// `POST /public/records/resolve`: preview shares by short GUID without joining (§6).
+    case recordsResolve = "records/resolve"
 
     /// The HTTP method: GET for `zones/list`, the users endpoints and the long poll, POST otherwise.
     public var method: String {

@@ -9,6 +9,9 @@ public struct Zone: Hashable, Sendable, Codable {
         case deleted
         /// The user purged the data: wipe the local copy and do not re-upload.
         case purged
+        /// The caller no longer has access to a zone shared with them: the owner removed them or
+        /// stopped sharing, they left, or the zone was deleted. Remove the local copy; do not re-upload.
+        case unshared
     }
 
     public var zoneID: ZoneID

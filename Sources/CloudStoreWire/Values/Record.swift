@@ -58,11 +58,14 @@ public struct Record: Hashable, Sendable {
     public var modified: Stamp?
     /// True for a tombstone or a delete result.
     public var deleted: Bool
+    /// A share record's `shortGUID`, `publicPermission`, `owner`, `participants` and
+    /// `currentUserParticipant`, flat on the record's dictionary on the wire; nil for other records.
+    public var share: ShareMetadata?
 
     public init(
         recordName: String, recordType: String? = nil, recordChangeTag: String? = nil,
         zoneID: ZoneID? = nil, fields: [String: FieldValue] = [:], created: Stamp? = nil,
-        modified: Stamp? = nil, deleted: Bool = false
+        modified: Stamp? = nil, deleted: Bool = false, share: ShareMetadata? = nil
     ) {
         self.recordName = recordName
         self.recordType = recordType
@@ -72,6 +75,7 @@ public struct Record: Hashable, Sendable {
         self.created = created
         self.modified = modified
         self.deleted = deleted
+        self.share = share
     }
 
     /// A new record of a type in a zone, with no change tag yet.
@@ -94,6 +98,7 @@ public struct Record: Hashable, Sendable {
 extension Record: Codable {
     enum CodingKeys: String, CodingKey {
         case recordName, recordType, recordChangeTag, zoneID, fields, created, modified, deleted
+        case shortGUID, publicPermission, owner, participants, currentUserParticipant
     }
 
     public init(from decoder: any Decoder) throws {
@@ -106,6 +111,13 @@ extension Record: Codable {
         created = try container.decodeIfPresent(Stamp.self, forKey: .created)
         modified = try container.decodeIfPresent(Stamp.self, forKey: .modified)
         deleted = try container.decodeIfPresent(Bool.self, forKey: .deleted) ?? false
+        let share = ShareMetadata(
+            shortGUID: try container.decodeIfPresent(String.self, forKey: .shortGUID),
+            publicPermission: try container.decodeIfPresent(SharePermission.self, forKey: .publicPermission),
+            owner: try container.decodeIfPresent(ShareParticipant.self, forKey: .owner),
+            participants: try container.decodeIfPresent([ShareParticipant].self, forKey: .participants),
+            currentUserParticipant: try container.decodeIfPresent(ShareParticipant.self, forKey: .currentUserParticipant))
+        self.share = share.isEmpty ? nil : share
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -120,5 +132,12 @@ extension Record: Codable {
         try container.encodeIfPresent(created, forKey: .created)
         try container.encodeIfPresent(modified, forKey: .modified)
         try container.encode(deleted, forKey: .deleted)
+        if let share {
+            try container.encodeIfPresent(share.shortGUID, forKey: .shortGUID)
+            try container.encodeIfPresent(share.publicPermission, forKey: .publicPermission)
+            try container.encodeIfPresent(share.owner, forKey: .owner)
+            try container.encodeIfPresent(share.participants, forKey: .participants)
+            try container.encodeIfPresent(share.currentUserParticipant, forKey: .currentUserParticipant)
+        }
     }
 }

@@ -269,6 +269,8 @@ final class AssetServerFake: CloudDatabase {
     }
     func modifySchema(_ schema: CloudSchema) async throws -> CloudSchema { throw Self.unused("schema/modify") }
     func fetchSchema() async throws -> CloudSchema { throw Self.unused("schema") }
+    func acceptShares(_ request: ShareAcceptRequest) async throws -> ShareAcceptResponse { throw Self.unused("records/accept") }
+    func resolveShares(_ request: ShareAcceptRequest) async throws -> ShareAcceptResponse { throw Self.unused("records/resolve") }
 
     private static func unused(_ operation: String) -> CloudError {
         CloudError(.invalidResponse, message: "AssetServerFake does not answer \(operation)")

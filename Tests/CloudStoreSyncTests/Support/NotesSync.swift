@@ -146,8 +146,8 @@ actor NotesSync: SyncEngineDelegate {
         case .fetchedDatabaseChanges(let changes):
             for deletion in changes.deletions where deletion.zoneID == Self.zone {
                 switch deletion.reason {
-                case .purged:
-                    await store.deleteAll()  // the user wiped their data: do not upload it again
+                case .purged, .unshared:
+                    await store.deleteAll()  // wiped, or no longer shared with us: do not upload it again
                 case .deleted:
                     await uploadEverything(syncEngine)  // another device reset the zone: ours is the copy left
                 }

@@ -52,6 +52,8 @@ final class ScriptedDatabase: CloudDatabase {
     func caller() async throws -> CallerResponse { try current.caller() }
     func modifySchema(_ schema: CloudSchema) async throws -> CloudSchema { throw unscripted("schema/modify") }
     func fetchSchema() async throws -> CloudSchema { throw unscripted("schema") }
+    func acceptShares(_ request: ShareAcceptRequest) async throws -> ShareAcceptResponse { throw unscripted("records/accept") }
+    func resolveShares(_ request: ShareAcceptRequest) async throws -> ShareAcceptResponse { throw unscripted("records/resolve") }
     func requestAssetUploads(_ request: AssetUploadRequest) async throws -> AssetUploadResponse {
         throw unscripted("assets/upload")
     }
