@@ -2,6 +2,10 @@ import CloudStore
 import Foundation
 import Logging
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// A second process for the store's tests: it opens the same store file and writes to it, so tests
 /// can kill a writer mid-transaction or observe commits made by another process.
 ///
@@ -15,6 +19,10 @@ import Logging
 /// CloudStoreTestHelper save-then-hang <store> <schema.json> <server> <container> <token> <title>
 ///     opens a container that does not sync by itself, saves one note, prints "saved <id>" and
 ///     waits to be killed
+/// CloudStoreTestHelper write-attachment <store> <schema.json> <KiB> [<file size limit KiB>]
+///     saves one note with an external attachment of <KiB> seeded KiB, under the file size limit
+///     when given (SIGXFSZ ignored, so writes past it fail with EFBIG, as on a full disk); prints
+///     "done", or "error <message>" and exits 1
 /// CloudStoreTestHelper asset-device <store> <schema.json> <server> <container> <token> upload|download <KiB> <seed>
 ///     upload: saves (unless saved before) note 00000000-0000-0000-0000-00000000A55E with a seeded
 ///     attachment of <KiB> KiB, prints "saved"; both: print "sync", sync, print "done"
@@ -67,6 +75,27 @@ struct TestHelper {
                 for index in 0..<count { try context.insert(note(title: "uncommitted-\(index)")) }
                 say("inside")
                 while true { sleep(60) }
+            }
+        case "write-attachment":
+            if arguments.count > 5, let limit = UInt64(arguments[5]) {
+                signal(SIGXFSZ, SIG_IGN)
+                var fileSize = rlimit(rlim_cur: rlim_t(limit << 10), rlim_max: rlim_t.max)
+                guard setrlimit(Int32(RLIMIT_FSIZE.rawValue), &fileSize) == 0 else {
+                    say("error setrlimit failed: errno \(errno)")
+                    exit(1)
+                }
+            }
+            do {
+                try store.write(author: "helper", contextName: "child") { context in
+                    try context.insert(
+                        EntitySnapshot(
+                            entityName: "Note", id: UUID(),
+                            values: ["title": "attachment", "attachment": .data(assetBytes(kibibytes: count, seed: 7))]))
+                }
+                say("done")
+            } catch {
+                say("error \(error)")
+                exit(1)
             }
         default:
             FileHandle.standardError.write(Data("unknown command \(arguments[1])\n".utf8))

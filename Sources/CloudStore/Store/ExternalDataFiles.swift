@@ -57,7 +57,9 @@ final class ExternalDataFiles: Sendable {
         } catch {
             try? FileManager.default.removeItem(at: temporary)
             throw StoreError(
-                .externalData, "could not write the \(data.count) bytes of an external-storage value to \(directory.path): \(error)")
+                .externalData,
+                "could not write the \(data.count) bytes of an external-storage value to \(directory.path) (\(Self.reason(error))): "
+                    + "free space on that disk (or raise the process's file size limit) and save again; nothing of this unit of work was saved")
         }
         syncDirectory()
         return value
@@ -121,6 +123,14 @@ final class ExternalDataFiles: Sendable {
             throw StoreError(
                 .externalData, "could not move \(source.path) to \(destination.path): \(String(cString: strerror(errno)))")
         }
+    }
+
+    /// The system's words for a failed write: "No space left on device", "File too large".
+    private static func reason(_ error: any Error) -> String {
+        var underlying = error as NSError
+        while let next = underlying.userInfo[NSUnderlyingErrorKey] as? NSError { underlying = next }
+        if underlying.domain == NSPOSIXErrorDomain { return String(cString: strerror(Int32(underlying.code))) }
+        return underlying.localizedDescription
     }
 
     static func size(of url: URL) -> Int64? {
