@@ -68,6 +68,14 @@ public struct JSONBytes {
         int(value)
     }
 
+    /// A member off the hot path (a share's participants), written by `WireCoding`'s encoder, left
+    /// out when nil.
+    public mutating func member(_ key: StaticString, encoded value: (some Encodable)?) throws {
+        guard let value else { return }
+        member(key)
+        raw(try WireCoding.makeEncoder(numbersAsStrings: numbersAsStrings).encode(value))
+    }
+
     /// A member written by its own writer, left out when nil.
     public mutating func member(_ key: StaticString, value: (some JSONBytesWritable)?) throws {
         guard let value else { return }
@@ -309,14 +317,19 @@ extension Record: JSONBytesWritable {
     public func write(to json: inout JSONBytes) throws {
         try json.object { json in
             try json.member("created", value: created)
+            try json.member("currentUserParticipant", encoded: share?.currentUserParticipant)
             json.member("deleted", bool: deleted)
             if !deleted || !fields.isEmpty {
                 try json.member("fields", value: fields)
             }
             try json.member("modified", value: modified)
+            try json.member("owner", encoded: share?.owner)
+            try json.member("participants", encoded: share?.participants)
+            json.member("publicPermission", string: share?.publicPermission?.rawValue)
             json.member("recordChangeTag", string: recordChangeTag)
             json.member("recordName", string: recordName)
             json.member("recordType", string: recordType)
+            json.member("shortGUID", string: share?.shortGUID)
             try json.member("zoneID", value: zoneID)
         }
     }

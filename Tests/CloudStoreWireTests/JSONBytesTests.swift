@@ -104,7 +104,23 @@ struct JSONBytesTests {
                 recordName: text(), recordType: chance(0.8) ? text() : nil, recordChangeTag: chance(0.5) ? text() : nil,
                 zoneID: chance(0.7) ? zoneID() : nil,
                 fields: deleted && chance(0.5) ? [:] : Dictionary((0..<int(0...6)).map { _ in (text(), field()) }, uniquingKeysWith: { $1 }),
-                created: chance(0.6) ? stamp() : nil, modified: chance(0.6) ? stamp() : nil, deleted: deleted)
+                created: chance(0.6) ? stamp() : nil, modified: chance(0.6) ? stamp() : nil, deleted: deleted,
+                share: chance(0.2) ? share() : nil)
+        }
+
+        mutating func participant() -> ShareParticipant {
+            ShareParticipant(
+                participantID: chance(0.7) ? text() : nil, role: chance(0.5) ? .user : nil,
+                permission: SharePermission.allCases.randomElement(using: &generator)!,
+                acceptanceStatus: chance(0.5) ? .accepted : nil,
+                userIdentity: .init(userRecordName: chance(0.5) ? text() : nil, lookupInfo: .init(userRecordName: text())))
+        }
+
+        mutating func share() -> ShareMetadata {
+            ShareMetadata(
+                shortGUID: chance(0.7) ? text() : nil, publicPermission: chance(0.7) ? .readOnly : nil,
+                owner: chance(0.7) ? participant() : nil, participants: chance(0.7) ? (0..<int(0...3)).map { _ in participant() } : nil,
+                currentUserParticipant: chance(0.5) ? participant() : nil)
         }
 
         mutating func request() -> RecordsModifyRequest {
