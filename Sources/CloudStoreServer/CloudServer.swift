@@ -70,6 +70,7 @@ private func buildApplicationAndTokens(
     let database = router.group("database/1/:container/:environment").add(middleware: RequestGate(services: services))
     ZonesController(services: services).register(on: database)
     RecordsController(services: services).register(on: database)
+    SharesController(services: services).register(on: database)
     ChangesController(services: services).register(on: database)
     NotificationsController(services: services).register(on: database)
     SchemaController(services: services).register(on: database)

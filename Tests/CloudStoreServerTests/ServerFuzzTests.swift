@@ -16,6 +16,8 @@ struct ServerFuzzTests {
         var operation: DatabaseOperation?
         var examples: [String]
         var database: DatabaseScope = .private
+        /// Who sends it: alice unless named (bob takes part in alice's shared `Fuzz` zone).
+        var token: String? = nil
 
         func path(_ client: CloudClient) -> String {
             guard let operation else { return DatabaseRoute(container: client.container, environment: client.environment).schemaModifyPath }
@@ -42,6 +44,17 @@ struct ServerFuzzTests {
         Route(operation: .changesDatabase, examples: [#"{"resultsLimit": 10}"#]),
         Route(operation: .changesZone, examples: [#"{"zones": [{"zoneID": {"zoneName": "Fuzz"}, "resultsLimit": 10, "desiredRecordTypes": ["Note"], "desiredKeys": ["title"]}]}"#]),
         Route(operation: nil, examples: [#"{"recordTypes": [{"name": "Fuzzed", "fields": [{"name": "title", "type": "STRING", "queryable": true}]}]}"#]),
+        Route(operation: .recordsModify, examples: [
+            #"{"zoneID": {"zoneName": "Fuzz"}, "atomic": false, "operations": [{"operationType": "forceUpdate", "record": {"recordName": "cloudkit.zoneshare", "recordType": "cloudKit.share", "fields": {"title": {"value": "t"}}, "publicPermission": "READ_ONLY", "participants": [{"userIdentity": {"lookupInfo": {"userRecordName": "_bob"}}, "permission": "READ_WRITE"}, {"userIdentity": {"lookupInfo": {"emailAddress": "x@y"}}, "permission": "READ_ONLY", "acceptanceStatus": "REMOVED", "type": "USER"}]}}]}"#,
+        ]),
+        Route(operation: .recordsAccept, examples: [#"{"shortGUIDs": [{"value": "AAAAAAAAAAAAAAAAAAAAAA"}, {"value": "x"}]}"#], database: .public),
+        Route(operation: .recordsResolve, examples: [#"{"shortGUIDs": [{"value": "AAAAAAAAAAAAAAAAAAAAAA"}]}"#], database: .public, token: "bob-token"),
+        Route(operation: .recordsModify, examples: [
+            #"{"zoneID": {"zoneName": "Fuzz", "ownerRecordName": "_alice"}, "atomic": false, "operations": [{"operationType": "forceUpdate", "record": \#(fuzzRecord)}, {"operationType": "forceDelete", "record": {"recordName": "cloudkit.zoneshare"}}]}"#,
+        ], database: .shared, token: "bob-token"),
+        Route(operation: .changesZone, examples: [#"{"zones": [{"zoneID": {"zoneName": "Fuzz", "ownerRecordName": "_alice"}, "resultsLimit": 10}]}"#], database: .shared, token: "bob-token"),
+        Route(operation: .changesDatabase, examples: [#"{"resultsLimit": 10}"#], database: .shared, token: "bob-token"),
+        Route(operation: .zonesLookup, examples: [#"{"zones": [{"zoneName": "Fuzz", "ownerRecordName": "_alice"}, {"zoneName": "Notes"}]}"#], database: .shared, token: "bob-token"),
     ]
 
     static var requestsPerRoute: Int { ReliabilityRun.count(ci: 40, soak: 2_000) }
@@ -57,6 +70,8 @@ struct ServerFuzzTests {
             let bob = alice.asUser("bob-token", device: "device-B")
             try await alice.createZone("Fuzz")
             try await Snapshot.storeBaseline(alice: alice, bob: bob)
+            let share = try await alice.share("Fuzz", [("_bob", .readWrite)])
+            _ = try await bob.accept([try #require(share.share?.shortGUID)])
             let before = try await Snapshot(alice: alice, bob: bob)
 
             var statuses: [Int: Int] = [:]
@@ -66,7 +81,8 @@ struct ServerFuzzTests {
                 let examples = route.examples.map { Data($0.utf8) }
                 for _ in 0..<Self.requestsPerRoute {
                     let body = fuzzer.next(from: examples)
-                    let answer = try await client.send(.POST, route.path(client), body: body)
+                    let sender = route.token.map { client.asUser($0) } ?? client
+                    let answer = try await sender.send(.POST, route.path(sender), body: body)
                     statuses[answer.status, default: 0] += 1
                     Self.checkDocumented(answer, route: route, body: body, seed: seed)
                 }

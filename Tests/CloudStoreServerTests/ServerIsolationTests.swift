@@ -101,6 +101,98 @@ struct ServerIsolationTests {
         }
     }
 
+    /// Uploads bytes for a record field through `assets/upload` of a database; answers the receipt.
+    static func uploadAsset(_ client: CloudClient, _ bytes: Data, zone: ZoneID, record: String, in database: DatabaseScope)
+        async throws -> AssetUploadResult.SingleFile
+    {
+        let urls = try await client.call(
+            database, .assetsUpload,
+            AssetUploadRequest(zoneID: zone, tokens: [.init(recordName: record, recordType: "Note", fieldName: "photo")]))
+        let url = try #require(try urls.decode(AssetUploadResponse.self).tokens.first?.url, "\(urls.text)")
+        let posted = try await client.send(.POST, url, body: bytes, headers: [("Content-Type", "application/octet-stream")])
+        return try posted.decode(AssetUploadResult.self).singleFile
+    }
+
+    /// WireProtocol.md §6: through the shared database, a user who was never invited, one whose
+    /// access ended, and a READ_ONLY participant get exactly the documented answers from every
+    /// endpoint, and nothing of the zone's data; a guessed short GUID finds nothing.
+    @Test(arguments: Backend.all)
+    func sharedDatabase_everyEndpointForUninvitedRemovedAndReadOnlyUsers(_ backend: Backend) async throws {
+        try await withServer(backend, users: sharingUsers) { _, alice in
+            let list = ZoneID(zoneName: "List", ownerRecordName: "_alice")
+            try await alice.createZone("List")
+            let receipt = try await Self.uploadAsset(alice, Data("alice's photo".utf8), zone: ZoneID(zoneName: "List"), record: "L-1", in: .private)
+            try await alice.save("List", [note("L-1", title: "secret milk", extra: ["photo": .asset(Asset(fileChecksum: receipt.fileChecksum, size: receipt.size, receipt: receipt.receipt))])])
+            let share = try await alice.share("List", [("_bob", .readWrite), ("_carol", .readOnly), ("_erin", .readWrite)])
+            let shortGUID = try #require(share.share?.shortGUID)
+            let (bob, carol, dave, erin) = (alice.asUser("bob-token"), alice.asUser("carol-token"), alice.asUser("dave-token"), alice.asUser("erin-token"))
+            for user in [bob, carol, erin] { _ = try await user.accept([shortGUID]) }
+            let tag = try await alice.lookup("List", [ShareMetadata.zoneShareRecordName]).first?.record?.recordChangeTag
+            try await alice.share("List", [("_bob", .readWrite), ("_carol", .readOnly)], .update, tag: tag)
+            let downloadURL = try #require(try await alice.lookup("List", ["L-1"]).first?.record?.fields["photo"].flatMap {
+                if case .asset(let asset) = $0 { asset.downloadURL } else { nil }
+            })
+
+            for (name, user) in [("uninvited", dave), ("removed", erin)] {
+                let zones = try await user.send(.GET, user.path(.shared, .zonesList))
+                #expect(zones.status == 200 && !zones.text.contains("List"), "\(name) zones/list: \(zones.text)")
+                let lookupZone = try await user.call(.shared, .zonesLookup, ZonesLookupRequest(zones: [list]))
+                #expect(try lookupZone.decode(ZonesResponse.self).zones.first?.error?.serverErrorCode == .accessDenied, "\(name)")
+                for operation in [ZonesModifyRequest.Operation(.create, list), .init(.delete, list)] {
+                    let modified = try await user.call(.shared, .zonesModify, ZonesModifyRequest(operations: [operation]))
+                    #expect(modified.status == 400, "\(name) zones/modify: \(modified.text)")
+                }
+                for (operation, answer) in [
+                    ("records/modify", try await user.modify(list, [.init(.forceUpdate, note("L-1", title: "mine"))], in: .shared)),
+                    ("records/lookup", try await user.lookup(list, ["L-1"], in: .shared)),
+                    ("records/query", try await user.call(.shared, .recordsQuery, RecordsQueryRequest(zoneID: list, query: .init(recordType: "Note")))),
+                    ("assets/upload", try await user.call(.shared, .assetsUpload, AssetUploadRequest(zoneID: list, tokens: [.init(recordName: "L-1", fieldName: "photo")]))),
+                    ("asset download", try await user.send(.GET, downloadURL)),
+                    ("asset download (shared path)", try await user.send(.GET, downloadURL.replacingOccurrences(of: "/private/", with: "/shared/"))),
+                ] {
+                    #expect(answer.status == 403 && answer.error?.serverErrorCode == .accessDenied, "\(name) \(operation): \(answer.status) \(answer.text)")
+                    #expect(!answer.text.contains("secret"), "\(name) \(operation)")
+                }
+                let changes = try await user.zoneChanges(list, in: .shared)
+                let zoneError: ServerErrorCode? = try changes.decode(ZoneChangesResponse.self).zones.first.flatMap {
+                    if case .error(let error) = $0 { error.serverErrorCode } else { nil }
+                }
+                #expect(zoneError == .accessDenied, "\(name) changes/zone: \(changes.text)")
+                #expect(!changes.text.contains("secret"))
+                let database = try await user.sharedDatabaseChanges(token: nil)
+                #expect(database.zones.allSatisfy { $0.isDeleted }, "\(name): no live shared zone")
+                #expect(database.zones.count == (name == "removed" ? 1 : 0))
+                let poll = try await user.send(.GET, user.path(.shared, .notifications) + "?timeout=0")
+                #expect(poll.status == 200 && !poll.text.contains("secret"))
+            }
+
+            // The READ_ONLY participant reads everything and changes nothing.
+            #expect(try await carol.sharedZoneIDs() == [list])
+            #expect(try await carol.lookup(list, ["L-1"], in: .shared).text.contains("secret milk"))
+            #expect(try await carol.send(.GET, downloadURL).text == "alice's photo")
+            let denied = try await carol.modify(list, [.init(.forceUpdate, note("L-1", title: "mine")), .init(.forceDelete, Record(recordName: "L-1"))], atomic: false, in: .shared)
+            #expect(try denied.decode(RecordsResponse.self).records.map(\.code) == [.accessDenied, .accessDenied])
+            let upload = try await carol.call(.shared, .assetsUpload, AssetUploadRequest(zoneID: list, tokens: [.init(recordName: "L-1", fieldName: "photo")]))
+            #expect(upload.status == 403)
+            #expect(try await carol.call(.shared, .zonesModify, ZonesModifyRequest(operations: [.init(.delete, list)])).status == 400)
+
+            // The READ_WRITE participant uploads and saves an asset in the owner's zone.
+            let bobs = try await Self.uploadAsset(bob, Data("bob's photo".utf8), zone: list, record: "L-2", in: .shared)
+            let saved = try await bob.modify(list, [.init(.create, note("L-2", extra: ["photo": .asset(Asset(fileChecksum: bobs.fileChecksum, size: bobs.size, receipt: bobs.receipt))]))], in: .shared)
+            #expect(saved.status == 200, "\(saved.text)")
+            let bobsURL = try #require(try await alice.lookup("List", ["L-2"]).first?.record?.fields["photo"].flatMap {
+                if case .asset(let asset) = $0 { asset.downloadURL } else { nil }
+            })
+            #expect(try await alice.send(.GET, bobsURL).text == "bob's photo")
+            #expect(try await dave.send(.GET, bobsURL).status == 403)
+
+            // A guessed short GUID finds nothing; another user's zone token opens nothing.
+            let guessed = try await dave.accept([String((0..<22).map { _ in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".randomElement()! }), String(shortGUID.reversed())])
+            #expect(guessed.map(\.serverErrorCode) == [.notFound, .notFound])
+            #expect(try await alice.lookup("List", ["L-1"]).first?.record?.fields["title"] == .string("secret milk"))
+        }
+    }
+
     @Test(arguments: Backend.all)
     func tokens_neverInLogsBelowTraceNorInErrorBodies(_ backend: Backend) async throws {
         let recorder = LogRecorder()

@@ -12,15 +12,21 @@ import Testing
 struct ServerPostgresTests {
     var url: String { Backend.url(Backend.postgresURL ?? "", schema: Backend.freshSchemaName()) }
 
-    @Test func twoProcesses_writeThroughOneIsVisibleThroughTheOtherAndWakesItsLongPoll() async throws {
-        let root = try TemporaryDirectory(prefix: "cloudstore-pg")
-        defer { withExtendedLifetime(root) {} }
+    /// Two server processes on one fresh schema with the default users; the second logs at level 3
+    /// (its "long poll waiting" lines tell when a poll waits).
+    func launchTwo(in root: TemporaryDirectory) async throws -> (ServerProcess, ServerProcess) {
         let tokens = root.file("tokens.json")
         try WireCoding.encode(TestServer.defaultUsers).write(to: tokens)
         let url = self.url
-
         let a = try await ServerProcess.launch(["--postgres", url, "--tokens", tokens.path] + ServerProcess.containerArguments())
         let b = try await ServerProcess.launch(["--postgres", url, "--tokens", tokens.path, "--debug", "3"] + ServerProcess.containerArguments())
+        return (a, b)
+    }
+
+    @Test func twoProcesses_writeThroughOneIsVisibleThroughTheOtherAndWakesItsLongPoll() async throws {
+        let root = try TemporaryDirectory(prefix: "cloudstore-pg")
+        defer { withExtendedLifetime(root) {} }
+        let (a, b) = try await launchTwo(in: root)
         #expect(a.port != b.port)
         let throughA = CloudClient(baseURL: a.baseURL)
         var throughB = throughA
@@ -39,6 +45,36 @@ struct ServerPostgresTests {
         let answer = try await poll.decode(NotificationsResponse.self)
         #expect(answer.changed, "B's long poll wakes when A commits (LISTEN/NOTIFY)")
         #expect(answer.zones.map(\.zoneID.zoneName) == ["Notes"])
+        #expect(clock.now - written < .seconds(10))
+
+        #expect(await a.terminate() == 0)
+        #expect(await b.terminate() == 0)
+    }
+
+    /// WireProtocol.md §6: a change in a shared zone through one instance wakes a participant's
+    /// long poll of their shared database waiting on another.
+    @Test func twoProcesses_aSharedZoneWriteThroughOneWakesAParticipantsLongPollOnTheOther() async throws {
+        let root = try TemporaryDirectory(prefix: "cloudstore-pg")
+        defer { withExtendedLifetime(root) {} }
+        let (a, b) = try await launchTwo(in: root)
+        let aliceThroughA = CloudClient(baseURL: a.baseURL)
+        var bobThroughB = aliceThroughA.asUser("bob-token", device: "device-B")
+        bobThroughB.baseURL = b.baseURL
+
+        try await aliceThroughA.createZone("List")
+        let share = try await aliceThroughA.share("List", [("_bob", .readWrite)])
+        _ = try await bobThroughB.accept([try #require(share.share?.shortGUID)])
+        let start = try await bobThroughB.sharedDatabaseChanges(token: nil)
+        #expect(start.zones.map(\.zoneID) == [ZoneID(zoneName: "List", ownerRecordName: "_alice")])
+
+        async let poll = bobThroughB.send(.GET, bobThroughB.path(.shared, .notifications) + "?timeout=50&since=\(start.syncToken)")
+        await b.waitForOutput("long poll waiting")
+        let clock = ContinuousClock()
+        let written = clock.now
+        try await aliceThroughA.save("List", [note("L-1")])
+        let answer = try await poll.decode(NotificationsResponse.self)
+        #expect(answer.changed, "B's participant long poll wakes when A commits to the shared zone")
+        #expect(answer.zones.map(\.zoneID) == [ZoneID(zoneName: "List", ownerRecordName: "_alice")])
         #expect(clock.now - written < .seconds(10))
 
         #expect(await a.terminate() == 0)

@@ -210,13 +210,23 @@ struct AssetLifetime: Hashable, Sendable {
     }
 }
 
-/// Who may download an asset: a private or shared database's assets are for the owner of their zone
-/// (sharing will add the zone's participants here); the public database's for any caller.
+/// Who may download an asset: a private database's assets are for the owner of their zone and the
+/// users who accepted the zone's share and take part still (WireProtocol.md §6); the public
+/// database's for any caller.
 enum AssetAccess {
-    static func mayDownload(_ caller: Caller, from partition: DatabasePartition) -> Bool {
+    /// - Parameter participant: the caller's row in the share of the asset's zone, if any.
+    static func mayDownload(_ caller: Caller, from partition: DatabasePartition, participant: StoredParticipant? = nil) -> Bool {
         switch partition.scope {
-        case .public: true
-        case .private, .shared: caller.userRecordName == partition.owner && !caller.isTrusted
+        case .public: return true
+        case .private, .shared:
+            guard case .user(let user) = caller else { return false }
+            return user == partition.owner || (participant?.user == user && ShareRules.permission(of: participant) != nil)
         }
+    }
+
+    /// Whether a user may upload bytes for a record of a zone: its owner, or a participant with
+    /// `READ_WRITE` who takes part still.
+    static func mayUpload(_ user: String, to zone: ZoneAddress, participant: StoredParticipant?) -> Bool {
+        user == zone.partition.owner || (participant?.user == user && ShareRules.permission(of: participant) == .readWrite)
     }
 }

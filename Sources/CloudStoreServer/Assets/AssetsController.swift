@@ -12,6 +12,11 @@ import NIOCore
 /// apply to them; ``ServerLimits/assetBytes`` does. An upload's deadline is on progress, not on
 /// the total: each piece of the body must arrive within ``ServerLimits/bodyTimeoutSeconds`` of the
 /// one before, so a 250 MiB upload may take as long as it needs while it keeps moving.
+///
+/// A shared zone's assets (WireProtocol.md §6) are its owner's: `assets/upload` in the shared
+/// database (for `READ_WRITE` participants; `READ_ONLY` ones get 403) issues upload URLs of the
+/// owner's private database bound to the participant, and download URLs are the owner's. The
+/// participant calls both with their own token; each call checks their participation again.
 struct AssetsController: Sendable {
     let services: CloudServices
 
@@ -31,8 +36,14 @@ struct AssetsController: Sendable {
         let body = try call.decode(AssetUploadRequest.self)
         try services.limits.checkOperationCount(body.tokens.count, of: "tokens")
         let partition = try call.partition()
-        let zone = try call.zone(body.zoneID, in: partition)
-        try services.checkZoneCanHoldRecords(zone)
+        let target = try await services.target(body.zoneID, of: call, in: partition)
+        let zone = target.zone
+        if target.permission == .readOnly {
+            throw APIError(
+                .accessDenied,
+                "you may read zone \(zone.zoneName) of \(zone.partition.owner) but not change it (READ_ONLY): ask its owner for READ_WRITE",
+                zoneID: zone.zoneID)
+        }
         for token in body.tokens {
             let problem =
                 RecordRules.recordNameProblem(token.recordName)
@@ -40,7 +51,7 @@ struct AssetsController: Sendable {
                 ?? token.recordType.flatMap { RecordRules.identifierProblem($0, what: "record type") }
             if let problem { throw APIError(.badRequest, problem, zoneID: zone.zoneID, recordName: token.recordName) }
         }
-        guard try await services.storage.zones(named: [zone.zoneName], in: partition)[zone.zoneName] != nil else {
+        guard try await services.storage.zones(named: [zone.zoneName], in: zone.partition)[zone.zoneName] != nil else {
             throw services.zoneNotFound(zone)
         }
         let expiresAt = services.clock.now().addingTimeInterval(AssetUpload.lifetime)
@@ -56,7 +67,7 @@ struct AssetsController: Sendable {
                 tokens: uploads.map {
                     .init(
                         recordName: $0.recordName, fieldName: $0.fieldName,
-                        url: AssetLocation.uploadPath(partition, uploadID: $0.id))
+                        url: AssetLocation.uploadPath(zone.partition, uploadID: $0.id))
                 }))
     }
 
@@ -72,6 +83,14 @@ struct AssetsController: Sendable {
         }
         guard upload.caller == call.caller.userRecordName else {
             throw APIError(.accessDenied, "this upload URL was issued to another user: request your own with assets/upload")
+        }
+        if upload.caller != upload.zone.partition.owner {
+            let participant = try await services.storage.participant(upload.caller, in: upload.zone)
+            guard AssetAccess.mayUpload(upload.caller, to: upload.zone, participant: participant) else {
+                throw APIError(
+                    .accessDenied,
+                    "you may no longer change zone \(upload.zone.zoneName) of \(upload.zone.partition.owner): its share ended or allows reading only")
+            }
         }
         guard upload.expiresAt > services.clock.now() else {
             throw APIError(.notFound, "this upload URL expired (they last 15 minutes): request a new one with assets/upload")
@@ -125,11 +144,17 @@ struct AssetsController: Sendable {
         let assetID = context.parameters.get("assetID") ?? ""
         guard AssetLocation.isIdentifier(assetID),
             let asset = try await services.storage.asset(assetID, container: call.container),
-            asset.zone.partition.environment == call.environment, asset.zone.partition.scope == call.scope
+            asset.zone.partition.environment == call.environment,
+            asset.zone.partition.scope == call.scope || (call.scope == .shared && asset.zone.partition.scope == .private)
         else {
             throw APIError(.notFound, "this asset does not exist (or was removed): look the record up again for its current downloadURL")
         }
-        guard AssetAccess.mayDownload(call.caller, from: asset.zone.partition) else {
+        let user = call.caller.userRecordName
+        var participant: StoredParticipant?
+        if asset.zone.partition.scope == .private, !call.caller.isTrusted, user != asset.zone.partition.owner {
+            participant = try await services.storage.participant(user, in: asset.zone)
+        }
+        guard AssetAccess.mayDownload(call.caller, from: asset.zone.partition, participant: participant) else {
             throw APIError(.accessDenied, "this asset belongs to a zone of another user; you may download only your own assets")
         }
         var headers: HTTPFields = [

@@ -34,6 +34,11 @@ final class BearerTokens: Sendable {
         entries.withLock { !$0.contains { if case .user = $0.caller { true } else { false } } }
     }
 
+    /// Whether a token maps to this userRecordName: the users a share may invite.
+    func isKnownUser(_ userRecordName: String) -> Bool {
+        entries.withLock { $0.contains { $0.caller == .user(userRecordName) } }
+    }
+
     /// The caller a token belongs to, or nil.
     func caller(for token: String) -> Caller? {
         let presented = Self.digest(token)

@@ -10,6 +10,12 @@ import Hummingbird
 /// or one of another zone 400 `BAD_REQUEST`, a token older than purged tombstones (or of a deleted
 /// and recreated zone) 410 `CHANGE_TOKEN_EXPIRED`. A zone that does not exist is a per-zone
 /// `ZONE_NOT_FOUND` item.
+///
+/// The shared database (WireProtocol.md §6): `changes/database` lists the zones whose shares the
+/// caller accepted, with their owners, by the caller's own sequence of that database (raised in
+/// the transaction of every change to such a zone), and once a zone whose access ended, as
+/// `{"zoneID", "deleted": true, "reason": "unshared"}`. `changes/zone` reads the owner's zone with
+/// the owner's tokens; a zone the caller may not use is a per-zone `ACCESS_DENIED` item.
 struct ChangesController: Sendable {
     let services: CloudServices
 
@@ -35,11 +41,10 @@ struct ChangesController: Sendable {
             DatabaseChangesResponse(
                 syncToken: SyncToken.database(partition, seq: seq).encoded, moreComing: moreComing,
                 zones: zones.map { zone in
-                    zone.deleted
-                        ? Zone(zoneID: partition.zoneID(zone.name), deleted: true, reason: .deleted)
-                        : Zone(
-                            zoneID: partition.zoneID(zone.name),
-                            syncToken: SyncToken.zone(partition.zone(zone.name), zone, seq: zone.seq).encoded)
+                    let address = partition.address(of: zone)
+                    return zone.deleted
+                        ? Zone(zoneID: address.zoneID, deleted: true, reason: partition.scope == .shared ? .unshared : .deleted)
+                        : Zone(zoneID: address.zoneID, syncToken: SyncToken.zone(address, zone, seq: zone.seq).encoded)
                 }))
     }
 
@@ -51,7 +56,17 @@ struct ChangesController: Sendable {
         var results: [ZoneChangesResult] = []
         var recordLists: [[[UInt8]]] = []
         for item in body.zones {
-            let zone = try call.zone(item.zoneID, in: partition)
+            let zone: ZoneAddress
+            if partition.scope == .shared {
+                switch try await services.sharedTarget(item.zoneID, of: call, in: partition) {
+                case .success(let target): zone = target.zone
+                case .failure(let error):
+                    results.append(.error(error))
+                    continue
+                }
+            } else {
+                zone = try call.zone(item.zoneID, in: partition)
+            }
             let limit = try services.limits.pageSize(item.resultsLimit ?? body.resultsLimit)
             let token = try item.syncToken.map { text throws(APIError) in
                 let token = try SyncToken.decode(text, as: .zone)
@@ -65,7 +80,7 @@ struct ChangesController: Sendable {
                     .badRequest, "desired record type \"\(bad.prefix(64))\" has a control character: name record types with printable characters",
                     zoneID: zone.zoneID)
             }
-            let reachable = partition.scope == .private || (partition.scope == .public && zone.isDefaultZone)
+            let reachable = zone.partition.scope == .private || (zone.partition.scope == .public && zone.isDefaultZone)
             guard reachable,
                 let page = try await services.storage.zoneChanges(
                     in: zone, after: token?.seq ?? 0, limit: limit, recordTypes: recordTypes,
@@ -82,7 +97,9 @@ struct ChangesController: Sendable {
             let desiredKeys = item.desiredKeys ?? body.desiredKeys
             context.logger.info(
                 "zone changes", metadata: ["zone": "\(zone)", "count": "\(rows.count)", "token": "\(seq)"])
-            let writer = try RecordWriter(zone: zone, numbersAsStrings: body.numbersAsStrings ?? false)
+            let writer = try RecordWriter(
+                zone: zone, numbersAsStrings: body.numbersAsStrings ?? false,
+                share: try await services.share(for: rows, in: zone), caller: call.caller.userRecordName)
             recordLists.append(try rows.map { try writer.json($0, desiredKeys: desiredKeys) })
             results.append(
                 .changes(

@@ -43,7 +43,7 @@ struct NotificationsController: Sendable {
                 return try JSONResponse.make(
                     NotificationsResponse(
                         changed: page.dbSeq > start, syncToken: SyncToken.database(partition, seq: page.dbSeq).encoded,
-                        zones: page.zones.map { .init(zoneID: partition.zoneID($0.name)) }))
+                        zones: page.zones.map { .init(zoneID: partition.address(of: $0).zoneID) }))
             }
             context.logger.debug("long poll waiting", metadata: ["database": "\(partition)", "token": "\(start)"])
             let broker = services.broker

@@ -19,6 +19,13 @@ struct APIError: Error, HTTPResponseError, CustomStringConvertible {
         self.headers = [:]
     }
 
+    /// A request-level error from a per-item one, with the HTTP status of its code.
+    init(_ error: ServerError) {
+        self.error = error
+        self.status = HTTPResponse.Status(code: error.serverErrorCode.httpStatus)
+        self.headers = [:]
+    }
+
     var description: String { error.description }
 
     func response(from request: Request, context: some RequestContext) throws -> Response {

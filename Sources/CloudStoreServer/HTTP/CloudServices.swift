@@ -25,14 +25,68 @@ struct CloudServices: Sendable {
             .zoneNotFound, "zone \(zone.zoneName) does not exist: create it with zones/modify", zoneID: zone.zoneID)
     }
 
-    /// Records live in zones of the private and public databases; the shared database has none
-    /// here, and the public database has only its default zone.
+    /// Records live in zones of the private and public databases (the shared database's zones are
+    /// private zones of their owners, reached through ``target(_:of:in:)``), and the public
+    /// database has only its default zone.
     func checkZoneCanHoldRecords(_ zone: ZoneAddress) throws(APIError) {
         switch zone.partition.scope {
         case .shared: throw zoneNotFound(zone)
         case .public where !zone.isDefaultZone: throw zoneNotFound(zone)
         default: break
         }
+    }
+
+    /// The zone a request about records names, where its data lives, and as whom the caller uses
+    /// it: their own zone of the private or public database, or (through the shared database) the
+    /// owner's private zone once the caller's accepted participation is checked. Throws the
+    /// request-level 403 of ``sharedTarget(_:of:in:)`` (and 404 for zones that cannot hold records).
+    func target(_ zoneID: ZoneID?, of call: AuthenticatedCall, in partition: DatabasePartition) async throws -> ZoneTarget {
+        guard partition.scope == .shared else {
+            let zone = try call.zone(zoneID, in: partition)
+            try checkZoneCanHoldRecords(zone)
+            return ZoneTarget(zone: zone)
+        }
+        switch try await sharedTarget(zoneID, of: call, in: partition) {
+        case .success(let target): return target
+        case .failure(let error): throw APIError(error)
+        }
+    }
+
+    /// A zone of the caller's shared database (WireProtocol.md §6): the owner's private zone when
+    /// the caller accepted its share and takes part still, else `ACCESS_DENIED`, the same whether
+    /// the zone exists, was never shared with them, or their access ended. The zone ID must name
+    /// its owner (another user).
+    func sharedTarget(_ zoneID: ZoneID?, of call: AuthenticatedCall, in partition: DatabasePartition) async throws
+        -> Result<ZoneTarget, ServerError>
+    {
+        let zoneID = zoneID ?? .default
+        try ZoneNames.validate(zoneID.zoneName)
+        let user = call.caller.userRecordName
+        guard let owner = zoneID.ownerRecordName, owner != user, !zoneID.zoneName.isEmpty,
+            RecordRules.recordNameProblem(owner) == nil
+        else { return .failure(ShareRules.notShared(zoneID)) }
+        let zone = partition.privateDatabase(of: owner).zone(zoneID.zoneName)
+        guard !zone.isDefaultZone, let permission = ShareRules.permission(of: try await storage.participant(user, in: zone))
+        else { return .failure(ShareRules.notShared(zoneID)) }
+        return .success(ZoneTarget(zone: zone, participant: user, permission: permission))
+    }
+
+    /// The share to show with rows of a response (``RecordWriter``): the zone's, when the rows
+    /// hold its share record.
+    func share(for rows: some Sequence<StoredRecord>, in zone: ZoneAddress) async throws -> StoredShare? {
+        guard zone.partition.scope == .private, rows.contains(where: \.isLiveShareRecord) else { return nil }
+        return try await storage.share(in: zone)
+    }
+
+    /// Wakes the long polls of the users whose shared database a write changed.
+    func publish(sharedDatabases users: Set<String>, of zone: ZoneAddress) {
+        for user in users { broker.publish(zone.partition.sharedDatabase(of: user).key) }
+    }
+
+    /// The rules of share records, with the server's users.
+    var shareRules: ShareRules {
+        let bearerTokens = bearerTokens
+        return ShareRules(isKnownUser: { bearerTokens.isKnownUser($0) })
     }
 
     /// Removes the assets due for removal now, counting and logging what went.
@@ -52,4 +106,14 @@ struct CloudServices: Sendable {
             .zoneNotFound, reason: "zone \(zone.zoneName) does not exist: create it with zones/modify",
             zoneID: zone.zoneID)
     }
+}
+
+/// Where a request's zone lives and as whom the caller uses it.
+struct ZoneTarget: Sendable {
+    /// The zone as stored: the caller's own, or the owner's private zone for the shared database.
+    var zone: ZoneAddress
+    /// The caller, when they use another user's zone through the shared database.
+    var participant: String?
+    /// The caller's permission there; nil for their own zones.
+    var permission: SharePermission?
 }

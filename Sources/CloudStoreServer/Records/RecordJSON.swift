@@ -124,20 +124,33 @@ enum RecordJSON {
 
 /// Writes the records of one response in one zone: from the stored JSON when the caller wants
 /// every field with numbers as numbers (the sync path), through the encoder when it asked for
-/// some fields (`desiredKeys`) or for numbers as strings.
+/// some fields (`desiredKeys`) or for numbers as strings, and for the zone's share record, which
+/// carries the share (WireProtocol.md §6) with `currentUserParticipant` for the caller.
 struct RecordWriter {
     let zone: ZoneAddress
     private let numbersAsStrings: Bool
     private let zoneJSON: [UInt8]
+    private let share: StoredShare?
+    private let caller: String
 
-    init(zone: ZoneAddress, numbersAsStrings: Bool) throws {
+    /// - Parameters:
+    ///   - share: the zone's share, when the response may hold its share record.
+    ///   - caller: the userRecordName the share's `currentUserParticipant` is computed for.
+    init(zone: ZoneAddress, numbersAsStrings: Bool, share: StoredShare? = nil, caller: String = "") throws {
         self.zone = zone
         self.numbersAsStrings = numbersAsStrings
+        self.share = share
+        self.caller = caller
         zoneJSON = try WireCoding.encodedBytes(zone.zoneID)
     }
 
     /// A stored row (live or tombstone) as a record of the response.
     func json(_ row: StoredRecord, desiredKeys: [String]? = nil) throws -> [UInt8] {
+        if let share, row.isLiveShareRecord {
+            var record = try row.presented(in: zone, desiredKeys: desiredKeys)
+            record.share = share.metadata(for: caller)
+            return try WireCoding.encodedBytes(record, numbersAsStrings: numbersAsStrings)
+        }
         if desiredKeys == nil && !numbersAsStrings {
             var json = JSONBytes(capacity: (row.content?.json.utf8.count ?? 0) + 160)
             if RecordJSON.append(row, zoneJSON: zoneJSON, to: &json) { return json.bytes }

@@ -7,6 +7,10 @@ import Foundation
 struct RecordRules: Sendable {
     var zone: ZoneAddress
     var maxRecordBytes: Int
+    /// Whether every reference, whatever its action, must point into the record's own zone: the
+    /// rule of the shared database (WireProtocol.md §6). Otherwise only `VALIDATE` and
+    /// `DELETE_SELF` references must.
+    var sameZoneReferencesOnly = false
 
     /// Checks what a modify operation sends; nil when it is acceptable.
     func check(_ record: Record) -> ServerError? {
@@ -31,13 +35,15 @@ struct RecordRules: Sendable {
                 if let problem = Self.recordNameProblem(reference.recordName) {
                     return failure(.badRequest, "field \(name): the reference's \(problem)", record.recordName)
                 }
-                guard reference.action != .none else { continue }
+                guard reference.action != .none || sameZoneReferencesOnly else { continue }
                 if let target = reference.zoneID, target.zoneName != zone.zoneName
                     || (target.ownerRecordName.map { $0 != zone.partition.owner } ?? false)
                 {
                     return failure(
                         .badRequest,
-                        "field \(name): a \(reference.action.rawValue) reference must point into the record's own zone",
+                        sameZoneReferencesOnly
+                            ? "field \(name): records of the shared database may refer only to records of their own zone"
+                            : "field \(name): a \(reference.action.rawValue) reference must point into the record's own zone",
                         record.recordName)
                 }
             }

@@ -6,7 +6,9 @@ import Hummingbird
 /// `records/modify`, `records/lookup` and `records/query`.
 ///
 /// A request whose zone does not exist answers 404 `ZONE_NOT_FOUND` for the whole request (not per
-/// record): nothing in it could succeed.
+/// record): nothing in it could succeed. Through the shared database (WireProtocol.md §6) a request
+/// works on the owner's zone once the caller's participation is checked; a zone the caller may not
+/// use answers 403 `ACCESS_DENIED` for the whole request (``CloudServices/target(_:of:in:)``).
 struct RecordsController: Sendable {
     let services: CloudServices
 
@@ -26,10 +28,11 @@ struct RecordsController: Sendable {
                 .badRequest, "record \(operation.record.recordName.prefix(64)) appears twice: name each record once per request")
         }
         let partition = try call.partition()
-        let zone = try call.zone(body.zoneID, in: partition)
-        try services.checkZoneCanHoldRecords(zone)
+        let target = try await services.target(body.zoneID, of: call, in: partition)
+        let zone = target.zone
 
-        let rules = RecordRules(zone: zone, maxRecordBytes: services.limits.maxRecordBytes)
+        var rules = RecordRules(zone: zone, maxRecordBytes: services.limits.maxRecordBytes)
+        rules.sameZoneReferencesOnly = target.participant != nil
         let operations = body.operations.map { operation in
             RecordsModifier.Operation(
                 type: operation.operationType, record: operation.record,
@@ -42,13 +45,21 @@ struct RecordsController: Sendable {
             stamp: Record.Stamp(
                 timestamp: services.clock.now(), userRecordName: call.caller.userRecordName, deviceID: call.deviceID),
             environment: call.environment, onlyCreatorMayChange: partition.scope == .public && !call.caller.isTrusted,
-            rules: rules, present: { try $0.presented(in: zone) })
+            rules: rules, present: { try $0.presented(in: zone) }, participant: target.participant,
+            shareRules: services.shareRules)
         guard
-            let (outcomes, written) = try await services.storage.modifyRecords(
-                in: zone, loading: modifier.snapshotRequest, decide: { modifier.plan($0) })
+            let ((outcomes, sharedDatabases, share), written) = try await services.storage.modifyRecords(
+                in: zone, loading: modifier.snapshotRequest,
+                decide: { snapshot in
+                    let (plan, outcomes) = modifier.plan(snapshot)
+                    return (plan, (outcomes, plan.sharedDatabases, plan.share(after: snapshot.share)))
+                })
         else { throw services.zoneNotFound(zone) }
 
-        if !written.isEmpty { services.broker.publish(partition.key) }
+        if !written.isEmpty {
+            services.broker.publish(zone.partition.key)
+            services.publish(sharedDatabases: sharedDatabases, of: zone)
+        }
         services.metrics.wrote(written.count)
         let rows = Dictionary(written.map { ($0.name, $0) }, uniquingKeysWith: { $1 })
         for row in written {
@@ -60,7 +71,8 @@ struct RecordsController: Sendable {
             metadata: ["zone": "\(zone)", "count": "\(operations.count)", "written": "\(written.count)"])
 
         var failed = false
-        let writer = try RecordWriter(zone: zone, numbersAsStrings: body.numbersAsStrings ?? false)
+        let writer = try RecordWriter(
+            zone: zone, numbersAsStrings: body.numbersAsStrings ?? false, share: share, caller: call.caller.userRecordName)
         var results: [RecordResult] = []
         var items: [[UInt8]] = []
         for (outcome, operation) in zip(outcomes, body.operations) {
@@ -98,13 +110,14 @@ struct RecordsController: Sendable {
         let body = try call.decode(RecordsLookupRequest.self)
         try services.limits.checkOperationCount(body.records.count, of: "records")
         let partition = try call.partition()
-        let zone = try call.zone(body.zoneID, in: partition)
-        try services.checkZoneCanHoldRecords(zone)
+        let zone = try await services.target(body.zoneID, of: call, in: partition).zone
         let names = body.records.map(\.recordName).filter { RecordRules.recordNameProblem($0) == nil }
         guard let rows = try await services.storage.records(named: names, in: zone) else {
             throw services.zoneNotFound(zone)
         }
-        let writer = try RecordWriter(zone: zone, numbersAsStrings: body.numbersAsStrings ?? false)
+        let writer = try RecordWriter(
+            zone: zone, numbersAsStrings: body.numbersAsStrings ?? false,
+            share: try await services.share(for: rows.values, in: zone), caller: call.caller.userRecordName)
         let items = try body.records.map { item -> [UInt8] in
             if let problem = RecordRules.recordNameProblem(item.recordName) {
                 return try writer.json(
@@ -130,8 +143,7 @@ struct RecordsController: Sendable {
         let limit = try services.limits.pageSize(body.resultsLimit)
         let evaluator = try QueryEvaluator(body.query)
         let partition = try call.partition()
-        let zone = try call.zone(body.zoneID, in: partition)
-        try services.checkZoneCanHoldRecords(zone)
+        let zone = try await services.target(body.zoneID, of: call, in: partition).zone
         let marker = try ContinuationMarker(query: body.query, zone: zone)
         let offset = try body.continuationMarker.map { text throws(APIError) in try marker.offset(from: text) } ?? 0
         guard let rows = try await services.storage.records(ofType: body.query.recordType, in: zone) else {
@@ -140,7 +152,9 @@ struct RecordsController: Sendable {
         let matching = try evaluator.run(rows)
         let page = matching.dropFirst(offset).prefix(limit)
         let next = offset + page.count < matching.count ? marker.encoded(offset: offset + page.count) : nil
-        let writer = try RecordWriter(zone: zone, numbersAsStrings: body.numbersAsStrings ?? false)
+        let writer = try RecordWriter(
+            zone: zone, numbersAsStrings: body.numbersAsStrings ?? false,
+            share: try await services.share(for: page, in: zone), caller: call.caller.userRecordName)
         let items = try page.map { try writer.json($0, desiredKeys: body.desiredKeys) }
         services.metrics.served(items.count)
         return try JSONResponse.make(

@@ -7,7 +7,9 @@ import Foundation
 /// point at records that exist once the request is applied; deleting a record deletes the records
 /// that refer to it with `DELETE_SELF`, transitively (records the request itself writes excepted).
 /// An atomic request with any failure writes nothing and reports `ATOMIC_ERROR` for every
-/// operation that did not fail itself. `ASSETID` values follow ``AssetRules``.
+/// operation that did not fail itself. `ASSETID` values follow ``AssetRules``; the share record
+/// `cloudkit.zoneshare` and writes through the shared database follow ``ShareRules``
+/// (RecordsModifier+Share.swift).
 struct RecordsModifier: Sendable {
     struct Operation: Sendable {
         var type: RecordsModifyRequest.OperationType
@@ -34,6 +36,12 @@ struct RecordsModifier: Sendable {
     var rules: RecordRules
     /// How a stored row reads in an error's `serverRecord`.
     var present: @Sendable (StoredRecord) throws -> Record
+    /// The caller when they write through the shared database (WireProtocol.md §6): the zone's
+    /// share must list them as accepted, with `READ_WRITE` to change records other than the share;
+    /// nil when the caller writes a zone of their own.
+    var participant: String? = nil
+    /// The rules of the zone's share record.
+    var shareRules = ShareRules()
 
     /// The rows a plan needs: every named record, validating targets, and what deletes may cascade to.
     var snapshotRequest: RecordSnapshotRequest {
@@ -51,17 +59,34 @@ struct RecordsModifier: Sendable {
 
     func plan(_ snapshot: RecordSnapshot) -> (RecordWritePlan, [Outcome]) {
         var schema = snapshot.schema
+        var share = snapshot.share
+        var shareChange: ShareChange?
         var outcomes: [Outcome] = []
         var writes: [Int: RecordWrite] = [:]
+        let permission = participant.flatMap { ShareRules.permission(of: snapshot.share?.participants[$0]) }
         for (index, operation) in operations.enumerated() {
             if let failure = operation.failure {
                 outcomes.append(.failed(failure))
                 continue
             }
-            switch decide(operation, snapshot: snapshot, schema: &schema) {
+            if participant != nil, permission == nil {
+                outcomes.append(.failed(accessEnded(operation.record.recordName)))
+                continue
+            }
+            let isShare = Self.isShareRecord(operation.record)
+            if !isShare, permission == .readOnly {
+                outcomes.append(.failed(readOnly(operation)))
+                continue
+            }
+            let decision =
+                isShare
+                ? decideShare(operation, snapshot: snapshot, schema: &schema, share: &share, change: &shareChange)
+                : decide(operation, snapshot: snapshot, schema: &schema)
+            switch decision {
             case .success(let write?):
                 writes[index] = write
-                outcomes.append(write.change == .delete ? .deleted(write.name) : .saved(write.name))
+                let deleted = write.change == .delete || (isShare && operation.type.isDelete)
+                outcomes.append(deleted ? .deleted(write.name) : .saved(write.name))
             case .success(nil):
                 outcomes.append(.deleted(operation.record.recordName))
             case .failure(let error):
@@ -83,12 +108,17 @@ struct RecordsModifier: Sendable {
             snapshot.records[name].map { RecordWrite(name: name, type: $0.type, change: .delete, time: stamp.timestamp) }
         }
         let changedSchema = schema == snapshot.schema || ordered.isEmpty ? nil : schema
-        return (RecordWritePlan(writes: ordered, schema: changedSchema), outcomes)
+        var plan = RecordWritePlan(writes: ordered, schema: changedSchema)
+        if !ordered.isEmpty {
+            plan.share = shareChange
+            plan.sharedDatabases = ShareRules.sharedDatabases(before: snapshot.share, after: share)
+        }
+        return (plan, outcomes)
     }
 
     // MARK: - One operation
 
-    private func decide(
+    func decide(
         _ operation: Operation, snapshot: RecordSnapshot, schema: inout CloudSchema
     ) -> Result<RecordWrite?, ServerError> {
         let sent = operation.record
@@ -158,7 +188,9 @@ struct RecordsModifier: Sendable {
         if let problem = rules.sizeProblem(content, recordName: name) {
             return .failure(problem)
         }
-        if let problem = SchemaRules.admit(recordType: recordType, fields: fields, into: &schema, environment: environment) {
+        if !ShareMetadata.isShareType(recordType),
+            let problem = SchemaRules.admit(recordType: recordType, fields: fields, into: &schema, environment: environment)
+        {
             return .failure(rules.failure(.badRequest, problem, name))
         }
         return .success(
@@ -168,7 +200,7 @@ struct RecordsModifier: Sendable {
                 time: stamp.timestamp))
     }
 
-    private func conflict(_ code: ServerErrorCode, _ reason: String, _ live: StoredRecord) -> ServerError {
+    func conflict(_ code: ServerErrorCode, _ reason: String, _ live: StoredRecord) -> ServerError {
         var error = rules.failure(code, reason, live.name)
         error.serverRecord = try? present(live)
         return error

@@ -25,6 +25,23 @@ struct DatabasePartition: Hashable, Sendable, CustomStringConvertible {
     func zoneID(_ zoneName: String) -> ZoneID {
         ZoneID(zoneName: zoneName, ownerRecordName: owner)
     }
+
+    /// A user's shared database in the same container and environment.
+    func sharedDatabase(of user: String) -> DatabasePartition {
+        DatabasePartition(container: container, environment: environment, scope: .shared, owner: user)
+    }
+
+    /// A user's private database in the same container and environment.
+    func privateDatabase(of user: String) -> DatabasePartition {
+        DatabasePartition(container: container, environment: environment, scope: .private, owner: user)
+    }
+
+    /// Where a zone this partition lists lives: in this partition, or for a shared database's zone
+    /// in its owner's private database.
+    func address(of zone: StoredZone) -> ZoneAddress {
+        guard scope == .shared, let owner = zone.owner else { return self.zone(zone.name) }
+        return privateDatabase(of: owner).zone(zone.name)
+    }
 }
 
 /// A zone of a partition.

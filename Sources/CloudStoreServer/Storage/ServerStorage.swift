@@ -38,15 +38,23 @@ protocol ServerStorage: ConsoleStorage, AssetStorage {
     func zones(named names: [String], in partition: DatabasePartition) async throws -> [String: StoredZone]
 
     /// Creates and deletes zones, in order, in one transaction. Creating a live zone changes
-    /// nothing; deleting removes its records and leaves a deleted zone row. Answers each zone's
-    /// state after its operation, or nil when a deleted zone did not exist.
-    func modifyZones(_ changes: [ZoneChange], in partition: DatabasePartition) async throws -> [StoredZone?]
+    /// nothing; deleting removes its records and leaves a deleted zone row, and stops the zone's
+    /// share (``ShareRules/stopped(_:)``), raising the shared database of every user who had
+    /// access. Answers each zone's state after its operation, or nil when a deleted zone did not
+    /// exist, and the users whose shared database changed.
+    func modifyZones(_ changes: [ZoneChange], in partition: DatabasePartition) async throws -> ZonesModification
 
     /// Reads the rows a plan needs under the partition's write lock, lets `decide` plan the writes,
     /// and applies them with consecutive sequences, all in one transaction. Answers nil (without
     /// calling `decide`) when the zone does not exist, else the decision and the rows as written, in
     /// order. `decide` is pure: a backend may call it again when a concurrent schema change made
     /// its snapshot stale. An error it throws rolls everything back and is rethrown as is.
+    ///
+    /// The snapshot holds the zone's share (WireProtocol.md §6); when the plan writes anything,
+    /// its ``RecordWritePlan/share`` is stored and each user of ``RecordWritePlan/sharedDatabases``
+    /// gets the next sequence of their shared database, which becomes the zone's position there,
+    /// in the same transaction (after the owner's partition, in order of user: writers of
+    /// different zones never wait on each other in a cycle).
     func modifyRecords<Decision: Sendable>(
         in zone: ZoneAddress, loading request: RecordSnapshotRequest,
         decide: @Sendable (RecordSnapshot) throws -> (RecordWritePlan, Decision)
@@ -65,9 +73,28 @@ protocol ServerStorage: ConsoleStorage, AssetStorage {
         in zone: ZoneAddress, after seq: Int64, limit: Int, recordTypes: [String]?, purgingTombstonesBefore: Date
     ) async throws -> ZoneChangesPage?
 
-    /// Up to `limit + 1` zones whose database sequence is above `dbSeq`.
+    /// Up to `limit + 1` zones whose database sequence is above `dbSeq`. For a shared database,
+    /// the zones of the shares its user accepted (with their ``StoredZone/owner``) or lost access
+    /// to (deleted), by the position each last took in it.
     func databaseChanges(in partition: DatabasePartition, after dbSeq: Int64, limit: Int) async throws
         -> DatabaseChangesPage
+
+    // MARK: Sharing (WireProtocol.md §6)
+
+    /// The share of a zone of a private database, with every participant row; nil when the zone
+    /// is not shared (never, or its share stopped).
+    func share(in zone: ZoneAddress) async throws -> StoredShare?
+
+    /// The zone of the share with this short GUID in a container and environment; nil when no
+    /// live share has it.
+    func sharedZone(shortGUID: String, container: String, environment: CloudEnvironment) async throws -> ZoneAddress?
+
+    /// A user's row in the share of a zone of a private database; nil when they never took part.
+    func participant(_ user: String, in zone: ZoneAddress) async throws -> StoredParticipant?
+
+    /// The zones of a user's shared database (`partition`): the live zones whose share they
+    /// accepted, by owner and zone name.
+    func sharedZones(in partition: DatabasePartition) async throws -> [SharedZone]
 
     /// The container's schema in an environment; version 0 and no record types when never set.
     func schema(container: String, environment: CloudEnvironment) async throws -> CloudSchema
@@ -78,6 +105,13 @@ protocol ServerStorage: ConsoleStorage, AssetStorage {
         container: String, environment: CloudEnvironment,
         _ change: @Sendable (CloudSchema) throws -> (CloudSchema?, Decision)
     ) async throws -> (CloudSchema, Decision)
+}
+
+/// What zones/modify did: each zone's state after its operation (nil when a deleted zone did not
+/// exist), and the users whose shared database changed because a shared zone was deleted.
+struct ZonesModification: Sendable {
+    var zones: [StoredZone?]
+    var sharedDatabases: Set<String> = []
 }
 
 /// Thrown inside a backend when an optimistic check failed and the transaction must run again.

@@ -7,6 +7,10 @@ import Foundation
 /// partition's database sequence when the zone last changed, `incarnation` tells a recreated zone
 /// from the one deleted before it, and `purgedThrough` is the highest sequence of a purged
 /// tombstone: a zone token below it has missed deletions.
+///
+/// In a user's shared database (WireProtocol.md §6) a zone is another user's private zone whose
+/// share they accepted: `owner` names that user, `dbSeq` is the shared database's sequence when the
+/// zone last changed there, and `deleted` means the user's access ended (the zone is `unshared`).
 struct StoredZone: Hashable, Sendable {
     var name: String
     var seq: Int64
@@ -14,11 +18,25 @@ struct StoredZone: Hashable, Sendable {
     var incarnation: Int64
     var purgedThrough: Int64
     var deleted: Bool
+    /// For a zone of a shared database: the owner of the private zone it is.
+    var owner: String? = nil
 
     /// The default zone before anything was written to it.
     static func pristineDefaultZone() -> StoredZone {
         StoredZone(
             name: ZoneID.defaultZoneName, seq: 0, dbSeq: 0, incarnation: 0, purgedThrough: 0, deleted: false)
+    }
+
+    /// A zone of a shared database as changes/database lists it: the owner's zone while the user
+    /// has access (`live`), else deleted (`unshared`).
+    static func shared(
+        owner: String, name: String, dbSeq: Int64, live: Bool, seq: Int64, incarnation: Int64, purgedThrough: Int64
+    ) -> StoredZone {
+        live
+            ? StoredZone(
+                name: name, seq: seq, dbSeq: dbSeq, incarnation: incarnation, purgedThrough: purgedThrough, deleted: false,
+                owner: owner)
+            : StoredZone(name: name, seq: 0, dbSeq: dbSeq, incarnation: 0, purgedThrough: 0, deleted: true, owner: owner)
     }
 
     /// A zone as reads see it: its row when live, the pristine default zone when the default zone
@@ -88,6 +106,11 @@ struct StoredRecord: Hashable, Sendable {
     var deletedAt: Date?
 
     var isDeleted: Bool { content == nil }
+
+    /// A zone's live share record (WireProtocol.md §6), whose answers carry the share.
+    var isLiveShareRecord: Bool {
+        !isDeleted && name == ShareMetadata.zoneShareRecordName && ShareMetadata.isShareType(type)
+    }
 
     /// The change tag: the write's sequence in base 36, unique per write of a zone.
     var changeTag: String { String(seq, radix: 36) }
@@ -174,12 +197,28 @@ struct RecordSnapshot: Sendable {
     /// The requested receipts the storage knows, by receipt (in any zone: the plan tells why one
     /// does not fit).
     var receipts: [String: AssetReceipt] = [:]
+    /// The zone's share, with every participant row; nil when the zone is not shared.
+    var share: StoredShare? = nil
 }
 
 /// What a plan decided: writes in order, and a schema to store instead of the snapshot's.
 struct RecordWritePlan: Sendable {
     var writes: [RecordWrite]
     var schema: CloudSchema?
+    /// What the writes do to the zone's share (WireProtocol.md §6).
+    var share: ShareChange? = nil
+    /// The users whose shared database the writes change: the storage raises each one's database
+    /// sequence and the position of the zone in it, in the same transaction.
+    var sharedDatabases: Set<String> = []
+
+    /// The zone's share once the plan is applied, given the share before it.
+    func share(after before: StoredShare?) -> StoredShare? {
+        switch share {
+        case .save(let share)?: share
+        case .stop?: nil
+        case nil: before
+        }
+    }
 }
 
 /// A page of changes of one zone, read in one consistent snapshot.

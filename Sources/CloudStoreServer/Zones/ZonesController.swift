@@ -5,8 +5,11 @@ import Hummingbird
 /// `zones/modify`, `zones/list` and `zones/lookup`.
 ///
 /// Creating a zone that exists succeeds and changes nothing. Deleting a zone removes its records;
-/// `changes/database` then reports it deleted. The default zone always exists and cannot be
-/// deleted; the public database has only the default zone; the shared database has no zones here.
+/// `changes/database` then reports it deleted, and its share stops. The default zone always exists
+/// and cannot be deleted; the public database has only the default zone. The shared database's
+/// zones are the zones whose shares the caller accepted (WireProtocol.md §6), named with their
+/// owners: they are listed and looked up there (another zone is a per-zone `ACCESS_DENIED` item),
+/// never created or deleted (400 for the request).
 struct ZonesController: Sendable {
     let services: CloudServices
 
@@ -22,6 +25,11 @@ struct ZonesController: Sendable {
         let body = try call.decode(ZonesModifyRequest.self)
         try services.limits.checkOperationCount(body.operations.count, of: "operations")
         let partition = try call.partition()
+        guard partition.scope != .shared else {
+            throw APIError(
+                .badRequest,
+                "zones of the shared database come from shares: a participant neither creates nor deletes them (leave a share by deleting its \(ShareMetadata.zoneShareRecordName))")
+        }
         var seen = Set<String>()
         var results: [ZoneResult?] = []
         var changes: [(index: Int, change: ZoneChange)] = []
@@ -35,10 +43,6 @@ struct ZonesController: Sendable {
                 throw APIError(
                     .badRequest, "the public database has only the default zone; custom zones live in the private database",
                     zoneID: zone.zoneID)
-            case (.create, .shared):
-                throw APIError(
-                    .badRequest, "zones of the shared database come from shares, which this server does not offer",
-                    zoneID: zone.zoneID)
             case (.delete, _) where zone.isDefaultZone:
                 results.append(.error(ServerError(.badRequest, reason: "the default zone cannot be deleted", zoneID: zone.zoneID)))
                 continue
@@ -49,8 +53,8 @@ struct ZonesController: Sendable {
             }
             results.append(nil)
         }
-        let stored = try await services.storage.modifyZones(changes.map(\.change), in: partition)
-        for ((index, change), zone) in zip(changes, stored) {
+        let modification = try await services.storage.modifyZones(changes.map(\.change), in: partition)
+        for ((index, change), zone) in zip(changes, modification.zones) {
             switch (change, zone) {
             case (.create(let name), let zone?):
                 results[index] = .zone(Zone(zoneID: partition.zoneID(name), syncToken: token(zone, name, partition)))
@@ -63,13 +67,21 @@ struct ZonesController: Sendable {
             }
         }
         if !changes.isEmpty { services.broker.publish(partition.key) }
+        for user in modification.sharedDatabases { services.broker.publish(partition.sharedDatabase(of: user).key) }
         context.logger.info("zones modified", metadata: ["database": "\(partition)", "count": "\(changes.count)"])
         return try JSONResponse.make(ZonesResponse(zones: results.compactMap { $0 }))
     }
 
     @Sendable func list(_ request: Request, context: CloudRequestContext) async throws -> Response {
         let partition = try context.authenticated.partition()
-        guard partition.scope != .shared else { return try JSONResponse.make(ZonesResponse(zones: [])) }
+        guard partition.scope != .shared else {
+            let zones = try await services.storage.sharedZones(in: partition)
+            return try JSONResponse.make(
+                ZonesResponse(
+                    zones: zones.map {
+                        .zone(Zone(zoneID: $0.zone.zoneID, syncToken: SyncToken.zone($0.zone, $0.stored, seq: $0.stored.seq).encoded))
+                    }))
+        }
         let zones = try await services.storage.zones(in: partition)
             .filter { partition.scope != .public || $0.name == ZoneID.defaultZoneName }
         return try JSONResponse.make(
@@ -82,10 +94,24 @@ struct ZonesController: Sendable {
         let body = try call.decode(ZonesLookupRequest.self)
         try services.limits.checkOperationCount(body.zones.count, of: "zones")
         let partition = try call.partition()
+        guard partition.scope != .shared else {
+            var results: [ZoneResult] = []
+            for zoneID in body.zones {
+                switch try await services.sharedTarget(zoneID, of: call, in: partition) {
+                case .success(let target):
+                    let stored = try await services.storage.zones(named: [target.zone.zoneName], in: target.zone.partition)
+                    results.append(
+                        stored[target.zone.zoneName].map {
+                            .zone(Zone(zoneID: target.zone.zoneID, syncToken: SyncToken.zone(target.zone, $0, seq: $0.seq).encoded))
+                        } ?? .error(services.zoneNotFoundItem(target.zone)))
+                case .failure(let error):
+                    results.append(.error(error))
+                }
+            }
+            return try JSONResponse.make(ZonesResponse(zones: results))
+        }
         let addresses = try body.zones.map { zoneID throws(APIError) in try call.zone(zoneID, in: partition) }
-        let found =
-            partition.scope == .shared
-            ? [:] : try await services.storage.zones(named: addresses.map(\.zoneName), in: partition)
+        let found = try await services.storage.zones(named: addresses.map(\.zoneName), in: partition)
         let results = addresses.map { zone -> ZoneResult in
             guard let stored = found[zone.zoneName], partition.scope != .public || zone.isDefaultZone else {
                 return .error(services.zoneNotFoundItem(zone))

@@ -75,9 +75,11 @@ extension PostgresStorage {
         let schema = try await self.schema(
             connection, container: partition.container, environment: partition.environment)
         let receipts = try await assetReceipts(connection, request.receipts)
+        let share = try await loadShare(connection, id, zone)
         let (plan, decision) = try decide(
             RecordSnapshot(
-                zone: stored, records: records, deleteSelfReferrers: search.referrers, schema: schema, receipts: receipts))
+                zone: stored, records: records, deleteSelfReferrers: search.referrers, schema: schema, receipts: receipts,
+                share: share))
         guard !plan.writes.isEmpty else { return (decision, []) }
 
         let dbSeq = try await bumpDatabaseSeq(connection, id, partition)
@@ -96,6 +98,10 @@ extension PostgresStorage {
                     environment: partition.environment)
             else { throw StorageRetry() }
         }
+        if let change = plan.share {
+            try await applyShare(change, connection, id, zone)
+        }
+        try await advanceSharedDatabases(plan.sharedDatabases, connection, id, zone)
         return (decision, written)
     }
 

@@ -188,7 +188,7 @@ final class PostgresStorage: ServerStorage {
                 content TEXT NOT NULL,
                 PRIMARY KEY (container, environment))
             """,
-        ] + assetSchemaStatements
+        ] + assetSchemaStatements + shareSchemaStatements
     }
 
     // MARK: - Transactions
@@ -328,10 +328,11 @@ final class PostgresStorage: ServerStorage {
         }
     }
 
-    func modifyZones(_ changes: [ZoneChange], in partition: DatabasePartition) async throws -> [StoredZone?] {
+    func modifyZones(_ changes: [ZoneChange], in partition: DatabasePartition) async throws -> ZonesModification {
         try await transaction { connection in
             let id = try await self.lockPartition(connection, partition)
             var results: [StoredZone?] = []
+            var sharedDatabases = Set<String>()
             for change in changes {
                 switch change {
                 case .create(let name):
@@ -361,6 +362,7 @@ final class PostgresStorage: ServerStorage {
                         "DELETE FROM \(unescaped: self.table("reference")) WHERE partition_id = \(id) AND zone = \(name)", on: connection)
                     try await self.releaseAssets(
                         connection, of: partition.zone(name), at: self.assetLifetime.removableAt(after: .recordDeleted(at: self.clock.now())))
+                    sharedDatabases.formUnion(try await self.stopShare(connection, id, partition.zone(name)))
                     try await self.run(
                         """
                         UPDATE \(unescaped: self.table("zone")) SET deleted = TRUE, db_seq = \(dbSeq)
@@ -369,7 +371,7 @@ final class PostgresStorage: ServerStorage {
                     results.append(try await self.zoneRow(connection, id, name))
                 }
             }
-            return results
+            return ZonesModification(zones: results, sharedDatabases: sharedDatabases)
         }
     }
 
@@ -379,6 +381,11 @@ final class PostgresStorage: ServerStorage {
         try await snapshot { connection in
             guard let found = try await self.partitionRow(connection, partition) else {
                 return DatabaseChangesPage(dbSeq: 0, zones: [])
+            }
+            if partition.scope == .shared {
+                return DatabaseChangesPage(
+                    dbSeq: found.dbSeq,
+                    zones: try await self.sharedDatabaseChanges(connection, found.id, after: dbSeq, limit: limit))
             }
             let zones = try await self.zoneRows(
                 connection,

@@ -84,7 +84,7 @@ extension SQLiteStorage {
             let (plan, decision) = try decide(
                 RecordSnapshot(
                     zone: stored, records: records, deleteSelfReferrers: search.referrers, schema: schema,
-                    receipts: receipts))
+                    receipts: receipts, share: try self.loadShare(db, id, zone)))
             guard !plan.writes.isEmpty else { return (decision, []) }
 
             let dbSeq = try self.bumpDatabaseSeq(db, id)
@@ -104,6 +104,10 @@ extension SQLiteStorage {
             if let schema = plan.schema {
                 try Self.storeSchema(db, schema, zone.partition.environment)
             }
+            if let change = plan.share {
+                try self.applyShare(change, db, id, zone)
+            }
+            try self.advanceSharedDatabases(plan.sharedDatabases, db, id, zone)
             return (decision, written)
         }
     }

@@ -148,6 +148,7 @@ final class SQLiteStorage: ServerStorage {
                         WHERE removable_at IS NOT NULL;
                     """)
         }
+        registerShareMigration(&migrator)
         return migrator
     }
 
@@ -222,10 +223,11 @@ final class SQLiteStorage: ServerStorage {
         }
     }
 
-    func modifyZones(_ changes: [ZoneChange], in partition: DatabasePartition) async throws -> [StoredZone?] {
+    func modifyZones(_ changes: [ZoneChange], in partition: DatabasePartition) async throws -> ZonesModification {
         try await pool(partition.container).write { db in
             let id = try self.ensurePartition(db, partition)
-            return try changes.map { change -> StoredZone? in
+            var sharedDatabases = Set<String>()
+            let zones = try changes.map { change -> StoredZone? in
                 switch change {
                 case .create(let name):
                     if let live = try self.liveZone(db, id, name) { return live }
@@ -252,12 +254,14 @@ final class SQLiteStorage: ServerStorage {
                     try self.releaseAssets(
                         db, of: partition.zone(name), records: nil, keeping: [],
                         after: .recordDeleted(at: self.clock.now()))
+                    sharedDatabases.formUnion(try self.stopShare(db, id, partition.zone(name)))
                     try db.execute(
                         sql: "UPDATE cloudstore_zone SET deleted = 1, db_seq = ? WHERE partition_id = ? AND name = ?",
                         arguments: [dbSeq, id, name])
                     return try self.zoneRow(db, id, name)
                 }
             }
+            return ZonesModification(zones: zones, sharedDatabases: sharedDatabases)
         }
     }
 
@@ -267,6 +271,10 @@ final class SQLiteStorage: ServerStorage {
         try await pool(partition.container).read { db in
             guard let id = try self.partitionID(db, partition) else { return DatabaseChangesPage(dbSeq: 0, zones: []) }
             let current = try Int64.fetchOne(db, sql: "SELECT db_seq FROM cloudstore_partition WHERE id = ?", arguments: [id])
+            if partition.scope == .shared {
+                return DatabaseChangesPage(
+                    dbSeq: current ?? 0, zones: try self.sharedDatabaseChanges(db, id, after: dbSeq, limit: limit))
+            }
             let zones = try Row.fetchAll(
                 db,
                 sql: """
