@@ -170,7 +170,7 @@ struct ServerIsolationTests {
             #expect(try await carol.sharedZoneIDs() == [list])
             #expect(try await carol.lookup(list, ["L-1"], in: .shared).text.contains("secret milk"))
             #expect(try await carol.send(.GET, downloadURL).text == "alice's photo")
-            let denied = try await carol.modify(list, [.init(.forceUpdate, note("L-1", title: "mine")), .init(.forceDelete, Record(recordName: "L-1"))], atomic: false, in: .shared)
+            let denied = try await carol.modify(list, [.init(.forceUpdate, note("L-1", title: "mine")), .init(.create, note("L-9"))], atomic: false, in: .shared)
             #expect(try denied.decode(RecordsResponse.self).records.map(\.code) == [.accessDenied, .accessDenied])
             let upload = try await carol.call(.shared, .assetsUpload, AssetUploadRequest(zoneID: list, tokens: [.init(recordName: "L-1", fieldName: "photo")]))
             #expect(upload.status == 403)
