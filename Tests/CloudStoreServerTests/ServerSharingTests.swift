@@ -95,9 +95,12 @@ struct ServerSharingTests {
             #expect(try denied.decode(RecordsResponse.self).records.first?.code == .accessDenied)
             #expect(try await alice.lookup("List", ["L-1"]).first?.record?.fields["title"] == .string("milk"))
 
-            // The owner's share shows who accepted.
+            // The owner's share shows who accepted; a query finds it under Apple's spelling too.
             let ownersView = try await alice.lookup("List", [ShareMetadata.zoneShareRecordName]).first?.record?.share
             #expect(ownersView?.participants?.map(\.acceptanceStatus) == [.accepted, .accepted, .accepted])
+            let query = try await carol.call(.shared, .recordsQuery, RecordsQueryRequest(zoneID: Self.list, query: .init(recordType: "cloudKit.share")))
+            let found = try query.decode(RecordsQueryResponse.self).records.first?.record
+            #expect(found?.share?.currentUserParticipant?.user == "_carol" && found?.share?.shortGUID == shortGUID)
         }
     }
 

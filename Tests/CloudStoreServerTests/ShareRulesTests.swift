@@ -229,6 +229,20 @@ struct ShareRulesTests {
         #expect(RecordRules(zone: zone, maxRecordBytes: 1 << 20).check(elsewhere) == nil, "private zones allow NONE references anywhere")
     }
 
+    @Test func assets_participantsDownloadWhileTheyTakePartAndUploadWithReadWrite() {
+        let current = share([("_bob", .readWrite, .accepted), ("_carol", .readOnly, .accepted), ("_dave", .readWrite, .removed)])
+        let owner = zone.partition
+        #expect(AssetAccess.mayDownload(.user("_bob"), from: owner, participant: current.participants["_bob"]))
+        #expect(AssetAccess.mayDownload(.user("_carol"), from: owner, participant: current.participants["_carol"]))
+        #expect(!AssetAccess.mayDownload(.user("_dave"), from: owner, participant: current.participants["_dave"]))
+        #expect(!AssetAccess.mayDownload(.user("_carol"), from: owner, participant: current.participants["_bob"]), "another's row")
+        #expect(!AssetAccess.mayDownload(.serverKey("k"), from: owner, participant: current.participants["_bob"]))
+        #expect(AssetAccess.mayUpload("_alice", to: zone, participant: nil))
+        #expect(AssetAccess.mayUpload("_bob", to: zone, participant: current.participants["_bob"]))
+        #expect(!AssetAccess.mayUpload("_carol", to: zone, participant: current.participants["_carol"]))
+        #expect(!AssetAccess.mayUpload("_dave", to: zone, participant: current.participants["_dave"]))
+    }
+
     @Test func shortGUIDs_are128RandomBitsURLSafe() {
         let guids = (0..<50).map { _ in ShareIdentifiers.newShortGUID() }
         #expect(Set(guids).count == 50)

@@ -84,7 +84,7 @@ struct AssetsController: Sendable {
         guard upload.caller == call.caller.userRecordName else {
             throw APIError(.accessDenied, "this upload URL was issued to another user: request your own with assets/upload")
         }
-        if upload.caller != upload.zone.partition.owner {
+        if upload.zone.partition.scope == .private, upload.caller != upload.zone.partition.owner {
             let participant = try await services.storage.participant(upload.caller, in: upload.zone)
             guard AssetAccess.mayUpload(upload.caller, to: upload.zone, participant: participant) else {
                 throw APIError(

@@ -146,7 +146,9 @@ struct RecordsController: Sendable {
         let zone = try await services.target(body.zoneID, of: call, in: partition).zone
         let marker = try ContinuationMarker(query: body.query, zone: zone)
         let offset = try body.continuationMarker.map { text throws(APIError) in try marker.offset(from: text) } ?? 0
-        guard let rows = try await services.storage.records(ofType: body.query.recordType, in: zone) else {
+        // The share's type is matched case-insensitively (WireProtocol.md §6) and stored in lowercase.
+        let recordType = ShareMetadata.isShareType(body.query.recordType) ? ShareMetadata.recordType : body.query.recordType
+        guard let rows = try await services.storage.records(ofType: recordType, in: zone) else {
             throw services.zoneNotFound(zone)
         }
         let matching = try evaluator.run(rows)
