@@ -64,11 +64,13 @@ struct RecordBatchPlan: Sendable {
     }
 
     /// The operation that saves a record: `update` when it has a change tag, `create` otherwise.
-    /// Only the record's identity, type, tag and fields travel.
+    /// Only the record's identity, type, tag and fields travel, and for a share record what its
+    /// owner sets: `publicPermission` and `participants` (the server assigns the rest).
     static func operation(saving record: Record) -> RecordsModifyRequest.Operation {
         let sent = Record(
             recordName: record.recordName, recordType: record.recordType, recordChangeTag: record.recordChangeTag,
-            zoneID: record.zoneID, fields: record.fields)
+            zoneID: record.zoneID, fields: record.fields,
+            share: record.share.map { ShareMetadata(publicPermission: $0.publicPermission, participants: $0.participants) })
         return RecordsModifyRequest.Operation(record.recordChangeTag == nil ? .create : .update, sent)
     }
 
