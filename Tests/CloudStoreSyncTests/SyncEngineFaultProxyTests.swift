@@ -231,19 +231,40 @@ import Testing
         #expect(report.duplicated == 0)
     }
 
+    /// The same with the zone shared: alice (owner, private database) and bob (a read-write
+    /// participant, his shared database) each run one device. Half the seeds of the suite above.
+    @Test func randomFaults_anOwnerAndAParticipantConvergeInASharedZone() async throws {
+        var report = ConvergenceReport()
+        for seed in Self.seeds.prefix(max(1, Self.seeds.count / 2)) where !Task.isCancelled {
+            try await reportingSeed(seed: seed) {
+                report += try await runConvergence(seed: seed, sharedWithBob: true)
+            }
+        }
+        print("fault suite, shared zone: first seed \(Self.seeds.first ?? 0), \(report)")
+        #expect(report.lost == 0)
+        #expect(report.duplicated == 0)
+    }
+
     /// One seeded run: two devices edit their own records and three shared ones through a proxy
     /// that fails a quarter of the requests, the server restarts now and then; then the network
     /// heals and both must hold what the server holds, each device's own last values included.
-    func runConvergence(seed: UInt64) async throws -> ConvergenceReport {
+    /// With `sharedWithBob`, alice shares the zone with bob and device B is bob's, on his shared
+    /// database.
+    func runConvergence(seed: UInt64, sharedWithBob: Bool = false) async throws -> ConvergenceReport {
         var random = SeededRandomNumberGenerator(seed: seed)
         var configuration = FaultProxy.Configuration()
         configuration.holdTimeout = .milliseconds(100)
         return try await withRestartableServer(.inProcess, configuration: configuration) { server, proxy in
             var report = ConvergenceReport(seeds: 1)
+            if sharedWithBob { try await shareNotesWithBob(at: server.baseURL) }
             let devices = [
                 await EngineDevice("A", database: proxy.database(device: "A")),
-                await EngineDevice("B", database: proxy.database(device: "B")),
+                await EngineDevice(
+                    "B",
+                    database: sharedWithBob
+                        ? proxy.database(device: "B", token: "bob-token", scope: .shared) : proxy.database(device: "B")),
             ]
+            let zones = ["A": notes, "B": sharedWithBob ? ZoneID(zoneName: notes.zoneName, ownerRecordName: "_alice") : notes]
             for device in devices { await device.setConflictPolicy(.localWins) }
             proxy.setRandomFaults(seed: random.next(), rate: 0.25)
             // The last value each device gave its own records (nil: deleted), whatever happened after.
@@ -252,7 +273,9 @@ import Testing
             for round in 0..<8 {
                 for device in devices {
                     for _ in 0..<Int.random(in: 1...3, using: &random) {
-                        if let (key, value) = await randomEdit(device, round: round, using: &random) { intended[key] = value }
+                        if let (key, value) = await randomEdit(device, in: zones[device.name]!, round: round, using: &random) {
+                            intended[key] = value
+                        }
                         report.operations += 1
                     }
                     try? await device.engine.fetchChanges()
@@ -288,9 +311,10 @@ import Testing
     /// One random local change: a save of an own record (half the time), an edit of a shared one,
     /// or the delete of an own record. Answers the own record changed and its new value (nil when
     /// deleted).
-    func randomEdit(_ device: EngineDevice, round: Int, using random: inout SeededRandomNumberGenerator) async
-        -> (key: String, value: String?)?
-    {
+    func randomEdit(
+        _ device: EngineDevice, in zone: ZoneID, round: Int, using random: inout SeededRandomNumberGenerator
+    ) async -> (key: String, value: String?)? {
+        func id(_ name: String) -> RecordID { RecordID(recordName: name, zoneID: zone) }
         let name = device.name
         let value = "\(name)-\(round)-\(random.next() % 1000)"
         let roll = Double.random(in: 0..<1, using: &random)
@@ -305,7 +329,7 @@ import Testing
         if exists {
             await device.edit(id(key), ["value": .string(value)])
         } else {
-            await device.save(note(key, value))
+            await device.save(Record(recordType: "Note", recordID: id(key), fields: ["value": .string(value)]))
         }
         return shared ? nil : (key, value)
     }
@@ -358,6 +382,23 @@ import Testing
         let database = HTTPCloudDatabase(
             baseURL: baseURL, container: SyncEngineMultiDeviceTests.container, token: "alice-token", deviceID: "setup")
         _ = try await database.modifyZones(ZonesModifyRequest(operations: [.init(.create, notes)]))
+    }
+
+    /// Alice shares the Notes zone with bob (read-write), and bob accepts.
+    func shareNotesWithBob(at baseURL: URL) async throws {
+        let alice = HTTPCloudDatabase(
+            baseURL: baseURL, container: SyncEngineMultiDeviceTests.container, token: "alice-token", deviceID: "setup")
+        var share = Record(
+            recordType: ShareMetadata.recordType,
+            recordID: RecordID(recordName: ShareMetadata.zoneShareRecordName, zoneID: notes))
+        share.share = ShareMetadata(participants: [.invite("_bob", permission: .readWrite)])
+        let saved = try await alice.modifyRecords(RecordsModifyRequest(zoneID: notes, operations: [.init(.create, share)]))
+        let guid = try #require(saved.records.first?.record?.share?.shortGUID, "\(saved)")
+        let bob = HTTPCloudDatabase(
+            baseURL: baseURL, container: SyncEngineMultiDeviceTests.container, scope: .shared, token: "bob-token",
+            deviceID: "setup")
+        let accepted = try await bob.acceptShares(ShareAcceptRequest(shortGUIDs: [guid]))
+        #expect(accepted.results.first?.serverErrorCode == nil, "\(accepted)")
     }
 
     /// Runs `body` with a restartable server that has the Notes zone and a proxy that follows it.
@@ -433,10 +474,10 @@ struct ConvergenceReport: CustomStringConvertible {
 }
 
 extension FaultProxy {
-    /// Alice's private database through the proxy, as one device sees it.
-    func database(device: String) -> HTTPCloudDatabase {
+    /// A user's database through the proxy (alice's private one unless told), as one device sees it.
+    func database(device: String, token: String = "alice-token", scope: DatabaseScope = .private) -> HTTPCloudDatabase {
         HTTPCloudDatabase(
-            baseURL: baseURL, container: SyncEngineMultiDeviceTests.container, token: "alice-token", deviceID: device,
+            baseURL: baseURL, container: SyncEngineMultiDeviceTests.container, scope: scope, token: token, deviceID: device,
             requestTimeout: .seconds(10))
     }
 }

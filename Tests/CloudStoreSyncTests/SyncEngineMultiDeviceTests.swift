@@ -508,10 +508,10 @@ import Testing
 // MARK: Support
 
 extension TestServer {
-    /// A user's private database, as one device sees it.
-    func database(user: String = "_alice", device: String) -> HTTPCloudDatabase {
+    /// A user's private (or shared) database, as one device sees it.
+    func database(user: String = "_alice", device: String, scope: DatabaseScope = .private) -> HTTPCloudDatabase {
         HTTPCloudDatabase(
-            baseURL: baseURL, container: SyncEngineMultiDeviceTests.container, token: token(for: user),
-            deviceID: device, requestTimeout: .seconds(20))
+            baseURL: baseURL, container: SyncEngineMultiDeviceTests.container, environment: .development, scope: scope,
+            token: token(for: user), deviceID: device, requestTimeout: .seconds(20))
     }
 }

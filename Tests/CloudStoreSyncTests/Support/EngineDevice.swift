@@ -125,6 +125,12 @@ actor EngineDevice: SyncEngineDelegate {
         switch event {
         case .stateUpdate(let update):
             savedState = update.stateSerialization
+        case .fetchedDatabaseChanges(let changes):
+            // A zone whose data is gone for good (purged, or no longer shared with this user) takes
+            // the local copy with it; a zone deleted by an app is the app's decision, left as is.
+            for deletion in changes.deletions where deletion.reason != .deleted {
+                records = records.filter { $0.key.zoneID != deletion.zoneID }
+            }
         case .willFetchRecordZoneChanges(let will) where will.fromScratch:
             unseenInFullFetch[will.zoneID] = Set(records.keys.filter { $0.zoneID == will.zoneID })
         case .fetchedRecordZoneChanges(let changes):
