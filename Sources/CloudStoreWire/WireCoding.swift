@@ -33,8 +33,14 @@ public enum WireCoding {
         return Array(try makeEncoder(numbersAsStrings: numbersAsStrings).encode(value))
     }
 
+    /// The value of JSON bytes: read straight from them when the type has that path and the
+    /// reader handles the document (``JSONBytesReadable``: records and the responses that carry
+    /// them), through ``makeDecoder()`` otherwise; the same value either way.
     public static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
-        try makeDecoder().decode(type, from: data)
+        if let readable = type as? any JSONBytesReadable.Type, let value = readable.init(jsonBytes: data) {
+            return value as! T
+        }
+        return try makeDecoder().decode(type, from: data)
     }
 
     /// A one-line description of a decoding failure that names where in the JSON it happened,
