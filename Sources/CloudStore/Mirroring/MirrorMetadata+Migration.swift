@@ -114,7 +114,7 @@ enum LegacyMirrorLayout {
                 let metadata = try context.db.recordMetadata(snapshot.id.uuidString)
                 let change: HistoryChange.ChangeType
                 var keys = links
-                if let ancestor = metadata?.ancestor, metadata?.isOnServer == true {
+                if let ancestor = try metadata?.ancestor, metadata?.isOnServer == true {
                     change = .update
                     keys.formUnion(entity.recordKeys.filter { (snapshot.values[$0] ?? .null) != (ancestor[$0] ?? .null) })
                 } else {

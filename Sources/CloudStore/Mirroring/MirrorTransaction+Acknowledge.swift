@@ -53,9 +53,9 @@ extension MirrorTransaction {
             return
         }
         let serverValues = try serverValues(of: saved, entity)
-        let ancestor = row.ancestor
-        row.ancestor = (ancestor ?? [:]).merging(serverValues) { _, new in new }
-        if let edited = saved.fields[EditTimes.field] { row.unknownFields[EditTimes.field] = edited }
+        let ancestor = try row.ancestor
+        row.setAncestor((ancestor ?? [:]).merging(serverValues) { _, new in new })
+        if let edited = saved.fields[EditTimes.field] { try row.setUnknownField(EditTimes.field, edited) }
         // Deleted here after the upload was sent: the pending delete goes up next.
         if case .save(_, let changes)? = row.pendingUpload, let snapshot = try context.fetchSnapshot(entityName: entity.name, id: id) {
             let local = recordValues(snapshot, entity)
@@ -142,10 +142,10 @@ extension MirrorTransaction {
         let content = try schema.content(of: server)
         let serverValues = recordValues(content.snapshot, entity)
         row.serverHas(server.recordChangeTag)
-        row.unknownFields = content.unknownFields
+        row.setUnknownFields(content.unknownFields)
         let ancestor = ConflictResolution.ancestor(
-            row.ancestor, server: serverValues, writtenBy: server.modified?.deviceID, thisDevice: deviceID)
-        row.ancestor = serverValues
+            try row.ancestor, server: serverValues, writtenBy: server.modified?.deviceID, thisDevice: deviceID)
+        row.setAncestor(serverValues)
         guard case .save? = row.pendingUpload, let local = try context.fetchSnapshot(entityName: entity.name, id: id) else {
             // Deleted here meanwhile: the pending delete goes up with the new tag.
             return

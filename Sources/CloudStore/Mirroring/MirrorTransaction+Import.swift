@@ -25,6 +25,8 @@ extension MirrorTransaction {
             try keepForeign(record)
             return
         }
+        // The version this device already has (its own upload coming back, say).
+        if let tag = record.recordChangeTag, try db.recordChangeTag(record.recordName) == tag { return }
         let content: RecordContent
         do {
             content = try schema.content(of: record)
@@ -34,8 +36,6 @@ extension MirrorTransaction {
         }
         var row = try db.recordMetadata(record.recordName)
             ?? RecordMetadata(recordName: record.recordName, entityName: entity.name)
-        // The version this device already has (its own upload coming back, say).
-        if row.changeTag != nil, row.changeTag == record.recordChangeTag { return }
         try adoptAssetFiles(of: record, entity)
         let id = content.snapshot.id
         let serverValues = recordValues(content.snapshot, entity)
@@ -61,8 +61,8 @@ extension MirrorTransaction {
             try apply(serverValues, to: entity, id: id)
         }
         row.serverHas(record.recordChangeTag)
-        row.ancestor = serverValues
-        row.unknownFields = content.unknownFields
+        row.setAncestor(serverValues)
+        row.setUnknownFields(content.unknownFields)
         try save(row)
         counts.saved += 1
     }

@@ -69,13 +69,13 @@ extension MirrorTransaction {
                 snapshot.values[reference.relationship] = .uuid(reference.target)
             }
             let keys = pending.keysToUpload.map { $0.intersection(entity.recordKeys) }
-            record = try schema.record(
-                for: snapshot, in: zoneID, keys: keys, unknownFields: keys == nil ? metadata.unknownFields : [:])
-            let edited = EditTimes.parse(metadata.unknownFields[EditTimes.field])
+            let unknownFields = try metadata.unknownFields
+            record = try schema.record(for: snapshot, in: zoneID, keys: keys, unknownFields: keys == nil ? unknownFields : [:])
+            let edited = EditTimes.parse(unknownFields[EditTimes.field])
                 .merging(pending.changeDates.filter { entity.recordKeys.contains($0.key) }) { _, new in new }
             record.fields[EditTimes.field] = EditTimes.fieldValue(edited)
             values = recordValues(snapshot, entity).filter { keys?.contains($0.key) ?? true }
-            attachFiles(to: &record, of: snapshot, entity, metadata)
+            try attachFiles(to: &record, of: snapshot, entity, metadata)
         }
         record.recordChangeTag = metadata.changeTag
         return (record, values)
@@ -86,12 +86,12 @@ extension MirrorTransaction {
     /// it travels as checksum and size alone, and nothing is uploaded again).
     private func attachFiles(
         to record: inout Record, of snapshot: EntitySnapshot, _ entity: EntityDescription, _ metadata: RecordMetadata
-    ) {
+    ) throws {
         for attribute in entity.attributes where attribute.allowsExternalStorage {
             guard case .asset(var asset)? = record.fields[attribute.name],
                 case .externalData(let value)? = snapshot.values[attribute.name]
             else { continue }
-            if metadata.isOnServer, metadata.ancestor?[attribute.name] == .externalData(value) { continue }
+            if metadata.isOnServer, try metadata.ancestor?[attribute.name] == .externalData(value) { continue }
             asset.fileURL = context.layout.externalData?.url(for: value)
             record.fields[attribute.name] = .asset(asset)
         }

@@ -28,10 +28,18 @@ struct RecordMetadata: Sendable {
     /// deleted here only.
     var mayBeOnServer = false
     /// The server copy of the values this device last agreed with (attributes and to-one ids): the
-    /// ancestor of three-way merges.
-    var ancestor: [String: AttributeValue]?
-    /// Fields a newer version of the app wrote, uploaded again unchanged.
-    var unknownFields: [String: FieldValue] = [:]
+    /// ancestor of three-way merges. Decoded when read (``setAncestor(_:)`` sets it).
+    var ancestor: [String: AttributeValue]? {
+        get throws { try storedAncestor?.value }
+    }
+    /// Fields a newer version of the app wrote, uploaded again unchanged. Decoded when read
+    /// (``setUnknownFields(_:)`` sets them).
+    var unknownFields: [String: FieldValue] {
+        get throws { try storedUnknownFields?.value ?? [:] }
+    }
+    fileprivate var storedAncestor: MetadataJSON<[String: AttributeValue]>?
+    /// Nil when there are none.
+    fileprivate var storedUnknownFields: MetadataJSON<[String: FieldValue]>?
     /// What this device still has to upload; nil when nothing.
     private(set) var pendingUpload: PendingUpload?
     /// The upload revision (a store-wide counter, one per transaction) that last changed
@@ -52,6 +60,21 @@ struct RecordMetadata: Sendable {
     /// Whether this device has a server version of the record.
     var isOnServer: Bool { changeTag != nil }
 
+    mutating func setAncestor(_ values: [String: AttributeValue]?) {
+        storedAncestor = values.map(MetadataJSON.init)
+    }
+
+    mutating func setUnknownFields(_ fields: [String: FieldValue]) {
+        storedUnknownFields = fields.isEmpty ? nil : MetadataJSON(fields)
+    }
+
+    /// Sets one unknown field, keeping the others.
+    mutating func setUnknownField(_ name: String, _ value: FieldValue) throws {
+        var fields = try unknownFields
+        fields[name] = value
+        setUnknownFields(fields)
+    }
+
     /// Sets what is pending, stamped with `revision` (taken only when something is pending).
     mutating func setPendingUpload(_ upload: PendingUpload?, revision: () throws -> Int64) rethrows {
         pendingUpload = upload
@@ -68,7 +91,7 @@ struct RecordMetadata: Sendable {
     /// as a new record.
     mutating func forgetServerVersion() {
         changeTag = nil
-        ancestor = nil
+        storedAncestor = nil
         mayBeOnServer = false
     }
 }
@@ -76,23 +99,32 @@ struct RecordMetadata: Sendable {
 extension Database {
     func recordMetadata(_ recordName: String) throws -> RecordMetadata? {
         try Row.fetchOne(
-            cachedStatement(sql: "SELECT * FROM cloudstore_record_metadata WHERE record_name = ?"), arguments: [recordName]
+            cachedStatement(sql: "SELECT \(RecordMetadata.columns) FROM cloudstore_record_metadata WHERE record_name = ?"),
+            arguments: [recordName]
         ).map(RecordMetadata.init(row:))
     }
 
+    /// The server's change tag of the version this device has of a record; nil when it has none
+    /// (or no metadata), without reading the rest of the row.
+    func recordChangeTag(_ recordName: String) throws -> String? {
+        try String.fetchOne(
+            cachedStatement(sql: "SELECT change_tag FROM cloudstore_record_metadata WHERE record_name = ?"),
+            arguments: [recordName])
+    }
+
     func allRecordMetadata() throws -> [RecordMetadata] {
-        try Row.fetchAll(self, sql: "SELECT * FROM cloudstore_record_metadata").map(RecordMetadata.init(row:))
+        try Row.fetchAll(self, sql: "SELECT \(RecordMetadata.columns) FROM cloudstore_record_metadata").map(RecordMetadata.init(row:))
     }
 
     /// The next pending uploads to send, in upload order, leaving out refused ones and `skipping`.
     func pendingUploads(limit: Int, skipping: Set<String>) throws -> [RecordMetadata] {
         let rows = try Row.fetchAll(
-            self,
-            sql: """
-                SELECT * FROM cloudstore_record_metadata
-                WHERE pending_upload IS NOT NULL AND refusal IS NULL
-                ORDER BY upload_revision, record_name LIMIT ?
-                """,
+            cachedStatement(
+                sql: """
+                    SELECT \(RecordMetadata.columns) FROM cloudstore_record_metadata
+                    WHERE pending_upload IS NOT NULL AND refusal IS NULL
+                    ORDER BY upload_revision, record_name LIMIT ?
+                    """),
             arguments: [limit + skipping.count])
         return try rows.lazy.map(RecordMetadata.init(row:)).filter { !skipping.contains($0.recordName) }.prefix(limit).map { $0 }
     }
@@ -149,7 +181,8 @@ extension Database {
     /// The link records of an object: those whose source or target it is.
     func linkMetadata(of id: UUID) throws -> [RecordMetadata] {
         try Row.fetchAll(
-            cachedStatement(sql: "SELECT * FROM cloudstore_record_metadata WHERE link_source = ? OR link_target = ?"),
+            cachedStatement(
+                sql: "SELECT \(RecordMetadata.columns) FROM cloudstore_record_metadata WHERE link_source = ? OR link_target = ?"),
             arguments: [id.uuidString, id.uuidString]
         ).map(RecordMetadata.init(row:))
     }
@@ -165,8 +198,7 @@ extension Database {
         ).execute(
             arguments: [
                 metadata.recordName, metadata.entityName, metadata.changeTag, metadata.mayBeOnServer,
-                try metadata.ancestor.map { try MirrorMetadata.encode($0) },
-                metadata.unknownFields.isEmpty ? nil : try MirrorMetadata.encode(metadata.unknownFields),
+                try metadata.storedAncestor?.encoded(), try metadata.storedUnknownFields?.encoded(),
                 try metadata.pendingUpload.map { try MirrorMetadata.encode($0) }, metadata.uploadRevision,
                 try metadata.refusal.map { try MirrorMetadata.encode($0) },
                 metadata.link?.relationship, metadata.link?.source.uuidString, metadata.link?.target.uuidString,
@@ -193,22 +225,59 @@ extension Database {
 }
 
 extension RecordMetadata {
+    /// The columns ``init(row:)`` reads, in its order.
+    static let columns = """
+        record_name, entity, change_tag, may_be_on_server, ancestor, unknown_fields, pending_upload, upload_revision, \
+        refusal, link_relationship, link_source, link_target
+        """
+
+    /// A row of ``columns``, read by position. The ancestor and unknown fields stay JSON until read.
     init(row: Row) throws {
-        recordName = row["record_name"]
-        entityName = row["entity"]
-        changeTag = row["change_tag"]
-        mayBeOnServer = row["may_be_on_server"]
-        ancestor = try (row["ancestor"] as Data?).map { try MirrorMetadata.decode([String: AttributeValue].self, $0) }
-        unknownFields =
-            try (row["unknown_fields"] as Data?).map { try MirrorMetadata.decode([String: FieldValue].self, $0) } ?? [:]
-        pendingUpload = try (row["pending_upload"] as Data?).map { try MirrorMetadata.decode(PendingUpload.self, $0) }
-        uploadRevision = row["upload_revision"]
-        refusal = try (row["refusal"] as Data?).map { try MirrorMetadata.decode(ServerError.self, $0) }
-        if let relationship = row["link_relationship"] as String?,
-            let source = (row["link_source"] as String?).flatMap(UUID.init(uuidString:)),
-            let target = (row["link_target"] as String?).flatMap(UUID.init(uuidString:))
+        recordName = row[0]
+        entityName = row[1]
+        changeTag = row[2]
+        mayBeOnServer = row[3]
+        storedAncestor = (row[4] as Data?).map(MetadataJSON.init(encoded:))
+        storedUnknownFields = (row[5] as Data?).map(MetadataJSON.init(encoded:))
+        pendingUpload = try (row[6] as Data?).map { try MirrorMetadata.decode(PendingUpload.self, $0) }
+        uploadRevision = row[7]
+        refusal = try (row[8] as Data?).map { try MirrorMetadata.decode(ServerError.self, $0) }
+        if let relationship = row[9] as String?,
+            let source = (row[10] as String?).flatMap(UUID.init(uuidString:)),
+            let target = (row[11] as String?).flatMap(UUID.init(uuidString:))
         {
             link = LinkEnds(relationship: relationship, source: source, target: target)
+        }
+    }
+}
+
+/// A JSON column of a metadata row, kept as the bytes read until someone reads its value: a
+/// caller that does not need it pays nothing, and a row written back stores the same bytes
+/// without encoding them again.
+struct MetadataJSON<Value: Codable & Sendable>: Sendable {
+    private enum Storage: Sendable {
+        case encoded(Data)
+        case decoded(Value)
+    }
+
+    private var storage: Storage
+
+    init(encoded data: Data) { storage = .encoded(data) }
+    init(_ value: Value) { storage = .decoded(value) }
+
+    var value: Value {
+        get throws {
+            switch storage {
+            case .encoded(let data): try MirrorMetadata.decode(Value.self, data)
+            case .decoded(let value): value
+            }
+        }
+    }
+
+    func encoded() throws -> Data {
+        switch storage {
+        case .encoded(let data): data
+        case .decoded(let value): try MirrorMetadata.encode(value)
         }
     }
 }

@@ -1,0 +1,82 @@
+import CloudStoreWire
+import Foundation
+import GRDB
+import Testing
+
+@testable import CloudStore
+
+/// The JSON columns of a metadata row (ancestor, unknown fields) stay bytes until read: a row
+/// read and written back keeps them byte for byte, one whose value was set stores the new value,
+/// and a caller that does not read them does not pay for (or fail on) them.
+@Suite struct RecordMetadataColumnsTests {
+    static func database() throws -> DatabaseQueue {
+        let queue = try DatabaseQueue()
+        try queue.write { db in try MirrorMetadata.create(db) }
+        return queue
+    }
+
+    static func columns(_ db: Database, _ name: String) throws -> (ancestor: Data?, unknown: Data?) {
+        let row = try Row.fetchOne(
+            db, sql: "SELECT ancestor, unknown_fields FROM cloudstore_record_metadata WHERE record_name = ?", arguments: [name])
+        return (row?["ancestor"], row?["unknown_fields"])
+    }
+
+    @Test func aRowWrittenBack_keepsItsColumnsByteForByte() throws {
+        try Self.database().write { db in
+            var metadata = RecordMetadata(recordName: "N-1", entityName: "Note")
+            metadata.serverHas("tag1")
+            metadata.setAncestor(["title": .string("Hi"), "count": .int64(3), "when": .date(Date(millisecondsSince1970: 5))])
+            metadata.setUnknownFields(["mood": .string("happy")])
+            try db.save(metadata)
+            let written = try Self.columns(db, "N-1")
+
+            var read = try #require(try db.recordMetadata("N-1"))
+            read.serverHas("tag2")
+            try db.save(read)
+            let again = try Self.columns(db, "N-1")
+            #expect(again.ancestor == written.ancestor)
+            #expect(again.unknown == written.unknown)
+            let back = try #require(try db.recordMetadata("N-1"))
+            #expect(back.changeTag == "tag2")
+            #expect(try back.ancestor == ["title": .string("Hi"), "count": .int64(3), "when": .date(Date(millisecondsSince1970: 5))])
+            #expect(try back.unknownFields == ["mood": .string("happy")])
+            #expect(try db.recordChangeTag("N-1") == "tag2")
+            #expect(try db.recordChangeTag("N-2") == nil)
+        }
+    }
+
+    @Test func setColumns_areStoredAndClearedColumnsAreNull() throws {
+        try Self.database().write { db in
+            var metadata = RecordMetadata(recordName: "N-1", entityName: "Note")
+            metadata.setAncestor(["title": .string("Hi")])
+            metadata.setUnknownFields(["mood": .string("happy")])
+            try db.save(metadata)
+            var read = try #require(try db.recordMetadata("N-1"))
+            read.setAncestor(["title": .string("Bye")])
+            try read.setUnknownField(EditTimes.field, .string(#"{"title":1}"#))
+            try db.save(read)
+            let back = try #require(try db.recordMetadata("N-1"))
+            #expect(try back.ancestor == ["title": .string("Bye")])
+            #expect(try back.unknownFields == ["mood": .string("happy"), EditTimes.field: .string(#"{"title":1}"#)])
+
+            var cleared = back
+            cleared.forgetServerVersion()
+            cleared.setUnknownFields([:])
+            try db.save(cleared)
+            let columns = try Self.columns(db, "N-1")
+            #expect(columns.ancestor == nil)
+            #expect(columns.unknown == nil)
+        }
+    }
+
+    /// A damaged ancestor fails the caller that reads it, not every reader of the row.
+    @Test func aDamagedColumn_failsOnlyWhenRead() throws {
+        try Self.database().write { db in
+            try db.save(RecordMetadata(recordName: "N-1", entityName: "Note"))
+            try db.execute(sql: "UPDATE cloudstore_record_metadata SET ancestor = X'7B2278' WHERE record_name = 'N-1'")
+            let read = try #require(try db.recordMetadata("N-1"))
+            #expect(read.entityName == "Note")
+            #expect(throws: DecodingError.self) { try read.ancestor }
+        }
+    }
+}
