@@ -1,3 +1,4 @@
+import CloudStoreWire
 import Foundation
 
 /// When each field of a record was last edited, on the device that edited it: a reserved record
@@ -12,13 +13,30 @@ enum EditTimes {
 
     static func parse(_ value: FieldValue?) -> [String: Date] {
         guard case .string(let text)? = value,
-            let millis = try? JSONDecoder().decode([String: Int64].self, from: Data(text.utf8))
+            let millis = readMilliseconds(Data(text.utf8)) ?? (try? JSONDecoder().decode([String: Int64].self, from: Data(text.utf8)))
         else { return [:] }
         return millis.mapValues { Date(millisecondsSince1970: $0) }
     }
 
+    /// The field's JSON read straight from bytes; nil when the reader declines it (the decoder
+    /// then reads it, see ``JSONBytesReadable``).
+    static func readMilliseconds(_ json: Data) -> [String: Int64]? {
+        JSONBytesReader.read(json) { reader throws(JSONBytesReader.Declined) in
+            var millis: [String: Int64] = [:]
+            try reader.readObject { reader, name throws(JSONBytesReader.Declined) in
+                // The decoder keeps the first of a key that comes twice.
+                guard millis[name] == nil else { return try reader.skipValue() }
+                millis[name] = try reader.readInt64()
+            }
+            return millis
+        }
+    }
+
+    /// The field for `times`: the JSON `AttributeValue.canonicalJSON` writes (keys sorted), written
+    /// straight to bytes.
     static func fieldValue(_ times: [String: Date]) -> FieldValue {
-        let millis = times.mapValues(\.millisecondsSince1970)
-        return .string((try? AttributeValue.canonicalJSON(millis)) ?? "{}")
+        var json = JSONBytes()
+        json.dictionary(times) { json, date in json.int(date.millisecondsSince1970) }
+        return .string(String(decoding: json.bytes, as: UTF8.self))
     }
 }

@@ -1,3 +1,4 @@
+import CloudStoreWire
 import Foundation
 import GRDB
 
@@ -72,8 +73,11 @@ enum MirrorMetadata {
     /// encoder otherwise (``WireCoding/encode(_:numbersAsStrings:)``).
     static func encode<T: Encodable>(_ value: T) throws -> Data { try WireCoding.encode(value) }
 
+    /// The value of a metadata JSON: read straight from the bytes for the values every upload and
+    /// acknowledgement reads (pending uploads), through the decoder otherwise
+    /// (``WireCoding/decode(_:from:)``).
     static func decode<T: Decodable>(_ type: T.Type, _ data: Data) throws -> T {
-        try JSONDecoder().decode(type, from: data)
+        try WireCoding.decode(type, from: data)
     }
 }
 

@@ -81,3 +81,41 @@ extension PendingUpload: JSONBytesWritable {
         }
     }
 }
+
+extension PendingUpload: JSONBytesReadable {
+    /// The JSON ``write(to:)`` writes, read straight from bytes; any other shape is left to the
+    /// decoder (``JSONBytesReadable``).
+    init(from reader: inout JSONBytesReader) throws(JSONBytesReader.Declined) {
+        var upload: PendingUpload?
+        try reader.readObject { reader, key throws(JSONBytesReader.Declined) in
+            guard upload == nil else { throw JSONBytesReader.Declined() }
+            switch key {
+            case "delete":
+                try reader.readObject { _, _ throws(JSONBytesReader.Declined) in throw JSONBytesReader.Declined() }
+                upload = .delete
+            case "save":
+                var full: Bool?
+                var keys: [String: Date]?
+                try reader.readObject { reader, member throws(JSONBytesReader.Declined) in
+                    switch member {
+                    case "full" where full == nil: full = try reader.readBool()
+                    case "keys" where keys == nil:
+                        var dates: [String: Date] = [:]
+                        try reader.readObject { reader, name throws(JSONBytesReader.Declined) in
+                            // The decoder keeps the first of a key that comes twice.
+                            guard dates[name] == nil else { return try reader.skipValue() }
+                            dates[name] = Date(timeIntervalSinceReferenceDate: try reader.readDouble())
+                        }
+                        keys = dates
+                    default: throw JSONBytesReader.Declined()
+                    }
+                }
+                guard let full, let keys else { throw JSONBytesReader.Declined() }
+                upload = .save(full: full, keys: keys)
+            default: throw JSONBytesReader.Declined()
+            }
+        }
+        guard let upload else { throw JSONBytesReader.Declined() }
+        self = upload
+    }
+}

@@ -7,7 +7,9 @@ import Testing
 
 /// Record metadata is written straight to bytes; it must stay the JSON the Codable conformances
 /// write (and read back): the same bytes as `JSONEncoder` with sorted keys, for random values.
-@Suite("Mirror metadata: bytes written as the encoder writes them")
+/// Pending uploads and edit times are read straight from bytes too: to the decoder's values, or
+/// declined (and then decoded) when the reader does not handle the input.
+@Suite("Mirror metadata: bytes written and read as the coders do")
 struct MirrorMetadataEncodingTests {
     static let texts = ["", "a/b", "\"q\"", "\\", "\n\t\u{1}", "é日本🙂", "title", "Z", "_x"]
 
@@ -27,6 +29,15 @@ struct MirrorMetadataEncodingTests {
         }
     }
 
+    /// A random save and a delete.
+    static func uploads(_ generator: inout SeededRandomNumberGenerator) -> [PendingUpload] {
+        let keys = Dictionary(
+            (0..<Int.random(in: 0...4, using: &generator)).map { _ in
+                (texts.randomElement(using: &generator)!, Date(timeIntervalSinceReferenceDate: Double.random(in: -1e9...1e9, using: &generator)))
+            }, uniquingKeysWith: { $1 })
+        return [.save(full: generator.chance(0.5), keys: keys), .delete]
+    }
+
     static func encoder() -> JSONEncoder {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
@@ -43,15 +54,71 @@ struct MirrorMetadataEncodingTests {
             #expect(String(decoding: written, as: UTF8.self) == String(decoding: try Self.encoder().encode(values), as: UTF8.self), "round \(round)")
             #expect(try MirrorMetadata.decode([String: AttributeValue].self, written) == values)
 
-            let keys = Dictionary(
-                (0..<Int.random(in: 0...4, using: &generator)).map { _ in
-                    (Self.texts.randomElement(using: &generator)!, Date(timeIntervalSinceReferenceDate: Double.random(in: -1e9...1e9, using: &generator)))
-                }, uniquingKeysWith: { $1 })
-            for upload in [PendingUpload.save(full: generator.chance(0.5), keys: keys), .delete] {
+            for upload in Self.uploads(&generator) {
                 let bytes = try MirrorMetadata.encode(upload)
                 #expect(bytes == (try Self.encoder().encode(upload)), "round \(round): \(String(decoding: bytes, as: UTF8.self))")
                 #expect(try MirrorMetadata.decode(PendingUpload.self, bytes) == upload)
             }
+        }
+    }
+
+    /// Reads `data` both ways: a value the reader reads must be the decoder's.
+    @discardableResult
+    static func expectSameAsDecoder<T: Decodable & Equatable & JSONBytesReadable>(_ type: T.Type, _ data: Data) -> Bool {
+        let decoded = try? JSONDecoder().decode(T.self, from: data)
+        guard let read = T(jsonBytes: data) else {
+            #expect((try? MirrorMetadata.decode(T.self, data)) == decoded)
+            return false
+        }
+        #expect(read == decoded, "\(String(decoding: data, as: UTF8.self))")
+        return true
+    }
+
+    @Test func pendingUploads_areReadAsTheDecoderReadsThemOrDeclined() throws {
+        var generator = SeededRandomNumberGenerator(seed: 4343)
+        var fuzzer = JSONFuzzer(seed: 4343)
+        fuzzer.maxNesting = 50
+        fuzzer.maxStringLength = 100
+        for _ in 0..<500 {
+            for upload in Self.uploads(&generator) {
+                let bytes = try MirrorMetadata.encode(upload)
+                #expect(Self.expectSameAsDecoder(PendingUpload.self, bytes))
+                Self.expectSameAsDecoder(PendingUpload.self, fuzzer.mutate(bytes))
+            }
+        }
+        for json in [
+            #"{"delete":{}}"#, #" { "save" : { "keys" : { "a" : 1 } , "full" : false } } "#, #"{"save":{"full":true,"keys":{}}}"#,
+            #"{"delete":{"x":1}}"#, #"{"delete":{},"save":{"full":true,"keys":{}}}"#, #"{"delete":{},"other":1}"#, #"{"delete":null}"#,
+            #"{"save":{"full":true}}"#, #"{"save":{"full":1,"keys":{}}}"#, #"{"save":{"full":true,"keys":{"a":"1"}}}"#,
+            #"{"save":{"full":true,"keys":{"a":1,"a":2}}}"#, #"{"save":{"full":true,"keys":{},"x":0}}"#, #"{}"#, #"{"delete":{}} {"#,
+        ] {
+            Self.expectSameAsDecoder(PendingUpload.self, Data(json.utf8))
+        }
+    }
+
+    @Test func editTimes_areReadAsTheDecoderReadsThemOrDeclined() {
+        for json in [
+            #"{}"#, #"{"title":1763700000000,"body":-5}"#, #"{"t":1.0}"#, #"{"t":"1"}"#, #"{"t":1,"t":2}"#, #"{"t":99999999999999999999}"#,
+            #"{"t":1}x"#, #"[]"#, #"{"t":null}"#,
+        ] {
+            let data = Data(json.utf8)
+            let decoded = try? JSONDecoder().decode([String: Int64].self, from: data)
+            if let read = EditTimes.readMilliseconds(data) { #expect(read == decoded, "\(json)") }
+        }
+        #expect(EditTimes.readMilliseconds(Data(#"{"title":1763700000000}"#.utf8)) == ["title": 1_763_700_000_000])
+    }
+
+    @Test func editTimes_areWrittenAsTheEncoderWritesThem() throws {
+        var generator = SeededRandomNumberGenerator(seed: 4444)
+        for _ in 0..<300 {
+            let times = Dictionary(
+                (0..<Int.random(in: 0...6, using: &generator)).map { _ in
+                    (Self.texts.randomElement(using: &generator)! + Self.texts.randomElement(using: &generator)!,
+                     Date(millisecondsSince1970: Int64.random(in: -4_000_000_000_000...4_000_000_000_000, using: &generator)))
+                }, uniquingKeysWith: { $1 })
+            let expected = try AttributeValue.canonicalJSON(times.mapValues(\.millisecondsSince1970))
+            #expect(EditTimes.fieldValue(times) == .string(expected))
+            #expect(EditTimes.parse(EditTimes.fieldValue(times)) == times)
         }
     }
 }
