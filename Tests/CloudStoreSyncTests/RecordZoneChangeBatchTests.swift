@@ -109,10 +109,32 @@ import Testing
         #expect(plan.requests.flatMap(\.operations).count == 1)
     }
 
-    @Test func halves_splitTheOperationsInTwo() {
+    @Test func halves_splitTheOperationsInTwo() throws {
         let plan = RecordBatchPlan(.init(recordsToSave: (0..<5).map { note(id("N\($0)")) }), maxCount: 200, maxBytes: 1 << 20)
         let (first, second) = plan.requests[0].halves()
         #expect(first.operations.map(\.record.recordName) == ["N0", "N1"])
         #expect(second.operations.map(\.record.recordName) == ["N2", "N3", "N4"])
+        for half in [first, second] { #expect(half.body == (try WireCoding.encode(half.wireRequest))) }
+    }
+
+    /// Each operation is encoded once: the request sent is put together from those bytes, and is
+    /// what the encoder writes for the whole request.
+    @Test func requestBody_isTheEncodersBytesOfTheRequest() throws {
+        let owned = ZoneID(zoneName: "Shared", ownerRecordName: "_u2")
+        var tricky = note(id("N\"/é"), body: "line\nbreak \u{1} 🙂", tag: "t")
+        tricky.fields["count"] = .int64(-5)
+        tricky.fields["when"] = .timestamp(Date(millisecondsSince1970: 1_763_700_000_000))
+        tricky.fields["gone"] = .null
+        for atomic in [false, true] {
+            let batch = SyncEngine.RecordZoneChangeBatch(
+                recordsToSave: [note(id("new")), tricky, note(id("S1", owned))], recordIDsToDelete: [id("gone")], atomicByZone: atomic)
+            for request in RecordBatchPlan(batch, maxCount: 200, maxBytes: 1 << 20).requests {
+                #expect(request.body == (try WireCoding.encode(request.wireRequest)))
+            }
+        }
+        var broken = note(id("nan"))
+        broken.fields["x"] = .double(.nan)
+        let plan = RecordBatchPlan(.init(recordsToSave: [broken, note(id("ok"))]), maxCount: 200, maxBytes: 1 << 20)
+        #expect(plan.requests[0].body == nil)
     }
 }

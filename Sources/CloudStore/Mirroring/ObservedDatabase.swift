@@ -4,7 +4,7 @@ import Foundation
 /// A database that tells mirroring about every request that failed, so the container's status
 /// and events can say why sync is not moving (throttling, a refused token, no network) instead of
 /// leaving it to a log.
-struct ObservedDatabase: CloudDatabase {
+struct ObservedDatabase: EncodedRecordsModifying {
     let base: any CloudDatabase
     let failed: @Sendable (CloudError) -> Void
 
@@ -28,6 +28,9 @@ struct ObservedDatabase: CloudDatabase {
     }
     func modifyRecords(_ request: RecordsModifyRequest) async throws -> RecordsResponse {
         try await observe { try await base.modifyRecords(request) }
+    }
+    func modifyRecords(_ request: RecordsModifyRequest, encoded body: Data) async throws -> RecordsResponse {
+        try await observe { try await base.modifyRecords(request, encodedAs: body) }
     }
     func lookupRecords(_ request: RecordsLookupRequest) async throws -> RecordsResponse {
         try await observe { try await base.lookupRecords(request) }

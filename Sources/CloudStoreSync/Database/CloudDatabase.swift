@@ -99,3 +99,20 @@ public struct CloudError: Error, Sendable, CustomStringConvertible {
         return message
     }
 }
+
+/// A database that sends a `records/modify` request already encoded: the engine encodes each
+/// operation once, to size its requests, and sends those bytes.
+package protocol EncodedRecordsModifying: CloudDatabase {
+    /// ``CloudDatabase/modifyRecords(_:)`` with `body`, the bytes `WireCoding.encode(request)` gives.
+    func modifyRecords(_ request: RecordsModifyRequest, encoded body: Data) async throws -> RecordsResponse
+}
+
+extension CloudDatabase {
+    /// Sends `request` as `body` when the database takes encoded requests, encoding it otherwise.
+    package func modifyRecords(_ request: RecordsModifyRequest, encodedAs body: Data?) async throws -> RecordsResponse {
+        if let body, let database = self as? any EncodedRecordsModifying {
+            return try await database.modifyRecords(request, encoded: body)
+        }
+        return try await modifyRecords(request)
+    }
+}

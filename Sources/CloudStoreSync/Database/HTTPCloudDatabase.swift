@@ -24,7 +24,7 @@ import NIOHTTP1
 ///
 /// Requests are logged at `.info` (method, path, status, duration); bodies at `.trace`. The
 /// bearer token never appears in logs or errors.
-public struct HTTPCloudDatabase: CloudDatabase {
+public struct HTTPCloudDatabase: CloudDatabase, EncodedRecordsModifying {
     public let scope: DatabaseScope
     /// The server's root, e.g. `http://127.0.0.1:8080`.
     public let baseURL: String
@@ -97,7 +97,11 @@ public struct HTTPCloudDatabase: CloudDatabase {
     }
 
     public func modifyRecords(_ request: RecordsModifyRequest) async throws -> RecordsResponse {
-        let exchange = try await send(.POST, route.path(scope, .recordsModify), body: try encode(request))
+        try await modifyRecords(request, encoded: try encode(request))
+    }
+
+    package func modifyRecords(_ request: RecordsModifyRequest, encoded body: Data) async throws -> RecordsResponse {
+        let exchange = try await send(.POST, route.path(scope, .recordsModify), body: body)
         if exchange.status == 400, let atomicFailure = try? WireCoding.decode(RecordsResponse.self, from: exchange.body),
             !atomicFailure.records.isEmpty
         {

@@ -144,7 +144,7 @@ extension SyncEngine {
             metadata: ["zone": "\(request.zoneID)", "count": "\(request.operations.count)", "atomic": "\(request.atomic)"])
         let response: RecordsResponse
         do {
-            response = try await database.modifyRecords(request.wireRequest)
+            response = try await database.modifyRecords(request.wireRequest, encodedAs: request.body)
         } catch let error as CloudError {
             guard let serverError = error.serverError, !error.isAuthenticationFailure,
                 !RecordSendOutcome.keepsPending(serverError.code)

@@ -12,9 +12,34 @@ struct RecordBatchPlan: Sendable {
         var zoneID: ZoneID
         var atomic: Bool
         var operations: [RecordsModifyRequest.Operation]
+        /// Each operation's JSON, encoded once to size the request and sent as it is.
+        var encodedOperations: [[UInt8]]
+
+        /// A request of `operations`, encoded here unless `encodedOperations` holds their JSON already.
+        init(zoneID: ZoneID, atomic: Bool, operations: [RecordsModifyRequest.Operation], encodedOperations: [[UInt8]]? = nil) {
+            self.zoneID = zoneID
+            self.atomic = atomic
+            self.operations = operations
+            self.encodedOperations = encodedOperations ?? operations.map(RecordBatchPlan.encoded)
+        }
 
         var wireRequest: RecordsModifyRequest {
             RecordsModifyRequest(zoneID: zoneID, atomic: atomic, operations: operations)
+        }
+
+        /// The bytes `WireCoding.encode(wireRequest)` gives, put together from the encoded
+        /// operations; nil when one of them could not be encoded (the request then fails as
+        /// `WireCoding` fails it).
+        var body: Data? {
+            guard !encodedOperations.contains(where: \.isEmpty) else { return nil }
+            var json = JSONBytes(capacity: encodedOperations.reduce(RecordBatchPlan.envelopeBytes) { $0 + $1.count + 1 })
+            try? json.object { json in
+                json.member("atomic", bool: atomic)
+                json.member("operations")
+                json.array(encodedOperations) { json, operation in json.raw(operation) }
+                try json.member("zoneID", value: zoneID)
+            }
+            return Data(json.bytes)
         }
 
         /// The request's two halves, for a retry after `LIMIT_EXCEEDED`.
@@ -23,7 +48,9 @@ struct RecordBatchPlan: Sendable {
             var first = self
             var second = self
             first.operations = Array(operations[..<middle])
+            first.encodedOperations = Array(encodedOperations[..<middle])
             second.operations = Array(operations[middle...])
+            second.encodedOperations = Array(encodedOperations[middle...])
             return (first, second)
         }
     }
@@ -47,16 +74,19 @@ struct RecordBatchPlan: Sendable {
 
         let budget = max(1, maxBytes - Self.envelopeBytes)
         for zoneID in zoneOrder {
-            var current = Request(zoneID: zoneID, atomic: batch.atomicByZone, operations: [])
+            var current = Request(zoneID: zoneID, atomic: batch.atomicByZone, operations: [], encodedOperations: [])
             var bytes = 0
             for operation in operationsByZone[zoneID] ?? [] {
-                let size = Self.encodedSize(of: operation)
+                let encoded = Self.encoded(operation)
+                let size = encoded.count + 1
                 if !current.operations.isEmpty && (current.operations.count >= maxCount || bytes + size > budget) {
                     requests.append(current)
                     current.operations = []
+                    current.encodedOperations = []
                     bytes = 0
                 }
                 current.operations.append(operation)
+                current.encodedOperations.append(encoded)
                 bytes += size
             }
             if !current.operations.isEmpty { requests.append(current) }
@@ -80,6 +110,12 @@ struct RecordBatchPlan: Sendable {
 
     /// The operation's size as JSON, plus one byte for the separating comma.
     static func encodedSize(of operation: RecordsModifyRequest.Operation) -> Int {
-        ((try? WireCoding.encode(operation))?.count ?? 0) + 1
+        encoded(operation).count + 1
+    }
+
+    /// The operation's JSON; empty if it cannot be encoded (a non-finite double), which the
+    /// request then fails on as a whole.
+    static func encoded(_ operation: RecordsModifyRequest.Operation) -> [UInt8] {
+        (try? WireCoding.encodedBytes(operation)) ?? []
     }
 }
