@@ -131,9 +131,17 @@ public struct JSONBytes {
         }
     }
 
-    /// `.sortedKeys` order: the keys' UTF-8 bytes compared lexicographically.
+    /// `.sortedKeys` order: the keys' UTF-8 bytes compared lexicographically (with `memcmp` when
+    /// both strings hold their UTF-8 contiguously, as native strings do).
     static func keyOrder(_ a: String, _ b: String) -> Bool {
-        a.utf8.lexicographicallyPrecedes(b.utf8)
+        let compared = a.utf8.withContiguousStorageIfAvailable { a in
+            b.utf8.withContiguousStorageIfAvailable { b in
+                let common = min(a.count, b.count)
+                let order = common == 0 ? 0 : memcmp(a.baseAddress!, b.baseAddress!, common)
+                return order != 0 ? order < 0 : a.count < b.count
+            }
+        }
+        return (compared ?? nil) ?? a.utf8.lexicographicallyPrecedes(b.utf8)
     }
 
     // MARK: Scalars

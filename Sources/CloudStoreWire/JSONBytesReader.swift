@@ -205,14 +205,18 @@ package struct JSONBytesReader {
         guard try take(UInt8(ascii: "\"")) else { throw Declined() }
         let start = position
         var index = start
+        var high: UInt8 = 0
         while index < bytes.count {
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") {
-                guard let text = String(validating: UnsafeRawBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
-                else { throw Declined() }
+                let utf8 = UnsafeRawBufferPointer(rebasing: bytes[start..<index])
                 position = index + 1
+                // ASCII is valid UTF-8 as it is; anything else is validated.
+                if high < 0x80 { return String(decoding: utf8, as: UTF8.self) }
+                guard let text = String(validating: utf8, as: UTF8.self) else { throw Declined() }
                 return text
             }
+            high |= byte
             if byte == UInt8(ascii: "\\") {
                 position = index
                 return try readEscapedString(from: start)

@@ -161,6 +161,16 @@ struct JSONBytesTests {
         }
     }
 
+    /// Keys sort by their UTF-8 bytes, whatever path the comparison takes.
+    @Test func keyOrder_isTheOrderOfTheUTF8Bytes() {
+        let keys = Self.troublesome + ["", "a", "ab", "abc", "b", "aé", "a\u{0}", String(repeating: "k", count: 40), String(repeating: "k", count: 41)]
+        for a in keys {
+            for b in keys {
+                #expect(JSONBytes.keyOrder(a, b) == a.utf8.lexicographicallyPrecedes(b.utf8), "\(a.debugDescription) < \(b.debugDescription)")
+            }
+        }
+    }
+
     /// Doubles JSON cannot carry fail on both paths.
     @Test func nonFiniteDoubles_failAsTheEncoderFails() {
         for value in [Double.nan, .infinity, -.infinity] {
