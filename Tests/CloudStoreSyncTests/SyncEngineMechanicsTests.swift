@@ -73,6 +73,38 @@ import Testing
         #expect(saved.zoneTokens.first?.syncToken == "z3")
     }
 
+    /// The next page is asked for while a page is applied; when it fails, the zone's token stays
+    /// at the last page delivered, never past it.
+    @Test func fetch_aFailedNextPageLeavesTheTokenAtTheLastPageDelivered() async throws {
+        let server = notesOnServer
+        let requestedTokens = Mutex<[String?]>([])
+        let database = ScriptedDatabase { script in
+            script.databaseChanges = { _ in
+                DatabaseChangesResponse(syncToken: "db1", moreComing: false, zones: [Zone(zoneID: server, syncToken: "x")])
+            }
+            script.zoneChanges = { request in
+                let token = request.zones[0].syncToken
+                requestedTokens.withLock { $0.append(token) }
+                guard token == nil else { throw CloudError.server(ServerError(.tryAgainLater, reason: "busy"), httpStatus: 503) }
+                return ZoneChangesResponse(zones: [
+                    .changes(ZoneChanges(zoneID: server, syncToken: "z1", moreComing: true, records: [Record(recordName: "N1", recordType: "Note", recordChangeTag: "a")]))
+                ])
+            }
+        }
+        let device = await EngineDevice("A", database: database)
+        await #expect(throws: CloudError.self) { try await device.engine.fetchChanges() }
+
+        #expect(requestedTokens.withLock { $0 } == [nil, "z1"])
+        let pages = await device.events.compactMap { event -> SyncEngine.Event.FetchedRecordZoneChanges? in
+            if case .fetchedRecordZoneChanges(let page) = event { return page }
+            return nil
+        }
+        #expect(pages.map { $0.modifications.map(\.recordName) } == [["N1"]])
+        #expect(pages.first?.stateSerialization.zoneTokens.first?.syncToken == "z1")
+        #expect(device.engine.state.zoneIDsWithUnfetchedServerChanges == [notes])
+        #expect(await device.savedState?.zoneTokens.first?.syncToken == "z1")
+    }
+
     @Test func fetch_expiredZoneTokenRefetchesTheZoneFromScratch() async throws {
         let server = notesOnServer
         let requestedTokens = Mutex<[String?]>([])

@@ -103,14 +103,27 @@ extension SyncEngine {
     /// asset directory. A rejected token ends this zone fetch with the error, then the zone is
     /// fetched again from scratch. A failed asset download ends the fetch before its page: the
     /// zone's token stays before it.
+    ///
+    /// The next page is requested as soon as a page arrives, so it travels and decodes while the
+    /// delegate applies this one; its token is stored only when that page is absorbed in turn.
     private func fetchZoneChanges(_ zoneID: ZoneID) async throws {
         var token = state.withStorage { $0.zoneTokens[zoneID] }
         var hasReset = false
+        var next: Task<ZoneChanges, any Error>?
+        defer { next?.cancel() }
         await emit(.willFetchRecordZoneChanges(Event.WillFetchRecordZoneChanges(zoneID: zoneID, fromScratch: token == nil)))
         while true {
             var page: ZoneChanges
             do {
-                page = try await fetchZonePage(zoneID, token: token)
+                if let prefetched = next {
+                    next = nil
+                    page = try await withTaskCancellationHandler { try await prefetched.value } onCancel: { prefetched.cancel() }
+                } else {
+                    page = try await fetchZonePage(zoneID, token: token)
+                }
+                if page.moreComing {
+                    next = Task { [self, token = page.syncToken] in try await fetchZonePage(zoneID, token: token) }
+                }
             } catch let error as CloudError {
                 if token != nil && !hasReset && Self.rejectsToken(error.serverError) {
                     logger.warning(
@@ -157,7 +170,8 @@ extension SyncEngine {
     }
 
     /// One `changes/zone` request; a per-zone error in the answer is thrown as a ``CloudError``.
-    private func fetchZonePage(_ zoneID: ZoneID, token: String?) async throws -> ZoneChanges {
+    /// Nonisolated: the answer decodes off the engine.
+    private nonisolated func fetchZonePage(_ zoneID: ZoneID, token: String?) async throws -> ZoneChanges {
         logger.info("Fetching zone changes", metadata: ["zone": "\(zoneID)", "token": "\(token ?? "none")"])
         let request = ZoneChangesRequest(
             zones: [.init(zoneID: zoneID, syncToken: token, resultsLimit: configuration.fetchResultsLimit)])
