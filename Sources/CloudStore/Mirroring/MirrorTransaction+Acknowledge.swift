@@ -59,7 +59,8 @@ extension MirrorTransaction {
         // Deleted here after the upload was sent: the pending delete goes up next.
         if case .save(_, let changes)? = row.pendingUpload, let snapshot = try context.fetchSnapshot(entityName: entity.name, id: id) {
             let local = recordValues(snapshot, entity)
-            let stillPending = unchangedSinceSent ? [:] : changes.filter { entity.recordKeys.contains($0.key) }
+            let recordKeys = entity.recordKeys
+            let stillPending = unchangedSinceSent ? [:] : changes.filter { recordKeys.contains($0.key) }
             let outcome = resolution.acknowledgedUpload(
                 ConflictResolution.Fields(
                     local: local, localChanges: [:], ancestor: ancestor, server: serverValues,
@@ -150,7 +151,8 @@ extension MirrorTransaction {
             // Deleted here meanwhile: the pending delete goes up with the new tag.
             return
         }
-        let localChanges = row.pendingUpload?.changeDates.filter { entity.recordKeys.contains($0.key) } ?? [:]
+        let recordKeys = entity.recordKeys
+        let localChanges = row.pendingUpload?.changeDates.filter { recordKeys.contains($0.key) } ?? [:]
         let outcome = resolution.editAgainstEdit(
             ConflictResolution.Fields(
                 local: recordValues(local, entity), localChanges: localChanges, ancestor: ancestor, server: serverValues,
@@ -173,7 +175,8 @@ extension MirrorTransaction {
             return
         }
         let local = try context.fetchSnapshot(entityName: entity.name, id: id)
-        let pendingKeys = Set(row.pendingUpload?.changeDates.keys.filter { entity.recordKeys.contains($0) } ?? [])
+        let recordKeys = entity.recordKeys
+        let pendingKeys = Set(row.pendingUpload?.changeDates.keys.filter { recordKeys.contains($0) } ?? [])
         let (winner, conflicts) = resolution.editAgainstDeletion(
             of: ConflictResolution.Object(entityName: entity.name, id: id), pendingKeys: pendingKeys,
             local: local.map { recordValues($0, entity) })

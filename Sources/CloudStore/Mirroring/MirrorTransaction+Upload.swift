@@ -68,11 +68,12 @@ extension MirrorTransaction {
             for reference in try db.unresolvedReferences(of: entity.name, id: id) {
                 snapshot.values[reference.relationship] = .uuid(reference.target)
             }
-            let keys = pending.keysToUpload.map { $0.intersection(entity.recordKeys) }
+            let recordKeys = entity.recordKeys
+            let keys = pending.keysToUpload.map { $0.intersection(recordKeys) }
             let unknownFields = try metadata.unknownFields
             record = try schema.record(for: snapshot, in: zoneID, keys: keys, unknownFields: keys == nil ? unknownFields : [:])
             let edited = EditTimes.parse(unknownFields[EditTimes.field])
-                .merging(pending.changeDates.filter { entity.recordKeys.contains($0.key) }) { _, new in new }
+                .merging(pending.changeDates.filter { recordKeys.contains($0.key) }) { _, new in new }
             record.fields[EditTimes.field] = EditTimes.fieldValue(edited)
             values = recordValues(snapshot, entity).filter { keys?.contains($0.key) ?? true }
             try attachFiles(to: &record, of: snapshot, entity, metadata)
