@@ -34,7 +34,7 @@ public enum WireCoding {
     }
 
     /// The value of JSON bytes: read straight from them when the type has that path and the
-    /// reader handles the document (``JSONBytesReadable``: records and the responses that carry
+    /// reader handles the document (`JSONBytesReadable`: records and the responses that carry
     /// them), through ``makeDecoder()`` otherwise; the same value either way.
     public static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
         if let readable = type as? any JSONBytesReadable.Type, let value = readable.init(jsonBytes: data) {
