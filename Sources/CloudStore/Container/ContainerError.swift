@@ -21,6 +21,11 @@ public enum ContainerError: Error, Sendable, CustomStringConvertible {
     /// A request failed in a way retrying does not fix: the server rejected the credentials
     /// (`code` is `AUTHENTICATION_FAILED`), or a bad request.
     case syncFailed(PersistentCloudContainer.SyncFailure)
+    /// A save changed an object (or added one) in a zone another user shared with this user
+    /// read-only; nothing of the unit of work was saved.
+    case readOnlyShare(entityName: String, id: UUID, owner: String)
+    /// A sharing call could not be done as asked: the message names what and what to do.
+    case sharing(String)
 
     public var description: String {
         switch self {
@@ -33,6 +38,10 @@ public enum ContainerError: Error, Sendable, CustomStringConvertible {
             return "the server refused \(errors.count) upload(s), kept locally until those objects change again: \(list)"
         case .syncFailed(let failure):
             return "sync failed: \(failure)"
+        case .readOnlyShare(let entityName, let id, let owner):
+            return "\(entityName) \(id.uuidString) is in a zone \(owner) shares with you read-only: nothing of this unit of work was saved; you may read it but not change it (ask \(owner) for READ_WRITE)"
+        case .sharing(let message):
+            return message
         }
     }
 

@@ -23,6 +23,10 @@ extension PersistentCloudContainer {
             case `import`
             /// Sending local changes to the server.
             case export
+            /// Something happened to a share: participants joined, left or were invited, a
+            /// permission changed, sharing stopped, or this user's access ended (``activity``).
+            /// Delivered once, ended.
+            case sharing
         }
 
         /// Where the work is: just started, under way with ``counts`` so far, or ended.
@@ -46,6 +50,9 @@ extension PersistentCloudContainer {
         /// total from the server, so it is nil there.
         public let total: Int?
 
+        /// For ``Kind/sharing``: what happened, in order.
+        public let activity: [ShareActivity]
+
         /// Records handled so far: saved, deleted, or refused for good.
         public var completed: Int { counts.saved + counts.deleted + counts.failed }
 
@@ -56,6 +63,7 @@ extension PersistentCloudContainer {
             case .progress: state = "in progress (\(completed)\(total.map { " of \($0)" } ?? ""))"
             case .ended: state = succeeded ? "succeeded" : "failed (\(error?.description ?? "unknown error"))"
             }
+            if kind == .sharing { return "sharing: " + activity.map(\.description).joined(separator: "; ") }
             return "\(kind.rawValue) \(state): \(counts.saved) saved, \(counts.deleted) deleted, \(counts.conflicts) conflicts"
         }
     }

@@ -50,21 +50,23 @@ public final class PersistentCloudContainer: Sendable {
         logger: Logger = Logger.cloudStore("mirroring")
     ) async throws {
         try await self.init(url: url, schema: schema, migrations: migrations, options: options, logger: logger) {
-            server, deviceID in
+            server, scope, deviceID in
             var httpLogger = Logger(label: "cloudstore.http")
             httpLogger.logLevel = logger.logLevel
             return HTTPCloudDatabase(
                 baseURL: server.url, container: server.containerIdentifier, environment: server.environment,
-                scope: .private, token: server.token, deviceID: deviceID, logger: httpLogger)
+                scope: scope, token: server.token, deviceID: deviceID, logger: httpLogger)
         }
     }
 
-    /// Opens the store and mirrors it through a database you provide, e.g. one wrapped to inject
-    /// faults in tests. `makeDatabase` is called when `options.server` is set.
+    /// Opens the store and mirrors it through databases you provide, e.g. ones wrapped to inject
+    /// faults in tests. `makeDatabase` is called when `options.server` is set, once for the
+    /// `private` database (the store's own zones) and once for the `shared` one (zones other users
+    /// share with this user, see <doc:Sharing>).
     public init(
         url: URL, schema: Schema, migrations: MigrationPlan = MigrationPlan(), options: Options = Options(),
         logger: Logger = Logger.cloudStore("mirroring"),
-        makeDatabase: @Sendable (Server, _ deviceID: String) throws -> any CloudDatabase
+        makeDatabase: @Sendable (Server, DatabaseScope, _ deviceID: String) throws -> any CloudDatabase
     ) async throws {
         var storeLogger = Logger(label: "cloudstore.store")
         storeLogger.logLevel = logger.logLevel
@@ -78,17 +80,17 @@ public final class PersistentCloudContainer: Sendable {
         self.mirror = CloudMirror(
             store: store, schema: schema, zoneID: zoneID, options: options, events: hub, logger: logger)
         do {
-            var database: (any CloudDatabase)?
+            var databases: [DatabaseScope: any CloudDatabase] = [:]
             var deviceID: String?
             if let server = options.server {
-                if let configured = server.deviceID {
-                    deviceID = configured
-                } else {
-                    deviceID = try await Self.storedDeviceID(store)
+                var id = server.deviceID ?? ""
+                if server.deviceID == nil { id = try await Self.storedDeviceID(store) }
+                deviceID = id
+                for scope in [DatabaseScope.private, .shared] {
+                    databases[scope] = try makeDatabase(server, scope, id)
                 }
-                database = try makeDatabase(server, deviceID!)
             }
-            try await mirror.start(database: database, deviceID: deviceID)
+            try await mirror.start(databases: databases, deviceID: deviceID)
         } catch {
             try? store.close()
             throw error

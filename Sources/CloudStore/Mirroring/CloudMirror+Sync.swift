@@ -3,16 +3,24 @@ import Foundation
 import GRDB
 
 extension CloudMirror {
-    /// Sends the pending uploads now.
-    func sendNow() async throws {
+    /// The engines, private first; throws when the container has no server.
+    private func allEngines() throws -> [SyncEngine] {
         guard let engine else { throw ContainerError.localOnly }
-        try await containerErrors { try await engine.sendChanges() }
+        return [engine] + (engines[.shared].map { [$0] } ?? [])
     }
 
-    /// Fetches and applies the server's changes now.
+    /// Sends the pending uploads now, through every database.
+    func sendNow() async throws {
+        for engine in try allEngines() {
+            try await containerErrors { try await engine.sendChanges() }
+        }
+    }
+
+    /// Fetches and applies the server's changes now, from every database.
     func fetchNow() async throws {
-        guard let engine else { throw ContainerError.localOnly }
-        try await containerErrors { try await engine.fetchChanges() }
+        for engine in try allEngines() {
+            try await containerErrors { try await engine.fetchChanges() }
+        }
     }
 
     /// Sends, then fetches; sends again if the fetch released creates held back until a fetch
@@ -27,24 +35,36 @@ extension CloudMirror {
     /// Sends and fetches until nothing is left in either direction, retrying transient failures
     /// until `timeout`.
     func waitUntilSynced(timeout: Duration) async throws {
-        guard let engine else { return }
+        guard engine != nil else { return }
+        let engines = try allEngines()
+        _ = try await retrying(timeout: timeout) { () -> Bool? in
+            for engine in engines {
+                try await self.containerErrors {
+                    try await engine.sendChanges()
+                    try await engine.fetchChanges()
+                }
+            }
+            let (pending, refused) = try await self.store.read { context in
+                (try context.db.pendingUploadCount(), try context.db.refusedUploads())
+            }
+            guard pending == 0 else { return nil }
+            if !refused.isEmpty { throw ContainerError.uploadsRefused(refused) }
+            return true
+        }
+    }
+
+    /// Runs `attempt` until it answers a value, retrying transient failures (no network,
+    /// throttling) and answers of nil with growing pauses until `timeout`; then throws
+    /// ``ContainerError/timedOut(_:lastFailure:)``. A failure retrying does not fix is
+    /// ``ContainerError/syncFailed(_:)``.
+    func retrying<T>(timeout: Duration, _ attempt: () async throws -> T?) async throws -> T {
         let clock = ContinuousClock()
         let deadline = clock.now + timeout
         var delay = Duration.milliseconds(50)
         while true {
             var lastError: CloudError?
             do {
-                try await containerErrors {
-                    try await engine.sendChanges()
-                    try await engine.fetchChanges()
-                }
-                let (pending, refused) = try await store.read { context in
-                    (try context.db.pendingUploadCount(), try context.db.refusedUploads())
-                }
-                if pending == 0 {
-                    if !refused.isEmpty { throw ContainerError.uploadsRefused(refused) }
-                    return
-                }
+                if let value = try await attempt() { return value }
             } catch let error as CloudError where error.isTransient {
                 lastError = error
             } catch let error as CloudError {
@@ -60,7 +80,7 @@ extension CloudMirror {
 
     /// Runs engine operations, turning an engine stopped by rejected credentials into the
     /// container's error.
-    private func containerErrors(_ body: () async throws -> Void) async throws {
+    func containerErrors(_ body: () async throws -> Void) async throws {
         do {
             try await body()
         } catch let error as SyncEngineError where error.code == .stopped {

@@ -13,6 +13,7 @@ import Foundation
 /// | added a link | deleted it | ``linkAgainstDeletion(_:)`` |
 /// | removed a link | saved it | ``linkDeletionAgainstSave(_:)`` |
 /// | its own write whose answer was lost | that write | ``ancestor(_:server:writtenBy:thisDevice:)`` |
+/// | changed an object in a zone shared with it | its access to the zone ended | ``accessEnded(of:pending:recordKeys:local:)`` |
 ///
 /// Only values both sides changed follow the ``ConflictPolicy``; every value that loses is returned
 /// as a ``ConflictRecord`` for the conflict log, so nothing is silently gone.
@@ -209,6 +210,27 @@ struct ConflictResolution {
     ) -> [String: AttributeValue]? {
         guard let thisDevice, writer == thisDevice else { return current }
         return server
+    }
+
+    // MARK: Losing access
+
+    /// The policy name conflict records of ``accessEnded(of:pending:recordKeys:local:)`` carry.
+    static let accessEndedPolicy = "accessEnded"
+
+    /// This device changed an object in a zone shared with it, and its access to the zone ended
+    /// before the change went up (the owner removed the user or stopped sharing, or the user left):
+    /// the server will not take it, and the local copy goes. Every value not uploaded is logged as
+    /// lost, whatever the policy: the changed keys, or every key of an object created here.
+    func accessEnded(
+        of object: Object, pending: PendingUpload, recordKeys: Set<String>, local: [String: AttributeValue]?
+    ) -> [ConflictRecord] {
+        guard case .save(let full, let keys) = pending, let local else { return [] }
+        let lost = full ? recordKeys : Set(keys.keys).intersection(recordKeys)
+        return lost.sorted().map { key in
+            ConflictRecord(
+                date: now, entityName: object.entityName, objectID: object.id, property: key, losingSide: .local,
+                losingValue: local[key] ?? .null, winningValue: .null, policy: Self.accessEndedPolicy)
+        }
     }
 
     private func record(

@@ -60,7 +60,14 @@ struct EventTracker {
         PersistentCloudContainer.Event(
             id: id, kind: kind, phase: phase, startDate: startDate, endDate: endDate,
             succeeded: phase != .ended || failure == nil, error: phase == .ended ? failure : nil, counts: counts,
-            total: total)
+            total: total, activity: [])
+    }
+
+    /// The event that reports share activity (``PersistentCloudContainer/Event/Kind/sharing``).
+    static func sharing(_ activity: [ShareActivity], at date: Date = Date()) -> PersistentCloudContainer.Event {
+        PersistentCloudContainer.Event(
+            id: UUID(), kind: .sharing, phase: .ended, startDate: date, endDate: date, succeeded: true, error: nil,
+            counts: MirrorCounts(), total: nil, activity: activity)
     }
 
     /// The level-1 line for work under way: running totals and the rate since the start.

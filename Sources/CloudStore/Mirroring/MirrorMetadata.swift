@@ -12,6 +12,12 @@ import GRDB
 /// - `cloudstore_mirror_unresolved_reference`: to-one references whose target has not arrived yet.
 /// - `cloudstore_mirror_conflict`: the conflict log, every value that lost.
 /// - `cloudstore_mirror_foreign_record`: records of types this schema does not know, kept verbatim.
+/// - `cloudstore_mirror_zone`: the zones mirrored besides the primary one (``MirrorZone``): owned
+///   shares and zones shared with this user, with their share records and pending share changes.
+/// - `cloudstore_mirror_moved_record`: records to delete from the zone an object moved out of
+///   (into a share's zone, or back), pending uploads like any other.
+/// - `cloudstore_mirror_share_activity`: who joined, left, was invited or removed, per share
+///   (``PersistentCloudContainer/ShareActivity``).
 enum MirrorMetadata {
     /// The unit-of-work observer a mirrored store requires (``PendingUploadRecorder``).
     static let observerName = "cloudstore.mirroring"
@@ -60,6 +66,45 @@ enum MirrorMetadata {
                 CREATE TABLE IF NOT EXISTS cloudstore_mirror_foreign_record (
                     record_name TEXT PRIMARY KEY NOT NULL,
                     record BLOB NOT NULL);
+                CREATE TABLE IF NOT EXISTS cloudstore_mirror_zone (
+                    zone_name TEXT NOT NULL,
+                    zone_owner TEXT NOT NULL DEFAULT '',
+                    role TEXT NOT NULL,
+                    permission TEXT,
+                    share BLOB,
+                    pending_share BLOB,
+                    saved INTEGER NOT NULL DEFAULT 0,
+                    root_entity TEXT,
+                    root_id TEXT,
+                    PRIMARY KEY (zone_owner, zone_name));
+                CREATE TABLE IF NOT EXISTS cloudstore_mirror_moved_record (
+                    sequence INTEGER PRIMARY KEY AUTOINCREMENT,
+                    record_name TEXT NOT NULL,
+                    zone_name TEXT,
+                    zone_owner TEXT,
+                    change_tag TEXT,
+                    upload_revision INTEGER NOT NULL);
+                CREATE INDEX IF NOT EXISTS cloudstore_mirror_moved_record_name
+                    ON cloudstore_mirror_moved_record (record_name);
+                CREATE TABLE IF NOT EXISTS cloudstore_mirror_share_activity (
+                    sequence INTEGER PRIMARY KEY AUTOINCREMENT,
+                    date INTEGER NOT NULL,
+                    zone_name TEXT NOT NULL,
+                    zone_owner TEXT,
+                    user TEXT,
+                    change TEXT NOT NULL,
+                    permission TEXT);
+                """)
+        // Stores that mirrored before sharing: every record is in the primary zone (NULL).
+        let columns = Set(try db.columns(in: "cloudstore_record_metadata").map(\.name))
+        if !columns.contains("zone_name") {
+            try db.execute(sql: "ALTER TABLE cloudstore_record_metadata ADD COLUMN zone_name TEXT")
+            try db.execute(sql: "ALTER TABLE cloudstore_record_metadata ADD COLUMN zone_owner TEXT")
+        }
+        try db.execute(
+            sql: """
+                CREATE INDEX IF NOT EXISTS cloudstore_record_metadata_zone
+                    ON cloudstore_record_metadata (zone_owner, zone_name) WHERE zone_name IS NOT NULL
                 """)
     }
 
@@ -89,8 +134,10 @@ enum MirrorStateKey: String {
     case engineState = "engine_state"
     /// The user record name the mirrored data belongs to.
     case userRecordName = "user"
-    /// Whether the store's zone was saved on the server.
+    /// Whether the store's primary zone was saved on the server.
     case zoneSaved = "zone_saved"
+    /// The shared database engine's `State.Serialization` (the private one's is ``engineState``).
+    case sharedEngineState = "shared_engine_state"
     case lastImport = "last_import"
     case lastExport = "last_export"
     case lastError = "last_error"

@@ -12,29 +12,55 @@ enum SaveFailureOutcome: Equatable {
 
 extension MirrorTransaction {
     /// Settles one batch the server answered: acknowledged saves and deletes, refused ones, and the
-    /// engine's state after it, all in this transaction. Returns whether the zone is missing.
-    func acknowledge(_ sent: SyncEngine.Event.SentRecordZoneChanges, uploads: [String: SentUpload]) throws -> Bool {
-        var zoneMissing = false
+    /// engine's state after it (stored under `stateKey`), all in this transaction. Returns the
+    /// zones the server does not have.
+    func acknowledge(
+        _ sent: SyncEngine.Event.SentRecordZoneChanges, uploads: [RecordID: SentUpload], stateKey: MirrorStateKey = .engineState
+    ) throws -> Set<ZoneID> {
+        var missing: Set<ZoneID> = []
         for record in sent.savedRecords {
-            try acknowledgeSave(of: record, sent: uploads[record.recordName])
+            if record.recordName == ShareMetadata.zoneShareRecordName {
+                try acknowledgeShareSave(record, sent: uploads[record.recordID])
+            } else {
+                try acknowledgeSave(of: record, sent: uploads[record.recordID])
+            }
         }
         for recordID in sent.deletedRecordIDs {
-            try acknowledgeDelete(of: recordID)
+            try acknowledgeDelete(of: recordID, sent: uploads[recordID])
         }
         for (recordID, error) in sent.failedRecordDeletes {
             switch error.serverErrorCode {
-            case .notFound: try acknowledgeDelete(of: recordID)
-            case .zoneNotFound: zoneMissing = true
-            default: try refuse(recordID.recordName, error)
+            case .notFound: try acknowledgeDelete(of: recordID, sent: uploads[recordID])
+            case .zoneNotFound: missing.insert(recordID.zoneID)
+            default:
+                if try db.hasMovedRecord(recordID.recordName, from: key(recordID.zoneID)) {
+                    // The copy left behind cannot be deleted (access ended, say): nothing to retry.
+                    logger.warning(
+                        "the server refused to delete a moved record from the zone it left",
+                        metadata: ["record": "\(recordID)", "error": "\(error)"])
+                    try db.deleteMovedRecord(recordID.recordName, from: key(recordID.zoneID))
+                } else if recordID.recordName == ShareMetadata.zoneShareRecordName {
+                    try resolveFailedShareSave(Record(recordType: ShareMetadata.recordType, recordID: recordID, fields: [:]), error: error)
+                } else {
+                    try refuse(recordID.recordName, error)
+                }
             }
         }
         for failure in sent.failedRecordSaves {
+            if failure.record.recordName == ShareMetadata.zoneShareRecordName {
+                if failure.error.serverErrorCode == .zoneNotFound {
+                    missing.insert(failure.record.recordID.zoneID)
+                } else {
+                    try resolveFailedShareSave(failure.record, error: failure.error)
+                }
+                continue
+            }
             let outcome = try resolveFailedSave(failure.record, error: failure.error)
-            if outcome == .zoneMissing { zoneMissing = true }
+            if outcome == .zoneMissing { missing.insert(failure.record.recordID.zoneID) }
         }
         try logOrphans()
-        try saveEngineState(sent.stateSerialization)
-        return zoneMissing
+        try db.setMirrorState(stateKey, encoding: sent.stateSerialization)
+        return missing
     }
 
     /// The server saved a record and answered with its whole copy (a field it does not carry is
@@ -42,7 +68,7 @@ extension MirrorTransaction {
     /// (``ConflictResolution/acknowledgedUpload(_:sent:stillPending:of:)``), and keep pending only
     /// what changed here after the upload was sent.
     func acknowledgeSave(of saved: Record, sent: SentUpload?) throws {
-        guard var row = try db.recordMetadata(saved.recordName) else { return }
+        guard var row = try db.recordMetadata(saved.recordName), row.zone == key(saved.recordID.zoneID) else { return }
         row.serverHas(saved.recordChangeTag)
         counts.saved += 1
         let unchangedSinceSent = sent != nil && sent?.revision == row.uploadRevision
@@ -80,9 +106,20 @@ extension MirrorTransaction {
         try save(row)
     }
 
-    /// The server deleted a record.
-    func acknowledgeDelete(of recordID: RecordID) throws {
-        guard var row = try db.recordMetadata(recordID.recordName) else { return }
+    /// The server deleted a record (or had none to delete): a share record, the copy an object
+    /// left behind in the zone it moved out of, or a record this device deleted.
+    func acknowledgeDelete(of recordID: RecordID, sent: SentUpload?) throws {
+        if recordID.recordName == ShareMetadata.zoneShareRecordName {
+            try acknowledgeShareDelete(in: recordID.zoneID, sent: sent)
+            return
+        }
+        let zone = key(recordID.zoneID)
+        if try db.hasMovedRecord(recordID.recordName, from: zone) {
+            try db.deleteMovedRecord(recordID.recordName, from: zone)
+            counts.deleted += 1
+            return
+        }
+        guard var row = try db.recordMetadata(recordID.recordName), row.zone == zone else { return }
         guard row.pendingUpload == .delete else {
             // Re-created here after the delete was sent: upload it whole as a new record.
             row.forgetServerVersion()
@@ -106,7 +143,7 @@ extension MirrorTransaction {
     /// The server refused a save: merge a conflict, decide an edit against a deletion, or record
     /// the refusal.
     func resolveFailedSave(_ record: Record, error: ServerError) throws -> SaveFailureOutcome {
-        guard var row = try db.recordMetadata(record.recordName) else { return .handled }
+        guard var row = try db.recordMetadata(record.recordName), row.zone == key(record.recordID.zoneID) else { return .handled }
         switch error.serverErrorCode {
         case .conflict, .exists:
             guard let server = error.serverRecord, !server.deleted else {

@@ -3,24 +3,53 @@ import Foundation
 import GRDB
 
 extension MirrorTransaction {
-    /// Applies one fetched page: records in their latest server state and tombstones. Objects this
-    /// device changed and has not uploaded yet are merged field by field; references to objects that
-    /// have not arrived are kept and linked when they do.
-    func applyFetched(_ records: [Record], deletions: [SyncEngine.Event.FetchedRecordZoneChanges.Deletion]) throws {
+    /// Applies one fetched page of a zone: records in their latest server state and tombstones.
+    /// Objects this device changed and has not uploaded yet are merged field by field; references to
+    /// objects that have not arrived are kept and linked when they do. A zone other than the primary
+    /// one is a share's (``adoptZone(_:)``); its share record updates the share.
+    func applyFetched(
+        _ records: [Record], deletions: [SyncEngine.Event.FetchedRecordZoneChanges.Deletion], in zoneID: ZoneID
+    ) throws {
+        try adoptZone(zoneID)
+        let zone = key(zoneID)
+        for record in records where ShareMetadata.isShareType(record.recordType) {
+            try applyShareRecord(record)
+        }
         // Objects before links, so a link finds both its objects when they come in the same page.
-        for record in records where record.recordType != LinkRecords.recordType {
-            try applyRecord(record)
+        for record in records where record.recordType != LinkRecords.recordType && !ShareMetadata.isShareType(record.recordType) {
+            try applyRecord(record, in: zone)
         }
         for record in records where record.recordType == LinkRecords.recordType {
-            try applyLink(record)
+            try applyLink(record, in: zone)
         }
         for deletion in deletions {
-            try applyDeletion(deletion.recordID, recordType: deletion.recordType)
+            if deletion.recordID.recordName == ShareMetadata.zoneShareRecordName {
+                try applyShareDeletion(in: zoneID)
+                continue
+            }
+            try applyDeletion(deletion.recordID, recordType: deletion.recordType, in: zone)
         }
         try logOrphans()
     }
 
-    private func applyRecord(_ record: Record) throws {
+    /// The metadata of a record fetched from `zone`, or nil when the record is to be ignored: this
+    /// device moved the object out of that zone and its delete there is on its way. An object that
+    /// another device moved into `zone` takes it as its zone from now on.
+    private func fetchedMetadata(_ record: Record, in zone: MirrorZone.Key, _ make: () -> RecordMetadata) throws -> RecordMetadata? {
+        guard var row = try db.recordMetadata(record.recordName) else {
+            var row = make()
+            row.zone = zone
+            return row
+        }
+        if row.zone != zone {
+            if try db.hasMovedRecord(record.recordName, from: zone) { return nil }
+            row.zone = zone
+            row.changeTag = nil
+        }
+        return row
+    }
+
+    private func applyRecord(_ record: Record, in zone: MirrorZone.Key) throws {
         guard let type = record.recordType, let entity = schema.entity(named: type), entity.isMirrored else {
             try keepForeign(record)
             return
@@ -34,8 +63,8 @@ extension MirrorTransaction {
             try keepForeign(record)
             return
         }
-        var row = try db.recordMetadata(record.recordName)
-            ?? RecordMetadata(recordName: record.recordName, entityName: entity.name)
+        guard var row = try fetchedMetadata(record, in: zone, { RecordMetadata(recordName: record.recordName, entityName: entity.name) })
+        else { return }
         try adoptAssetFiles(of: record, entity)
         let id = content.snapshot.id
         let serverValues = recordValues(content.snapshot, entity)
@@ -85,14 +114,15 @@ extension MirrorTransaction {
         }
     }
 
-    private func applyLink(_ record: Record) throws {
+    private func applyLink(_ record: Record, in zone: MirrorZone.Key) throws {
         guard let ends = LinkRecords.ends(of: record), let (entity, relationship) = LinkRecords.canonical(ends.relationship, in: schema)
         else {
             try keepForeign(record)
             return
         }
-        var row = try db.recordMetadata(record.recordName)
-            ?? RecordMetadata(recordName: record.recordName, entityName: LinkRecords.recordType, link: ends)
+        guard var row = try fetchedMetadata(record, in: zone, {
+            RecordMetadata(recordName: record.recordName, entityName: LinkRecords.recordType, link: ends)
+        }) else { return }
         row.serverHas(record.recordChangeTag)
         if row.pendingUpload == .delete {
             let (winner, conflicts) = resolution.linkDeletionAgainstSave(link(ends, entity, relationship))
@@ -112,10 +142,13 @@ extension MirrorTransaction {
         ConflictResolution.Link(entityName: entity.name, relationship: relationship.name, source: ends.source, target: ends.target)
     }
 
-    /// Applies a tombstone.
-    private func applyDeletion(_ recordID: RecordID, recordType: String?) throws {
+    /// Applies a tombstone of a record of `zone`. A record this device knows in another zone moved
+    /// there: the tombstone is of the copy it left behind.
+    private func applyDeletion(_ recordID: RecordID, recordType: String?, in zone: MirrorZone.Key) throws {
         let name = recordID.recordName
+        try db.deleteMovedRecord(name, from: zone)
         let row = try db.recordMetadata(name)
+        if let row, row.zone != zone { return }
         try db.execute(sql: "DELETE FROM cloudstore_mirror_foreign_record WHERE record_name = ?", arguments: [name])
         if let ends = row?.link ?? (recordType == LinkRecords.recordType ? LinkRecords.ends(recordName: name) : nil) {
             if var row, case .save? = row.pendingUpload, let (entity, relationship) = LinkRecords.canonical(ends.relationship, in: schema) {
@@ -228,17 +261,27 @@ extension MirrorTransaction {
         counts.deleted += 1
     }
 
-    /// Deletes the local copy of every mirrored object and all mirroring metadata of records (the
-    /// zone is gone, or another user's data replaces this one's). The conflict log stays.
-    func deleteMirroredData() throws {
+    /// Deletes the local copy of every mirrored object of the primary zone and its records'
+    /// metadata (the zone is gone), or with `allZones` of every zone, shares included, and the
+    /// shares themselves (another user's data replaces this one's). The conflict log stays.
+    func deleteMirroredData(allZones: Bool = false) throws {
+        let elsewhere: Set<String> = allZones ? [] : Set(try String.fetchAll(db, sql: "SELECT record_name FROM cloudstore_record_metadata WHERE zone_name IS NOT NULL"))
         for entity in schema.mirroredEntities {
-            for id in try context.fetchIDs(entityName: entity.name) where try context.exists(entityName: entity.name, id: id) {
+            for id in try context.fetchIDs(entityName: entity.name) where !elsewhere.contains(id.uuidString) {
+                guard try context.exists(entityName: entity.name, id: id) else { continue }
                 try context.delete(entityName: entity.name, id: id)
                 counts.deleted += 1
             }
         }
-        try db.execute(sql: "DELETE FROM cloudstore_record_metadata")
-        try db.execute(sql: "DELETE FROM cloudstore_mirror_unresolved_reference")
+        if allZones {
+            try db.execute(sql: "DELETE FROM cloudstore_record_metadata")
+            try db.execute(sql: "DELETE FROM cloudstore_mirror_unresolved_reference")
+            try db.execute(sql: "DELETE FROM cloudstore_mirror_zone")
+            try db.execute(sql: "DELETE FROM cloudstore_mirror_moved_record")
+        } else {
+            try db.execute(sql: "DELETE FROM cloudstore_record_metadata WHERE zone_name IS NULL")
+            try db.execute(sql: "DELETE FROM cloudstore_mirror_moved_record WHERE zone_name IS NULL")
+        }
         try db.execute(sql: "DELETE FROM cloudstore_mirror_foreign_record")
     }
 }

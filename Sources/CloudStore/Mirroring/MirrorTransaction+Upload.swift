@@ -17,20 +17,37 @@ struct SentUpload: Sendable {
     var revision: Int64?
     /// The values the record carried (attributes and to-one ids), for an object.
     var values: [String: AttributeValue]
+    /// The share change a share record carried.
+    var share: PendingShareChange?
+
+    init(revision: Int64?, values: [String: AttributeValue], share: PendingShareChange? = nil) {
+        self.revision = revision
+        self.values = values
+        self.share = share
+    }
 }
 
 extension MirrorTransaction {
-    /// The next pending uploads, in upload order, leaving out `skipping` (records the engine will
-    /// not send again in this pass): each save with the record to send. Every record handed out is
-    /// marked as possibly on the server from now on, in this transaction, before it is sent.
-    func prepareUploads(limit: Int, skipping: Set<String>) throws -> [PreparedUpload] {
-        var prepared: [PreparedUpload] = []
-        for var metadata in try db.pendingUploads(limit: limit, skipping: skipping) {
+    /// The next pending uploads through the database of `scope`, in upload order, leaving out
+    /// `skipping` (records the engine will not send again in this pass) and the records named in
+    /// `holding`: share changes first, then each save with the record to send and each delete,
+    /// deletes from zones objects moved out of after the saves of the same revision. Every record
+    /// handed out is marked as possibly on the server from now on, in this transaction, before it
+    /// is sent.
+    func prepareUploads(
+        scope: DatabaseScope = .private, limit: Int, skipping: Set<RecordID>, holding: Set<String> = []
+    ) throws -> [PreparedUpload] {
+        var prepared = try prepareShareUploads(scope: scope, skipping: skipping)
+        var rows: [PreparedUpload] = []
+        var revisions: [Int64] = []
+        for var metadata in try db.pendingUploads(limit: limit, skipping: holding, scope: scope) {
+            let recordID = recordID(metadata)
+            if skipping.contains(recordID) { continue }
             let upload: PreparedUpload
             switch metadata.pendingUpload {
             case .delete?:
                 upload = PreparedUpload(
-                    change: .deleteRecord(recordID(metadata.recordName)), record: nil,
+                    change: .deleteRecord(recordID), record: nil,
                     sent: SentUpload(revision: metadata.uploadRevision, values: [:]))
             case .save?:
                 guard let (record, values) = try recordToUpload(metadata) else {
@@ -41,15 +58,40 @@ extension MirrorTransaction {
                     continue
                 }
                 upload = PreparedUpload(
-                    change: .saveRecord(recordID(metadata.recordName)), record: record,
+                    change: .saveRecord(recordID), record: record,
                     sent: SentUpload(revision: metadata.uploadRevision, values: values))
             case nil:
                 continue
             }
             if !metadata.mayBeOnServer { try db.markMayBeOnServer(metadata.recordName) }
+            rows.append(upload)
+            revisions.append(metadata.uploadRevision ?? 0)
+        }
+        // Deletes from the zones objects left go after the saves that put them in their new zone.
+        var moved = try db.movedRecords(scope: scope, limit: limit).filter { !skipping.contains(recordID($0)) }[...]
+        for (index, upload) in rows.enumerated() {
+            while let next = moved.first, next.uploadRevision < revisions[index] {
+                prepared.append(movedUpload(next))
+                moved.removeFirst()
+            }
             prepared.append(upload)
         }
-        return prepared
+        prepared.append(contentsOf: moved.map(movedUpload))
+        return Array(prepared.prefix(max(limit, 1)))
+    }
+
+    private func movedUpload(_ moved: MovedRecord) -> PreparedUpload {
+        PreparedUpload(
+            change: .deleteRecord(recordID(moved)), record: nil, sent: SentUpload(revision: moved.uploadRevision, values: [:]))
+    }
+
+    /// The record ID of a record's metadata: its name in its zone.
+    func recordID(_ metadata: RecordMetadata) -> RecordID {
+        RecordID(recordName: metadata.recordName, zoneID: zoneID(metadata.zone))
+    }
+
+    func recordID(_ moved: MovedRecord) -> RecordID {
+        RecordID(recordName: moved.recordName, zoneID: zoneID(moved.zone))
     }
 
     /// The record to upload for a pending save, and the values it carries; nil when the object
@@ -58,8 +100,9 @@ extension MirrorTransaction {
         guard case .save? = metadata.pendingUpload, let pending = metadata.pendingUpload else { return nil }
         var record: Record
         var values: [String: AttributeValue] = [:]
+        let recordZone = zoneID(metadata.zone)
         if let ends = metadata.link {
-            record = LinkRecords.record(ends, in: zoneID)
+            record = LinkRecords.record(ends, in: recordZone)
         } else {
             guard let entity = schema.entity(named: metadata.entityName), let id = UUID(uuidString: metadata.recordName),
                 var snapshot = try context.fetchSnapshot(entityName: entity.name, id: id)
@@ -71,7 +114,7 @@ extension MirrorTransaction {
             let recordKeys = entity.recordKeys
             let keys = pending.keysToUpload.map { $0.intersection(recordKeys) }
             let unknownFields = try metadata.unknownFields
-            record = try schema.record(for: snapshot, in: zoneID, keys: keys, unknownFields: keys == nil ? unknownFields : [:])
+            record = try schema.record(for: snapshot, in: recordZone, keys: keys, unknownFields: keys == nil ? unknownFields : [:])
             let edited = EditTimes.parse(unknownFields[EditTimes.field])
                 .merging(pending.changeDates.filter { recordKeys.contains($0.key) }) { _, new in new }
             record.fields[EditTimes.field] = EditTimes.fieldValue(edited)
@@ -98,17 +141,38 @@ extension MirrorTransaction {
         }
     }
 
-    /// Marks every mirrored object and link for upload, whole, as new records: the server lost
-    /// them (the zone was recreated, or the account changed and the local data is kept), or the
-    /// store held them before it first mirrored. Metadata of records this device no longer has is
-    /// forgotten.
-    func uploadEverythingAgain() throws {
+    /// Marks every mirrored object and link of a zone for upload, whole, as new records: the server
+    /// lost them (the zone was recreated, or the account changed and the local data is kept), or
+    /// the store held them before it first mirrored (the primary zone holds every object no other
+    /// zone does). Metadata of records this device no longer has is forgotten.
+    func uploadEverythingAgain(in zone: MirrorZone.Key = .primary) throws {
+        guard zone.isPrimary else {
+            for var row in try db.recordMetadata(in: zone) {
+                let exists: Bool
+                if let ends = row.link {
+                    exists = try linkExists(ends)
+                } else {
+                    exists = try UUID(uuidString: row.recordName).map { try context.exists(entityName: row.entityName, id: $0) } ?? false
+                }
+                guard exists else {
+                    try forget(row.recordName)
+                    continue
+                }
+                row.forgetServerVersion()
+                row.refusal = nil
+                let keys = schema.entity(named: row.entityName)?.recordKeys ?? []
+                try setPendingUpload(.save(full: true, keys: Dictionary(uniqueKeysWithValues: keys.map { ($0, now) })), of: &row)
+                try save(row)
+            }
+            return
+        }
         var seen: Set<String> = []
         for entity in schema.mirroredEntities {
             for snapshot in try context.fetchSnapshots(entityName: entity.name) {
                 let name = snapshot.id.uuidString
                 seen.insert(name)
                 var row = try db.recordMetadata(name) ?? RecordMetadata(recordName: name, entityName: entity.name)
+                guard row.zone.isPrimary else { continue }
                 row.forgetServerVersion()
                 let values = recordValues(snapshot, entity)
                 try setPendingUpload(.save(full: true, keys: Dictionary(uniqueKeysWithValues: values.keys.map { ($0, now) })), of: &row)
@@ -120,6 +184,7 @@ extension MirrorTransaction {
                         seen.insert(linkName)
                         var link = try db.recordMetadata(linkName)
                             ?? RecordMetadata(recordName: linkName, entityName: LinkRecords.recordType, link: ends)
+                        guard link.zone.isPrimary else { continue }
                         link.forgetServerVersion()
                         try setPendingUpload(.save(full: true, keys: [:]), of: &link)
                         try save(link)
@@ -127,8 +192,16 @@ extension MirrorTransaction {
                 }
             }
         }
-        for row in try db.allRecordMetadata() where !seen.contains(row.recordName) {
+        for row in try db.recordMetadata(in: .primary) where !seen.contains(row.recordName) {
             try forget(row.recordName)
         }
+    }
+
+    /// Whether both objects of a link are here and linked.
+    func linkExists(_ ends: LinkEnds) throws -> Bool {
+        guard let (entity, relationship) = LinkRecords.canonical(ends.relationship, in: schema),
+            try context.exists(entityName: entity.name, id: ends.source)
+        else { return false }
+        return try context.relatedIDs(entityName: entity.name, id: ends.source, relationship: relationship.name).contains(ends.target)
     }
 }

@@ -15,6 +15,7 @@ import Logging
 final class MirrorTransaction {
     let context: WriteContext
     let schema: Schema
+    /// The primary zone: where objects that are not shared live.
     let zoneID: ZoneID
     let resolution: ConflictResolution
     /// This device's ID as the server records it in `modified.deviceID`, when it mirrors.
@@ -23,9 +24,17 @@ final class MirrorTransaction {
     /// What the transaction did, for events and logs.
     var counts = MirrorCounts()
     /// Whether the transaction left uploads pending (the engine is told once it committed).
-    private(set) var hasPendingUploads = false
+    var hasPendingUploads = false
+    /// Whether the transaction left a share change pending.
+    var hasPendingShareChanges = false
+    /// Who joined, left or was invited to a share, for the container's events.
+    var activity: [PersistentCloudContainer.ShareActivity] = []
+    /// The current user, once the server said (a participant's permission is looked up by it).
+    let userRecordName: String?
     /// Uploads the server refused for good in this transaction, by record name.
     var refused: [String: ServerError] = [:]
+    /// Share changes the server refused for good in this transaction, by zone.
+    var refusedShares: [ZoneID: ServerError] = [:]
     private var revision: Int64?
     /// Objects whose parent an import deleted without cascading (see ``deleteImported(entityName:id:)``).
     var orphans: [Orphan] = []
@@ -40,17 +49,24 @@ final class MirrorTransaction {
     init(
         context: WriteContext, schema: Schema, zoneID: ZoneID, policy: ConflictPolicy, deviceID: String? = nil,
         now: Date, logger: Logger
-    ) {
+    ) throws {
         self.context = context
         self.schema = schema
         self.zoneID = zoneID
         self.resolution = ConflictResolution(policy: policy, now: now)
         self.deviceID = deviceID
         self.logger = logger
+        self.userRecordName = try context.db.mirrorState(.userRecordName, as: String.self)
     }
 
-    func recordID(_ recordName: String) -> RecordID {
-        RecordID(recordName: recordName, zoneID: zoneID)
+    /// The zone a metadata key names; `zoneID` is the primary zone.
+    func zoneID(_ key: MirrorZone.Key) -> ZoneID {
+        key.zoneID(primary: zoneID)
+    }
+
+    /// How metadata names a zone the engine named.
+    func key(_ zoneID: ZoneID) -> MirrorZone.Key {
+        MirrorZone.Key(zoneID, primary: self.zoneID)
     }
 
     /// Stores a record's metadata.
@@ -62,12 +78,15 @@ final class MirrorTransaction {
     /// Sets what a record has pending, stamped with this transaction's upload revision.
     func setPendingUpload(_ upload: PendingUpload?, of metadata: inout RecordMetadata) throws {
         guard upload != metadata.pendingUpload else { return }
-        try metadata.setPendingUpload(upload) {
-            if let revision { return revision }
-            let next = try db.nextUploadRevision()
-            revision = next
-            return next
-        }
+        try metadata.setPendingUpload(upload) { try uploadRevision() }
+    }
+
+    /// This transaction's upload revision, taken from the store-wide counter the first time.
+    func uploadRevision() throws -> Int64 {
+        if let revision { return revision }
+        let next = try db.nextUploadRevision()
+        revision = next
+        return next
     }
 
     /// Forgets a record: it is neither on the server nor to upload.
@@ -97,8 +116,10 @@ final class MirrorTransaction {
         return snapshot.values.filter { keys.contains($0.key) }
     }
 
-    func saveEngineState(_ state: SyncEngine.State.Serialization) throws {
-        try db.setMirrorState(.engineState, encoding: state)
+    /// Stores a sync engine's state: the private database's under ``MirrorStateKey/engineState``,
+    /// the shared database's under ``MirrorStateKey/sharedEngineState``.
+    func saveEngineState(_ state: SyncEngine.State.Serialization, as key: MirrorStateKey = .engineState) throws {
+        try db.setMirrorState(key, encoding: state)
     }
 }
 

@@ -12,6 +12,7 @@ import Synchronization
 /// records itself.
 struct PendingUploadRecorder: UnitOfWorkObserver {
     let schema: Schema
+    let primaryZone: ZoneID
     let signal: PendingUploadSignal
 
     var name: String { MirrorMetadata.observerName }
@@ -19,50 +20,53 @@ struct PendingUploadRecorder: UnitOfWorkObserver {
     func unitOfWorkWillCommit(_ unitOfWork: CommittingUnitOfWork) throws {
         guard unitOfWork.author != MirrorAuthor.import else { return }
         var recording = PendingUploadRecording(context: unitOfWork.context, schema: schema, date: unitOfWork.date)
+        recording.primaryZone = primaryZone
         for change in unitOfWork.changes { try recording.record(change) }
         try recording.finish()
         guard recording.hasRecorded else { return }
-        let signal = signal
-        unitOfWork.db.afterNextTransaction { _ in signal.uploadsPending() }
+        let (signal, scopes) = (signal, recording.scopes)
+        unitOfWork.db.afterNextTransaction { _ in signal.uploadsPending(in: scopes) }
     }
 }
 
-/// Tells the sync engine that uploads are pending, from any thread: after a save committed some,
-/// or a mirroring transaction did. Before the store's zone is on the server it also asks for the
-/// zone to be saved first.
+/// Tells the sync engines that uploads are pending, from any thread: after a save committed some,
+/// or a mirroring transaction did. Before a zone of the private database is on the server (the
+/// primary zone, a new share's zone) it also asks for the zone to be saved first.
 final class PendingUploadSignal: Sendable {
     private struct Target {
-        var state: SyncEngine.State?
-        var zoneID: ZoneID
-        var zoneSaved = false
+        var states: [DatabaseScope: SyncEngine.State] = [:]
+        /// Zones of the private database not on the server yet.
+        var unsaved: Set<ZoneID> = []
     }
 
     private let target: Mutex<Target>
 
-    init(zoneID: ZoneID) {
-        target = Mutex(Target(zoneID: zoneID))
+    init(primaryZone: ZoneID) {
+        target = Mutex(Target(unsaved: [primaryZone]))
     }
 
-    /// The engine to tell, once it exists.
-    func attach(_ state: SyncEngine.State, zoneSaved: Bool) {
+    /// The engine of a database to tell, once it exists.
+    func attach(_ state: SyncEngine.State, scope: DatabaseScope) {
+        target.withLock { $0.states[scope] = state }
+    }
+
+    /// Whether a zone of the private database is on the server (false for a new share's zone, and
+    /// after a zone was deleted or the account changed).
+    func setZoneSaved(_ zoneID: ZoneID, _ saved: Bool) {
         target.withLock { target in
-            target.state = state
-            target.zoneSaved = zoneSaved
+            if saved { target.unsaved.remove(zoneID) } else { target.unsaved.insert(zoneID) }
         }
     }
 
-    /// Whether the zone is on the server (false after it was deleted or the account changed).
-    func setZoneSaved(_ saved: Bool) {
-        target.withLock { $0.zoneSaved = saved }
-    }
-
-    func uploadsPending() {
-        let (state, saveZone) = target.withLock { target in
-            (target.state, target.zoneSaved ? nil : target.zoneID)
+    func uploadsPending(in scopes: Set<DatabaseScope> = [.private, .shared]) {
+        let (states, saveZones) = target.withLock { target in (target.states, target.unsaved) }
+        for scope in scopes {
+            guard let state = states[scope] else { continue }
+            if scope == .private, !saveZones.isEmpty {
+                state.add(pendingDatabaseChanges: saveZones.sorted { $0.zoneName < $1.zoneName }.map { .saveZone($0) })
+            }
+            state.hasPendingUntrackedChanges = true
         }
-        guard let state else { return }
-        if let saveZone { state.add(pendingDatabaseChanges: [.saveZone(saveZone)]) }
-        state.hasPendingUntrackedChanges = true
     }
 }
 
@@ -73,10 +77,20 @@ struct PendingUploadRecording {
     let schema: Schema
     /// When the changes being recorded were made (the edit times `lastWriterWins` compares).
     var date: Date
+    /// The primary zone, to name it in errors.
+    var primaryZone = ZoneID(zoneName: "")
     private var revision: Int64?
     private var dirtyLinks: Set<DirtyLinks> = []
+    /// Objects inserted, and objects given another holder (``ShareGraph/holders(of:in:)``): their
+    /// zone is decided once every change is recorded.
+    private var inserted: [ObjectKey] = []
+    private var reparented: [ObjectKey] = []
+    /// The zones this store mirrors besides the primary one, read when first needed.
+    private var zones: [MirrorZone.Key: MirrorZone]?
     /// Whether any pending upload was written.
     private(set) var hasRecorded = false
+    /// The databases the recorded uploads go through.
+    private(set) var scopes: Set<DatabaseScope> = []
 
     /// A many-to-many relationship of one object whose links may differ from the mirrored ones.
     struct DirtyLinks: Hashable {
@@ -99,11 +113,14 @@ struct PendingUploadRecording {
         guard let entity = schema.entity(named: change.entityName), entity.isMirrored else { return }
         let recordName = change.objectID.uuidString
         var metadata = try db.recordMetadata(recordName) ?? RecordMetadata(recordName: recordName, entityName: entity.name)
+        let object = ObjectKey(entityName: entity.name, id: change.objectID)
+        try checkWritable(object, in: metadata.zone)
         let linkSides = LinkRecords.sides(of: entity, in: schema)
         let local: PendingUpload.Change
         switch change.changeType {
         case .insert:
             local = .insert(keys: entity.recordKeys)
+            inserted.append(object)
             for (relationship, side) in linkSides {
                 dirtyLinks.insert(DirtyLinks(entity: entity.name, id: change.objectID, relationship: relationship.name, side: side))
             }
@@ -113,6 +130,9 @@ struct PendingUploadRecording {
             }
             let keys = change.updatedProperties.intersection(entity.recordKeys)
             guard !keys.isEmpty else { return }
+            if ShareGraph.holders(of: entity, in: schema).contains(where: { keys.contains($0.name) }) {
+                reparented.append(object)
+            }
             // A local edit of a reference replaces one still waiting for its target.
             for relationship in entity.toOneRelationships where keys.contains(relationship.name) {
                 try db.removeUnresolvedReferences(of: entity.name, id: change.objectID, relationship: relationship.name)
@@ -128,12 +148,76 @@ struct PendingUploadRecording {
         try add(local, to: &metadata)
     }
 
-    /// Records the links of the relationships the unit of work touched; call once, after every change.
+    /// Puts new and re-parented objects in the zone of the object that holds them, then records
+    /// the links of the relationships the unit of work touched; call once, after every change.
     mutating func finish() throws {
+        try placeInHolderZones()
         for links in dirtyLinks.sorted(by: { "\($0.id)\($0.relationship)" < "\($1.id)\($1.relationship)" }) {
             try reconcile(links)
         }
         dirtyLinks = []
+    }
+
+    /// A new object goes to the zone of its holder (a note added to a shared folder is shared), and
+    /// so does an object moved to a holder in another zone, with its graph (``ShareGraph``). Inserts
+    /// are placed until nothing changes, so a new holder placed later takes its new children along.
+    private mutating func placeInHolderZones() throws {
+        guard !inserted.isEmpty || !reparented.isEmpty else { return }
+        var changed = true
+        var rounds = 0
+        while changed && rounds <= inserted.count {
+            changed = false
+            rounds += 1
+            for object in inserted {
+                guard let zone = try holderZone(of: object), let row = try db.recordMetadata(object.id.uuidString),
+                    row.zone != zone
+                else { continue }
+                try checkWritable(object, in: zone)
+                try move([object], to: zone)
+                changed = true
+            }
+        }
+        for object in reparented {
+            guard let zone = try holderZone(of: object), let row = try db.recordMetadata(object.id.uuidString), row.zone != zone
+            else { continue }
+            let graph = try ShareGraph.members(of: object, in: schema) { member, relationship in
+                try context.relatedIDs(entityName: member.entityName, id: member.id, relationship: relationship.name)
+            }
+            for member in graph { try checkWritable(member, in: zone) }
+            try move(graph, to: zone)
+            scopes.insert(row.zone.scope)
+        }
+    }
+
+    private mutating func move(_ objects: [ObjectKey], to zone: MirrorZone.Key) throws {
+        let revision = try nextRevision()
+        try ZoneMove(db: db, schema: schema, date: date, revision: { revision }).move(objects, to: zone)
+        scopes.insert(zone.scope)
+        hasRecorded = true
+    }
+
+    /// The zone of the object holding `object`, when it has one that this store mirrors.
+    private func holderZone(of object: ObjectKey) throws -> MirrorZone.Key? {
+        guard let entity = schema.entity(named: object.entityName),
+            let snapshot = try context.fetchSnapshot(entityName: entity.name, id: object.id)
+        else { return nil }
+        for relationship in ShareGraph.holders(of: entity, in: schema) {
+            guard case .uuid(let holder)? = snapshot.values[relationship.name],
+                let row = try db.recordMetadata(holder.uuidString)
+            else { continue }
+            return row.zone
+        }
+        return nil
+    }
+
+    /// Throws when `zone` is shared with this user read-only: the unit of work is rolled back.
+    private mutating func checkWritable(_ object: ObjectKey, in zone: MirrorZone.Key) throws {
+        guard zone.owner != nil else { return }
+        if zones == nil {
+            zones = Dictionary(try db.mirrorZones().map { ($0.key, $0) }) { first, _ in first }
+        }
+        guard let shared = zones?[zone], shared.permission == .readOnly else { return }
+        throw ContainerError.readOnlyShare(entityName: object.entityName, id: object.id, owner: zone.owner ?? "")
     }
 
     /// Adds one local change to a record's pending upload and stores the metadata (or forgets a
@@ -144,6 +228,7 @@ struct PendingUploadRecording {
         let revision = try nextRevision()
         metadata.setPendingUpload(upload) { revision }
         metadata.refusal = nil
+        scopes.insert(metadata.zone.scope)
         if upload == nil && !metadata.mayBeOnServer {
             try db.deleteRecordMetadata(metadata.recordName)
         } else {
@@ -176,13 +261,16 @@ struct PendingUploadRecording {
         for member in current where mirrored[member] == nil {
             let ends = LinkRecords.ends(links.side, object: links.id, member: member)
             let name = LinkRecords.recordName(ends)
+            let zone = try db.linkZone(ends)
+            try checkWritable(ObjectKey(entityName: entity.name, id: links.id), in: zone)
             var row = try db.recordMetadata(name)
-                ?? RecordMetadata(recordName: name, entityName: LinkRecords.recordType, link: ends)
+                ?? RecordMetadata(recordName: name, entityName: LinkRecords.recordType, link: ends, zone: zone)
             try add(.insert(keys: []), to: &row)
         }
         for (member, var row) in mirrored where !current.contains(member) {
             // A link whose other object has not arrived here yet was never applied locally; it stays.
             guard try context.exists(entityName: relationship.destination, id: member) else { continue }
+            try checkWritable(ObjectKey(entityName: entity.name, id: links.id), in: row.zone)
             try add(.delete, to: &row)
         }
     }

@@ -50,11 +50,14 @@ struct RecordMetadata: Sendable {
     /// until the app changes the object.
     var refusal: ServerError?
     var link: LinkEnds?
+    /// The zone the record is in (or goes to): the primary zone unless the object is shared.
+    var zone: MirrorZone.Key = .primary
 
-    init(recordName: String, entityName: String, link: LinkEnds? = nil) {
+    init(recordName: String, entityName: String, link: LinkEnds? = nil, zone: MirrorZone.Key = .primary) {
         self.recordName = recordName
         self.entityName = entityName
         self.link = link
+        self.zone = zone
     }
 
     /// Whether this device has a server version of the record.
@@ -116,40 +119,58 @@ extension Database {
         try Row.fetchAll(self, sql: "SELECT \(RecordMetadata.columns) FROM cloudstore_record_metadata").map(RecordMetadata.init(row:))
     }
 
-    /// The next pending uploads to send, in upload order, leaving out refused ones and `skipping`.
-    func pendingUploads(limit: Int, skipping: Set<String>) throws -> [RecordMetadata] {
+    /// The metadata of every record of one zone.
+    func recordMetadata(in zone: MirrorZone.Key) throws -> [RecordMetadata] {
+        try Row.fetchAll(
+            self,
+            sql: "SELECT \(RecordMetadata.columns) FROM cloudstore_record_metadata WHERE zone_name IS ? AND zone_owner IS ?",
+            arguments: [zone.name, zone.owner]
+        ).map(RecordMetadata.init(row:))
+    }
+
+    /// The next pending uploads to send through the database of `scope`, in upload order, leaving
+    /// out refused ones and `skipping`.
+    func pendingUploads(limit: Int, skipping: Set<String>, scope: DatabaseScope = .private) throws -> [RecordMetadata] {
         let rows = try Row.fetchAll(
             cachedStatement(
                 sql: """
                     SELECT \(RecordMetadata.columns) FROM cloudstore_record_metadata
-                    WHERE pending_upload IS NOT NULL AND refusal IS NULL
+                    WHERE pending_upload IS NOT NULL AND refusal IS NULL AND (zone_owner IS NULL) = ?
                     ORDER BY upload_revision, record_name LIMIT ?
                     """),
-            arguments: [limit + skipping.count])
+            arguments: [scope != .shared, limit + skipping.count])
         return try rows.lazy.map(RecordMetadata.init(row:)).filter { !skipping.contains($0.recordName) }.prefix(limit).map { $0 }
     }
 
     /// The records whose create was handed to the sync engine and never answered (possibly on the
-    /// server, no change tag) and that still have a save to upload: ``UnheardCreates`` holds them
-    /// back until a fetch covered them.
-    func unheardCreateNames() throws -> [String] {
+    /// server, no change tag) and that still have a save to upload, with the database each goes
+    /// through: ``UnheardCreates`` holds them back until a fetch covered them.
+    func unheardCreateNames() throws -> [(name: String, scope: DatabaseScope)] {
         try Row.fetchAll(
             self,
             sql: """
-                SELECT record_name, pending_upload FROM cloudstore_record_metadata
+                SELECT record_name, pending_upload, zone_owner FROM cloudstore_record_metadata
                 WHERE may_be_on_server = 1 AND change_tag IS NULL AND pending_upload IS NOT NULL
                 """
         ).compactMap { row in
             let upload = try MirrorMetadata.decode(PendingUpload.self, row["pending_upload"])
-            return upload == .delete ? nil : row["record_name"]
+            let scope: DatabaseScope = (row["zone_owner"] as String?) == nil ? .private : .shared
+            return upload == .delete ? nil : (row["record_name"], scope)
         }
     }
 
-    /// How many uploads are pending, not counting the ones the server refused.
+    /// How many uploads are pending, not counting the ones the server refused: records, deletes
+    /// from zones objects moved out of, and share changes.
     func pendingUploadCount() throws -> Int {
-        try Int.fetchOne(
-            self, sql: "SELECT count(*) FROM cloudstore_record_metadata WHERE pending_upload IS NOT NULL AND refusal IS NULL"
-        ) ?? 0
+        let records =
+            try Int.fetchOne(
+                self, sql: "SELECT count(*) FROM cloudstore_record_metadata WHERE pending_upload IS NOT NULL AND refusal IS NULL"
+            ) ?? 0
+        // A store that mirrored before sharing, opened for inspection, has no sharing tables yet.
+        guard try tableExists("cloudstore_mirror_zone") else { return records }
+        let moved = try Int.fetchOne(self, sql: "SELECT count(*) FROM cloudstore_mirror_moved_record") ?? 0
+        let shares = try Int.fetchOne(self, sql: "SELECT count(*) FROM cloudstore_mirror_zone WHERE pending_share IS NOT NULL") ?? 0
+        return records + moved + shares
     }
 
     /// The pending uploads the server refused for good, by record name.
@@ -164,13 +185,17 @@ extension Database {
         return refused
     }
 
-    /// The names of the records that are on the server with nothing to upload here (`isOnServer`
-    /// and no pending upload) and that `include` accepts, read with a cursor: only the names,
+    /// The names of the records of a zone that are on the server with nothing to upload here
+    /// (`isOnServer` and no pending upload) and that `include` accepts, read with a cursor: only the names,
     /// never every record of the store at once.
-    func settledRecordNames(where include: (String) -> Bool) throws -> [String] {
+    func settledRecordNames(in zone: MirrorZone.Key, where include: (String) -> Bool) throws -> [String] {
         let names = try String.fetchCursor(
             self,
-            sql: "SELECT record_name FROM cloudstore_record_metadata WHERE change_tag IS NOT NULL AND pending_upload IS NULL")
+            sql: """
+                SELECT record_name FROM cloudstore_record_metadata
+                WHERE change_tag IS NOT NULL AND pending_upload IS NULL AND zone_name IS ? AND zone_owner IS ?
+                """,
+            arguments: [zone.name, zone.owner])
         var included: [String] = []
         while let name = try names.next() {
             if include(name) { included.append(name) }
@@ -192,8 +217,8 @@ extension Database {
             sql: """
                 INSERT OR REPLACE INTO cloudstore_record_metadata
                 (record_name, entity, change_tag, may_be_on_server, ancestor, unknown_fields, pending_upload,
-                 upload_revision, refusal, link_relationship, link_source, link_target)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                 upload_revision, refusal, link_relationship, link_source, link_target, zone_name, zone_owner)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """
         ).execute(
             arguments: [
@@ -202,6 +227,7 @@ extension Database {
                 try metadata.pendingUpload.map { try MirrorMetadata.encode($0) }, metadata.uploadRevision,
                 try metadata.refusal.map { try MirrorMetadata.encode($0) },
                 metadata.link?.relationship, metadata.link?.source.uuidString, metadata.link?.target.uuidString,
+                metadata.zone.name, metadata.zone.owner,
             ])
     }
 
@@ -228,7 +254,7 @@ extension RecordMetadata {
     /// The columns ``init(row:)`` reads, in its order.
     static let columns = """
         record_name, entity, change_tag, may_be_on_server, ancestor, unknown_fields, pending_upload, upload_revision, \
-        refusal, link_relationship, link_source, link_target
+        refusal, link_relationship, link_source, link_target, zone_name, zone_owner
         """
 
     /// A row of ``columns``, read by position. The ancestor and unknown fields stay JSON until read.
@@ -248,6 +274,7 @@ extension RecordMetadata {
         {
             link = LinkEnds(relationship: relationship, source: source, target: target)
         }
+        zone = MirrorZone.Key(name: row[12], owner: row[13])
     }
 }
 

@@ -23,6 +23,8 @@ struct MirroringAssetsTests {
         ) { options in
             guard let uploads else { return }
             options.configureEngine = { configuration in
+                // Assets go through the private database's engine (the shared one has no zones here).
+                guard configuration.database.scope == .private else { return }
                 let counting = FaultInjectingDatabase(configuration.database)
                 uploads.database = counting
                 configuration.database = counting

@@ -1,0 +1,122 @@
+import CloudStoreSync
+import Foundation
+import GRDB
+
+extension CloudMirror {
+    /// Shares an object's graph: one transaction moves it into a zone of its own and records the
+    /// share's save; then the private engine sends until the server saved the share.
+    func share(
+        _ root: ObjectKey, with participants: [String: SharePermission], publicPermission: SharePermission, title: String?,
+        timeout: Duration
+    ) async throws -> MirrorZone {
+        guard engine != nil else { throw ContainerError.localOnly }
+        let zoneID = ZoneID(zoneName: MirrorZone.shareZoneName(root: root.id))
+        let schema = schema
+        let existing = try await store.read { try $0.db.mirrorZone(zoneID) }
+        if existing?.saved != true { signal.setZoneSaved(zoneID, false) }
+        let change = PendingShareChange.save(participants: participants, publicPermission: publicPermission, title: title)
+        try await transaction { transaction in
+            let context = transaction.context
+            guard try context.exists(entityName: root.entityName, id: root.id) else {
+                throw ContainerError.sharing(
+                    "\(root.entityName) \(root.id.uuidString) does not exist in this store: save it before sharing it")
+            }
+            let graph = try ShareGraph.members(of: root, in: schema) { member, relationship in
+                try context.relatedIDs(entityName: member.entityName, id: member.id, relationship: relationship.name)
+            }
+            for member in graph {
+                let zone = try transaction.db.recordMetadata(member.id.uuidString)?.zone ?? .primary
+                if let owner = zone.owner {
+                    throw ContainerError.sharing(
+                        "\(member.entityName) \(member.id.uuidString) is shared with you by \(owner): only its owner can share it")
+                }
+                if !zone.isPrimary, zone.name != zoneID.zoneName {
+                    throw ContainerError.sharing(
+                        "\(member.entityName) \(member.id.uuidString) is already in another share (zone \(zone.name ?? "")): a share holds its object graph whole; share that object's root, or stop that share first")
+                }
+            }
+            var zone =
+                try transaction.db.mirrorZone(zoneID)
+                ?? MirrorZone(
+                    zoneID: zoneID, role: .ownedShare, permission: .readWrite, share: nil, pendingShare: nil, saved: false,
+                    root: root)
+            zone.pendingShare = change
+            try transaction.db.save(zone)
+            try transaction.move(graph, to: zone.key)
+            transaction.hasPendingShareChanges = true
+        }
+        logger.notice("sharing an object", metadata: ["zone": "\(zoneID)", "record": "\(root.id)", "count": "\(participants.count)"])
+        return try await sendShareChange(in: zoneID, scope: .private, timeout: timeout)
+    }
+
+    /// Records a change of a share this user owns (participants, public permission) or its end,
+    /// and sends it.
+    func changeShare(
+        _ zoneID: ZoneID, timeout: Duration, _ change: @escaping @Sendable (MirrorZone) throws -> PendingShareChange
+    ) async throws -> MirrorZone {
+        guard engine != nil else { throw ContainerError.localOnly }
+        try await transaction { transaction in
+            guard var zone = try transaction.db.mirrorZone(zoneID) else {
+                throw ContainerError.sharing("this store has no share in zone \(zoneID): list its shares with shares()")
+            }
+            zone.pendingShare = try change(zone)
+            try transaction.db.save(zone)
+            transaction.hasPendingShareChanges = true
+        }
+        return try await sendShareChange(in: zoneID, scope: zoneID.ownerRecordName == nil ? .private : .shared, timeout: timeout)
+    }
+
+    /// Joins a share by its short GUID: the server adds this user, the zone is mirrored through the
+    /// shared database from now on, and its objects are fetched before this returns.
+    func acceptShare(shortGUID: String) async throws -> MirrorZone {
+        guard let shared = engines[.shared] else { throw ContainerError.localOnly }
+        let answer = try await shared.database.acceptShares(ShareAcceptRequest(shortGUIDs: [shortGUID]))
+        guard let result = answer.results.first else {
+            throw ContainerError.sharing("the server answered no result for share \(shortGUID); try again")
+        }
+        guard let zoneID = result.zoneID, let record = result.share else {
+            throw ContainerError.sharing(
+                "the share \(shortGUID) could not be accepted: \(result.reason ?? result.serverErrorCode?.rawValue ?? "no reason given")")
+        }
+        try await transaction { transaction in
+            try transaction.adoptZone(zoneID)
+            var share = record
+            share.recordName = ShareMetadata.zoneShareRecordName
+            share.zoneID = zoneID
+            try transaction.applyShareRecord(share)
+        }
+        logger.notice("accepted a share", metadata: ["zone": "\(zoneID)"])
+        try await fetchNow()
+        guard let zone = try await store.read({ try $0.db.mirrorZone(zoneID) }) else {
+            throw ContainerError.sharing("the share \(shortGUID) was accepted but its zone \(zoneID) went away meanwhile")
+        }
+        return zone
+    }
+
+    /// Leaves a share another user owns: the server ends this user's access, and the local copy
+    /// goes (with any change not uploaded logged in the conflict log).
+    func leaveShare(_ zoneID: ZoneID, timeout: Duration) async throws {
+        guard zoneID.ownerRecordName != nil else {
+            throw ContainerError.sharing(
+                "zone \(zoneID) is a share you own: stop sharing it (stopSharing) instead of leaving it")
+        }
+        _ = try await changeShare(zoneID, timeout: timeout) { _ in .delete }
+        try await fetchNow()
+    }
+
+    /// Sends until the share change of `zoneID` is on the server, retrying transient failures
+    /// until `timeout`; answers the zone as it is then.
+    private func sendShareChange(in zoneID: ZoneID, scope: DatabaseScope, timeout: Duration) async throws -> MirrorZone {
+        guard let engine = engines[scope] else { throw ContainerError.localOnly }
+        return try await retrying(timeout: timeout) {
+            try await self.containerErrors { try await engine.sendChanges() }
+            let zone = try await self.store.read { try $0.db.mirrorZone(zoneID) }
+            if let refusal = self.takeShareRefusal(zoneID) {
+                throw ContainerError.sharing(
+                    "the server refused the share of zone \(zoneID): \(refusal.reason ?? refusal.serverErrorCode.rawValue)")
+            }
+            guard let zone else { throw ContainerError.sharing("zone \(zoneID) is no longer mirrored by this store") }
+            return zone.pendingShare == nil ? zone : nil
+        }
+    }
+}

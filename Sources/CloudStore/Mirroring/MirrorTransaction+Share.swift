@@ -1,0 +1,206 @@
+import CloudStoreSync
+import Foundation
+import GRDB
+
+extension MirrorTransaction {
+    // MARK: Uploads
+
+    /// The share changes to send through the database of `scope`: a save of the share record with
+    /// its participants, or its delete (stop sharing, leave).
+    func prepareShareUploads(scope: DatabaseScope, skipping: Set<RecordID>) throws -> [PreparedUpload] {
+        var prepared: [PreparedUpload] = []
+        for zone in try db.mirrorZones() where zone.key.scope == scope {
+            guard let change = zone.pendingShare else { continue }
+            let recordID = RecordID(recordName: ShareMetadata.zoneShareRecordName, zoneID: zone.zoneID)
+            guard !skipping.contains(recordID) else { continue }
+            switch change {
+            case .delete:
+                prepared.append(
+                    PreparedUpload(
+                        change: .deleteRecord(recordID), record: nil, sent: SentUpload(revision: nil, values: [:], share: change)))
+            case .save(let participants, let publicPermission, let title):
+                var record =
+                    zone.share
+                    ?? Record(recordType: ShareMetadata.recordType, recordID: recordID, fields: [:])
+                record.zoneID = recordID.zoneID
+                if let title { record.fields["title"] = .string(title) }
+                record.share = ShareMetadata(
+                    publicPermission: publicPermission,
+                    participants: participants.sorted { $0.key < $1.key }.map { .invite($0.key, permission: $0.value) })
+                prepared.append(
+                    PreparedUpload(
+                        change: .saveRecord(recordID), record: record, sent: SentUpload(revision: nil, values: [:], share: change)))
+            }
+        }
+        return prepared
+    }
+
+    /// The server saved a share record this device sent: it is the share from now on (its short
+    /// GUID, participants and their statuses), and the change is no longer pending unless another
+    /// was made meanwhile.
+    func acknowledgeShareSave(_ record: Record, sent: SentUpload?) throws {
+        guard var zone = try db.mirrorZone(record.recordID.zoneID) else { return }
+        try noteShareChange(from: zone.share, to: record, in: zone, removedHere: true)
+        zone.share = record
+        zone.saved = true
+        if zone.pendingShare == sent?.share { zone.pendingShare = nil }
+        try db.save(zone)
+        counts.saved += 1
+    }
+
+    /// The server deleted a share record this device sent: the owner stopped sharing (the zone and
+    /// its objects stay, unshared), or this participant left (the zone's copy goes when the next
+    /// fetch reports it unshared).
+    func acknowledgeShareDelete(in zoneID: ZoneID, sent: SentUpload?) throws {
+        guard var zone = try db.mirrorZone(zoneID) else { return }
+        if zone.pendingShare == sent?.share { zone.pendingShare = nil }
+        if zone.role == .ownedShare, zone.pendingShare == nil {
+            try noteShareChange(from: zone.share, to: nil, in: zone, removedHere: true)
+            zone.share = nil
+        }
+        try db.save(zone)
+        counts.deleted += 1
+    }
+
+    /// The server refused a share record's save: a newer version (participants accepted or left
+    /// meanwhile) is taken as the base and the change stays pending, to go again with its tag;
+    /// anything else is recorded as a refusal of the share change.
+    func resolveFailedShareSave(_ record: Record, error: ServerError) throws {
+        guard var zone = try db.mirrorZone(record.recordID.zoneID) else { return }
+        switch error.serverErrorCode {
+        case .conflict, .exists:
+            if let server = error.serverRecord, !server.deleted {
+                try noteShareChange(from: zone.share, to: server, in: zone, removedHere: false)
+                zone.share = server
+            } else {
+                zone.share = nil
+            }
+            try db.save(zone)
+            hasPendingShareChanges = true
+        default:
+            // Refused for good (an unknown user, too many participants): the change is dropped and
+            // the failure reported; the share stays as the server has it.
+            zone.pendingShare = nil
+            try db.save(zone)
+            refusedShares[zone.zoneID] = error
+            counts.failed += 1
+        }
+    }
+
+    // MARK: Imports
+
+    /// The zone a fetched page belongs to, made known to this store the first time: an owned
+    /// share made on another device of this user, or a zone shared with this user.
+    @discardableResult
+    func adoptZone(_ zoneID: ZoneID) throws -> MirrorZone? {
+        guard zoneID != self.zoneID else { return nil }
+        if let zone = try db.mirrorZone(zoneID) { return zone }
+        let zone = MirrorZone(
+            zoneID: zoneID, role: zoneID.ownerRecordName == nil ? .ownedShare : .sharedWithMe, permission: nil, share: nil,
+            pendingShare: nil, saved: true, root: nil)
+        try db.save(zone)
+        return zone
+    }
+
+    /// A share record fetched from its zone: the participants as they are now (who joined or left
+    /// is recorded as share activity), and for a zone shared with this user, their permission.
+    func applyShareRecord(_ record: Record) throws {
+        let zoneID = record.recordID.zoneID
+        guard var zone = try adoptZone(zoneID) else { return }
+        if record.recordChangeTag != nil, record.recordChangeTag == zone.share?.recordChangeTag { return }
+        try noteShareChange(from: zone.share, to: record, in: zone, removedHere: false)
+        zone.share = record
+        if zone.role == .sharedWithMe, let permission = currentUserPermission(in: record) {
+            zone.permission = permission
+        }
+        try db.save(zone)
+        counts.saved += 1
+    }
+
+    /// The share record's tombstone: the owner stopped sharing the zone.
+    func applyShareDeletion(in zoneID: ZoneID) throws {
+        guard var zone = try db.mirrorZone(zoneID), zone.share != nil else { return }
+        try noteShareChange(from: zone.share, to: nil, in: zone, removedHere: false)
+        zone.share = nil
+        try db.save(zone)
+        counts.deleted += 1
+    }
+
+    /// The current user's permission as a share record states it.
+    func currentUserPermission(in record: Record) -> SharePermission? {
+        if let participant = record.share?.currentUserParticipant { return participant.permission }
+        guard let user = userRecordName else { return nil }
+        return record.share?.participants?.first { $0.user == user && $0.acceptanceStatus != .removed }?.permission
+    }
+
+    /// Records who joined, left, was invited or changed permission between two versions of a share.
+    private func noteShareChange(from old: Record?, to new: Record?, in zone: MirrorZone, removedHere: Bool) throws {
+        for change in ShareActivity.changes(from: old?.share, to: new?.share, removedHere: removedHere) {
+            var activity = change
+            activity.date = now
+            activity.zoneID = zone.zoneID
+            activity.sequence = try db.log(activity)
+            self.activity.append(activity)
+        }
+    }
+
+    // MARK: Moving objects between zones
+
+    /// Moves objects into `zone` (``ZoneMove``).
+    func move(_ objects: [ObjectKey], to zone: MirrorZone.Key) throws {
+        if try ZoneMove(db: db, schema: schema, date: now, revision: uploadRevision).move(objects, to: zone) {
+            hasPendingUploads = true
+        }
+    }
+
+    // MARK: Losing access
+
+    /// Removes this device's copy of a zone it may no longer use (its owner removed this user or
+    /// stopped sharing, or this user left), with its metadata and zone row. Uploads that were still
+    /// pending are logged in the conflict log as lost (``ConflictResolution/accessEnded(of:pending:local:)``).
+    func removeZoneData(_ zone: MirrorZone) throws {
+        let key = zone.key
+        var lost: [ConflictRecord] = []
+        let rows = try db.recordMetadata(in: key)
+        for row in rows where row.link == nil {
+            guard let id = UUID(uuidString: row.recordName), let entity = schema.entity(named: row.entityName) else { continue }
+            let local = try context.fetchSnapshot(entityName: entity.name, id: id)
+            if let pending = row.pendingUpload, pending != .delete {
+                lost += resolution.accessEnded(
+                    of: ConflictResolution.Object(entityName: entity.name, id: id), pending: pending,
+                    recordKeys: entity.recordKeys, local: local.map { recordValues($0, entity) })
+            }
+        }
+        try log(lost)
+        for row in rows where row.link != nil {
+            try removeLocalCopy(of: row)
+        }
+        for row in rows where row.link == nil {
+            try removeLocalCopy(of: row)
+        }
+        try db.execute(
+            sql: "DELETE FROM cloudstore_mirror_moved_record WHERE zone_name IS ? AND zone_owner IS ?",
+            arguments: [key.name, key.owner])
+        if zone.role == .sharedWithMe {
+            var ended = ShareActivity(change: .accessEnded, user: userRecordName, permission: zone.permission)
+            ended.date = now
+            ended.zoneID = zone.zoneID
+            ended.sequence = try db.log(ended)
+            activity.append(ended)
+        }
+        try db.deleteMirrorZone(zone.zoneID)
+        try logOrphans()
+    }
+
+    /// Ends every share of the store without a trace on the server (the account changed and the
+    /// local data is kept for the new one): zones shared with the previous user go with their
+    /// local copies; this user's shared objects go back to the primary zone.
+    func dropShares() throws {
+        for zone in try db.mirrorZones() where zone.role == .sharedWithMe {
+            try removeZoneData(zone)
+        }
+        try db.execute(sql: "UPDATE cloudstore_record_metadata SET zone_name = NULL, zone_owner = NULL")
+        try db.execute(sql: "DELETE FROM cloudstore_mirror_zone")
+        try db.execute(sql: "DELETE FROM cloudstore_mirror_moved_record")
+    }
+}

@@ -1,0 +1,206 @@
+import CloudStoreSync
+import Foundation
+import GRDB
+
+/// A zone the store mirrors besides its primary zone: one row of `cloudstore_mirror_zone`.
+///
+/// The primary zone (the options' `zoneName`, the schema's name by default) holds every object
+/// that is not shared. Sharing adds zones (<doc:Sharing>):
+///
+/// - an **owned share**: a zone of this user's private database that holds one shared object graph
+///   and its share record (`cloudkit.zoneshare`), made by
+///   ``PersistentCloudContainer/share(entityName:id:with:publicPermission:title:timeout:)``;
+/// - a zone **shared with me**: another user's zone, mirrored through the `shared` database once
+///   this user accepted its share. Its ``permission`` decides what local saves may change there.
+///
+/// A zone is named as the sync engine of its database names it: an owned zone without an owner, a
+/// zone shared with this user with its owner (``zoneID``).
+struct MirrorZone: Sendable, Hashable {
+    enum Role: String, Sendable {
+        case ownedShare
+        case sharedWithMe
+    }
+
+    var zoneID: ZoneID
+    var role: Role
+    /// The current user's permission in a zone shared with them, as the share record last said;
+    /// nil until it arrived.
+    var permission: SharePermission?
+    /// The share record as the server last answered it (participants, short GUID, change tag).
+    var share: Record?
+    /// A change of the share this device has not uploaded yet.
+    var pendingShare: PendingShareChange?
+    /// Whether the zone is on the server (an owned share's zone is created by the first upload).
+    var saved: Bool
+    /// The object the share was made from (owned shares, on the device that shared it).
+    var root: ObjectKey?
+
+    var key: MirrorZone.Key { Key(zoneID) }
+
+    /// How record metadata names a zone: nil for the primary zone, else the zone's name and owner.
+    struct Key: Hashable, Sendable {
+        /// Nil for the primary zone.
+        var name: String?
+        /// Nil for this user's own zones; the owner for a zone shared with this user.
+        var owner: String?
+
+        static let primary = Key(name: nil, owner: nil)
+
+        init(name: String?, owner: String?) {
+            self.name = name
+            self.owner = owner
+        }
+
+        init(_ zoneID: ZoneID) {
+            self.init(name: zoneID.zoneName, owner: zoneID.ownerRecordName)
+        }
+
+        /// The key of `zoneID`, given the primary zone: the primary zone is stored as nil.
+        init(_ zoneID: ZoneID, primary: ZoneID) {
+            self = zoneID == primary ? .primary : Key(zoneID)
+        }
+
+        var isPrimary: Bool { name == nil }
+
+        /// The database the zone is mirrored through.
+        var scope: DatabaseScope { owner == nil ? .private : .shared }
+
+        func zoneID(primary: ZoneID) -> ZoneID {
+            guard let name else { return primary }
+            return ZoneID(zoneName: name, ownerRecordName: owner)
+        }
+    }
+
+    /// The users of the share and their permission, as last answered (the owner first).
+    var participants: [ShareParticipant] {
+        guard let metadata = share?.share else { return [] }
+        let others = (metadata.participants ?? []).filter { $0.role != .owner && $0.user != metadata.owner?.user }
+        return (metadata.owner.map { [$0] } ?? []) + others
+    }
+
+    /// The name an owned share's zone gets: one zone per shared root object.
+    static func shareZoneName(root: UUID) -> String { "share-\(root.uuidString)" }
+}
+
+/// An object of the store, by entity and id.
+struct ObjectKey: Hashable, Sendable, Codable {
+    var entityName: String
+    var id: UUID
+}
+
+/// A change of a share this device still has to upload: its participants and public permission
+/// (whom it invites, removes or changes), or its end: the owner stops sharing, a participant leaves.
+enum PendingShareChange: Hashable, Sendable, Codable {
+    /// Save the share with these participants (user record name → permission; others are removed)
+    /// and this public permission.
+    case save(participants: [String: SharePermission], publicPermission: SharePermission, title: String?)
+    /// Delete the share record: stop sharing (owner) or leave (participant).
+    case delete
+}
+
+extension Database {
+    func mirrorZones() throws -> [MirrorZone] {
+        try Row.fetchAll(cachedStatement(sql: "SELECT \(MirrorZone.columns) FROM cloudstore_mirror_zone ORDER BY zone_owner, zone_name"))
+            .map(MirrorZone.init(row:))
+    }
+
+    func mirrorZone(_ zoneID: ZoneID) throws -> MirrorZone? {
+        try Row.fetchOne(
+            cachedStatement(
+                sql: "SELECT \(MirrorZone.columns) FROM cloudstore_mirror_zone WHERE zone_name = ? AND zone_owner = ?"),
+            arguments: [zoneID.zoneName, zoneID.ownerRecordName ?? ""]
+        ).map(MirrorZone.init(row:))
+    }
+
+    func save(_ zone: MirrorZone) throws {
+        try cachedStatement(
+            sql: """
+                INSERT OR REPLACE INTO cloudstore_mirror_zone
+                (zone_name, zone_owner, role, permission, share, pending_share, saved, root_entity, root_id)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """
+        ).execute(arguments: [
+            zone.zoneID.zoneName, zone.zoneID.ownerRecordName ?? "", zone.role.rawValue, zone.permission?.rawValue,
+            try zone.share.map { try MirrorMetadata.encode($0) }, try zone.pendingShare.map { try MirrorMetadata.encode($0) },
+            zone.saved, zone.root?.entityName, zone.root?.id.uuidString,
+        ])
+    }
+
+    func deleteMirrorZone(_ zoneID: ZoneID) throws {
+        try execute(
+            sql: "DELETE FROM cloudstore_mirror_zone WHERE zone_name = ? AND zone_owner = ?",
+            arguments: [zoneID.zoneName, zoneID.ownerRecordName ?? ""])
+    }
+}
+
+extension MirrorZone {
+    static let columns = "zone_name, zone_owner, role, permission, share, pending_share, saved, root_entity, root_id"
+
+    init(row: Row) throws {
+        let owner: String = row[1]
+        zoneID = ZoneID(zoneName: row[0], ownerRecordName: owner.isEmpty ? nil : owner)
+        role = Role(rawValue: row[2]) ?? .sharedWithMe
+        permission = (row[3] as String?).flatMap(SharePermission.init(rawValue:))
+        share = try (row[4] as Data?).map { try MirrorMetadata.decode(Record.self, $0) }
+        pendingShare = try (row[5] as Data?).map { try MirrorMetadata.decode(PendingShareChange.self, $0) }
+        saved = row[6]
+        if let entity = row[7] as String?, let id = (row[8] as String?).flatMap(UUID.init(uuidString:)) {
+            root = ObjectKey(entityName: entity, id: id)
+        }
+    }
+}
+
+/// A record to delete from the zone its object moved out of: one row of
+/// `cloudstore_mirror_moved_record`, a pending upload like a record's own, acknowledged when the
+/// server deleted it (or had no such record).
+struct MovedRecord: Sendable, Hashable {
+    var recordName: String
+    /// The zone the object moved out of.
+    var zone: MirrorZone.Key
+    var changeTag: String?
+    var uploadRevision: Int64
+}
+
+extension Database {
+    /// Notes that `recordName` must be deleted from `zone` (replacing an earlier note for that zone).
+    func addMovedRecord(_ moved: MovedRecord) throws {
+        try deleteMovedRecord(moved.recordName, from: moved.zone)
+        try execute(
+            sql: """
+                INSERT INTO cloudstore_mirror_moved_record (record_name, zone_name, zone_owner, change_tag, upload_revision)
+                VALUES (?, ?, ?, ?, ?)
+                """,
+            arguments: [moved.recordName, moved.zone.name, moved.zone.owner, moved.changeTag, moved.uploadRevision])
+    }
+
+    /// Forgets a delete from a zone: acknowledged, or the object moved back in.
+    func deleteMovedRecord(_ recordName: String, from zone: MirrorZone.Key) throws {
+        try cachedStatement(
+            sql: "DELETE FROM cloudstore_mirror_moved_record WHERE record_name = ? AND zone_name IS ? AND zone_owner IS ?"
+        ).execute(arguments: [recordName, zone.name, zone.owner])
+    }
+
+    /// Whether a delete of `recordName` from `zone` is pending.
+    func hasMovedRecord(_ recordName: String, from zone: MirrorZone.Key) throws -> Bool {
+        try Bool.fetchOne(
+            cachedStatement(
+                sql: "SELECT 1 FROM cloudstore_mirror_moved_record WHERE record_name = ? AND zone_name IS ? AND zone_owner IS ?"),
+            arguments: [recordName, zone.name, zone.owner]) ?? false
+    }
+
+    /// The deletes of moved records to send through the database of `scope`, in upload order.
+    func movedRecords(scope: DatabaseScope, limit: Int) throws -> [MovedRecord] {
+        try Row.fetchAll(
+            cachedStatement(
+                sql: """
+                    SELECT record_name, zone_name, zone_owner, change_tag, upload_revision FROM cloudstore_mirror_moved_record
+                    WHERE (zone_owner IS NULL) = ? ORDER BY upload_revision, sequence LIMIT ?
+                    """),
+            arguments: [scope != .shared, limit]
+        ).map { row in
+            MovedRecord(
+                recordName: row[0], zone: MirrorZone.Key(name: row[1], owner: row[2]), changeTag: row[3],
+                uploadRevision: row[4])
+        }
+    }
+}

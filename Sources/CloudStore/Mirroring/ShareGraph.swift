@@ -1,0 +1,101 @@
+import CloudStoreSync
+import Foundation
+import GRDB
+
+/// Which objects belong together in a zone: an object and everything its cascade relationships
+/// hold, as NSPersistentCloudKitContainer moves "the object graph" of a shared object. Pure: the
+/// related objects come from a closure, so tests drive it directly.
+///
+/// - Sharing an object takes its graph: the object, then the destinations of its relationships whose
+///   delete rule is `cascade`, recursively (a `Folder` and its `notes`).
+/// - A new object goes to the zone of the object that holds it: the destination of a to-one
+///   relationship whose inverse cascades (a new `Note` whose `folder` is shared is shared too).
+enum ShareGraph {
+    /// The objects of the graph of `root`, the root first, each once.
+    static func members(
+        of root: ObjectKey, in schema: Schema, related: (ObjectKey, RelationshipDescription) throws -> [UUID]
+    ) rethrows -> [ObjectKey] {
+        var members: [ObjectKey] = []
+        var seen: Set<ObjectKey> = [root]
+        var queue = [root]
+        while !queue.isEmpty {
+            let object = queue.removeFirst()
+            members.append(object)
+            guard let entity = schema.entity(named: object.entityName) else { continue }
+            for relationship in entity.relationships where relationship.deleteRule == .cascade {
+                for id in try related(object, relationship) {
+                    let member = ObjectKey(entityName: relationship.destination, id: id)
+                    if seen.insert(member).inserted { queue.append(member) }
+                }
+            }
+        }
+        return members
+    }
+
+    /// The relationships of an entity that name the object holding it: to-one relationships whose
+    /// inverse cascades.
+    static func holders(of entity: EntityDescription, in schema: Schema) -> [RelationshipDescription] {
+        entity.toOneRelationships.filter { relationship in
+            schema.inverse(of: relationship)?.deleteRule == .cascade
+        }
+    }
+}
+
+/// Moves objects between zones inside a transaction: each record is uploaded whole in its new zone
+/// and deleted from the zone it leaves if the server may have it there; links follow their objects
+/// (``Database/linkZone(_:)``). The objects do not change, so history records nothing.
+struct ZoneMove {
+    let db: Database
+    let schema: Schema
+    let date: Date
+    /// The upload revision of the transaction.
+    let revision: () throws -> Int64
+
+    /// Moves `objects` into `zone`; answers whether anything moved.
+    @discardableResult
+    func move(_ objects: [ObjectKey], to zone: MirrorZone.Key) throws -> Bool {
+        var moved = false
+        var links: Set<String> = []
+        for object in objects {
+            let name = object.id.uuidString
+            var row = try db.recordMetadata(name) ?? RecordMetadata(recordName: name, entityName: object.entityName)
+            for link in try db.linkMetadata(of: object.id) { links.insert(link.recordName) }
+            guard row.zone != zone else { continue }
+            try moveRecord(&row, to: zone, keys: schema.entity(named: object.entityName)?.recordKeys ?? [])
+            moved = true
+        }
+        for name in links.sorted() {
+            guard var link = try db.recordMetadata(name), let ends = link.link, link.pendingUpload != .delete else { continue }
+            let target = try db.linkZone(ends)
+            guard link.zone != target else { continue }
+            try moveRecord(&link, to: target, keys: [])
+            moved = true
+        }
+        return moved
+    }
+
+    private func moveRecord(_ row: inout RecordMetadata, to zone: MirrorZone.Key, keys: Set<String>) throws {
+        let revision = try revision()
+        if row.mayBeOnServer {
+            try db.addMovedRecord(
+                MovedRecord(recordName: row.recordName, zone: row.zone, changeTag: row.changeTag, uploadRevision: revision))
+        }
+        // Moving back into a zone cancels a delete from it that is still pending.
+        try db.deleteMovedRecord(row.recordName, from: zone)
+        row.zone = zone
+        row.forgetServerVersion()
+        row.refusal = nil
+        row.setPendingUpload(.save(full: true, keys: Dictionary(uniqueKeysWithValues: keys.map { ($0, date) }))) { revision }
+        try db.save(row)
+    }
+}
+
+extension Database {
+    /// The zone a link record goes to: its objects' zone when both are in one, else the primary
+    /// zone, where the owner keeps it and no participant sees it (nothing lost, nothing leaks).
+    func linkZone(_ ends: LinkEnds) throws -> MirrorZone.Key {
+        let source = try recordMetadata(ends.source.uuidString)?.zone ?? .primary
+        let target = try recordMetadata(ends.target.uuidString)?.zone ?? .primary
+        return source == target ? source : .primary
+    }
+}

@@ -1,0 +1,191 @@
+@testable import CloudStore
+import CloudStoreTesting
+import Foundation
+import Testing
+
+/// Sharing through containers, as NSPersistentCloudKitContainer apps share: alice shares a folder
+/// of notes with bob (read-write) and carol (read-only) through a real `cloudstore serve` child
+/// process; each user is one device syncing when told.
+@Suite("Mirroring: sharing an object graph", .timeLimit(.minutes(3)))
+struct MirroringSharingTests {
+    static let users = ["alice-token": "_alice", "bob-token": "_bob", "carol-token": "_carol"]
+
+    /// Alice's device with a folder of two notes, shared with bob (read-write) and carol (read-only).
+    struct Shared {
+        var alice: TestDevice
+        var folder: Folder
+        var milk: Note
+        var eggs: Note
+        var share: PersistentCloudContainer.Share
+        /// History transactions before and after sharing.
+        var history: (before: Int, after: Int)
+    }
+
+    func aliceSharesAFolder(_ server: URL) async throws -> Shared {
+        let alice = try await TestDevice.make("alice", server: server, token: "alice-token")
+        let folder = Folder(title: "Shopping")
+        let milk = Note(title: "Milk", folder: folder.id)
+        let eggs = Note(title: "Eggs", folder: folder.id)
+        let kept = Note(title: "Diary")
+        try await alice.write { context in
+            try context.insert(folder)
+            try context.insert(milk)
+            try context.insert(eggs)
+            try context.insert(kept)
+        }
+        try await alice.sync()
+        let before = try alice.store.history(after: nil).count
+        let share = try await alice.container.share(
+            folder, with: [.init(user: "_bob", permission: .readWrite), .init(user: "_carol", permission: .readOnly)],
+            title: "Shopping")
+        let after = try alice.store.history(after: nil).count
+        return Shared(alice: alice, folder: folder, milk: milk, eggs: eggs, share: share, history: (before, after))
+    }
+
+    @Test func aliceSharesAFolderBobEditsCarolReadsBobIsRemovedCarolLeaves() async throws {
+        try await ServerProcess.with(users: Self.users) { server in
+            let shared = try await aliceSharesAFolder(server.baseURL)
+            let alice = shared.alice
+            let guid = try #require(shared.share.shortGUID, "the server gave the share a short GUID")
+            #expect(shared.share.isOwnedByCurrentUser)
+            #expect(Set(shared.share.participants.map(\.user)) == ["_alice", "_bob", "_carol"])
+            #expect(shared.share.participants.first { $0.user == "_bob" }?.status == .invited)
+            // The graph moved into the share's zone; the diary stayed in the primary zone.
+            let folderSharing = try alice.container.sharing(of: Folder.self, id: shared.folder.id)
+            #expect(folderSharing.isShared && folderSharing.owner == nil && folderSharing.permission == .readWrite)
+            #expect(try alice.container.sharing(of: Note.self, id: shared.milk.id).zoneID == folderSharing.zoneID)
+            let diary = try #require(try alice.notes().first { $0.title == "Diary" })
+            #expect(try alice.container.sharing(of: Note.self, id: diary.id).isShared == false)
+            // Moving changed no object: history has no transaction for it.
+            #expect(shared.history.after == shared.history.before)
+
+            // Bob accepts by the short GUID; the folder and its notes arrive, the diary does not.
+            let bob = try await TestDevice.make("bob", server: server.baseURL, token: "bob-token")
+            let bobShare = try await bob.container.acceptShare(shortGUID: guid)
+            #expect(bobShare.owner == "_alice")
+            #expect(bobShare.currentUserPermission == .readWrite)
+            #expect(Set(try bob.notes().map(\.title)) == ["Milk", "Eggs"])
+            #expect(try bob.folders().map(\.title) == ["Shopping"])
+            let bobSharing = try bob.container.sharing(of: Note.self, id: shared.milk.id)
+            #expect(bobSharing.owner == "_alice" && bobSharing.permission == .readWrite)
+
+            // Carol accepts read-only; her write fails locally before anything is saved.
+            let carol = try await TestDevice.make("carol", server: server.baseURL, token: "carol-token")
+            _ = try await carol.container.acceptShare(shortGUID: guid)
+            var carolsMilk = try #require(try carol.note(shared.milk.id))
+            carolsMilk.title = "Whisky"
+            let refused = await #expect(throws: ContainerError.self) {
+                try await carol.write { [carolsMilk] in try $0.update(carolsMilk) }
+            }
+            #expect("\(refused.map { "\($0)" } ?? "")".contains("read-only"))
+            #expect(try carol.note(shared.milk.id)?.title == "Milk", "nothing was saved")
+            // Adding a note to the read-only folder fails too.
+            await #expect(throws: ContainerError.self) {
+                try await carol.write { try $0.insert(Note(title: "Chocolate", folder: shared.folder.id)) }
+            }
+
+            // Bob edits a note and adds one to the folder; alice gets both, stamped as shared.
+            var bobsEggs = try #require(try bob.note(shared.eggs.id))
+            bobsEggs.title = "Free-range eggs"
+            let bread = Note(title: "Bread", folder: shared.folder.id)
+            try await bob.write { [bobsEggs] context in
+                try context.update(bobsEggs)
+                try context.insert(bread)
+            }
+            #expect(try bob.container.sharing(of: Note.self, id: bread.id).owner == "_alice", "a new note in the folder is shared")
+            try await bob.container.waitUntilSynced(timeout: .seconds(30))
+            try await alice.container.waitUntilSynced(timeout: .seconds(30))
+            #expect(try alice.note(shared.eggs.id)?.title == "Free-range eggs")
+            #expect(try alice.note(bread.id)?.folder == shared.folder.id)
+            #expect(try alice.container.sharing(of: Note.self, id: bread.id).zoneID == folderSharing.zoneID)
+
+            // Alice and bob edit the same note's title: merged and logged as in a private zone.
+            var alicesMilk = try #require(try alice.note(shared.milk.id))
+            alicesMilk.title = "Oat milk"
+            try await alice.write { [alicesMilk] in try $0.update(alicesMilk) }
+            var bobsMilk = try #require(try bob.note(shared.milk.id))
+            bobsMilk.title = "Soy milk"
+            bobsMilk.body = "unsweetened"
+            try await bob.write { [bobsMilk] in try $0.update(bobsMilk) }
+            try await alice.container.waitUntilSynced(timeout: .seconds(30))
+            try await bob.container.waitUntilSynced(timeout: .seconds(30))
+            try await alice.container.waitUntilSynced(timeout: .seconds(30))
+            #expect(try alice.note(shared.milk.id)?.title == "Oat milk", "serverWins: alice's title reached the server first")
+            #expect(try bob.note(shared.milk.id)?.title == "Oat milk")
+            #expect(try alice.note(shared.milk.id)?.body == "unsweetened", "bob's other field merged")
+            let lost = try bob.container.conflicts().filter { $0.objectID == shared.milk.id }
+            #expect(lost.map(\.property) == ["title"] && lost.first?.losingValue == .string("Soy milk"))
+
+            // Alice sees who joined.
+            let joined = try alice.container.shareActivity().filter { $0.change == .joined }.compactMap(\.user)
+            #expect(Set(joined) == ["_bob", "_carol"])
+
+            // Alice removes bob: his copy goes, with an event and his unsent edit in the conflict log.
+            var lastWords = try #require(try bob.note(bread.id))
+            lastWords.title = "Rye bread"
+            try await bob.write { [lastWords] in try $0.update(lastWords) }
+            let bobEvents = bob.container.events()
+            let current = try #require(try alice.container.shares().first)
+            let afterRemoval = try await alice.container.removeParticipant("_bob", from: current)
+            #expect(afterRemoval.participants.contains { $0.user == "_bob" && $0.status != .removed } == false)
+            #expect(try alice.container.shareActivity().contains { $0.change == .removed && $0.user == "_bob" })
+            try await bob.container.fetchChanges()
+            #expect(try bob.notes().isEmpty && bob.folders().isEmpty, "bob's copy of the share went")
+            #expect(try bob.container.shares().isEmpty)
+            let unsent = try bob.container.conflicts().filter { $0.policy == ConflictResolution.accessEndedPolicy }
+            #expect(unsent.map(\.property) == ["title"] && unsent.first?.losingValue == .string("Rye bread"))
+            var sawEnd = false
+            for await event in bobEvents where event.kind == .sharing {
+                sawEnd = event.activity.contains { $0.change == .accessEnded }
+                break
+            }
+            #expect(sawEnd, "bob was told his access ended")
+
+            // Carol leaves: her copy goes; alice sees it.
+            let carolShare = try #require(try carol.container.shares().first)
+            try await carol.container.leaveShare(carolShare)
+            #expect(try carol.notes().isEmpty)
+            try await alice.container.fetchChanges()
+            #expect(try alice.container.shareActivity().contains { $0.change == .left && $0.user == "_carol" })
+            // Alice keeps everything.
+            #expect(Set(try alice.notes().map(\.title)) == ["Oat milk", "Free-range eggs", "Bread", "Diary"])
+
+            await alice.close()
+            await bob.close()
+            await carol.close()
+        }
+    }
+
+    /// A second device of the owner sees the shared folder move into its zone and keeps it whole.
+    @Test func theOwnersOtherDeviceFollowsTheMove() async throws {
+        try await ServerProcess.with(users: Self.users) { server in
+            let shared = try await aliceSharesAFolder(server.baseURL)
+            let other = try await TestDevice.make("alice-2", server: server.baseURL, token: "alice-token")
+            try await other.sync()
+            #expect(Set(try other.notes().map(\.title)) == ["Milk", "Eggs", "Diary"])
+            #expect(try other.container.sharing(of: Folder.self, id: shared.folder.id).zoneID == shared.share.zoneID)
+            let share = try #require(try other.container.shares().first)
+            #expect(share.shortGUID == shared.share.shortGUID)
+            // The first device's status is settled: nothing pending, the old copies deleted.
+            #expect(try await shared.alice.container.status().pendingUploads == 0)
+            #expect(try shared.alice.container.conflicts().isEmpty && other.container.conflicts().isEmpty)
+            await shared.alice.close()
+            await other.close()
+        }
+    }
+
+    @Test func badInvitationsAreRefusedBeforeAnythingMoves() async throws {
+        let alice = try await TestDevice.make("alice", server: nil)
+        let folder = Folder(title: "Local")
+        try await alice.write { try $0.insert(folder) }
+        await #expect(throws: ContainerError.self) {
+            _ = try await alice.container.share(folder, with: [.init(user: "_bob", permission: .readWrite)])
+        }
+        let twice = PersistentCloudContainer.Invitation(user: "_bob", permission: .readOnly)
+        #expect(throws: ContainerError.self) { try PersistentCloudContainer.checkedInvitations([twice, twice]) }
+        #expect(throws: ContainerError.self) {
+            try PersistentCloudContainer.checkedInvitations([.init(user: "_bob", permission: .none)])
+        }
+        await alice.close()
+    }
+}
