@@ -63,6 +63,7 @@ extension PersistentCloudContainer {
     /// ```swift
     /// let updated = try await container.updateShare(share, participants: [.init(user: "_carol", permission: .readOnly)])
     /// ```
+    @discardableResult
     public func updateShare(
         _ share: Share, participants: [Invitation], publicPermission: SharePermission? = nil, timeout: Duration = .seconds(60)
     ) async throws -> Share {
@@ -85,6 +86,7 @@ extension PersistentCloudContainer {
     /// ```swift
     /// try await container.removeParticipant("_bob", from: share)
     /// ```
+    @discardableResult
     public func removeParticipant(_ user: String, from share: Share, timeout: Duration = .seconds(60)) async throws -> Share {
         let remaining = share.participants.filter { !$0.isOwner && $0.user != user && $0.status != .removed }
         return try await updateShare(

@@ -20,7 +20,7 @@ extension PersistentCloudContainer {
         /// What a participant accepts the share by (``PersistentCloudContainer/acceptShare(shortGUID:timeout:)``);
         /// nil until the server saved the share.
         public var shortGUID: String?
-        /// Who may join with the short GUID alone, uninvited: ``SharePermission/none`` for invited
+        /// Who may join with the short GUID alone, uninvited: `SharePermission.none` for invited
         /// users only.
         public var publicPermission: SharePermission
         /// The owner first, then every invited user, with their permission and status.
@@ -58,7 +58,7 @@ extension PersistentCloudContainer {
     public struct Invitation: Sendable, Hashable {
         /// The user's record name on the server (`_bob`).
         public var user: String
-        /// ``SharePermission/readOnly`` or ``SharePermission/readWrite``.
+        /// `SharePermission.readOnly` or `SharePermission.readWrite`.
         public var permission: SharePermission
 
         public init(user: String, permission: SharePermission) {
@@ -78,7 +78,7 @@ extension PersistentCloudContainer {
         public var zoneID: ZoneID
         /// The owner's user record name; nil when it is the current user.
         public var owner: String?
-        /// What the current user may do with the object (``SharePermission/readWrite`` for their own).
+        /// What the current user may do with the object (`SharePermission.readWrite` for their own).
         public var permission: SharePermission
         /// Whether the object is in a shared zone (owned by this user or another).
         public var isShared: Bool
