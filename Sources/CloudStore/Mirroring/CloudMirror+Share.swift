@@ -10,7 +10,7 @@ extension CloudMirror {
         timeout: Duration
     ) async throws -> MirrorZone {
         guard engine != nil else { throw ContainerError.localOnly }
-        let zoneID = ZoneID(zoneName: MirrorZone.shareZoneName(root: root.id))
+        let zoneID = ZoneID(zoneName: MirrorZone.shareZoneName(root: root.id, primary: self.zoneID))
         let schema = schema
         let existing = try await store.read { try $0.db.mirrorZone(zoneID) }
         if existing?.saved != true { signal.setZoneSaved(zoneID, false) }

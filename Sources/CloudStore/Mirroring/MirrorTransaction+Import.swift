@@ -10,7 +10,9 @@ extension MirrorTransaction {
     func applyFetched(
         _ records: [Record], deletions: [SyncEngine.Event.FetchedRecordZoneChanges.Deletion], in zoneID: ZoneID
     ) throws {
-        try adoptZone(zoneID)
+        // A zone of the private database that is neither the primary zone nor a share's is another
+        // store's (another zone name, another app): not applied here.
+        guard try zoneID == self.zoneID || adoptZone(zoneID) != nil else { return }
         let zone = key(zoneID)
         for record in records where ShareMetadata.isShareType(record.recordType) {
             try applyShareRecord(record)

@@ -90,11 +90,13 @@ extension MirrorTransaction {
     // MARK: Imports
 
     /// The zone a fetched page belongs to, made known to this store the first time: an owned
-    /// share made on another device of this user, or a zone shared with this user.
+    /// share made on another device of this user, or a zone shared with this user. Nil for the
+    /// primary zone and for zones that are not this store's (``MirrorZone/isMirrorable(_:)``).
     @discardableResult
     func adoptZone(_ zoneID: ZoneID) throws -> MirrorZone? {
         guard zoneID != self.zoneID else { return nil }
         if let zone = try db.mirrorZone(zoneID) { return zone }
+        guard MirrorZone.isMirrorable(zoneID, primary: self.zoneID) else { return nil }
         let zone = MirrorZone(
             zoneID: zoneID, role: zoneID.ownerRecordName == nil ? .ownedShare : .sharedWithMe, permission: nil, share: nil,
             pendingShare: nil, saved: true, root: nil)

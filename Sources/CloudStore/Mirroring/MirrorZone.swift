@@ -78,8 +78,21 @@ struct MirrorZone: Sendable, Hashable {
         return (metadata.owner.map { [$0] } ?? []) + others
     }
 
-    /// The name an owned share's zone gets: one zone per shared root object.
-    static func shareZoneName(root: UUID) -> String { "share-\(root.uuidString)" }
+    /// The name an owned share's zone gets: one zone per shared root object, named after the
+    /// primary zone, so stores of the same user with other zone names never take it for theirs.
+    static func shareZoneName(root: UUID, primary: ZoneID) -> String {
+        "\(primary.zoneName).share-\(root.uuidString)"
+    }
+
+    /// Whether this store mirrors a zone it did not know: a zone of the private database named as
+    /// this store names its shares' zones (made by another device of the user), or any zone of
+    /// the shared database (shared with this user). Other zones of the private database (another
+    /// app's, or a store with another zone name) are not this store's.
+    static func isMirrorable(_ zoneID: ZoneID, primary: ZoneID) -> Bool {
+        guard zoneID.ownerRecordName == nil else { return true }
+        let prefix = "\(primary.zoneName).share-"
+        return zoneID.zoneName.hasPrefix(prefix) && UUID(uuidString: String(zoneID.zoneName.dropFirst(prefix.count))) != nil
+    }
 }
 
 /// An object of the store, by entity and id.

@@ -169,6 +169,13 @@ struct MirroringSharingTests {
             // The first device's status is settled: nothing pending, the old copies deleted.
             #expect(try await shared.alice.container.status().pendingUploads == 0)
             #expect(try shared.alice.container.conflicts().isEmpty && other.container.conflicts().isEmpty)
+            // A store of the same user with another zone name does not take the share's zone for its own.
+            let otherApp = try await TestDevice.make("other-app", server: server.baseURL, token: "alice-token") {
+                $0.zoneName = "Journal"
+            }
+            try await otherApp.sync()
+            #expect(try otherApp.notes().isEmpty && otherApp.container.shares().isEmpty)
+            await otherApp.close()
             await shared.alice.close()
             await other.close()
         }
