@@ -21,6 +21,31 @@ struct MirroringSharingTests {
         var history: (before: Int, after: Int)
     }
 
+    /// Two `cloudstore serve` processes on one fresh PostgreSQL schema, for `body`; nil without
+    /// `CLOUDSTORE_TEST_POSTGRES_URL`.
+    static let postgresURL = ProcessInfo.processInfo.environment["CLOUDSTORE_TEST_POSTGRES_URL"]
+
+    func withTwoPostgresServers(_ body: (URL, URL) async throws -> Void) async throws {
+        let base = try #require(Self.postgresURL)
+        let schema = "cs_test_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16)
+        let url = base + (base.contains("?") ? "&" : "?") + "schema=\(schema)"
+        let root = try TemporaryDirectory(prefix: "cloudstore-pg-sharing")
+        let tokens = root.file("tokens.json")
+        try JSONEncoder().encode(Self.users).write(to: tokens)
+        let first = try await ServerProcess.launch(["--postgres", url, "--tokens", tokens.path] + ServerProcess.containerArguments())
+        let second = try await ServerProcess.launch(["--postgres", url, "--tokens", tokens.path] + ServerProcess.containerArguments())
+        do {
+            try await body(first.baseURL, second.baseURL)
+        } catch {
+            _ = await first.terminate()
+            _ = await second.terminate()
+            throw error
+        }
+        _ = await first.terminate()
+        _ = await second.terminate()
+        withExtendedLifetime(root) {}
+    }
+
     func aliceSharesAFolder(_ server: URL) async throws -> Shared {
         let alice = try await TestDevice.make("alice", server: server, token: "alice-token")
         let folder = Folder(title: "Shopping")
@@ -44,7 +69,21 @@ struct MirroringSharingTests {
 
     @Test func aliceSharesAFolderBobEditsCarolReadsBobIsRemovedCarolLeaves() async throws {
         try await ServerProcess.with(users: Self.users) { server in
-            let shared = try await aliceSharesAFolder(server.baseURL)
+            try await aliceSharesAFolderBobEditsCarolReadsBobIsRemovedCarolLeaves(alice: server.baseURL, others: server.baseURL)
+        }
+    }
+
+    /// The same with PostgreSQL and two server instances: alice on one, bob and carol on the other.
+    @Test(.enabled(if: Self.postgresURL != nil, "set CLOUDSTORE_TEST_POSTGRES_URL (bash .ci/run does) to run it"))
+    func onPostgreSQLWithTwoServerInstances() async throws {
+        try await withTwoPostgresServers { first, second in
+            try await aliceSharesAFolderBobEditsCarolReadsBobIsRemovedCarolLeaves(alice: first, others: second)
+        }
+    }
+
+    func aliceSharesAFolderBobEditsCarolReadsBobIsRemovedCarolLeaves(alice aliceServer: URL, others: URL) async throws {
+        do {
+            let shared = try await aliceSharesAFolder(aliceServer)
             let alice = shared.alice
             let guid = try #require(shared.share.shortGUID, "the server gave the share a short GUID")
             #expect(shared.share.isOwnedByCurrentUser)
@@ -60,7 +99,7 @@ struct MirroringSharingTests {
             #expect(shared.history.after == shared.history.before)
 
             // Bob accepts by the short GUID; the folder and its notes arrive, the diary does not.
-            let bob = try await TestDevice.make("bob", server: server.baseURL, token: "bob-token")
+            let bob = try await TestDevice.make("bob", server: others, token: "bob-token")
             let bobShare = try await bob.container.acceptShare(shortGUID: guid)
             #expect(bobShare.owner == "_alice")
             #expect(bobShare.currentUserPermission == .readWrite)
@@ -70,7 +109,7 @@ struct MirroringSharingTests {
             #expect(bobSharing.owner == "_alice" && bobSharing.permission == .readWrite)
 
             // Carol accepts read-only; her write fails locally before anything is saved.
-            let carol = try await TestDevice.make("carol", server: server.baseURL, token: "carol-token")
+            let carol = try await TestDevice.make("carol", server: others, token: "carol-token")
             _ = try await carol.container.acceptShare(shortGUID: guid)
             var carolsMilk = try #require(try carol.note(shared.milk.id))
             carolsMilk.title = "Whisky"
