@@ -214,8 +214,13 @@ actor CloudMirror: SyncEngineDelegate {
         guard !uploads.isEmpty else { return nil }
         syncEngine.state.hasPendingUntrackedChanges = true
         let records = Dictionary(uploads.compactMap { upload in upload.record.map { ($0.recordID, $0) } }) { first, _ in first }
-        let batch = await SyncEngine.RecordZoneChangeBatch(pendingChanges: uploads.map(\.change)) { recordID in
+        var batch = await SyncEngine.RecordZoneChangeBatch(pendingChanges: uploads.map(\.change)) { recordID in
             records[recordID]
+        }
+        // A delete of a version this device has goes for that version only: another device's edit
+        // since comes back as a conflict instead of being deleted unseen.
+        for upload in uploads {
+            if let tag = upload.deleteChangeTag { batch?.recordChangeTagsToDelete[upload.change.recordID] = tag }
         }
         // What the batch holds (it stops at the engine's size limit) is what is handed out.
         let sent = Dictionary(uploads.map { ($0.change.recordID, $0.sent) }) { first, _ in first }

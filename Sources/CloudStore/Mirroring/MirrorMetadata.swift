@@ -83,6 +83,7 @@ enum MirrorMetadata {
                     zone_name TEXT,
                     zone_owner TEXT,
                     change_tag TEXT,
+                    ancestor BLOB,
                     upload_revision INTEGER NOT NULL);
                 CREATE INDEX IF NOT EXISTS cloudstore_mirror_moved_record_name
                     ON cloudstore_mirror_moved_record (record_name);

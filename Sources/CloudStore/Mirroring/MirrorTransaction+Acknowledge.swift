@@ -32,6 +32,13 @@ extension MirrorTransaction {
             switch error.serverErrorCode {
             case .notFound: try acknowledgeDelete(of: recordID, sent: uploads[recordID])
             case .zoneNotFound: missing.insert(recordID.zoneID)
+            case .conflict where error.serverRecord != nil:
+                // The record changed since the version this delete was for: its copy is applied as
+                // if fetched (a delete against an edit, or a moved object's left-behind copy merged),
+                // and a delete that still stands goes again for the new version.
+                var server = error.serverRecord!
+                server.zoneID = recordID.zoneID
+                try applyFetched([server], deletions: [], in: recordID.zoneID)
             default:
                 if try db.hasMovedRecord(recordID.recordName, from: key(recordID.zoneID)) {
                     // The copy left behind cannot be deleted (access ended, say): nothing to retry.

@@ -44,7 +44,10 @@ extension MirrorTransaction {
             return row
         }
         if row.zone != zone {
-            if try db.hasMovedRecord(record.recordName, from: zone) { return nil }
+            if let moved = try db.movedRecord(record.recordName, from: zone) {
+                try mergeLeftBehindCopy(record, moved)
+                return nil
+            }
             row.zone = zone
             row.changeTag = nil
         }

@@ -155,6 +155,48 @@ extension MirrorTransaction {
         }
     }
 
+    /// Another device changed the copy an object left in the zone it moved out of (a participant
+    /// edited a note the owner was moving out of the share): what it changed is merged into the
+    /// object, field by field against that copy's last version here, and goes to the object's new
+    /// zone; the pending delete is for the new version from now on, so nothing is deleted unseen.
+    func mergeLeftBehindCopy(_ server: Record, _ moved: MovedRecord) throws {
+        guard server.recordChangeTag != moved.changeTag else { return }
+        var updated = moved
+        updated.changeTag = server.recordChangeTag
+        defer { _ = try? db.addMovedRecord(updated) }
+        guard var row = try db.recordMetadata(moved.recordName), row.link == nil,
+            let entity = schema.entity(named: row.entityName), let id = UUID(uuidString: row.recordName),
+            let local = try context.fetchSnapshot(entityName: entity.name, id: id),
+            let content = try? schema.content(of: server)
+        else { return }
+        let serverValues = recordValues(content.snapshot, entity)
+        let ancestor = try moved.ancestor.map { try MirrorMetadata.decode([String: AttributeValue].self, $0) }
+        let localValues = recordValues(local, entity)
+        // What this device changed since that version: its own edits, not the move.
+        var localChanges: [String: Date] = [:]
+        let edited = row.pendingUpload?.changeDates ?? [:]
+        for key in entity.recordKeys where (localValues[key] ?? .null) != (ancestor?[key] ?? .null) {
+            localChanges[key] = edited[key] ?? now
+        }
+        let outcome = resolution.editAgainstEdit(
+            ConflictResolution.Fields(
+                local: localValues, localChanges: localChanges, ancestor: ancestor, server: serverValues,
+                serverChanges: EditTimes.parse(server.fields[EditTimes.field]), serverModified: server.modified?.timestamp),
+            of: ConflictResolution.Object(entityName: entity.name, id: id))
+        try log(outcome.conflicts)
+        updated.ancestor = try MirrorMetadata.encode(serverValues)
+        let taken = outcome.merged.filter { (localValues[$0.key] ?? .null) != $0.value }
+        guard !taken.isEmpty else { return }
+        try apply(outcome.merged, to: entity, id: id)
+        // The other device's values go to the object's new zone too.
+        var keys = row.pendingUpload?.changeDates ?? [:]
+        var full = false
+        if case .save(let isFull, _)? = row.pendingUpload { full = isFull }
+        for key in taken.keys { keys[key] = now }
+        try setPendingUpload(.save(full: full || !row.mayBeOnServer, keys: keys), of: &row)
+        try save(row)
+    }
+
     // MARK: Losing access
 
     /// Removes this device's copy of a zone it may no longer use (its owner removed this user or

@@ -9,6 +9,8 @@ struct PreparedUpload: Sendable {
     /// The record to save; nil for a delete.
     var record: Record?
     var sent: SentUpload
+    /// For a delete: the version it is for, when this device has one (a conditional delete).
+    var deleteChangeTag: String? = nil
 }
 
 /// What an upload carried, kept until the server answers.
@@ -48,7 +50,7 @@ extension MirrorTransaction {
             case .delete?:
                 upload = PreparedUpload(
                     change: .deleteRecord(recordID), record: nil,
-                    sent: SentUpload(revision: metadata.uploadRevision, values: [:]))
+                    sent: SentUpload(revision: metadata.uploadRevision, values: [:]), deleteChangeTag: metadata.changeTag)
             case .save?:
                 guard let (record, values) = try recordToUpload(metadata) else {
                     // The object is gone without a delete being recorded: nothing to upload.
@@ -82,7 +84,8 @@ extension MirrorTransaction {
 
     private func movedUpload(_ moved: MovedRecord) -> PreparedUpload {
         PreparedUpload(
-            change: .deleteRecord(recordID(moved)), record: nil, sent: SentUpload(revision: moved.uploadRevision, values: [:]))
+            change: .deleteRecord(recordID(moved)), record: nil, sent: SentUpload(revision: moved.uploadRevision, values: [:]),
+            deleteChangeTag: moved.changeTag)
     }
 
     /// The record ID of a record's metadata: its name in its zone.

@@ -170,7 +170,11 @@ struct MovedRecord: Sendable, Hashable {
     var recordName: String
     /// The zone the object moved out of.
     var zone: MirrorZone.Key
+    /// The version of the copy left there this device last had: the delete is for that version,
+    /// so another device's later edit of it is merged, not deleted unseen.
     var changeTag: String?
+    /// That version's values (JSON of attribute values), the ancestor of that merge.
+    var ancestor: Data?
     var uploadRevision: Int64
 }
 
@@ -180,10 +184,10 @@ extension Database {
         try deleteMovedRecord(moved.recordName, from: moved.zone)
         try execute(
             sql: """
-                INSERT INTO cloudstore_mirror_moved_record (record_name, zone_name, zone_owner, change_tag, upload_revision)
-                VALUES (?, ?, ?, ?, ?)
+                INSERT INTO cloudstore_mirror_moved_record
+                (record_name, zone_name, zone_owner, change_tag, ancestor, upload_revision) VALUES (?, ?, ?, ?, ?, ?)
                 """,
-            arguments: [moved.recordName, moved.zone.name, moved.zone.owner, moved.changeTag, moved.uploadRevision])
+            arguments: [moved.recordName, moved.zone.name, moved.zone.owner, moved.changeTag, moved.ancestor, moved.uploadRevision])
     }
 
     /// Forgets a delete from a zone: acknowledged, or the object moved back in.
@@ -206,14 +210,31 @@ extension Database {
         try Row.fetchAll(
             cachedStatement(
                 sql: """
-                    SELECT record_name, zone_name, zone_owner, change_tag, upload_revision FROM cloudstore_mirror_moved_record
+                    SELECT \(MovedRecord.columns) FROM cloudstore_mirror_moved_record
                     WHERE (zone_owner IS NULL) = ? ORDER BY upload_revision, sequence LIMIT ?
                     """),
             arguments: [scope != .shared, limit]
-        ).map { row in
-            MovedRecord(
-                recordName: row[0], zone: MirrorZone.Key(name: row[1], owner: row[2]), changeTag: row[3],
-                uploadRevision: row[4])
-        }
+        ).map(MovedRecord.init(row:))
+    }
+
+    /// The pending delete of `recordName` from `zone`, if any.
+    func movedRecord(_ recordName: String, from zone: MirrorZone.Key) throws -> MovedRecord? {
+        try Row.fetchOne(
+            cachedStatement(
+                sql: "SELECT \(MovedRecord.columns) FROM cloudstore_mirror_moved_record WHERE record_name = ? AND zone_name IS ? AND zone_owner IS ?"),
+            arguments: [recordName, zone.name, zone.owner]
+        ).map(MovedRecord.init(row:))
+    }
+}
+
+extension MovedRecord {
+    static let columns = "record_name, zone_name, zone_owner, change_tag, ancestor, upload_revision"
+
+    init(row: Row) {
+        recordName = row[0]
+        zone = MirrorZone.Key(name: row[1], owner: row[2])
+        changeTag = row[3]
+        ancestor = row[4]
+        uploadRevision = row[5]
     }
 }

@@ -63,6 +63,9 @@ struct RecordMetadata: Sendable {
     /// Whether this device has a server version of the record.
     var isOnServer: Bool { changeTag != nil }
 
+    /// The ancestor's JSON as stored, without decoding it.
+    func encodedAncestor() throws -> Data? { try storedAncestor?.encoded() }
+
     mutating func setAncestor(_ values: [String: AttributeValue]?) {
         storedAncestor = values.map(MetadataJSON.init)
     }

@@ -78,7 +78,9 @@ struct ZoneMove {
         let revision = try revision()
         if row.mayBeOnServer {
             try db.addMovedRecord(
-                MovedRecord(recordName: row.recordName, zone: row.zone, changeTag: row.changeTag, uploadRevision: revision))
+                MovedRecord(
+                    recordName: row.recordName, zone: row.zone, changeTag: row.changeTag, ancestor: try row.encodedAncestor(),
+                    uploadRevision: revision))
         }
         // Moving back into a zone cancels a delete from it that is still pending.
         try db.deleteMovedRecord(row.recordName, from: zone)

@@ -89,6 +89,7 @@ extension SyncEngine {
             guard var batch = proposed else { return end() }
             batch.recordsToSave = batch.recordsToSave.map(normalized).filter { !excluded.contains($0.recordID) }
             batch.recordIDsToDelete = batch.recordIDsToDelete.map(normalized).filter { !excluded.contains($0) }
+            batch.recordChangeTagsToDelete = Dictionary(batch.recordChangeTagsToDelete.map { (normalized($0.key), $0.value) }) { first, _ in first }
             guard !batch.isEmpty else { return end() }
             for recordID in batch.recordsToSave.map(\.recordID) + batch.recordIDsToDelete {
                 attempts[recordID, default: 0] += 1

@@ -4,7 +4,9 @@ import Foundation
 /// Turns a batch of record changes into `records/modify` requests: one per zone, split further so
 /// that each holds at most `maxCount` operations and about `maxBytes` of encoded operations.
 ///
-/// Saves with a change tag become `update`s, saves without one `create`s, deletes `forceDelete`s.
+/// Saves with a change tag become `update`s, saves without one `create`s, deletes `delete`s with
+/// the change tag the batch gives (``SyncEngine/RecordZoneChangeBatch/recordChangeTagsToDelete``)
+/// or `forceDelete`s.
 /// A record named twice in a batch is sent once (the first time), as the server refuses a
 /// record name twice in one request.
 struct RecordBatchPlan: Sendable {
@@ -70,7 +72,9 @@ struct RecordBatchPlan: Sendable {
             operationsByZone[recordID.zoneID, default: []].append(operation)
         }
         for record in batch.recordsToSave { append(Self.operation(saving: record), record.recordID) }
-        for recordID in batch.recordIDsToDelete { append(Self.operation(deleting: recordID), recordID) }
+        for recordID in batch.recordIDsToDelete {
+            append(Self.operation(deleting: recordID, changeTag: batch.recordChangeTagsToDelete[recordID]), recordID)
+        }
 
         let budget = max(1, maxBytes - Self.envelopeBytes)
         for zoneID in zoneOrder {
@@ -104,8 +108,12 @@ struct RecordBatchPlan: Sendable {
         return RecordsModifyRequest.Operation(record.recordChangeTag == nil ? .create : .update, sent)
     }
 
-    static func operation(deleting recordID: RecordID) -> RecordsModifyRequest.Operation {
-        RecordsModifyRequest.Operation(.forceDelete, Record(recordName: recordID.recordName, zoneID: recordID.zoneID))
+    /// The operation that deletes a record: `delete` of the version `changeTag` names, or
+    /// `forceDelete` whatever the version.
+    static func operation(deleting recordID: RecordID, changeTag: String? = nil) -> RecordsModifyRequest.Operation {
+        RecordsModifyRequest.Operation(
+            changeTag == nil ? .forceDelete : .delete,
+            Record(recordName: recordID.recordName, recordChangeTag: changeTag, zoneID: recordID.zoneID))
     }
 
     /// The operation's size as JSON, plus one byte for the separating comma.

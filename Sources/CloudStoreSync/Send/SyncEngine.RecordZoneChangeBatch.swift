@@ -5,7 +5,10 @@ extension SyncEngine {
     ///
     /// The engine sends one `records/modify` request per zone (more when the batch is larger than
     /// its limits). A record with a `recordChangeTag` is sent as an `update` (only the fields it
-    /// holds change on the server), one without as a `create`; deletes are `forceDelete`s.
+    /// holds change on the server), one without as a `create`; a delete is a `delete` with the change
+    /// tag ``recordChangeTagsToDelete`` gives for it (refused with `CONFLICT` and the server's copy
+    /// when the record changed since, so another device's edit is never deleted unseen), else a
+    /// `forceDelete`.
     ///
     /// ```swift
     /// // Fill up to the engine's limits from the pending changes, loading records lazily:
@@ -18,6 +21,10 @@ extension SyncEngine {
     public struct RecordZoneChangeBatch: Sendable {
         public var recordsToSave: [Record]
         public var recordIDsToDelete: [RecordID]
+        /// The change tag of the version each delete is meant for, where the app knows it: such a
+        /// delete fails with `CONFLICT` (in ``SyncEngine/Event/SentRecordZoneChanges/failedRecordDeletes``,
+        /// with the server's copy) if the record changed on the server since.
+        public var recordChangeTagsToDelete: [RecordID: String] = [:]
         /// When true, each zone's changes succeed or fail together (`atomic` on the wire).
         public var atomicByZone: Bool
 

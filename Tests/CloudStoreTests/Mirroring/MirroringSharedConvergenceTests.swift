@@ -1,0 +1,351 @@
+@testable import CloudStore
+import CloudStoreTesting
+import Foundation
+import Testing
+
+/// Two users converge in a shared zone under faults: alice (devices A1 and A2) shares a folder with
+/// bob (device P, read-write); all three make random changes — notes added to the shared folder
+/// and to private places, edits, moves of notes into and out of the shared folder (zone moves,
+/// across databases for bob), deletes, tags on alice's side — while a random schedule syncs them
+/// through fault-injecting proxies, partitions them and restarts the server (SIGKILL). After
+/// healing, alice's devices agree with a fresh device of alice, bob's with a fresh device of bob,
+/// both users see the same shared objects, nothing is duplicated, nothing nobody deleted is
+/// missing, and every written value is final, replaced by a writer who saw it, or in a conflict log.
+///
+/// `CLOUDSTORE_SHARED_CONVERGENCE_SEED=<seed>` replays a seed; `CLOUDSTORE_SOAK=1` runs 100 from a
+/// random one.
+@Suite("Mirroring: randomised convergence of two users in a shared zone", .serialized)
+struct MirroringSharedConvergenceTests {
+    static let users = ["alice-token": "_alice", "bob-token": "_bob"]
+
+    @Test func twoUsersConvergeInASharedZoneAndLoseNothing() async throws {
+        let variable = "CLOUDSTORE_SHARED_CONVERGENCE_SEED"
+        let first = ReliabilityRun.seed(fixed: 1, variable: variable)
+        let seeds = ProcessInfo.processInfo.environment[variable] != nil ? 1 : ReliabilityRun.count(ci: 8, soak: 100)
+        let server = try await RestartableServer.start(
+            .childProcess, users: Self.users,
+            containers: Set((first..<(first + UInt64(seeds))).map(SharedConvergenceRun.container(seed:))))
+        var report = ConvergenceReport()
+        do {
+            for seed in first..<(first + UInt64(seeds)) {
+                var run = SharedConvergenceRun(seed: seed, server: server)
+                try await run.run()
+                report.seeds += 1
+                report.operations += run.operations
+                report.syncs += run.syncs
+                report.failedSyncs += run.failedSyncs
+                report.faults += run.faults
+                report.partitions += run.partitions
+                report.serverRestarts += run.serverRestarts
+                report.conflictsLogged += run.conflictsLogged
+                report.lost += run.lost
+                report.duplicated += run.duplicated
+            }
+        } catch {
+            try? await server.shutdown()
+            throw error
+        }
+        try await server.shutdown()
+        print("convergence, shared zone: first seed \(first), \(report)")
+        #expect(report.seeds == seeds)
+        if seeds >= 4 { #expect(report.faults > 0 && report.serverRestarts > 0, "\(report)") }
+    }
+}
+
+/// One seed's run of ``MirroringSharedConvergenceTests``.
+struct SharedConvergenceRun {
+    let seed: UInt64
+    let server: RestartableServer
+    let container: String
+    var random: SeededRandomNumberGenerator
+    var operations = 0, syncs = 0, failedSyncs = 0, faults = 0, partitions = 0, serverRestarts = 0
+    var conflictsLogged = 0, lost = 0, duplicated = 0
+
+    /// The shared folder and one private folder of alice's.
+    let sharedFolder = UUID()
+    let privateFolder = UUID()
+    // The ledger, as in ConvergenceRun.
+    var inserted: [UUID: String] = [:]
+    var deleted: Set<UUID> = []
+    var written: [PropertyKey: [String]] = [:]
+    var replaced: [PropertyKey: Set<String>] = [:]
+    var counter = 0
+
+    static func container(seed: UInt64) -> String { "iCloud.shared-convergence.s\(seed)" }
+
+    init(seed: UInt64, server: RestartableServer) {
+        self.seed = seed
+        self.server = server
+        self.container = Self.container(seed: seed)
+        self.random = SeededRandomNumberGenerator(seed: seed &* 104_729 &+ 3)
+    }
+
+    func device(_ name: String, token: String, proxy: FaultProxy?) async throws -> TestDevice {
+        let container = container
+        return try await TestDevice.make(
+            name, server: proxy?.baseURL ?? server.baseURL, token: token, logger: ConvergenceRun.logger(name)
+        ) {
+            $0.server?.containerIdentifier = container
+        }
+    }
+
+    mutating func run() async throws {
+        let server = server
+        var proxies: [FaultProxy] = []
+        var devices: [TestDevice] = []
+        do {
+            for _ in 0..<3 {
+                proxies.append(try await FaultProxy.start(configuration: ConvergenceRun.proxyConfiguration) { server.baseURL })
+            }
+            devices = [
+                try await device("A1", token: "alice-token", proxy: proxies[0]),
+                try await device("A2", token: "alice-token", proxy: proxies[1]),
+                try await device("P", token: "bob-token", proxy: proxies[2]),
+            ]
+            try await setUp(devices)
+            for (index, proxy) in proxies.enumerated() {
+                proxy.setRandomFaults(seed: seed &+ UInt64(index), rate: 0.15, faults: ConvergenceRun.faults)
+            }
+            for _ in 0..<(25 + random.next(upTo: 15)) {
+                try await step(devices: devices, proxies: proxies)
+            }
+            for proxy in proxies {
+                proxy.removeFaults()
+                proxy.isPartitioned = false
+            }
+            if !server.isRunning { try await server.restart() }
+            for _ in 0..<2 {
+                for device in devices { try await device.container.waitUntilSynced(timeout: .seconds(60)) }
+            }
+            try await check(devices)
+        } catch {
+            for device in devices { await device.close() }
+            for proxy in proxies { await proxy.shutdown() }
+            throw error
+        }
+        for device in devices { await device.close() }
+        faults = proxies.map(\.statistics.faulted).reduce(0, +)
+        for proxy in proxies { await proxy.shutdown() }
+    }
+
+    /// Alice makes the shared folder (with a note) and a private one on A1 and shares the first with
+    /// bob; bob accepts on P; A2 syncs.
+    mutating func setUp(_ devices: [TestDevice]) async throws {
+        let (shared, mine) = (sharedFolder, privateFolder)
+        let note = UUID()
+        let titles = (unique("a1"), unique("a1"), unique("a1"))
+        try await devices[0].write { context in
+            try context.insert(EntitySnapshot(entityName: "Folder", id: shared, values: ["title": .string(titles.0)]))
+            try context.insert(EntitySnapshot(entityName: "Folder", id: mine, values: ["title": .string(titles.1)]))
+            try context.insert(
+                EntitySnapshot(entityName: "Note", id: note, values: ["title": .string(titles.2), "folder": .uuid(shared)]))
+        }
+        inserted[shared] = "Folder"
+        inserted[mine] = "Folder"
+        inserted[note] = "Note"
+        wrote(PropertyKey(object: shared, property: "title"), titles.0, replacing: nil)
+        wrote(PropertyKey(object: mine, property: "title"), titles.1, replacing: nil)
+        wrote(PropertyKey(object: note, property: "title"), titles.2, replacing: nil)
+        let share = try await devices[0].container.share(
+            entityName: "Folder", id: shared, with: [.init(user: "_bob", permission: .readWrite)], timeout: .seconds(60))
+        _ = try await devices[2].container.acceptShare(shortGUID: try #require(share.shortGUID), timeout: .seconds(60))
+        try await devices[1].sync()
+    }
+
+    mutating func unique(_ device: String) -> String {
+        counter += 1
+        return "\(device.lowercased())\(seed)-\(counter)"
+    }
+
+    mutating func wrote(_ key: PropertyKey, _ value: String, replacing previous: String?) {
+        ConvergenceRun.trace("\(key) = \(value) replacing \(previous ?? "nothing")")
+        written[key, default: []].append(value)
+        if let previous { replaced[key, default: []].insert(previous) }
+    }
+
+    // MARK: The schedule
+
+    mutating func step(devices: [TestDevice], proxies: [FaultProxy]) async throws {
+        switch random.next(upTo: 20) {
+        case 0..<9:
+            for _ in 0..<(1 + random.next(upTo: 3)) {
+                try await change(on: devices[random.next(upTo: devices.count)])
+            }
+        case 9..<16:
+            for device in devices where random.next(upTo: 3) > 0 {
+                syncs += 1
+                ConvergenceRun.trace("\(device.name) syncs")
+                do { try await device.sync() } catch {
+                    failedSyncs += 1
+                    ConvergenceRun.trace("\(device.name)'s sync failed: \(error)")
+                }
+            }
+        case 16..<19:
+            let proxy = proxies[random.next(upTo: proxies.count)]
+            if !proxy.isPartitioned { partitions += 1 }
+            proxy.isPartitioned.toggle()
+            ConvergenceRun.trace("proxy \(proxies.firstIndex { $0 === proxy } ?? -1) partitioned: \(proxy.isPartitioned)")
+        default:
+            ConvergenceRun.trace("server restarts")
+            serverRestarts += 1
+            try await server.restart()
+        }
+    }
+
+    /// One random local change: bob changes only what he may (the shared folder's notes, his own).
+    mutating func change(on device: TestDevice) async throws {
+        operations += 1
+        let isBob = device.name == "P"
+        let store = device.store
+        let notes = try await store.read { try $0.fetchIDs(entityName: "Note") }
+        let tags = try await store.read { try $0.fetchIDs(entityName: "Tag") }
+        let candidates = [sharedFolder, privateFolder]
+        let folders = try await store.read { context in
+            candidates.filter { (try? context.exists(entityName: "Folder", id: $0)) == true }
+        }
+        let roll = notes.isEmpty ? 0 : random.next(upTo: 100)
+        switch roll {
+        case 0..<30:
+            let id = UUID()
+            let title = unique(device.name)
+            let folder: UUID? = random.next(upTo: 3) == 0 || folders.isEmpty ? nil : folders[random.next(upTo: folders.count)]
+            try await device.write { context in
+                try context.insert(
+                    EntitySnapshot(
+                        entityName: "Note", id: id, values: ["title": .string(title), "folder": folder.map(AttributeValue.uuid) ?? .null]))
+            }
+            inserted[id] = "Note"
+            wrote(PropertyKey(object: id, property: "title"), title, replacing: nil)
+        case 30..<60:
+            let id = notes[random.next(upTo: notes.count)]
+            let property = random.next(upTo: 3) == 0 ? "body" : "title"
+            let value = unique(device.name)
+            let previous = try await store.write(author: "app", contextName: device.name) { context -> String? in
+                let old = try context.fetchSnapshot(entityName: "Note", id: id)?.values[property]
+                try context.update(EntitySnapshot(entityName: "Note", id: id, values: [property: .string(value)]))
+                return old.map(ConvergenceRun.text)
+            }
+            wrote(PropertyKey(object: id, property: property), value, replacing: previous)
+        case 60..<72:
+            // A move into or out of the shared folder moves the note between zones.
+            guard !folders.isEmpty else { return }
+            let id = notes[random.next(upTo: notes.count)]
+            let folder = folders[random.next(upTo: folders.count)]
+            let previous = try await store.write(author: "app", contextName: device.name) { context -> String? in
+                let old = try context.fetchSnapshot(entityName: "Note", id: id)?.values["folder"]
+                try context.setRelated(entityName: "Note", id: id, relationship: "folder", to: [folder])
+                return old.map(ConvergenceRun.text)
+            }
+            wrote(PropertyKey(object: id, property: "folder"), folder.uuidString, replacing: previous)
+        case 72..<82 where !isBob:
+            // Tags are alice's: a shared note's tag link crosses the share's boundary and stays hers.
+            let id = notes[random.next(upTo: notes.count)]
+            if tags.isEmpty || random.next(upTo: 3) == 0 {
+                let tag = UUID()
+                let name = unique(device.name)
+                try await device.write { context in
+                    try context.insert(EntitySnapshot(entityName: "Tag", id: tag, values: ["name": .string(name)]))
+                    try context.addRelated(entityName: "Note", id: id, relationship: "tags", tag)
+                }
+                inserted[tag] = "Tag"
+                wrote(PropertyKey(object: tag, property: "name"), name, replacing: nil)
+            } else {
+                let tag = tags[random.next(upTo: tags.count)]
+                try await device.write { try $0.addRelated(entityName: "Note", id: id, relationship: "tags", tag) }
+            }
+        case 82..<100:
+            let id = notes[random.next(upTo: notes.count)]
+            let previous = try await store.write(author: "app", contextName: device.name) { context in
+                let old = try context.fetchSnapshot(entityName: "Note", id: id)
+                try context.delete(entityName: "Note", id: id)
+                return old
+            }
+            deleted.insert(id)
+            ConvergenceRun.trace("\(device.name) deletes \(id)")
+            for (property, value) in previous?.values ?? [:] {
+                replaced[PropertyKey(object: id, property: property), default: []].insert(ConvergenceRun.text(value))
+            }
+        default:
+            break
+        }
+    }
+
+    // MARK: Checking
+
+    mutating func check(_ devices: [TestDevice]) async throws {
+        let aliceFresh = try await device("D", token: "alice-token", proxy: nil)
+        let bobFresh = try await device("E", token: "bob-token", proxy: nil)
+        defer {
+            Task { [aliceFresh, bobFresh] in
+                await aliceFresh.close()
+                await bobFresh.close()
+            }
+        }
+        try await aliceFresh.sync()
+        try await bobFresh.sync()
+        let alice = try aliceFresh.contents()
+        let bob = try bobFresh.contents()
+        for device in devices {
+            let expected = device.name == "P" ? bob : alice
+            #expect(try device.contents() == expected, "seed \(seed): \(device.name) differs from the server")
+            #expect(
+                try zones(of: device) == zones(of: device.name == "P" ? bobFresh : aliceFresh),
+                "seed \(seed): \(device.name) keeps objects in other zones than the server")
+        }
+        // Both users see the same shared objects (bob sees no tag links: they are alice's).
+        let aliceShared = try sharedObjects(aliceFresh)
+        let bobShared = try sharedObjects(bobFresh)
+        #expect(aliceShared == bobShared, "seed \(seed): the shared zone differs between alice and bob")
+        #expect(aliceShared.contains { $0.id == sharedFolder }, "seed \(seed): the shared folder is not shared")
+
+        // Nothing duplicated, across both users' objects.
+        let everything = Dictionary((alice + bob).map { ($0.id, $0) }) { first, _ in first }
+        let titles = everything.values.compactMap { snapshot -> String? in
+            guard case .string(let title)? = snapshot.values[snapshot.entityName == "Tag" ? "name" : "title"] else { return nil }
+            return title
+        }
+        duplicated = titles.count - Set(titles).count
+        #expect(duplicated == 0, "seed \(seed): duplicated objects")
+        let missing = inserted.keys.filter { !deleted.contains($0) && everything[$0] == nil }
+        #expect(missing.isEmpty, "seed \(seed): objects nobody deleted are gone: \(missing)")
+
+        var logged: [PropertyKey: Set<String>] = [:]
+        let logs = try devices.map { try $0.container.conflicts() }
+        for entry in logs.joined() {
+            logged[PropertyKey(object: entry.objectID, property: entry.property), default: []].insert(ConvergenceRun.text(entry.losingValue))
+        }
+        conflictsLogged = logs.map(\.count).reduce(0, +)
+        var unexplained: [String] = []
+        for (key, values) in written {
+            guard let object = everything[key.object] else { continue }
+            let final = object.values[key.property].map(ConvergenceRun.text) ?? "-"
+            for value in values where value != final && !(replaced[key]?.contains(value) ?? false)
+                && !(logged[key]?.contains(value) ?? false)
+            {
+                unexplained.append("\(key) = \(value) (final \(final))")
+            }
+        }
+        lost = missing.count + unexplained.count
+        #expect(unexplained.isEmpty, "seed \(seed): overwritten values missing from the conflict log: \(unexplained)")
+    }
+
+    /// Each object's zone as the device keeps it.
+    func zones(of device: TestDevice) throws -> [UUID: ZoneID] {
+        var zones: [UUID: ZoneID] = [:]
+        for snapshot in try device.contents() {
+            zones[snapshot.id] = try device.container.sharing(entityName: snapshot.entityName, id: snapshot.id).zoneID
+        }
+        return zones
+    }
+
+    /// The objects of a device in the shared zone, without to-many links (tags are alice's own).
+    func sharedObjects(_ device: TestDevice) throws -> [EntitySnapshot] {
+        try device.contents().filter { snapshot in
+            try device.container.sharing(entityName: snapshot.entityName, id: snapshot.id).isShared
+        }.map { snapshot in
+            var values = snapshot
+            values.toMany = [:]
+            return values
+        }
+    }
+}
