@@ -34,20 +34,20 @@ extension MirrorTransaction {
         try logOrphans()
     }
 
-    /// The metadata of a record fetched from `zone`, or nil when the record is to be ignored: this
-    /// device moved the object out of that zone and its delete there is on its way. An object that
-    /// another device moved into `zone` takes it as its zone from now on.
+    /// The metadata of a record fetched from `zone`, or nil when the record is not to be applied: it
+    /// is the copy an object this device moved out of that zone left behind
+    /// (``leftBehindCopyChanged(_:_:make:)``). An object that another device moved into `zone`
+    /// takes it as its zone from now on.
     private func fetchedMetadata(_ record: Record, in zone: MirrorZone.Key, _ make: () -> RecordMetadata) throws -> RecordMetadata? {
+        if let moved = try db.movedRecord(record.recordName, from: zone) {
+            return try leftBehindCopyChanged(record, moved, make: make)
+        }
         guard var row = try db.recordMetadata(record.recordName) else {
             var row = make()
             row.zone = zone
             return row
         }
         if row.zone != zone {
-            if let moved = try db.movedRecord(record.recordName, from: zone) {
-                try mergeLeftBehindCopy(record, moved)
-                return nil
-            }
             row.zone = zone
             row.changeTag = nil
         }

@@ -155,6 +155,57 @@ extension MirrorTransaction {
         }
     }
 
+    /// The copy an object left in the zone it moved out of changed on the server (another device
+    /// edited it before this device's delete of it went up). If the object is still here, the edit
+    /// is merged into it (``mergeLeftBehindCopy(_:_:)``); if this device deleted it since, it is
+    /// an edit against a delete (``ConflictResolution/deletionAgainstEdit(of:writtenByThisDevice:)``):
+    /// the object comes back where the edit is, or the delete goes again for the new version.
+    /// Answers the metadata to apply the record with when the object comes back, else nil.
+    func leftBehindCopyChanged(_ server: Record, _ moved: MovedRecord, make: () -> RecordMetadata) throws -> RecordMetadata? {
+        guard server.recordChangeTag != moved.changeTag else { return nil }
+        let row = try db.recordMetadata(server.recordName)
+        let entityName = row?.entityName ?? server.recordType ?? ""
+        let exists: Bool
+        if let ends = row?.link ?? LinkRecords.ends(of: server), entityName == LinkRecords.recordType {
+            exists = try linkExists(ends)
+        } else {
+            exists = try UUID(uuidString: server.recordName).map { try context.exists(entityName: entityName, id: $0) } ?? false
+        }
+        if exists, row != nil {
+            try mergeLeftBehindCopy(server, moved)
+            return nil
+        }
+        var winner = ConflictResolution.Winner.local
+        if entityName != LinkRecords.recordType, let id = UUID(uuidString: server.recordName) {
+            let decision = resolution.deletionAgainstEdit(
+                of: ConflictResolution.Object(entityName: entityName, id: id),
+                writtenByThisDevice: deviceID != nil && server.modified?.deviceID == deviceID)
+            try log(decision.1)
+            winner = decision.0
+        }
+        guard winner == .server else {
+            var updated = moved
+            updated.changeTag = server.recordChangeTag
+            try db.addMovedRecord(updated)
+            hasPendingUploads = true
+            return nil
+        }
+        // The object comes back in the zone it left, with the other device's values; a copy this
+        // device uploaded to its new zone since is deleted there.
+        if let row, row.pendingUpload == .delete, row.mayBeOnServer {
+            try db.addMovedRecord(
+                MovedRecord(
+                    recordName: row.recordName, zone: row.zone, changeTag: row.changeTag, ancestor: try row.encodedAncestor(),
+                    uploadRevision: try uploadRevision()))
+            hasPendingUploads = true
+        }
+        if row != nil { try forget(server.recordName) }
+        try db.deleteMovedRecord(server.recordName, from: moved.zone)
+        var fresh = make()
+        fresh.zone = moved.zone
+        return fresh
+    }
+
     /// Another device changed the copy an object left in the zone it moved out of (a participant
     /// edited a note the owner was moving out of the share): what it changed is merged into the
     /// object, field by field against that copy's last version here, and goes to the object's new
@@ -163,6 +214,8 @@ extension MirrorTransaction {
         guard server.recordChangeTag != moved.changeTag else { return }
         var updated = moved
         updated.changeTag = server.recordChangeTag
+        // The delete stays pending, for the new version: the engine is told once this commits.
+        hasPendingUploads = true
         defer { _ = try? db.addMovedRecord(updated) }
         guard var row = try db.recordMetadata(moved.recordName), row.link == nil,
             let entity = schema.entity(named: row.entityName), let id = UUID(uuidString: row.recordName),

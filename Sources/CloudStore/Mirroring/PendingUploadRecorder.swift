@@ -162,7 +162,8 @@ struct PendingUploadRecording {
     /// so does an object moved to a holder in another zone, with its graph (``ShareGraph``). Inserts
     /// are placed until nothing changes, so a new holder placed later takes its new children along.
     private mutating func placeInHolderZones() throws {
-        guard !inserted.isEmpty || !reparented.isEmpty else { return }
+        // A store that shares nothing keeps everything in the primary zone: nothing to look up.
+        guard !inserted.isEmpty || !reparented.isEmpty, try !mirroredZones().isEmpty else { return }
         var changed = true
         var rounds = 0
         while changed && rounds <= inserted.count {
@@ -213,11 +214,16 @@ struct PendingUploadRecording {
     /// Throws when `zone` is shared with this user read-only: the unit of work is rolled back.
     private mutating func checkWritable(_ object: ObjectKey, in zone: MirrorZone.Key) throws {
         guard zone.owner != nil else { return }
-        if zones == nil {
-            zones = Dictionary(try db.mirrorZones().map { ($0.key, $0) }) { first, _ in first }
-        }
-        guard let shared = zones?[zone], shared.permission == .readOnly else { return }
+        guard let shared = try mirroredZones()[zone], shared.permission == .readOnly else { return }
         throw ContainerError.readOnlyShare(entityName: object.entityName, id: object.id, owner: zone.owner ?? "")
+    }
+
+    /// The zones the store mirrors besides the primary one, read once per unit of work.
+    private mutating func mirroredZones() throws -> [MirrorZone.Key: MirrorZone] {
+        if let zones { return zones }
+        let read = Dictionary(try db.mirrorZones().map { ($0.key, $0) }) { first, _ in first }
+        zones = read
+        return read
     }
 
     /// Adds one local change to a record's pending upload and stores the metadata (or forgets a
@@ -261,7 +267,7 @@ struct PendingUploadRecording {
         for member in current where mirrored[member] == nil {
             let ends = LinkRecords.ends(links.side, object: links.id, member: member)
             let name = LinkRecords.recordName(ends)
-            let zone = try db.linkZone(ends)
+            let zone = try mirroredZones().isEmpty ? .primary : db.linkZone(ends)
             try checkWritable(ObjectKey(entityName: entity.name, id: links.id), in: zone)
             var row = try db.recordMetadata(name)
                 ?? RecordMetadata(recordName: name, entityName: LinkRecords.recordType, link: ends, zone: zone)

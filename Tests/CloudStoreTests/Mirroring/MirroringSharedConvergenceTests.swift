@@ -2,6 +2,7 @@
 import CloudStoreTesting
 import Foundation
 import Testing
+import GRDB
 
 /// Two users converge in a shared zone under faults: alice (devices A1 and A2) shares a folder with
 /// bob (device P, read-write); all three make random changes — notes added to the shared folder
@@ -115,7 +116,12 @@ struct SharedConvergenceRun {
             }
             if !server.isRunning { try await server.restart() }
             for _ in 0..<2 {
-                for device in devices { try await device.container.waitUntilSynced(timeout: .seconds(60)) }
+                for device in devices {
+                    do { try await device.container.waitUntilSynced(timeout: .seconds(60)) } catch {
+                        print("seed \(seed): \(device.name) stays out of sync; what it has pending:\n\(try pending(on: device))")
+                        throw error
+                    }
+                }
             }
             try await check(devices)
         } catch {
@@ -327,6 +333,22 @@ struct SharedConvergenceRun {
         }
         lost = missing.count + unexplained.count
         #expect(unexplained.isEmpty, "seed \(seed): overwritten values missing from the conflict log: \(unexplained)")
+    }
+
+    /// What a device still has to upload, as its metadata rows say: how a stuck seed is read.
+    func pending(on device: TestDevice) throws -> String {
+        try device.store.read { context in
+            let rows =
+                try Row.fetchAll(
+                    context.db,
+                    sql: """
+                        SELECT record_name, entity, change_tag, may_be_on_server, refusal IS NOT NULL AS refused, zone_name, zone_owner
+                        FROM cloudstore_record_metadata WHERE pending_upload IS NOT NULL
+                        """)
+                + Row.fetchAll(context.db, sql: "SELECT record_name, zone_name, zone_owner, change_tag FROM cloudstore_mirror_moved_record")
+                + Row.fetchAll(context.db, sql: "SELECT zone_name, zone_owner, role FROM cloudstore_mirror_zone WHERE pending_share IS NOT NULL")
+            return rows.map { "\($0)" }.joined(separator: "\n")
+        }
     }
 
     /// Each object's zone as the device keeps it.
