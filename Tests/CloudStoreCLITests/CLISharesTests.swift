@@ -102,6 +102,8 @@ struct CLISharesTests {
             #expect(notAStore.isOneLineFailure(mentioning: "is not a CloudStore store"))
             let after = await cloudstore("shares", "--store", text.path, "--after", "soon")
             #expect(after.status == 2)
+            let negative = await cloudstore("shares", "--store", text.path, "--after=-1")
+            #expect(negative.status == 2 && negative.standardError.contains("--after must be 0 or more"), "\(negative.standardError)")
             let noStore = await cloudstore("shares")
             #expect(noStore.status == 2)
         }

@@ -42,8 +42,7 @@ public struct SharesCommand: CloudStoreSubcommand {
     @Option(help: "The store file (SQLite).")
     var store: String
 
-    @Option(help: ArgumentHelp("Only activity entries after this sequence number.", valueName: "seq"))
-    var after: Int64 = 0
+    @OptionGroup var sequence: SequenceOptions
 
     @Flag(help: "Print JSON instead of text.")
     var json = false
@@ -52,11 +51,8 @@ public struct SharesCommand: CloudStoreSubcommand {
 
     public init() {}
 
-    public func validate() throws {
-        if after < 0 { throw ValidationError("--after must be 0 or more") }
-    }
-
     public func run(in context: CommandContext) async throws {
+        let after = sequence.after
         let opened = try StoreFile.inspect(store, schemaPath: nil, logger: context.logger("store"))
         defer { try? opened.close() }
         let shares = try PersistentCloudContainer.shares(in: opened)
