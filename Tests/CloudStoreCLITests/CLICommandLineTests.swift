@@ -16,8 +16,8 @@ struct CLICommandLineTests {
         #expect(result.status == 0)
         #expect(result.standardError.isEmpty)
         for text in [
-            "USAGE: cloudstore", "schema", "serve", "migrate", "status", "history", "conflicts", "demo", "CLOUDSTORE_DEBUG",
-            "Exit status",
+            "USAGE: cloudstore", "schema", "serve", "migrate", "status", "history", "conflicts", "shares", "demo",
+            "CLOUDSTORE_DEBUG", "Exit status",
         ] {
             #expect(result.standardOutput.contains(text), "help lacks \(text):\n\(result.standardOutput)")
         }
@@ -25,7 +25,7 @@ struct CLICommandLineTests {
 
     @Test(arguments: [
         ["schema", "validate"], ["schema", "init"], ["serve"], ["schema"], ["migrate"], ["status"], ["history"],
-        ["conflicts"], ["demo"],
+        ["conflicts"], ["shares"], ["demo"],
     ])
     func help_ofEachCommandHasAnAbstractADiscussionAndAnExample(_ command: [String]) async {
         let result = await cloudstore(command + ["--help"])

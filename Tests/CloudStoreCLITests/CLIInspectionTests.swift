@@ -4,18 +4,18 @@ import Foundation
 import Logging
 import Testing
 
-/// `status`, `history` and `conflicts` only read the store: every file of its directory keeps its
-/// bytes (SHA-256), and no file appears or goes (no `-wal` or `-shm` left behind).
-@Suite("cloudstore status, history and conflicts leave the store as it was")
+/// `status`, `history`, `conflicts` and `shares` only read the store: every file of its directory
+/// keeps its bytes (SHA-256), and no file appears or goes (no `-wal` or `-shm` left behind).
+@Suite("cloudstore status, history, conflicts and shares leave the store as it was")
 struct CLIInspectionTests {
-    /// Runs the three commands on `store`, each as plain text and as JSON; returns the text runs.
-    static func inspect(_ store: URL) async -> (status: CLIResult, history: CLIResult, conflicts: CLIResult) {
+    /// Runs the four commands on `store`, each as plain text and as JSON; returns the text runs.
+    static func inspect(_ store: URL) async -> (status: CLIResult, history: CLIResult, conflicts: CLIResult, shares: CLIResult) {
         var results: [CLIResult] = []
-        for command in ["status", "history", "conflicts"] {
+        for command in ["status", "history", "conflicts", "shares"] {
             results.append(await cloudstore(command, "--store", store.path))
             _ = await cloudstore(command, "--store", store.path, "--json")
         }
-        return (results[0], results[1], results[2])
+        return (results[0], results[1], results[2], results[3])
     }
 
     @Test func previousReleaseStore_isReadAsItIs_andStatusNamesTheUpgrade() async throws {
@@ -25,7 +25,7 @@ struct CLIInspectionTests {
             let before = try DirectoryChecksums(directory)
             #expect(before.names == ["A.sqlite"])
 
-            let (status, history, conflicts) = await Self.inspect(url)
+            let (status, history, conflicts, shares) = await Self.inspect(url)
             #expect(
                 status.isOneLineFailure(
                     mentioning: "written by the previous CloudStore release", "run cloudstore migrate --store \(url.path) --schema"),
@@ -33,6 +33,7 @@ struct CLIInspectionTests {
             #expect(history.status == 0, "\(history.standardError)")
             #expect(history.standardOutput.contains("insert  Note  A0000000-0000-0000-0000-000000000004"), "\(history.standardOutput)")
             #expect(conflicts.status == 0 && conflicts.outputLines == ["no conflicts logged"], "\(conflicts.standardError)")
+            #expect(shares.status == 0 && shares.outputLines.first?.hasPrefix("no shares in ") == true, "\(shares.standardError)")
 
             let after = try DirectoryChecksums(directory)
             #expect(after == before, "before: \(before)\nafter:  \(after)")
@@ -55,12 +56,13 @@ struct CLIInspectionTests {
             // last, and they cannot delete them): read without touching either.
             #expect(before.names.filter { $0.hasPrefix("B.") } == ["B.sqlite", "B.sqlite-shm", "B.sqlite-wal"])
 
-            let (status, history, conflicts) = await Self.inspect(b)
+            let (status, history, conflicts, shares) = await Self.inspect(b)
             #expect(status.status == 0, "\(status.standardError)")
             #expect(status.standardOutput.contains("pending uploads   1\n"), "\(status.standardOutput)")
             #expect(status.standardOutput.contains("conflicts logged  1\n"))
             #expect(history.status == 0 && history.standardOutput.contains("update  Note  \(note.uuidString)  title"))
             #expect(conflicts.status == 0 && conflicts.outputLines.count == 2, "\(conflicts.standardOutput)")
+            #expect(shares.status == 0, "\(shares.standardError)")
 
             let after = try DirectoryChecksums(directory)
             #expect(after == before, "before: \(before)\nafter:  \(after)")
@@ -81,10 +83,11 @@ struct CLIInspectionTests {
             let before = try DirectoryChecksums(directory, ignoringContentsOf: ["-shm"])
             #expect(before.names == ["notes.sqlite", "notes.sqlite-shm", "notes.sqlite-wal"])
 
-            let (status, history, conflicts) = await Self.inspect(url)
+            let (status, history, conflicts, shares) = await Self.inspect(url)
             #expect(status.status == 0, "\(status.standardError)")
             #expect(history.outputLines.last { !$0.hasPrefix(" ") }?.contains("author live") == true, "\(history.standardOutput)")
             #expect(conflicts.outputLines == ["no conflicts logged"])
+            #expect(shares.status == 0, "\(shares.standardError)")
 
             let after = try DirectoryChecksums(directory, ignoringContentsOf: ["-shm"])
             #expect(after == before, "before: \(before)\nafter:  \(after)")

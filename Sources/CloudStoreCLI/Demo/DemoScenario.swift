@@ -2,19 +2,32 @@ import CloudStore
 import CloudStoreServer
 import Foundation
 
-/// The demo's story, run against an in-process server with two devices of one user that sync
-/// only when told, so every run prints the same steps in the same order.
+/// The demo's story, run against an in-process server with two devices of one user (alice) that
+/// sync only when told, so every run prints the same steps in the same order; then alice shares
+/// the folder with bob and carol, each on a device of their own (`DemoScenario+Sharing.swift`).
 struct DemoScenario {
     struct Summary {
         var elapsed: Duration
+        var devices: Int
         var objects: Int
+        var conflicts: Int
+        /// How many users the folder was shared with.
+        var sharedWith: Int
+    }
+
+    /// What the first chapter left: the folder "Ideas" and its notes, in the order they were created
+    /// ("Groceries", "Trip to Lisbon", "Book list").
+    struct FolderOfNotes {
+        var id: UUID
+        var notes: [UUID]
+        /// Values that lost a conflict.
         var conflicts: Int
     }
 
-    static let token = "demo-token"
-    static let user = "_demo"
+    /// Token → user record name: devices A and B are alice's.
+    static let users = ["alice-token": "_alice", "bob-token": "_bob", "carol-token": "_carol"]
     static let containerIdentifier = "iCloud.com.example.notes"
-    static let stepCount = 8
+    static let stepCount = 8 + sharingStepCount
 
     let schema: Schema
     let directory: URL
@@ -35,22 +48,25 @@ struct DemoScenario {
         let server = try await CloudServer.start(
             configuration: ServerConfiguration(
                 host: "127.0.0.1", port: 0, storage: .sqlite(directory: serverData.path),
-                containers: [Self.containerIdentifier], users: [Self.token: Self.user],
+                containers: [Self.containerIdentifier], users: Self.users,
                 logger: context.logger("server")))
         var devices: [PersistentCloudContainer] = []
         do {
             say("CloudStore demo: an embedded server and two devices of one user, schema \"\(schema.name)\" version \(schema.version)")
             say("   server    \(server.baseURL.absoluteString) (SQLite in \(serverData.path))")
-            let a = try await device("A", server: server.baseURL)
+            let a = try await device("A", token: "alice-token", server: server.baseURL)
             devices.append(a)
-            let b = try await device("B", server: server.baseURL)
+            let b = try await device("B", token: "alice-token", server: server.baseURL)
             devices.append(b)
             say("")
-            let (objects, conflicts) = try await story(a, b)
+            let folder = try await story(a, b)
+            let sharedWith = try await sharing(folder, owner: a, server: server.baseURL, devices: &devices)
             for device in devices { try await device.close() }
             try await server.shutdown()
             progress.finish()
-            return Summary(elapsed: started.duration(to: .now), objects: objects, conflicts: conflicts)
+            return Summary(
+                elapsed: started.duration(to: .now), devices: devices.count, objects: folder.notes.count + 1,
+                conflicts: folder.conflicts, sharedWith: sharedWith)
         } catch {
             for device in devices { try? await device.close() }
             try? await server.shutdown()
@@ -59,9 +75,10 @@ struct DemoScenario {
         }
     }
 
-    private func device(_ name: String, server: URL) async throws -> PersistentCloudContainer {
+    /// Opens the device `name` of the user whose token is `token`, and says where its store is.
+    func device(_ name: String, token: String, server: URL) async throws -> PersistentCloudContainer {
         var options = PersistentCloudContainer.Options(
-            server: .init(url: server, containerIdentifier: Self.containerIdentifier, token: Self.token, deviceID: name),
+            server: .init(url: server, containerIdentifier: Self.containerIdentifier, token: token, deviceID: name),
             conflictPolicy: .serverWins)
         options.automaticallySync = false
         let url = directory.appendingPathComponent("\(name).sqlite")
@@ -71,8 +88,8 @@ struct DemoScenario {
         return container
     }
 
-    /// The numbered steps; answers how many objects device A created and how many values lost.
-    private func story(_ a: PersistentCloudContainer, _ b: PersistentCloudContainer) async throws -> (Int, Int) {
+    /// The numbered steps of two devices of one user; answers the folder device A created.
+    private func story(_ a: PersistentCloudContainer, _ b: PersistentCloudContainer) async throws -> FolderOfNotes {
         let folder = UUID()
         let titles = ["Groceries", "Trip to Lisbon", "Book list"]
         let notes = titles.map { _ in UUID() }
@@ -97,9 +114,7 @@ struct DemoScenario {
 
         let imported = try await fetch(b)
         step(3, "Device B syncs: fetched \(imported.count) records (\(Self.byEntity(imported)))")
-        let received = try await b.store.read { context in
-            try context.fetchSnapshots(entityName: "Note").compactMap { $0["title"].flatMap(Self.text) }.sorted()
-        }
+        let received = try await noteTitles(on: b)
         say("   B now has folder \"Ideas\" with \(received.count) notes: \(received.joined(separator: ", "))")
 
         let groceries = notes[0]
@@ -145,7 +160,7 @@ struct DemoScenario {
         guard agree else {
             throw CommandError("the devices did not converge on note \(groceries): report this as a bug, with the output of --debug 3")
         }
-        return (titles.count + 1, conflicts.count)
+        return FolderOfNotes(id: folder, notes: notes, conflicts: conflicts.count)
     }
 
     /// Fetches into `device`; answers the changes the fetch wrote (its import transactions).
@@ -167,13 +182,13 @@ struct DemoScenario {
         return nil
     }
 
-    private func step(_ number: Int, _ text: String) {
+    func step(_ number: Int, _ text: String) {
         say("\(number). \(text)")
         progress.update(completed: number)
     }
 
     /// Prints a narrative line; on a terminal it first clears the progress line.
-    private func say(_ line: String) {
+    func say(_ line: String) {
         if context.output.isTerminal { context.output.writeError("\r\u{1B}[K") }
         context.output.print(line)
     }

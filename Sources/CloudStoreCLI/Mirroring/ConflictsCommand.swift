@@ -30,8 +30,7 @@ public struct ConflictsCommand: CloudStoreSubcommand {
     @Option(help: "The store file (SQLite).")
     var store: String
 
-    @Option(help: ArgumentHelp("Only entries after this sequence number.", valueName: "seq"))
-    var after: Int64 = 0
+    @OptionGroup var sequence: SequenceOptions
 
     @OptionGroup var listing: ListingOptions
 
@@ -39,11 +38,8 @@ public struct ConflictsCommand: CloudStoreSubcommand {
 
     public init() {}
 
-    public func validate() throws {
-        if after < 0 { throw ValidationError("--after must be 0 or more") }
-    }
-
     public func run(in context: CommandContext) async throws {
+        let after = sequence.after
         let opened = try StoreFile.inspect(store, schemaPath: nil, logger: context.logger("store"))
         defer { try? opened.close() }
         let conflicts = try PersistentCloudContainer.conflicts(in: opened, after: after, limit: listing.limit)

@@ -2,6 +2,7 @@ import CloudStore
 import CloudStoreTesting
 import Foundation
 import Logging
+import Testing
 
 /// Store files for the commands that read them.
 enum StoreFixtures {
@@ -64,20 +65,9 @@ enum StoreFixtures {
     /// A created a note, B received it, both changed its title offline, A synced first, then B
     /// (so B's log holds B's title losing to A's under `serverWins`).
     static func conflictedStores(in directory: URL) async throws -> (a: URL, b: URL, note: UUID) {
-        var logger = Logger(label: "test.mirroring")
-        logger.logLevel = .error
-        let devices = try TemporaryDirectory(prefix: "cloudstore-cli-devices")
         let note = UUID()
-        try await TestServer.with(
-            users: ["alice-token": "_alice"], storage: .sqlite(directory: directory.appendingPathComponent("server"))
-        ) { server in
-            func device(_ name: String) async throws -> TestDevice {
-                try await TestDevice.make(
-                    name, schema: try schema(), server: server.baseURL, containerIdentifier: "iCloud.cli.test",
-                    directory: devices, logger: logger)
-            }
-            let a = try await device("A")
-            let b = try await device("B")
+        try await devices(["A", "B"], users: ["alice-token": "_alice"], in: directory) { devices in
+            let (a, b) = (devices[0], devices[1])
             try await a.write { context in
                 try context.insert(EntitySnapshot(entityName: "Note", id: note, values: ["title": .string("Original")]))
             }
@@ -90,14 +80,71 @@ enum StoreFixtures {
             }
             try await a.sync()
             try await b.sync()
-            try await a.container.close()
-            try await b.container.close()
-        }
-        // The devices' directory goes away with them: the closed store files move to `directory`.
-        for name in try FileManager.default.contentsOfDirectory(atPath: devices.url.path) {
-            try FileManager.default.moveItem(at: devices.file(name), to: directory.appendingPathComponent(name))
         }
         return (directory.appendingPathComponent("A.sqlite"), directory.appendingPathComponent("B.sqlite"), note)
+    }
+
+    /// The store files of three users who shared through an in-process server: alice shared
+    /// folder "Shopping" (notes "Milk" and "Eggs") with bob (`READ_WRITE`) and carol
+    /// (`READ_ONLY`); bob and carol accepted by the short GUID, alice synced (both joined), then
+    /// carol left and alice synced again. So alice's store holds her share and its whole activity
+    /// (invited ×2, joined ×2, carol left), bob's the share he joined, carol's no share but the
+    /// end of her access.
+    static func sharedStores(in directory: URL) async throws -> (alice: URL, bob: URL, carol: URL, folder: UUID) {
+        let folder = UUID()
+        let users = ["alice-token": "_alice", "bob-token": "_bob", "carol-token": "_carol"]
+        try await devices(["alice", "bob", "carol"], users: users, in: directory) { devices in
+            let (alice, bob, carol) = (devices[0], devices[1], devices[2])
+            try await alice.write { context in
+                try context.insert(EntitySnapshot(entityName: "Folder", id: folder, values: ["title": .string("Shopping")]))
+                for title in ["Milk", "Eggs"] {
+                    try context.insert(
+                        EntitySnapshot(entityName: "Note", id: UUID(), values: ["title": .string(title), "folder": .uuid(folder)]))
+                }
+            }
+            try await alice.sync()
+            let share = try await alice.container.share(
+                entityName: "Folder", id: folder,
+                with: [.init(user: "_bob", permission: .readWrite), .init(user: "_carol", permission: .readOnly)])
+            let guid = try #require(share.shortGUID, "the server gave the share a short GUID")
+            _ = try await bob.container.acceptShare(shortGUID: guid)
+            let carolsShare = try await carol.container.acceptShare(shortGUID: guid)
+            try await alice.sync()
+            try await carol.container.leaveShare(carolsShare)
+            try await alice.sync()
+        }
+        return (
+            directory.appendingPathComponent("alice.sqlite"), directory.appendingPathComponent("bob.sqlite"),
+            directory.appendingPathComponent("carol.sqlite"), folder
+        )
+    }
+
+    /// Runs `body` with one device per name (each its own user when `users` maps a token
+    /// `<name>-token`, else alice's) on an in-process server storing under `directory/server`,
+    /// then closes them and moves their store files, `<name>.sqlite`, into `directory`.
+    private static func devices(
+        _ names: [String], users: [String: String], in directory: URL, _ body: ([TestDevice]) async throws -> Void
+    ) async throws {
+        var logger = Logger(label: "test.mirroring")
+        logger.logLevel = .error
+        let stores = try TemporaryDirectory(prefix: "cloudstore-cli-devices")
+        try await TestServer.with(users: users, storage: .sqlite(directory: directory.appendingPathComponent("server"))) {
+            server in
+            var devices: [TestDevice] = []
+            for name in names {
+                let token = users["\(name)-token"] == nil ? "alice-token" : "\(name)-token"
+                devices.append(
+                    try await TestDevice.make(
+                        name, schema: try schema(), server: server.baseURL, containerIdentifier: "iCloud.cli.test", token: token,
+                        directory: stores, logger: logger))
+            }
+            try await body(devices)
+            for device in devices { try await device.container.close() }
+        }
+        // The devices' directory goes away with them: the closed store files move to `directory`.
+        for name in try FileManager.default.contentsOfDirectory(atPath: stores.url.path) {
+            try FileManager.default.moveItem(at: stores.file(name), to: directory.appendingPathComponent(name))
+        }
     }
 
     /// A file that is not a store.
