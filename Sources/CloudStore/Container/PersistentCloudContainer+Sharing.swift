@@ -207,6 +207,7 @@ extension PersistentCloudContainer.Share {
         zoneID = zone.zoneID
         owner = zone.zoneID.ownerRecordName
         shortGUID = metadata?.shortGUID
+        if case .string(let value)? = zone.share?.fields["title"] { title = value }
         publicPermission = metadata?.publicPermission ?? .none
         participants = zone.participants.compactMap { participant in
             guard let user = participant.user else { return nil }

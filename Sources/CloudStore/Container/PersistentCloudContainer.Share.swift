@@ -17,6 +17,8 @@ extension PersistentCloudContainer {
         public var zoneID: ZoneID
         /// The owner's user record name; nil when it is the current user.
         public var owner: String?
+        /// The title the owner gave the share (``PersistentCloudContainer/share(_:with:publicPermission:title:timeout:)``).
+        public var title: String?
         /// What a participant accepts the share by (``PersistentCloudContainer/acceptShare(shortGUID:timeout:)``);
         /// nil until the server saved the share.
         public var shortGUID: String?

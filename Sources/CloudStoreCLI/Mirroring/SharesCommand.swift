@@ -7,7 +7,8 @@ import Foundation
 ///
 /// ```sh
 /// $ cloudstore shares --store notes.sqlite
-/// share of zone Share-7326…, owned by me (_alice)
+/// share of zone Notes.share-7326…, owned by me (_alice)
+///   title              Shopping
 ///   short GUID         k3Jq9…
 ///   public permission  NONE
 ///   my permission      READ_WRITE
@@ -18,8 +19,8 @@ import Foundation
 ///   _bob    READ_WRITE  ACCEPTED
 ///
 /// share activity:
-/// SEQ  DATE                      ZONE          CHANGE   USER  PERMISSION
-/// 1    2025-06-01T08:00:01.234Z  Share-7326…  invited  _bob  READ_WRITE
+/// SEQ  DATE                      ZONE                CHANGE   USER  PERMISSION
+/// 1    2025-06-01T08:00:01.234Z  Notes.share-7326…  invited  _bob  READ_WRITE
 /// ```
 public struct SharesCommand: CloudStoreSubcommand {
     public static let configuration = CommandConfiguration(
@@ -88,6 +89,7 @@ public struct SharesCommand: CloudStoreSubcommand {
         let owner = share.owner ?? "me" + (user.map { " (\($0))" } ?? "")
         var settings = TextTable(
             [
+                ["title", share.title ?? "-"],
                 ["short GUID", share.shortGUID ?? "none yet (the server has not saved the share)"],
                 ["public permission", share.publicPermission.rawValue],
                 ["my permission", share.currentUserPermission.rawValue],
