@@ -1,4 +1,5 @@
 @testable import CloudStore
+import CloudStoreSync
 import CloudStoreTesting
 import Foundation
 import Testing
@@ -118,6 +119,21 @@ struct MirroringSharingTests {
             }
             #expect("\(refused.map { "\($0)" } ?? "")".contains("read-only"))
             #expect(try carol.note(shared.milk.id)?.title == "Milk", "nothing was saved")
+            // The server refuses it too, for a client that does not check.
+            let carolsDatabase = HTTPCloudDatabase(
+                baseURL: others, container: TestDevice.containerIdentifier, scope: .shared, token: "carol-token",
+                deviceID: "carol-raw")
+            var raw = Record(
+                recordType: "Note",
+                recordID: RecordID(recordName: shared.milk.id.uuidString, zoneID: bobShare.zoneID), fields: ["title": .string("Whisky")])
+            raw.recordChangeTag = nil
+            let answer = try await carolsDatabase.modifyRecords(
+                RecordsModifyRequest(zoneID: bobShare.zoneID, atomic: false, operations: [.init(.forceUpdate, raw)]))
+            guard case .error(let denied)? = answer.records.first else {
+                Issue.record("the server saved a read-only participant's write: \(answer)")
+                return
+            }
+            #expect(denied.serverErrorCode == .accessDenied)
             // Adding a note to the read-only folder fails too.
             await #expect(throws: ContainerError.self) {
                 try await carol.write { try $0.insert(Note(title: "Chocolate", folder: shared.folder.id)) }
