@@ -17,6 +17,18 @@ extension JSONBytesReader {
         try readNull() ? nil : Int(readInt64())
     }
 
+    /// A value its type reads, or nil for `null`.
+    mutating func readOptional<Value: JSONBytesReadable>(_ type: Value.Type) throws(Declined) -> Value? {
+        try readNull() ? nil : Value(from: &self)
+    }
+
+    /// An array of values their type reads.
+    mutating func readArray<Element: JSONBytesReadable>(of type: Element.Type) throws(Declined) -> [Element] {
+        var elements: [Element] = []
+        try readArray { reader throws(Declined) in elements.append(try Element(from: &reader)) }
+        return elements
+    }
+
     /// An array of strings (`desiredKeys`), or nil for `null`.
     mutating func readOptionalStrings() throws(Declined) -> [String]? {
         guard try !readNull() else { return nil }
@@ -56,14 +68,9 @@ extension RecordsModifyRequest: JSONBytesReadable {
         var seen = KeysSeen()
         try reader.readObject { reader, key throws(JSONBytesReader.Declined) in
             switch key {
-            case "zoneID" where seen.first(0): request.zoneID = try reader.readNull() ? nil : ZoneID(from: &reader)
+            case "zoneID" where seen.first(0): request.zoneID = try reader.readOptional(ZoneID.self)
             case "atomic" where seen.first(1): request.atomic = try reader.readOptionalBool()
-            case "operations" where seen.first(2):
-                var operations: [Operation] = []
-                try reader.readArray { reader throws(JSONBytesReader.Declined) in
-                    operations.append(try Operation(from: &reader))
-                }
-                request.operations = operations
+            case "operations" where seen.first(2): request.operations = try reader.readArray(of: Operation.self)
             case "desiredKeys" where seen.first(3): request.desiredKeys = try reader.readOptionalStrings()
             case "numbersAsStrings" where seen.first(4): request.numbersAsStrings = try reader.readOptionalBool()
             default: try reader.skipValue()
@@ -97,11 +104,8 @@ extension RecordsLookupRequest: JSONBytesReadable {
         var seen = KeysSeen()
         try reader.readObject { reader, key throws(JSONBytesReader.Declined) in
             switch key {
-            case "zoneID" where seen.first(0): request.zoneID = try reader.readNull() ? nil : ZoneID(from: &reader)
-            case "records" where seen.first(1):
-                var items: [Item] = []
-                try reader.readArray { reader throws(JSONBytesReader.Declined) in items.append(try Item(from: &reader)) }
-                request.records = items
+            case "zoneID" where seen.first(0): request.zoneID = try reader.readOptional(ZoneID.self)
+            case "records" where seen.first(1): request.records = try reader.readArray(of: Item.self)
             case "desiredKeys" where seen.first(2): request.desiredKeys = try reader.readOptionalStrings()
             case "numbersAsStrings" where seen.first(3): request.numbersAsStrings = try reader.readOptionalBool()
             default: try reader.skipValue()
@@ -139,10 +143,7 @@ extension ZoneChangesRequest: JSONBytesReadable {
         var seen = KeysSeen()
         try reader.readObject { reader, key throws(JSONBytesReader.Declined) in
             switch key {
-            case "zones" where seen.first(0):
-                var zones: [Zone] = []
-                try reader.readArray { reader throws(JSONBytesReader.Declined) in zones.append(try Zone(from: &reader)) }
-                request.zones = zones
+            case "zones" where seen.first(0): request.zones = try reader.readArray(of: Zone.self)
             case "resultsLimit" where seen.first(1): request.resultsLimit = try reader.readOptionalInt()
             case "desiredKeys" where seen.first(2): request.desiredKeys = try reader.readOptionalStrings()
             case "desiredRecordTypes" where seen.first(3): request.desiredRecordTypes = try reader.readOptionalStrings()
