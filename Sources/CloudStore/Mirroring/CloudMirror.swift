@@ -195,7 +195,10 @@ actor CloudMirror: SyncEngineDelegate {
         _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
     ) async -> SyncEngine.RecordZoneChangeBatch? {
         let scope = syncEngine.database.scope
-        let held = sessions[scope]?.unheardCreates.waiting ?? []
+        // Creates in flight are skipped anyway (the engine prepares the next batch while one is in
+        // flight); only those handed out and never answered wait for a fetch.
+        let inFlightNames = Set(context.recordIDsToSkip.map(\.recordName))
+        let held = (sessions[scope]?.unheardCreates.waiting ?? []).subtracting(inFlightNames)
         if !held.isEmpty { requestFetch(syncEngine) }
         // Cleared before reading, so a save committed after the read sets it again.
         syncEngine.state.hasPendingUntrackedChanges = false

@@ -27,6 +27,17 @@ extension Record {
         }
     }
 
+    /// Whether any field holds an asset (also inside a list).
+    var hasAssets: Bool {
+        fields.values.contains { value in
+            switch value {
+            case .asset: true
+            case .list(let elements): elements.contains { if case .asset = $0 { true } else { false } }
+            default: false
+            }
+        }
+    }
+
     /// Replaces each asset with what `transform` makes of it.
     mutating func mapAssets(_ transform: (AssetField, Asset) -> Asset) {
         for (field, asset) in assetFields {

@@ -52,67 +52,148 @@ extension SyncEngine {
         }
     }
 
+    /// A batch the delegate handed out, ready to send.
+    struct PreparedBatch: Sendable {
+        var batch: RecordZoneChangeBatch
+        /// The pending changes' revisions when the batch was asked for: a change the app adds
+        /// again after that stays pending once this one is acknowledged.
+        var revisions: [RecordID: UInt64]
+        /// The batch's requests, encoded as it was prepared; nil when it has assets to upload
+        /// first (the records then carry the uploads' receipts).
+        var plan: RecordBatchPlan?
+
+        var recordIDs: Set<RecordID> { Set(batch.recordsToSave.map(\.recordID) + batch.recordIDsToDelete) }
+    }
+
+    /// Sends batches until the delegate has none or nothing in scope is pending. While a batch's
+    /// requests are in flight, the next batch is asked for and encoded, the records in flight
+    /// skipped (``SendChangesContext/recordIDsToSkip``): at most one batch in flight and one
+    /// prepared. The delegate is never called while it handles an event, and each batch's
+    /// ``Event/sentRecordZoneChanges(_:)`` comes before the next batch is sent. A prepared batch
+    /// is dropped, and the delegate asked again, when the batch in flight found its zone missing
+    /// or zone changes wait to go first; when the send stops on an error it is never sent.
     private func sendPass(_ context: SendChangesContext) async throws -> SendPassEnd {
         let scope = context.options.scope
         var attempts: [RecordID: Int] = [:]
         var retryLater: [RecordID: ServerError] = [:]
+        var prepared: PreparedBatch?
+        /// Whether the delegate had nothing while a batch was in flight: it may have once that
+        /// batch is settled, so it is asked again whatever the state says.
+        var askAgain = false
         while true {
             if Task.isCancelled { throw SyncEngineError.cancelled }
+            let zoneChangesWait = state.withStorage { $0.databaseChanges.changes.contains { scope.contains($0) } }
+            if prepared != nil && zoneChangesWait {
+                prepared = nil
+                askAgain = true
+            }
             try await sendDatabaseChanges(in: scope)
 
             let capped = Set(attempts.filter { $0.value >= Self.maxAttemptsPerPass }.keys)
             let excluded = capped.union(retryLater.keys)
-            let (pending, revisions, untracked) = state.withStorage { storage in
-                (
-                    storage.recordChanges.changes.filter { scope.contains($0) },
-                    storage.recordChanges.revisionsByKey, storage.hasPendingUntrackedChanges
-                )
+            // An answer the delegate gave while a batch was in flight counts as "may have more",
+            // as the flag it cleared said before.
+            let (pending, untracked) = state.withStorage { storage in
+                (storage.recordChanges.changes.filter { scope.contains($0) }, storage.hasPendingUntrackedChanges || askAgain)
             }
-            let sendable = pending.filter { !excluded.contains(normalized($0.recordID)) }
             // Changes the delegate tracks itself that wait for a retry are as stuck as tracked ones.
-            let stuck = !pending.filter { excluded.contains(normalized($0.recordID)) }.isEmpty || (untracked && !excluded.isEmpty)
+            let stuck = pending.contains { excluded.contains(normalized($0.recordID)) } || (untracked && !excluded.isEmpty)
             func end() -> SendPassEnd {
                 guard stuck else { return .done }
                 return .stalled(retryAfter: retryLater.values.compactMap(\.retryAfter).max())
             }
-            guard !sendable.isEmpty || untracked else { return end() }
-            guard let delegate else { throw SyncEngineError.delegateReleased }
-
-            let limits = BatchLimits(
-                maxCount: configuration.maxBatchCount, maxBytes: configuration.maxBatchBytes, excludedRecordIDs: excluded)
-            var batchContext = context
-            batchContext.recordIDsToSkip = excluded
-            batchContext.maxRecordCount = configuration.maxBatchCount
-            let proposed = await BatchLimits.$current.withValue(limits) {
-                await delegate.nextRecordZoneChangeBatch(batchContext, syncEngine: self)
+            let current: PreparedBatch
+            if let next = prepared {
+                current = next
+                prepared = nil
+            } else {
+                let sendable = pending.contains { !excluded.contains(normalized($0.recordID)) }
+                guard sendable || untracked else { return end() }
+                askAgain = false
+                guard let delegate else { throw SyncEngineError.delegateReleased }
+                guard let next = await prepareBatch(context, delegate: delegate, excluding: excluded) else { return end() }
+                current = next
             }
-            guard var batch = proposed else { return end() }
-            batch.recordsToSave = batch.recordsToSave.map(normalized).filter { !excluded.contains($0.recordID) }
-            batch.recordIDsToDelete = batch.recordIDsToDelete.map(normalized).filter { !excluded.contains($0) }
-            batch.recordChangeTagsToDelete = Dictionary(batch.recordChangeTagsToDelete.map { (normalized($0.key), $0.value) }) { first, _ in first }
-            guard !batch.isEmpty else { return end() }
-            for recordID in batch.recordsToSave.map(\.recordID) + batch.recordIDsToDelete {
+            for recordID in current.recordIDs {
                 attempts[recordID, default: 0] += 1
             }
 
-            let outcome = try await sendBatch(batch, revisions: revisions)
-            for (recordID, error) in outcome.retained where error.code != .atomicError {
+            async let sending = transmit(current)
+            let skipping = excluded.union(current.recordIDs)
+            let (untrackedNow, sendableNow) = state.withStorage { storage in
+                (
+                    storage.hasPendingUntrackedChanges,
+                    storage.recordChanges.changes.contains { scope.contains($0) && !skipping.contains(normalized($0.recordID)) }
+                )
+            }
+            var next: PreparedBatch?
+            if (sendableNow || untrackedNow), let delegate {
+                next = await prepareBatch(context, delegate: delegate, excluding: skipping)
+                askAgain = next == nil
+            }
+            let (outcome, failure) = await sending
+            if let outcome {
+                await apply(outcome, revisions: current.revisions)
+                assetReceipts.remove(
+                    outcome.savedRecords.map(\.recordID)
+                        + outcome.failedRecordSaves.filter { $0.error.code == .badRequest }.map(\.record.recordID))
+            }
+            if let failure { throw failure }
+            for (recordID, error) in outcome?.retained ?? [:] where error.code != .atomicError {
                 retryLater[recordID] = error
             }
+            if outcome?.failedRecordSaves.contains(where: { $0.error.code == .zoneNotFound }) == true {
+                // The delegate may have made the zone again and queued its records anew.
+                askAgain = askAgain || next != nil
+                next = nil
+            }
+            prepared = next
         }
     }
 
-    /// Sends one batch (its new assets uploaded first, then one or more requests), looks up server
-    /// copies for conflicts that came without one, removes what was settled from the pending
-    /// changes and reports it. On a
-    /// request failure, what was settled before it is still removed and reported, then it throws.
-    private func sendBatch(_ batch: RecordZoneChangeBatch, revisions: [RecordID: UInt64]) async throws
-        -> RecordSendOutcome
-    {
+    /// Asks the delegate for its next batch with `excluded` left out (``SendChangesContext/recordIDsToSkip``),
+    /// drops what it holds of them anyway, and encodes its requests unless assets wait to be uploaded.
+    private func prepareBatch(
+        _ context: SendChangesContext, delegate: any SyncEngineDelegate, excluding excluded: Set<RecordID>
+    ) async -> PreparedBatch? {
+        let revisions = state.withStorage { $0.recordChanges.revisionsByKey }
+        let limits = BatchLimits(
+            maxCount: configuration.maxBatchCount, maxBytes: configuration.maxBatchBytes, excludedRecordIDs: excluded)
+        var batchContext = context
+        batchContext.recordIDsToSkip = excluded
+        batchContext.maxRecordCount = configuration.maxBatchCount
+        let proposed = await BatchLimits.$current.withValue(limits) {
+            await delegate.nextRecordZoneChangeBatch(batchContext, syncEngine: self)
+        }
+        guard var batch = proposed else { return nil }
+        batch.recordsToSave = batch.recordsToSave.map(normalized).filter { !excluded.contains($0.recordID) }
+        batch.recordIDsToDelete = batch.recordIDsToDelete.map(normalized).filter { !excluded.contains($0) }
+        batch.recordChangeTagsToDelete = Dictionary(batch.recordChangeTagsToDelete.map { (normalized($0.key), $0.value) }) { first, _ in first }
+        guard !batch.isEmpty else { return nil }
+        let plan =
+            batch.recordsToSave.contains(where: \.hasAssets)
+            ? nil : RecordBatchPlan(batch, maxCount: configuration.maxBatchCount, maxBytes: configuration.maxBatchBytes)
+        return PreparedBatch(batch: batch, revisions: revisions, plan: plan)
+    }
+
+    /// Sends one batch (its new assets uploaded first, then one or more requests) and looks up
+    /// server copies for conflicts that came without one. Answers what was settled (nil when the
+    /// assets' upload failed as a whole: nothing was sent) and the failure that stopped it: what
+    /// was settled before a request failed is still answered.
+    private func transmit(_ prepared: PreparedBatch) async -> (RecordSendOutcome?, (any Error)?) {
         var outcome = RecordSendOutcome()
-        var batch = batch
-        batch.recordsToSave = try await prepareAssets(of: batch.recordsToSave, into: &outcome)
-        let plan = RecordBatchPlan(batch, maxCount: configuration.maxBatchCount, maxBytes: configuration.maxBatchBytes)
+        let plan: RecordBatchPlan
+        if let encoded = prepared.plan {
+            plan = encoded
+        } else {
+            var batch = prepared.batch
+            do {
+                batch.recordsToSave = try await prepareAssets(of: batch.recordsToSave, into: &outcome)
+            } catch {
+                return (nil, error)
+            }
+            plan = RecordBatchPlan(batch, maxCount: configuration.maxBatchCount, maxBytes: configuration.maxBatchBytes)
+        }
         var failure: (any Error)?
         for request in plan.requests {
             do {
@@ -129,12 +210,7 @@ extension SyncEngine {
         }
         for conflict in outcome.conflictsAwaitingServerRecord { outcome.resolveConflict(conflict, lookup: nil) }
         outcome.conflictsAwaitingServerRecord = []
-        await apply(outcome, revisions: revisions)
-        assetReceipts.remove(
-            outcome.savedRecords.map(\.recordID)
-                + outcome.failedRecordSaves.filter { $0.error.code == .badRequest }.map(\.record.recordID))
-        if let failure { throw failure }
-        return outcome
+        return (outcome, failure)
     }
 
     /// Sends one `records/modify` request. `LIMIT_EXCEEDED` or `BAD_REQUEST` for the whole request

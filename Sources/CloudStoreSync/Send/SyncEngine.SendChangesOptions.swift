@@ -57,9 +57,11 @@ extension SyncEngine {
         public let reason: SyncReason
         /// The scope the batch must respect: return only changes it contains.
         public let options: SendChangesOptions
-        /// Records the engine will not send again in this send (they failed and wait for a retry,
-        /// or were tried too often): leave them out of the batch. A delegate that builds batches
-        /// from ``SyncEngine/State/pendingRecordZoneChanges`` with
+        /// Records to leave out of the batch: those in flight (the engine asks for the next batch
+        /// while the previous one is being sent, and a record is never in two batches at once),
+        /// and those the engine will not send again in this send (they failed and wait for a
+        /// retry, or were tried too often). A delegate that builds batches from
+        /// ``SyncEngine/State/pendingRecordZoneChanges`` with
         /// ``SyncEngine/RecordZoneChangeBatch/init(pendingChanges:atomicByZone:recordProvider:)``
         /// need not look: that initializer skips them. One that tracks its own changes
         /// (``SyncEngine/State/hasPendingUntrackedChanges``) must.
