@@ -114,8 +114,10 @@ extension PersistentCloudContainer {
     ///
     /// - Throws: ``ContainerError/sharing(_:)`` with the server's reason when the short GUID names
     ///   no share or this user may not join it.
+    /// `shortGUID` may also be a link that carries it, as apps send them: its last path component
+    /// (`https://example.com/share/Xq3…`) or a `shortGUID` query item (`…?shortGUID=Xq3…`).
     public func acceptShare(shortGUID: String, timeout: Duration = .seconds(60)) async throws -> Share {
-        let guid = shortGUID.trimmingCharacters(in: .whitespacesAndNewlines)
+        let guid = Self.shortGUID(fromLink: shortGUID)
         guard !guid.isEmpty else { throw ContainerError.sharing("the short GUID is empty: pass the one the share's owner sent") }
         let zone = try await mirror.acceptShare(shortGUID: guid)
         return try await publicShare(zone)
@@ -180,6 +182,17 @@ extension PersistentCloudContainer {
     private func publicShare(_ zone: MirrorZone) async throws -> Share {
         let user = try await store.read { try $0.db.mirrorState(.userRecordName, as: String.self) }
         return Share(zone, currentUser: user)
+    }
+
+    /// The short GUID a link carries (its `shortGUID` query item, else its last path component), or
+    /// the text itself when it is not a link.
+    static func shortGUID(fromLink text: String) -> String {
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard trimmed.contains("/"), let components = URLComponents(string: trimmed) else { return trimmed }
+        if let item = components.queryItems?.first(where: { $0.name == "shortGUID" })?.value, !item.isEmpty {
+            return item
+        }
+        return components.path.split(separator: "/").last.map(String.init) ?? trimmed
     }
 
     /// The invitations as the share record names them, refusing what the server would refuse.

@@ -68,4 +68,11 @@ struct ShareDecisionTests {
         #expect(created.map(\.property) == ["body", "title"])
         #expect(resolution.accessEnded(of: object, pending: .delete, recordKeys: ["title"], local: nil).isEmpty)
     }
+
+    @Test func aShareIsAcceptedByItsShortGUIDOrALinkCarryingIt() {
+        #expect(PersistentCloudContainer.shortGUID(fromLink: " Xq3abc ") == "Xq3abc")
+        #expect(PersistentCloudContainer.shortGUID(fromLink: "https://example.com/share/Xq3abc") == "Xq3abc")
+        #expect(PersistentCloudContainer.shortGUID(fromLink: "https://example.com/join?shortGUID=Xq3abc&x=1") == "Xq3abc")
+        #expect(PersistentCloudContainer.shortGUID(fromLink: "notes://share/Xq3abc/") == "Xq3abc")
+    }
 }
