@@ -72,13 +72,6 @@ struct ConvergenceReport: CustomStringConvertible {
     }
 }
 
-/// What was written to one property of one object.
-struct PropertyKey: Hashable, CustomStringConvertible {
-    var object: UUID
-    var property: String
-    var description: String { "\(object).\(property)" }
-}
-
 /// One seed's run.
 struct ConvergenceRun {
     let seed: UInt64
@@ -89,14 +82,11 @@ struct ConvergenceRun {
     var conflictsLogged = 0, lost = 0, duplicated = 0
 
     // The ledger: what every device wrote, and what each write replaced.
-    var inserted: [UUID: String] = [:]  // object → entity
+    var ledger = ConvergenceLedger()
     var maybeInserted: Set<UUID> = []
-    var deleted: Set<UUID> = []
     /// Deletions known to have committed (a killed child's last one may not have).
     var certainlyDeleted: Set<UUID> = []
-    var written: [PropertyKey: [String]] = [:]
     var maybeWritten: [PropertyKey: Set<String>] = [:]
-    var replaced: [PropertyKey: Set<String>] = [:]
     var counter = 0
     var childRuns = 0
 
@@ -182,19 +172,11 @@ struct ConvergenceRun {
                 try await change(on: devices[random.next(upTo: devices.count)])
             }
         case 8..<14:
-            for device in devices where random.next(upTo: 3) > 0 {
-                syncs += 1
-                Self.trace("\(device.name) syncs")
-                do { try await device.sync() } catch {
-                    failedSyncs += 1
-                    Self.trace("\(device.name)'s sync failed: \(error)")
-                }
-            }
+            let (synced, failed) = await ConvergenceSteps.syncSome(devices, random: &random)
+            syncs += synced
+            failedSyncs += failed
         case 14..<16:
-            let proxy = proxies[random.next(upTo: proxies.count)]
-            if !proxy.isPartitioned { partitions += 1 }
-            proxy.isPartitioned.toggle()
-            Self.trace("proxy \(proxies.firstIndex { $0 === proxy } ?? -1) partitioned: \(proxy.isPartitioned)")
+            if ConvergenceSteps.togglePartition(of: proxies, random: &random) { partitions += 1 }
         case 16:
             Self.trace("server restarts")
             serverRestarts += 1
@@ -231,24 +213,25 @@ struct ConvergenceRun {
         let key = PropertyKey(object: change.id, property: "title")
         switch change.kind {
         case .insert:
-            if certain { inserted[change.id] = "Note" } else { maybeInserted.insert(change.id) }
+            if certain { ledger.inserted[change.id] = "Note" } else { maybeInserted.insert(change.id) }
             wrote(key, change.title!, replacing: nil, certain: certain)
         case .update:
             wrote(key, change.title!, replacing: change.previous, certain: certain)
         case .delete:
             Self.trace("C deletes \(change.id)\(certain ? "" : " (maybe)")")
-            deleted.insert(change.id)
+            ledger.deleted.insert(change.id)
             if certain { certainlyDeleted.insert(change.id) }
-            if let previous = change.previous { replaced[key, default: []].insert(previous) }
+            if let previous = change.previous { ledger.replaced[key, default: []].insert(previous) }
         case .nothing:
             break
         }
     }
 
     mutating func wrote(_ key: PropertyKey, _ value: String, replacing previous: String?, certain: Bool) {
-        Self.trace("\(key) = \(value) replacing \(previous ?? "nothing")\(certain ? "" : " (maybe)")")
-        if certain { written[key, default: []].append(value) } else { maybeWritten[key, default: []].insert(value) }
-        if let previous { replaced[key, default: []].insert(previous) }
+        guard !certain else { return ledger.wrote(key, value, replacing: previous) }
+        Self.trace("\(key) = \(value) replacing \(previous ?? "nothing") (maybe)")
+        maybeWritten[key, default: []].insert(value)
+        if let previous { ledger.replaced[key, default: []].insert(previous) }
     }
 
     mutating func unique(_ device: TestDevice) -> String {
@@ -276,7 +259,7 @@ struct ConvergenceRun {
                         entityName: "Note", id: id,
                         values: ["title": .string(title), "folder": folder.map(AttributeValue.uuid) ?? .null]))
             }
-            inserted[id] = "Note"
+            ledger.inserted[id] = "Note"
             wrote(PropertyKey(object: id, property: "title"), title, replacing: nil, certain: true)
             wrote(PropertyKey(object: id, property: "folder"), folder?.uuidString ?? "-", replacing: nil, certain: true)
         case 25..<50, 50..<60:
@@ -307,7 +290,7 @@ struct ConvergenceRun {
                     try context.insert(EntitySnapshot(entityName: "Tag", id: tag, values: ["name": .string(name)]))
                     try context.addRelated(entityName: "Note", id: id, relationship: "tags", tag)
                 }
-                inserted[tag] = "Tag"
+                ledger.inserted[tag] = "Tag"
                 wrote(PropertyKey(object: tag, property: "name"), name, replacing: nil, certain: true)
             } else {
                 let tag = tags[random.next(upTo: tags.count)]
@@ -326,7 +309,7 @@ struct ConvergenceRun {
             try await device.write { context in
                 try context.insert(EntitySnapshot(entityName: "Folder", id: id, values: ["title": .string(title)]))
             }
-            inserted[id] = "Folder"
+            ledger.inserted[id] = "Folder"
             wrote(PropertyKey(object: id, property: "title"), title, replacing: nil, certain: true)
         case 86..<95:
             let id = notes[random.next(upTo: notes.count)]
@@ -336,9 +319,9 @@ struct ConvergenceRun {
                 return old.map { [$0] } ?? []
             }
             Self.trace("\(device.name) deletes note \(id)")
-            deleted.insert(id)
+            ledger.deleted.insert(id)
             certainlyDeleted.insert(id)
-            replacedByDeletion(previous)
+            ledger.deleted(previous)
         default:
             guard !folders.isEmpty else { return }
             let id = folders[random.next(upTo: folders.count)]
@@ -351,31 +334,13 @@ struct ConvergenceRun {
                 return old
             }
             Self.trace("\(device.name) deletes folder \(id) and its notes \(previous.dropFirst().map(\.id))")
-            deleted.formUnion(previous.map(\.id))
+            ledger.deleted.formUnion(previous.map(\.id))
             certainlyDeleted.formUnion(previous.map(\.id))
-            replacedByDeletion(previous)
+            ledger.deleted(previous)
         }
     }
 
-    /// A device that deletes objects saw their values and replaced them: if another device's
-    /// concurrent edit brings an object back, the deletion is what lost (the log has it as `*`),
-    /// not the values the deleting device had written before deleting.
-    mutating func replacedByDeletion(_ snapshots: [EntitySnapshot]) {
-        for snapshot in snapshots {
-            for (property, value) in snapshot.values {
-                replaced[PropertyKey(object: snapshot.id, property: property), default: []].insert(Self.text(value))
-            }
-        }
-    }
-
-    static func text(_ value: AttributeValue) -> String {
-        switch value {
-        case .null: "-"
-        case .string(let text): text
-        case .uuid(let id): id.uuidString
-        default: "\(value)"
-        }
-    }
+    static func text(_ value: AttributeValue) -> String { ConvergenceLedger.text(value) }
 
     // MARK: Healing and checking
 
@@ -418,37 +383,21 @@ struct ConvergenceRun {
         #expect(try childStore.mirroredContents() == final, "seed \(seed): C differs from the server")
 
         // Nothing duplicated: every title was written once, so no two objects carry the same one.
-        let titles = final.compactMap { snapshot -> String? in
-            guard case .string(let title)? = snapshot.values[snapshot.entityName == "Tag" ? "name" : "title"] else { return nil }
-            return title
-        }
-        duplicated = titles.count - Set(titles).count
+        duplicated = ConvergenceLedger.duplicates(in: final)
         #expect(duplicated == 0, "seed \(seed): duplicated objects")
 
         // Nothing lost: an object nobody deleted exists.
         let present = Dictionary(uniqueKeysWithValues: final.map { ($0.id, $0) })
-        let missing = inserted.keys.filter { !deleted.contains($0) && present[$0] == nil }
+        let missing = ledger.missing(from: present)
         #expect(missing.isEmpty, "seed \(seed): objects nobody deleted are gone: \(missing)")
 
         // Every value written to an object that still exists is its final value, was replaced by a
         // writer who saw it, or is in a conflict log as the losing value.
-        var logged: [PropertyKey: Set<String>] = [:]
         let logs = try devices.map { try $0.container.conflicts() }
             + [try PersistentCloudContainer.conflicts(in: childStore)]
-        for entry in logs.joined() {
-            logged[PropertyKey(object: entry.objectID, property: entry.property), default: []].insert(Self.text(entry.losingValue))
-        }
+        let logged = ConvergenceLedger.losingValues(logs.joined())
         conflictsLogged = logs.map(\.count).reduce(0, +)
-        var unexplained: [String] = []
-        for (key, values) in written {
-            guard let object = present[key.object] else { continue }
-            let final = object.values[key.property].map(Self.text) ?? "-"
-            for value in values where value != final && !(replaced[key]?.contains(value) ?? false)
-                && !(logged[key]?.contains(value) ?? false)
-            {
-                unexplained.append("\(key) = \(value) (final \(final))")
-            }
-        }
+        var unexplained = ledger.unexplainedValues(in: present, logged: logged)
         // A deletion that another device's concurrent edit undid is in a conflict log (as `*`).
         for id in certainlyDeleted where present[id] != nil && logged[PropertyKey(object: id, property: "*")] == nil {
             unexplained.append("\(id) deleted, back without a conflict-log entry")

@@ -65,11 +65,7 @@ struct SharedConvergenceRun {
     /// The shared folder and one private folder of alice's.
     let sharedFolder = UUID()
     let privateFolder = UUID()
-    // The ledger, as in ConvergenceRun.
-    var inserted: [UUID: String] = [:]
-    var deleted: Set<UUID> = []
-    var written: [PropertyKey: [String]] = [:]
-    var replaced: [PropertyKey: Set<String>] = [:]
+    var ledger = ConvergenceLedger()
     var counter = 0
 
     static func container(seed: UInt64) -> String { "iCloud.shared-convergence.s\(seed)" }
@@ -146,12 +142,12 @@ struct SharedConvergenceRun {
             try context.insert(
                 EntitySnapshot(entityName: "Note", id: note, values: ["title": .string(titles.2), "folder": .uuid(shared)]))
         }
-        inserted[shared] = "Folder"
-        inserted[mine] = "Folder"
-        inserted[note] = "Note"
-        wrote(PropertyKey(object: shared, property: "title"), titles.0, replacing: nil)
-        wrote(PropertyKey(object: mine, property: "title"), titles.1, replacing: nil)
-        wrote(PropertyKey(object: note, property: "title"), titles.2, replacing: nil)
+        ledger.inserted[shared] = "Folder"
+        ledger.inserted[mine] = "Folder"
+        ledger.inserted[note] = "Note"
+        ledger.wrote(PropertyKey(object: shared, property: "title"), titles.0, replacing: nil)
+        ledger.wrote(PropertyKey(object: mine, property: "title"), titles.1, replacing: nil)
+        ledger.wrote(PropertyKey(object: note, property: "title"), titles.2, replacing: nil)
         let share = try await devices[0].container.share(
             entityName: "Folder", id: shared, with: [.init(user: "_bob", permission: .readWrite)], timeout: .seconds(60))
         _ = try await devices[2].container.acceptShare(shortGUID: try #require(share.shortGUID), timeout: .seconds(60))
@@ -163,12 +159,6 @@ struct SharedConvergenceRun {
         return "\(device.lowercased())\(seed)-\(counter)"
     }
 
-    mutating func wrote(_ key: PropertyKey, _ value: String, replacing previous: String?) {
-        ConvergenceRun.trace("\(key) = \(value) replacing \(previous ?? "nothing")")
-        written[key, default: []].append(value)
-        if let previous { replaced[key, default: []].insert(previous) }
-    }
-
     // MARK: The schedule
 
     mutating func step(devices: [TestDevice], proxies: [FaultProxy]) async throws {
@@ -178,19 +168,11 @@ struct SharedConvergenceRun {
                 try await change(on: devices[random.next(upTo: devices.count)])
             }
         case 9..<16:
-            for device in devices where random.next(upTo: 3) > 0 {
-                syncs += 1
-                ConvergenceRun.trace("\(device.name) syncs")
-                do { try await device.sync() } catch {
-                    failedSyncs += 1
-                    ConvergenceRun.trace("\(device.name)'s sync failed: \(error)")
-                }
-            }
+            let (synced, failed) = await ConvergenceSteps.syncSome(devices, random: &random)
+            syncs += synced
+            failedSyncs += failed
         case 16..<19:
-            let proxy = proxies[random.next(upTo: proxies.count)]
-            if !proxy.isPartitioned { partitions += 1 }
-            proxy.isPartitioned.toggle()
-            ConvergenceRun.trace("proxy \(proxies.firstIndex { $0 === proxy } ?? -1) partitioned: \(proxy.isPartitioned)")
+            if ConvergenceSteps.togglePartition(of: proxies, random: &random) { partitions += 1 }
         default:
             ConvergenceRun.trace("server restarts")
             serverRestarts += 1
@@ -220,8 +202,8 @@ struct SharedConvergenceRun {
                     EntitySnapshot(
                         entityName: "Note", id: id, values: ["title": .string(title), "folder": folder.map(AttributeValue.uuid) ?? .null]))
             }
-            inserted[id] = "Note"
-            wrote(PropertyKey(object: id, property: "title"), title, replacing: nil)
+            ledger.inserted[id] = "Note"
+            ledger.wrote(PropertyKey(object: id, property: "title"), title, replacing: nil)
         case 30..<60:
             let id = notes[random.next(upTo: notes.count)]
             let property = random.next(upTo: 3) == 0 ? "body" : "title"
@@ -229,9 +211,9 @@ struct SharedConvergenceRun {
             let previous = try await store.write(author: "app", contextName: device.name) { context -> String? in
                 let old = try context.fetchSnapshot(entityName: "Note", id: id)?.values[property]
                 try context.update(EntitySnapshot(entityName: "Note", id: id, values: [property: .string(value)]))
-                return old.map(ConvergenceRun.text)
+                return old.map(ConvergenceLedger.text)
             }
-            wrote(PropertyKey(object: id, property: property), value, replacing: previous)
+            ledger.wrote(PropertyKey(object: id, property: property), value, replacing: previous)
         case 60..<72:
             // A move into or out of the shared folder moves the note between zones.
             guard !folders.isEmpty else { return }
@@ -240,9 +222,9 @@ struct SharedConvergenceRun {
             let previous = try await store.write(author: "app", contextName: device.name) { context -> String? in
                 let old = try context.fetchSnapshot(entityName: "Note", id: id)?.values["folder"]
                 try context.setRelated(entityName: "Note", id: id, relationship: "folder", to: [folder])
-                return old.map(ConvergenceRun.text)
+                return old.map(ConvergenceLedger.text)
             }
-            wrote(PropertyKey(object: id, property: "folder"), folder.uuidString, replacing: previous)
+            ledger.wrote(PropertyKey(object: id, property: "folder"), folder.uuidString, replacing: previous)
         case 72..<82 where !isBob:
             // Tags are alice's: a shared note's tag link crosses the share's boundary and stays hers.
             let id = notes[random.next(upTo: notes.count)]
@@ -253,8 +235,8 @@ struct SharedConvergenceRun {
                     try context.insert(EntitySnapshot(entityName: "Tag", id: tag, values: ["name": .string(name)]))
                     try context.addRelated(entityName: "Note", id: id, relationship: "tags", tag)
                 }
-                inserted[tag] = "Tag"
-                wrote(PropertyKey(object: tag, property: "name"), name, replacing: nil)
+                ledger.inserted[tag] = "Tag"
+                ledger.wrote(PropertyKey(object: tag, property: "name"), name, replacing: nil)
             } else {
                 let tag = tags[random.next(upTo: tags.count)]
                 try await device.write { try $0.addRelated(entityName: "Note", id: id, relationship: "tags", tag) }
@@ -266,11 +248,9 @@ struct SharedConvergenceRun {
                 try context.delete(entityName: "Note", id: id)
                 return old
             }
-            deleted.insert(id)
             ConvergenceRun.trace("\(device.name) deletes \(id)")
-            for (property, value) in previous?.values ?? [:] {
-                replaced[PropertyKey(object: id, property: property), default: []].insert(ConvergenceRun.text(value))
-            }
+            ledger.deleted.insert(id)
+            ledger.deleted(previous.map { [$0] } ?? [])
         default:
             break
         }
@@ -304,33 +284,16 @@ struct SharedConvergenceRun {
         #expect(aliceShared == bobShared, "seed \(seed): the shared zone differs between alice and bob")
         #expect(aliceShared.contains { $0.id == sharedFolder }, "seed \(seed): the shared folder is not shared")
 
-        // Nothing duplicated, across both users' objects.
+        // Nothing duplicated, across both users' objects; nothing nobody deleted missing; every
+        // overwritten value explained or in a conflict log.
         let everything = Dictionary((alice + bob).map { ($0.id, $0) }) { first, _ in first }
-        let titles = everything.values.compactMap { snapshot -> String? in
-            guard case .string(let title)? = snapshot.values[snapshot.entityName == "Tag" ? "name" : "title"] else { return nil }
-            return title
-        }
-        duplicated = titles.count - Set(titles).count
+        duplicated = ConvergenceLedger.duplicates(in: everything.values)
         #expect(duplicated == 0, "seed \(seed): duplicated objects")
-        let missing = inserted.keys.filter { !deleted.contains($0) && everything[$0] == nil }
+        let missing = ledger.missing(from: everything)
         #expect(missing.isEmpty, "seed \(seed): objects nobody deleted are gone: \(missing)")
-
-        var logged: [PropertyKey: Set<String>] = [:]
         let logs = try devices.map { try $0.container.conflicts() }
-        for entry in logs.joined() {
-            logged[PropertyKey(object: entry.objectID, property: entry.property), default: []].insert(ConvergenceRun.text(entry.losingValue))
-        }
         conflictsLogged = logs.map(\.count).reduce(0, +)
-        var unexplained: [String] = []
-        for (key, values) in written {
-            guard let object = everything[key.object] else { continue }
-            let final = object.values[key.property].map(ConvergenceRun.text) ?? "-"
-            for value in values where value != final && !(replaced[key]?.contains(value) ?? false)
-                && !(logged[key]?.contains(value) ?? false)
-            {
-                unexplained.append("\(key) = \(value) (final \(final))")
-            }
-        }
+        let unexplained = ledger.unexplainedValues(in: everything, logged: ConvergenceLedger.losingValues(logs.joined()))
         lost = missing.count + unexplained.count
         #expect(unexplained.isEmpty, "seed \(seed): overwritten values missing from the conflict log: \(unexplained)")
     }
