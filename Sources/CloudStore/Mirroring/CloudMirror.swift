@@ -214,7 +214,13 @@ actor CloudMirror: SyncEngineDelegate {
             return nil
         }
         let uploads = prepared.filter { context.options.scope.contains($0.change) }
-        guard !uploads.isEmpty else { return nil }
+        guard !uploads.isEmpty else {
+            // Records in flight (the engine asks for the next batch while one travels) or skipped
+            // in this pass are still pending: if their request fails, they go again in a later
+            // pass, which the engine makes only while it knows more may be pending.
+            if !context.recordIDsToSkip.isEmpty { syncEngine.state.hasPendingUntrackedChanges = true }
+            return nil
+        }
         syncEngine.state.hasPendingUntrackedChanges = true
         let records = Dictionary(uploads.compactMap { upload in upload.record.map { ($0.recordID, $0) } }) { first, _ in first }
         var batch = await SyncEngine.RecordZoneChangeBatch(pendingChanges: uploads.map(\.change)) { recordID in
@@ -294,9 +300,8 @@ actor CloudMirror: SyncEngineDelegate {
             sessions[scope]?.unheardCreates.fetchBegan()
             sessions[scope]?.zoneFetchFailed = false
             sessions[scope]?.fetchRequested = false
-            let tracker = EventTracker(.import)
-            sessions[scope]?.importTracker = tracker
-            events.send(tracker.started)
+            // The shared database reports its work once it has some (most users share nothing).
+            if scope == .private { startTracking(\.importTracker, .import, in: scope) }
         case .willFetchRecordZoneChanges(let event):
             if event.fromScratch { sessions[scope]?.fromScratch[event.zoneID] = [] }
         case .didFetchRecordZoneChanges(let event):
@@ -316,13 +321,26 @@ actor CloudMirror: SyncEngineDelegate {
             if released { signal.uploadsPending() }
             try await importEnded(scope)
         case .willSendChanges:
-            let pending = try await store.read { try $0.db.pendingUploadCount() }
-            let tracker = EventTracker(.export, total: pending)
-            sessions[scope]?.exportTracker = tracker
-            events.send(tracker.started)
+            if scope == .private {
+                let pending = try await store.read { try $0.db.pendingUploadCount() }
+                startTracking(\.exportTracker, .export, total: pending, in: scope)
+            }
         case .didSendChanges:
             try await exportEnded(scope)
         }
+    }
+
+    /// Starts reporting a piece of work of an engine (an import or an export), unless it is reported
+    /// already: the private engine's from its start, the shared engine's from its first page or
+    /// batch.
+    private func startTracking(
+        _ tracker: WritableKeyPath<EngineSession, EventTracker?>, _ kind: PersistentCloudContainer.Event.Kind,
+        total: Int? = nil, in scope: DatabaseScope
+    ) {
+        guard sessions[scope] != nil, sessions[scope]?[keyPath: tracker] == nil else { return }
+        let started = EventTracker(kind, total: total)
+        sessions[scope]?[keyPath: tracker] = started
+        events.send(started.started)
     }
 
     private func saveEngineState(_ state: SyncEngine.State.Serialization, scope: DatabaseScope) async throws {
@@ -335,6 +353,7 @@ actor CloudMirror: SyncEngineDelegate {
     /// now on; the primary zone deleted follows the zone deletion policy; a zone shared with this
     /// user that went away (unshared, deleted) takes its local copy with it.
     private func databaseChanged(_ changes: SyncEngine.Event.FetchedDatabaseChanges, scope: DatabaseScope) async throws {
+        startTracking(\.importTracker, .import, in: scope)
         let appeared = changes.modifications.filter { $0 != zoneID }
         if !appeared.isEmpty {
             try await transaction { transaction in
@@ -352,6 +371,7 @@ actor CloudMirror: SyncEngineDelegate {
 
     /// Applies one fetched page and stores the token it brought, in one transaction.
     private func applyFetched(_ page: SyncEngine.Event.FetchedRecordZoneChanges, scope: DatabaseScope) async throws {
+        startTracking(\.importTracker, .import, in: scope)
         if sessions[scope]?.fromScratch[page.zoneID] != nil {
             for record in page.modifications { sessions[scope]?.fromScratch[page.zoneID]?.insert(record.recordName) }
         }
@@ -411,6 +431,7 @@ actor CloudMirror: SyncEngineDelegate {
 
     /// Settles a batch the server answered, and stores the engine's state, in one transaction.
     private func acknowledge(_ sent: SyncEngine.Event.SentRecordZoneChanges, scope: DatabaseScope) async throws {
+        startTracking(\.exportTracker, .export, in: scope)
         let uploads = inFlight
         let key = Self.stateKey(scope)
         let ((missing, refused, refusedShares), counts) = try await transaction { transaction in

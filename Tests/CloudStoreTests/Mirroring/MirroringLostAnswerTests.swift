@@ -172,4 +172,26 @@ struct MirroringLostAnswerTests {
             await b.close()
         }
     }
+
+    /// Found by the soak after the engine began preparing the next batch while one is in flight:
+    /// that second ask found every pending upload in flight and cleared the engine's "more may be
+    /// pending" flag, so when the request in flight failed, no later send asked for its uploads.
+    @Test func anEditWhoseRequestFailed_goesOnTheNextSend() async throws {
+        try await withDeviceBehindAProxy { serverURL, proxy, a in
+            var note = Note(title: "first")
+            try await a.write { [note] in try $0.insert(note) }
+            try await a.sync()
+            note.title = "second"
+            try await a.write { [note] in try $0.update(note) }
+            proxy.inject(.dropRequest, into: .recordsModify)
+            await #expect(throws: (any Error).self) { try await a.container.sendChanges() }
+            #expect(try await a.container.status().pendingUploads == 1)
+            try await a.container.sendChanges()
+            #expect(try await a.container.status().pendingUploads == 0, "the failed edit went on the next send")
+            let b = try await TestDevice.make("B", server: serverURL)
+            try await b.sync()
+            #expect(try b.note(note.id)?.title == "second")
+            await b.close()
+        }
+    }
 }
