@@ -10,6 +10,8 @@ struct AssetRulesTests {
     let zone = DatabasePartition(container: "c", environment: .development, scope: .private, owner: "_u1").zone("Notes")
     let now = Date(timeIntervalSince1970: 1_800_000_000)
     let assetID = "0123456789abcdef0123456789abcdef"
+    /// A receipt as the server issues them (32 lowercase hex digits).
+    static let r1 = "fedcba9876543210fedcba9876543210"
 
     var rules: AssetRules { AssetRules(zone: zone, caller: "_u1", now: now) }
 
@@ -18,7 +20,7 @@ struct AssetRulesTests {
         expiresIn: TimeInterval = 60, consumed: Bool = false
     ) -> AssetReceipt {
         AssetReceipt(
-            receipt: "r1", assetID: assetID, zone: zone ?? self.zone, recordName: record, fieldName: field, caller: caller,
+            receipt: Self.r1, assetID: assetID, zone: zone ?? self.zone, recordName: record, fieldName: field, caller: caller,
             fileChecksum: "c1", size: 10, expiresAt: now.addingTimeInterval(expiresIn), isConsumed: consumed)
     }
 
@@ -28,14 +30,14 @@ struct AssetRulesTests {
     }
 
     @Test func receipt_boundToThisCallerZoneRecordAndFieldIsStoredAsDownloadURLWithoutReceipt() throws {
-        let sent = Asset(fileChecksum: "c1", size: 10, receipt: "r1")
+        let sent = Asset(fileChecksum: "c1", size: 10, receipt: Self.r1)
         let stored = try resolve(sent, receipt: receipt()).get()
         #expect(stored == Asset(fileChecksum: "c1", size: 10, downloadURL: "/database/1/c/development/private/assets/download/\(assetID)"))
         #expect(AssetRules.assetIDs(in: ["photo": .asset(stored)]) == [assetID])
     }
 
     @Test func receipt_refusedWhenUnknownForeignMisboundExpiredOrMismatched() {
-        let sent = Asset(fileChecksum: "c1", size: 10, receipt: "r1")
+        let sent = Asset(fileChecksum: "c1", size: 10, receipt: Self.r1)
         let other = DatabasePartition(container: "c", environment: .development, scope: .private, owner: "_u1").zone("Other")
         let cases: [(AssetReceipt?, String)] = [
             (nil, "unknown"),
@@ -52,13 +54,13 @@ struct AssetRulesTests {
             }
             #expect(problem.reason.contains("field photo") && problem.reason.contains(expected), "\(problem.reason)")
         }
-        guard case .failure(let problem) = resolve(Asset(fileChecksum: "c2", size: 10, receipt: "r1"), receipt: receipt())
+        guard case .failure(let problem) = resolve(Asset(fileChecksum: "c2", size: 10, receipt: Self.r1), receipt: receipt())
         else { Issue.record("accepted another checksum"); return }
         #expect(problem.reason.contains("not those of the uploaded bytes"))
     }
 
     @Test func receipt_consumedBySameCallerAndFieldIsAcceptedAfterExpiry() throws {
-        let sent = Asset(fileChecksum: "c1", size: 10, receipt: "r1")
+        let sent = Asset(fileChecksum: "c1", size: 10, receipt: Self.r1)
         #expect(throws: Never.self) { try resolve(sent, receipt: receipt(expiresIn: -3600, consumed: true)).get() }
     }
 
@@ -82,32 +84,44 @@ struct AssetRulesTests {
     }
 
     @Test func list_resolvesEveryElementAndFailsOnAnyBadOne() throws {
-        let good = Asset(fileChecksum: "c1", size: 10, receipt: "r1")
-        let receipts = ["r1": receipt()]
+        let good = Asset(fileChecksum: "c1", size: 10, receipt: Self.r1)
+        let receipts = [Self.r1: receipt()]
         let fields: [String: FieldValue] = ["photo": .list([.asset(good)]), "title": "x"]
         let resolved = try rules.resolve(fields, recordName: "N-1", stored: nil, receipts: receipts).get()
         #expect(AssetRules.assetIDs(in: resolved) == [assetID])
         #expect(resolved["title"] == "x")
         let bad: [String: FieldValue] = ["photo": .list([.asset(good), .asset(Asset(fileChecksum: "x", size: 1))])]
         #expect(throws: (any Error).self) { try rules.resolve(bad, recordName: "N-1", stored: nil, receipts: receipts).get() }
-        #expect(AssetRules.receipts(in: fields) == ["r1"])
+        #expect(AssetRules.receipts(in: fields) == [Self.r1])
+    }
+
+    /// Found by the server fuzzer on PostgreSQL, which refuses NUL in text: a receipt the server
+    /// could not have issued is never looked up in storage; it is unknown, a per-record BAD_REQUEST.
+    @Test func aReceiptTheServerCouldNotHaveIssued_isNotLookedUpAndIsUnknown() {
+        let fields: [String: FieldValue] = ["photo": .asset(Asset(fileChecksum: "c1", size: 10, receipt: "\u{0}😀9/bbZ"))]
+        #expect(AssetRules.receipts(in: fields).isEmpty)
+        guard case .failure(let problem) = resolve(Asset(fileChecksum: "c1", size: 10, receipt: "\u{0}😀9/bbZ")) else {
+            Issue.record("a malformed receipt was accepted")
+            return
+        }
+        #expect("\(problem)".contains("receipt is unknown"))
     }
 
     @Test func modifier_storesTheResolvedAssetAndRefusesABadReceiptPerRecord() throws {
         let recordRules = RecordRules(zone: zone, maxRecordBytes: 1 << 20)
         let records = [
-            Record(recordName: "N-1", recordType: "Note", fields: ["photo": .asset(Asset(fileChecksum: "c1", size: 10, receipt: "r1"))]),
-            Record(recordName: "N-2", recordType: "Note", fields: ["photo": .asset(Asset(fileChecksum: "c1", size: 10, receipt: "r1"))]),
+            Record(recordName: "N-1", recordType: "Note", fields: ["photo": .asset(Asset(fileChecksum: "c1", size: 10, receipt: Self.r1))]),
+            Record(recordName: "N-2", recordType: "Note", fields: ["photo": .asset(Asset(fileChecksum: "c1", size: 10, receipt: Self.r1))]),
         ]
         let modifier = RecordsModifier(
             operations: records.map { .init(type: .create, record: $0, failure: recordRules.check($0)) }, atomic: false,
             stamp: Record.Stamp(timestamp: now, userRecordName: "_u1"), environment: .development,
             onlyCreatorMayChange: false, rules: recordRules, present: { Record(recordName: $0.name) })
-        #expect(modifier.snapshotRequest.receipts == ["r1"])
+        #expect(modifier.snapshotRequest.receipts == [Self.r1])
         let (plan, outcomes) = modifier.plan(
             RecordSnapshot(
                 zone: .pristineDefaultZone(), records: [:], deleteSelfReferrers: [:], schema: .empty,
-                receipts: ["r1": receipt()]))
+                receipts: [Self.r1: receipt()]))
         let write = try #require(plan.writes.first)
         #expect(plan.writes.count == 1 && write.name == "N-1")
         #expect(write.assetIDs == [assetID])

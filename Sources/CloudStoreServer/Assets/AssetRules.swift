@@ -108,9 +108,11 @@ struct AssetRules: Sendable {
                 downloadURL: AssetLocation.downloadPath(zone.partition, assetID: receipt.assetID)))
     }
 
-    /// The receipts a record's fields send.
+    /// The receipts a record's fields send that this server could have issued, to look up: any
+    /// other text (a NUL, which PostgreSQL refuses in text, say) is unknown without asking the
+    /// storage, and ``resolve`` refuses it by name.
     static func receipts(in fields: [String: FieldValue]) -> Set<String> {
-        Set(fields.values.flatMap { assets(in: $0) }.compactMap(\.receipt))
+        Set(fields.values.flatMap { assets(in: $0) }.compactMap(\.receipt).filter(AssetLocation.isIdentifier))
     }
 
     /// The IDs of the assets stored fields reference (from their download URLs).
