@@ -24,6 +24,21 @@ import Testing
         }
     }
 
+    /// A GET whose connection closes before the answer (a pooled connection a proxy or a restarted
+    /// server was closing) goes once more: it changes nothing.
+    @Test func aGetWhoseConnectionClosesBeforeTheAnswer_isSentOnceMore() async throws {
+        try await TestServer.with { server in
+            let serverURL = server.baseURL
+            let proxy = try await FaultProxy.start { serverURL }
+            let database = HTTPCloudDatabase(
+                baseURL: proxy.baseURL, container: TestDevice.containerIdentifier, token: "alice-token", deviceID: "A")
+            proxy.inject(.dropResponse, into: .usersCaller)
+            let caller = try? await database.caller()
+            await proxy.shutdown()
+            #expect(caller?.userRecordName == "_alice")
+        }
+    }
+
     @Test func atomicFailure_comesBackAsPerRecordResultsNotAsAThrow() async throws {
         try await TestServer.with { server in
             let database = server.database(device: "A")

@@ -321,7 +321,16 @@ public struct HTTPCloudDatabase: CloudDatabase, EncodedRecordsModifying {
         let started = ContinuousClock.now
         let effectiveTimeout = timeout ?? requestTimeout
         do {
-            let response = try await httpClient.execute(request, deadline: deadline, logger: clientInternalsLogger)
+            let response: HTTPClientResponse
+            do {
+                response = try await httpClient.execute(request, deadline: deadline, logger: clientInternalsLogger)
+            } catch let error as HTTPClientError where error == .remoteConnectionClosed && method == .GET {
+                // A pooled connection the peer was closing as the request went out (a server or
+                // proxy that restarted, an idle timeout): a GET changes nothing, so it goes once
+                // more, on a new connection.
+                logger.debug("Connection closed before an answer; sending the GET again", metadata: ["path": "\(path)"])
+                response = try await httpClient.execute(request, deadline: deadline, logger: clientInternalsLogger)
+            }
             let status = Int(response.status.code)
             let buffer = try await readBody(response.body, status, response.headers)
             let data = Data(buffer.readableBytesView)
