@@ -36,11 +36,56 @@ public enum WireCoding {
     /// The value of JSON bytes: read straight from them when the type has that path and the
     /// reader handles the document (`JSONBytesReadable`: records and the responses that carry
     /// them), through ``makeDecoder()`` otherwise; the same value either way.
+    /// A document nested deeper than ``maxNesting`` levels is refused before the decoder sees it.
     public static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
         if let readable = type as? any JSONBytesReadable.Type, let value = readable.init(jsonBytes: data) {
             return value as! T
         }
+        try checkNesting(data)
         return try makeDecoder().decode(type, from: data)
+    }
+
+    /// How deep the wire's JSON may nest: no wire type comes near it (a record's deepest value is a
+    /// few levels down), and Foundation's decoder, given hundreds of levels, can exhaust a thread's
+    /// stack (the server fuzzer crashed the server with one).
+    public static let maxNesting = 100
+
+    /// Why a document nested too deep is refused.
+    struct TooDeep: Error, CustomStringConvertible {
+        var description: String {
+            "it is nested more than \(WireCoding.maxNesting) levels deep; no request or response nests that deep"
+        }
+    }
+
+    /// Throws `DecodingError.dataCorrupted` when `data` opens more than ``maxNesting`` arrays and
+    /// objects at once, counting only brackets outside strings.
+    static func checkNesting(_ data: Data) throws {
+        var depth = 0
+        var inString = false
+        var escaped = false
+        for byte in data {
+            if inString {
+                if escaped {
+                    escaped = false
+                } else if byte == UInt8(ascii: "\\") {
+                    escaped = true
+                } else if byte == UInt8(ascii: "\"") {
+                    inString = false
+                }
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: "\""): inString = true
+            case UInt8(ascii: "["), UInt8(ascii: "{"):
+                depth += 1
+                guard depth <= maxNesting else {
+                    throw DecodingError.dataCorrupted(
+                        DecodingError.Context(codingPath: [], debugDescription: "\(TooDeep())", underlyingError: TooDeep()))
+                }
+            case UInt8(ascii: "]"), UInt8(ascii: "}"): depth -= 1
+            default: break
+            }
+        }
     }
 
     /// A one-line description of a decoding failure that names where in the JSON it happened,

@@ -8,6 +8,31 @@ import Testing
 /// Bad input never crashes the server or corrupts stored data; each gets the documented error.
 @Suite("bad input")
 struct ServerBadInputTests {
+    /// Found by the server fuzzer: a body nested hundreds of levels deep, at the top or inside a
+    /// field's value, is a 400 on every route that decodes one, never a crash of the server.
+    @Test(arguments: Backend.all)
+    func deeplyNestedBodies_areBadRequestsNotCrashes(_ backend: Backend) async throws {
+        try await withServer(backend) { _, client in
+            try await client.createZone("Notes")
+            for depth in [600, 5_000] {
+                let arrays = String(repeating: "[", count: depth) + "1" + String(repeating: "]", count: depth)
+                let objects = String(repeating: #"{"a":"#, count: depth) + "1" + String(repeating: "}", count: depth)
+                for nested in [arrays, objects] {
+                    let inField = #"{"zoneID": {"zoneName": "Notes"}, "operations": [{"operationType": "create", "record": {"recordName": "x", "recordType": "Note", "fields": {"f": {"value": "# + nested + #", "type": "STRING"}}}}]}"#
+                    let inRecords = #"{"zoneID": {"zoneName": "Notes"}, "records": [{"recordName": "# + nested + "}]}"
+                    let cases: [(DatabaseOperation, String)] = [
+                        (.recordsModify, nested), (.recordsModify, inField), (.recordsLookup, inRecords),
+                        (.recordsQuery, nested), (.changesZone, nested), (.changesDatabase, nested), (.zonesModify, nested),
+                    ]
+                    for (operation, json) in cases {
+                        let answer = try await client.call(.private, operation, json: json)
+                        #expect(answer.status == 400, "\(operation) nested \(depth) deep")
+                    }
+                }
+            }
+        }
+    }
+
     @Test(arguments: Backend.all)
     func malformedBodies_areBadRequestsNamingWhere(_ backend: Backend) async throws {
         try await withServer(backend) { _, client in

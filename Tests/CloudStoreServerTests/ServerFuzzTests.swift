@@ -64,6 +64,8 @@ struct ServerFuzzTests {
     @Test(arguments: Backend.all)
     func everyRoute_answersADocumentedErrorAndChangesNothingStored(_ backend: Backend) async throws {
         let seed = Self.seed
+        // Printed first, so a run that crashes the process can be replayed with CLOUDSTORE_FUZZ_SEED.
+        print("fuzz: server (\(backend.testDescription)) seed \(seed) starting")
         var fuzzer = JSONFuzzer(seed: seed)
         fuzzer.maxStringLength = 100_000
         try await withServer(backend) { _, alice in

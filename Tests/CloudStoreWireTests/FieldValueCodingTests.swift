@@ -109,3 +109,27 @@ struct FieldValueCodingTests {
         #expect(FieldType(rawValue: "BOOLEAN") == nil)
     }
 }
+
+/// The decoder never sees a document nested deeper than the wire allows: Foundation's decoder, given
+/// hundreds of levels, can exhaust a thread's stack (the server fuzzer crashed the server with one).
+@Suite struct WireNestingTests {
+    @Test func aDocumentNestedTooDeep_isRefusedWithAClearErrorBeforeDecoding() {
+        for depth in [WireCoding.maxNesting + 1, 600, 5_000] {
+            let nested = String(repeating: "[", count: depth) + String(repeating: "]", count: depth)
+            let body = Data(#"{"operations": "#.utf8) + Data(nested.utf8) + Data("}".utf8)
+            do {
+                _ = try WireCoding.decode(RecordsModifyRequest.self, from: body)
+                Issue.record("a document nested \(depth) deep decoded")
+            } catch {
+                #expect(WireCoding.describe(error).contains("nested more than"), "\(WireCoding.describe(error))")
+            }
+        }
+    }
+
+    @Test func bracketsInsideStrings_doNotCount() throws {
+        let title = String(repeating: "[{", count: 500) + #"\""# + String(repeating: "]}", count: 500)
+        let json = #"{"recordName": "N-1", "fields": {"title": {"value": "\#(title)", "type": "STRING"}}}"#
+        let record = try WireCoding.decode(Record.self, from: Data(json.utf8))
+        #expect(record.fields["title"] == .string(String(repeating: "[{", count: 500) + "\"" + String(repeating: "]}", count: 500)))
+    }
+}
