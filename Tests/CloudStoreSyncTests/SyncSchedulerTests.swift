@@ -3,7 +3,7 @@ import Testing
 @testable import CloudStoreSync
 
 @Suite struct SyncSchedulerTests {
-    let configuration = SyncScheduler.Configuration(
+    var configuration = SyncScheduler.Configuration(
         sendDebounce: .seconds(1), maxSendDelay: .seconds(5), pollInterval: .seconds(60), backoffBase: .seconds(2),
         backoffMax: .seconds(60))
 
@@ -34,6 +34,31 @@ import Testing
         scheduler.willStart(.send)
         scheduler.succeeded(.send, at: .seconds(12))
         #expect(scheduler.nextAction(at: .seconds(12)) == .idle)
+    }
+
+    @Test func leadingEdge_aChangeAfterAQuietSpellGoesAtOnce_theOnesRightAfterItAreDebounced() {
+        var configuration = configuration
+        configuration.sendsAtLeadingEdge = true
+        var scheduler = SyncScheduler(configuration: configuration, now: .zero, pushAvailable: true, hasPendingChanges: false)
+        scheduler.willStart(.fetch, at: .zero)
+        scheduler.succeeded(.fetch, at: .zero)
+        scheduler.changesAdded(at: .seconds(10))
+        scheduler.changesAdded(at: .seconds(10))
+        #expect(scheduler.nextAction(at: .seconds(10)) == .send, "the leading edge goes at once")
+        scheduler.willStart(.send, at: .seconds(10))
+        // Changes while that send is in flight, and right after it, wait for the debounce.
+        scheduler.changesAdded(at: .milliseconds(10_100))
+        #expect(scheduler.nextAction(at: .milliseconds(10_100)) == .wait(until: .milliseconds(11_100)))
+        scheduler.succeeded(.send, at: .milliseconds(10_200))
+        scheduler.changesAdded(at: .milliseconds(10_500))
+        #expect(scheduler.nextAction(at: .milliseconds(10_500)) == .wait(until: .milliseconds(11_500)))
+        #expect(scheduler.nextAction(at: .milliseconds(11_500)) == .send)
+        scheduler.willStart(.send, at: .milliseconds(11_500))
+        scheduler.succeeded(.send, at: .seconds(12))
+        #expect(scheduler.nextAction(at: .seconds(12)) == .idle)
+        // After a quiet spell the next change goes at once again.
+        scheduler.changesAdded(at: .seconds(20))
+        #expect(scheduler.nextAction(at: .seconds(20)) == .send)
     }
 
     @Test func changes_thatKeepComingAreSentByTheMaxDelay() {

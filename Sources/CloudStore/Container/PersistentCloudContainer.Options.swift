@@ -68,7 +68,8 @@ extension PersistentCloudContainer {
         /// Sync by itself: export shortly after local saves, import when the server pushes. Turn it
         /// off in tests that need a fixed order, and call ``PersistentCloudContainer/sync()``.
         public var automaticallySync = true
-        /// Quiet time after a local save before an automatic export.
+        /// Quiet time after a local save before an automatic export, for saves that follow another
+        /// within it; a save after a quiet spell is exported at once.
         public var exportDebounce: Duration = .milliseconds(20)
         /// How often to fetch when the server's push does not answer.
         public var pollInterval: Duration = .seconds(60)

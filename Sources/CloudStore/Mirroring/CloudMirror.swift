@@ -139,6 +139,8 @@ actor CloudMirror: SyncEngineDelegate {
         configuration.logger = engineLogger
         configuration.sendDebounce = options.exportDebounce
         configuration.maxSendDelay = max(options.exportDebounce * 10, .milliseconds(500))
+        // A save after a quiet spell goes at once; saves that follow it are gathered.
+        configuration.sendsAtLeadingEdge = true
         configuration.pollInterval = options.pollInterval
         configuration.fetchResultsLimit = options.fetchPageSize
         if let transfers = store.layout.externalData?.transfers,

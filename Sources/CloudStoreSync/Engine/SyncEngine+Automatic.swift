@@ -27,11 +27,11 @@ extension SyncEngine {
         case .idle: return .idle
         case .wait(let deadline): return .wait(until: deadline)
         case .fetch:
-            scheduler.willStart(.fetch)
+            scheduler.willStart(.fetch, at: clock.now)
             await runScheduled(.fetch)
             return .again
         case .send:
-            scheduler.willStart(.send)
+            scheduler.willStart(.send, at: clock.now)
             await runScheduled(.send)
             return .again
         }

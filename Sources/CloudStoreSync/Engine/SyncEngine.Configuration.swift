@@ -42,6 +42,12 @@ extension SyncEngine {
         public var sendDebounce: Duration = .seconds(1)
         /// Longest an added change waits for an automatic send while changes keep coming.
         public var maxSendDelay: Duration = .seconds(5)
+        /// Whether a change added after a quiet spell (no send started within ``sendDebounce``, none
+        /// in flight) is sent at once, the leading edge, instead of after ``sendDebounce``: an app
+        /// that saves now and then gets each change to other devices sooner; changes that follow
+        /// are still gathered by the debounce. Off by default (CKSyncEngine waits);
+        /// `PersistentCloudContainer` turns it on.
+        public var sendsAtLeadingEdge = false
         /// How often to fetch when push is unavailable; nil never polls.
         public var pollInterval: Duration? = .seconds(60)
         /// How long each long poll waits on the server (the protocol allows up to 60 seconds).
@@ -86,7 +92,7 @@ extension SyncEngine {
         var schedulerConfiguration: SyncScheduler.Configuration {
             SyncScheduler.Configuration(
                 sendDebounce: sendDebounce, maxSendDelay: max(maxSendDelay, sendDebounce), pollInterval: pollInterval,
-                backoffBase: backoffBase, backoffMax: max(backoffMax, backoffBase))
+                backoffBase: backoffBase, backoffMax: max(backoffMax, backoffBase), sendsAtLeadingEdge: sendsAtLeadingEdge)
         }
     }
 }

@@ -3,7 +3,9 @@
 /// reads no clock, so tests drive it directly.
 ///
 /// - Changes added: send after `sendDebounce` of quiet, but no later than `maxSendDelay` after
-///   the first unsent change.
+///   the first unsent change. With `sendsAtLeadingEdge`, a change added after a quiet spell (no
+///   send started within `sendDebounce`, none in flight) is sent at once, and the changes that
+///   follow it are debounced as before.
 /// - A push saying the database changed, or the poll timer when push is unavailable: fetch now.
 /// - A failure: wait `retryAfter` when the server gave one, otherwise back off exponentially
 ///   (`backoffBase` doubling up to `backoffMax`) with jitter; then retry what failed.
@@ -18,6 +20,7 @@ struct SyncScheduler: Sendable {
         var pollInterval: Duration?
         var backoffBase: Duration
         var backoffMax: Duration
+        var sendsAtLeadingEdge = false
     }
 
     enum Operation: Sendable, Hashable {
@@ -52,6 +55,11 @@ struct SyncScheduler: Sendable {
     private(set) var nextPollAt: Duration?
     private(set) var isStopped = false
     private var firstUnsentChangeAt: Duration?
+    /// When the last send started, and whether it is still running: the leading edge needs quiet.
+    private var lastSendStartedAt: Duration?
+    private(set) var isSending = false
+    /// Whether the send now due is a leading edge's: changes added before it starts go with it.
+    private var dueAtLeadingEdge = false
 
     /// A scheduler that fetches once at `now` (catching up on what changed while the app was not
     /// running), and sends then too when changes are pending.
@@ -66,9 +74,17 @@ struct SyncScheduler: Sendable {
     // MARK: Inputs
 
     mutating func changesAdded(at now: Duration) {
+        let quiet =
+            configuration.sendsAtLeadingEdge && firstUnsentChangeAt == nil && !isSending
+            && (lastSendStartedAt.map { now - $0 >= configuration.sendDebounce } ?? true)
         let first = firstUnsentChangeAt ?? now
         firstUnsentChangeAt = first
-        sendDueAt = min(now + configuration.sendDebounce, first + configuration.maxSendDelay)
+        if quiet {
+            dueAtLeadingEdge = true
+            sendDueAt = min(sendDueAt ?? now, now)
+        } else if !dueAtLeadingEdge {
+            sendDueAt = min(now + configuration.sendDebounce, first + configuration.maxSendDelay)
+        }
     }
 
     /// A long poll answered: the push channel works (and so does the network).
@@ -93,11 +109,15 @@ struct SyncScheduler: Sendable {
         consecutiveFailures = 0
     }
 
-    mutating func willStart(_ operation: Operation) {
+    /// The engine starts an operation (at `now`, when it reads its clock).
+    mutating func willStart(_ operation: Operation, at now: Duration? = nil) {
         switch operation {
         case .send:
             sendDueAt = nil
             firstUnsentChangeAt = nil
+            dueAtLeadingEdge = false
+            isSending = true
+            if let now { lastSendStartedAt = now }
         case .fetch:
             fetchDueAt = nil
         }
@@ -105,6 +125,7 @@ struct SyncScheduler: Sendable {
 
     /// `morePending`: after a send, whether changes in any scope are still pending.
     mutating func succeeded(_ operation: Operation, at now: Duration, morePending: Bool = false) {
+        if operation == .send { isSending = false }
         consecutiveFailures = 0
         backoffUntil = nil
         backoffCause = nil
@@ -116,6 +137,7 @@ struct SyncScheduler: Sendable {
     mutating func failed(
         _ operation: Operation, at now: Duration, cause: BackoffCause, retryAfter: Duration?, jitter: Double
     ) {
+        if operation == .send { isSending = false }
         consecutiveFailures += 1
         let delay =
             retryAfter
