@@ -25,6 +25,11 @@ import Logging
 ///
 /// Without a server (`Options(server: nil)`) the container is a plain local store; with a server that
 /// is unreachable at start it opens anyway and syncs when it can.
+///
+/// Objects can be shared with other users (``share(_:with:publicPermission:title:timeout:)``,
+/// ``acceptShare(shortGUID:timeout:)``): the container mirrors the server's private database (this
+/// user's objects) and its shared database (what others share with this user) with one sync engine
+/// each, into one store. See <doc:Sharing>.
 public final class PersistentCloudContainer: Sendable {
     public let store: PersistentStore
     public let schema: Schema

@@ -66,6 +66,11 @@ struct RecordMetadata: Sendable {
     /// The ancestor's JSON as stored, without decoding it.
     func encodedAncestor() throws -> Data? { try storedAncestor?.encoded() }
 
+    /// Sets the ancestor from its JSON as stored.
+    mutating func setEncodedAncestor(_ data: Data?) {
+        storedAncestor = data.map(MetadataJSON.init(encoded:))
+    }
+
     mutating func setAncestor(_ values: [String: AttributeValue]?) {
         storedAncestor = values.map(MetadataJSON.init)
     }

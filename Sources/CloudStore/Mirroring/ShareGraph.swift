@@ -82,10 +82,18 @@ struct ZoneMove {
                     recordName: row.recordName, zone: row.zone, changeTag: row.changeTag, ancestor: try row.encodedAncestor(),
                     uploadRevision: revision))
         }
-        // Moving back into a zone cancels a delete from it that is still pending.
+        // Moving back into a zone whose copy was still to be deleted: that copy stays and is
+        // updated, with what this device knew of it (it may be on the server: forgetting that, a
+        // delete here later would never reach it).
+        let leftBehind = try db.movedRecord(row.recordName, from: zone)
         try db.deleteMovedRecord(row.recordName, from: zone)
         row.zone = zone
         row.forgetServerVersion()
+        if let leftBehind {
+            row.changeTag = leftBehind.changeTag
+            row.mayBeOnServer = true
+            row.setEncodedAncestor(leftBehind.ancestor)
+        }
         row.refusal = nil
         row.setPendingUpload(.save(full: true, keys: Dictionary(uniqueKeysWithValues: keys.map { ($0, date) }))) { revision }
         try db.save(row)

@@ -273,10 +273,14 @@ struct SharedConvergenceRun {
         let bob = try bobFresh.contents()
         for device in devices {
             let expected = device.name == "P" ? bob : alice
-            #expect(try device.contents() == expected, "seed \(seed): \(device.name) differs from the server")
+            let contents = try device.contents()
             #expect(
-                try zones(of: device) == zones(of: device.name == "P" ? bobFresh : aliceFresh),
-                "seed \(seed): \(device.name) keeps objects in other zones than the server")
+                contents == expected,
+                "seed \(seed): \(device.name) differs from the server: \(Self.difference(contents, expected))")
+            let (zones, serverZones) = (try zones(of: device), try zones(of: device.name == "P" ? bobFresh : aliceFresh))
+            #expect(
+                zones == serverZones,
+                "seed \(seed): \(device.name) keeps objects in other zones than the server: \(Self.difference(zones, serverZones))")
         }
         // Both users see the same shared objects (bob sees no tag links: they are alice's).
         let aliceShared = try sharedObjects(aliceFresh)
@@ -296,6 +300,21 @@ struct SharedConvergenceRun {
         let unexplained = ledger.unexplainedValues(in: everything, logged: ConvergenceLedger.losingValues(logs.joined()))
         lost = missing.count + unexplained.count
         #expect(unexplained.isEmpty, "seed \(seed): overwritten values missing from the conflict log: \(unexplained)")
+    }
+
+    /// The objects two devices hold differently: (this device's, the server's), by id.
+    static func difference(_ mine: [EntitySnapshot], _ server: [EntitySnapshot]) -> String {
+        let theirs = Dictionary(server.map { ($0.id, $0) }) { first, _ in first }
+        let ours = Dictionary(mine.map { ($0.id, $0) }) { first, _ in first }
+        return Set(theirs.keys).union(ours.keys).filter { ours[$0] != theirs[$0] }.map { id in
+            "\(id): here \(ours[id].map { "\($0.values) \($0.toMany)" } ?? "missing"), server \(theirs[id].map { "\($0.values) \($0.toMany)" } ?? "missing")"
+        }.joined(separator: "; ")
+    }
+
+    static func difference(_ mine: [UUID: ZoneID], _ server: [UUID: ZoneID]) -> String {
+        Set(mine.keys).union(server.keys).filter { mine[$0] != server[$0] }.map { id in
+            "\(id): here \(mine[id].map(\.description) ?? "missing"), server \(server[id].map(\.description) ?? "missing")"
+        }.joined(separator: "; ")
     }
 
     /// What a device still has to upload, as its metadata rows say: how a stuck seed is read.

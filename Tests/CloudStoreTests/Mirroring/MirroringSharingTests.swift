@@ -236,6 +236,39 @@ struct MirroringSharingTests {
         }
     }
 
+    /// Found by the shared-zone convergence soak: a note moved into the shared folder and back out
+    /// before it synced, then deleted, stayed on the server: moving back forgot that its first copy
+    /// was still there, so the delete never left the device.
+    @Test func aNoteMovedIntoTheShareAndBackThenDeleted_isDeletedEverywhere() async throws {
+        try await ServerProcess.with(users: Self.users) { server in
+            let shared = try await aliceSharesAFolder(server.baseURL)
+            let alice = shared.alice
+            let diary = try #require(try alice.notes().first { $0.title == "Diary" })
+            try await alice.write { context in
+                try context.setRelated(entityName: "Note", id: diary.id, relationship: "folder", to: [shared.folder.id])
+            }
+            #expect(try alice.container.sharing(of: Note.self, id: diary.id).isShared)
+            try await alice.write { context in
+                try context.setRelated(entityName: "Note", id: diary.id, relationship: "folder", to: [])
+                try context.setRelated(entityName: "Note", id: diary.id, relationship: "folder", to: [shared.folder.id])
+            }
+            let privateFolder = Folder(title: "Private")
+            try await alice.write { context in
+                try context.insert(privateFolder)
+                try context.setRelated(entityName: "Note", id: diary.id, relationship: "folder", to: [privateFolder.id])
+            }
+            #expect(try alice.container.sharing(of: Note.self, id: diary.id).isShared == false, "back in the primary zone")
+            try await alice.write { try $0.delete(Note.self, id: diary.id) }
+            try await alice.container.waitUntilSynced(timeout: .seconds(30))
+            let fresh = try await TestDevice.make("alice-fresh", server: server.baseURL, token: "alice-token")
+            try await fresh.sync()
+            #expect(try fresh.note(diary.id) == nil, "the delete reached the copy the note left in the primary zone")
+            #expect(Set(try fresh.notes().map(\.title)) == ["Milk", "Eggs"])
+            await fresh.close()
+            await alice.close()
+        }
+    }
+
     @Test func badInvitationsAreRefusedBeforeAnythingMoves() async throws {
         let alice = try await TestDevice.make("alice", server: nil)
         let folder = Folder(title: "Local")
