@@ -60,7 +60,7 @@ extension MirrorTransaction {
             return
         }
         // The version this device already has (its own upload coming back, say).
-        if let tag = record.recordChangeTag, try db.recordChangeTag(record.recordName) == tag { return }
+        if let tag = record.recordChangeTag, try db.recordChangeTag(record.recordName, in: zone) == tag { return }
         let content: RecordContent
         do {
             content = try schema.content(of: record)

@@ -115,12 +115,14 @@ extension Database {
         ).map(RecordMetadata.init(row:))
     }
 
-    /// The server's change tag of the version this device has of a record; nil when it has none
-    /// (or no metadata), without reading the rest of the row.
-    func recordChangeTag(_ recordName: String) throws -> String? {
+    /// The server's change tag of the version this device has of a record in `zone`; nil when it
+    /// has none there (or no metadata), without reading the rest of the row. Change tags are per
+    /// zone: the same tag in another zone is another version.
+    func recordChangeTag(_ recordName: String, in zone: MirrorZone.Key) throws -> String? {
         try String.fetchOne(
-            cachedStatement(sql: "SELECT change_tag FROM cloudstore_record_metadata WHERE record_name = ?"),
-            arguments: [recordName])
+            cachedStatement(
+                sql: "SELECT change_tag FROM cloudstore_record_metadata WHERE record_name = ? AND zone_name IS ? AND zone_owner IS ?"),
+            arguments: [recordName, zone.name, zone.owner])
     }
 
     func allRecordMetadata() throws -> [RecordMetadata] {

@@ -73,4 +73,32 @@ struct MirrorTransactionAcknowledgeTests {
         #expect(try await pending(a.store, note.id) == nil)
         await a.close()
     }
+
+    /// Found by the shared-zone convergence soak: change tags are per zone, and a note another
+    /// device moved into the primary zone came with the same tag its copy had in the share's zone;
+    /// the import took it for the version it had and skipped it, and the old copy's tombstone then
+    /// deleted the note.
+    @Test func aRecordArrivingInAnotherZoneWithTheSameTag_isApplied() async throws {
+        let a = try await TestDevice.make("A", server: nil)
+        var note = Note(title: "before")
+        try await a.write { [note] in try $0.insert(note) }
+        let shareZone = MirrorZone.Key(name: "Notes.share-\(UUID().uuidString)", owner: nil)
+        let (id, zoneID) = (note.id, zoneID)
+        try await transaction(a.store) { transaction in
+            var row = try #require(try transaction.db.recordMetadata(id.uuidString))
+            row.zone = shareZone
+            row.serverHas("7")
+            try transaction.setPendingUpload(nil, of: &row)
+            try transaction.save(row)
+        }
+        note.title = "moved"
+        let snapshot = try await a.store.read { try $0.fetchSnapshot(entityName: "Note", id: id) }
+        var moved = try Schema.notes().record(for: try #require(snapshot), in: zoneID)
+        moved.fields["title"] = .string("moved")
+        moved.recordChangeTag = "7"
+        try await transaction(a.store) { [moved] in try $0.applyFetched([moved], deletions: [], in: zoneID) }
+        #expect(try a.note(id)?.title == "moved", "applied, not taken for the share zone's version 7")
+        #expect(try await a.store.read { try $0.db.recordMetadata(id.uuidString)?.zone } == .primary)
+        await a.close()
+    }
 }
