@@ -22,6 +22,7 @@ extension PersistentCloudContainer {
     /// Sharing an object already shared updates that share's participants.
     ///
     /// - Parameters:
+    ///   - object: the object to share; it must be saved in this store and not be part of another share.
     ///   - participants: the users to invite, by user record name, each `READ_ONLY` or `READ_WRITE`.
     ///   - publicPermission: what anyone holding the short GUID may do without an invitation
     ///     (`.none`: invited users only).
