@@ -36,7 +36,12 @@ public final class ServerProcess: Sendable {
 
     private struct State {
         var output = ""
+        /// The child's exit status, once it exited and everything it printed was read: a waiter
+        /// woken by the exit sees the child's last words (its error message, say).
         var exitStatus: Int32?
+        /// The status the termination handler saw, before the output was read to its end.
+        var terminationStatus: Int32?
+        var outputEnded = false
         var exitWaiters: [CheckedContinuation<Int32, Never>] = []
         var listenWaiter: CheckedContinuation<Int, any Error>?
         var outputWaiters: [(text: String, continuation: CheckedContinuation<Void, Never>)] = []
@@ -51,6 +56,31 @@ public final class ServerProcess: Sendable {
             let ready = outputWaiters.filter { output.contains($0.text) }.map(\.continuation)
             outputWaiters.removeAll { output.contains($0.text) }
             return ready
+        }
+
+        /// Once the child exited and its output was read to the end: records the exit status and
+        /// answers every waiter to wake (each only once).
+        mutating func finishIfExited() -> Exit? {
+            guard exitStatus == nil, let status = terminationStatus, outputEnded else { return nil }
+            exitStatus = status
+            defer { exitWaiters = []; listenWaiter = nil; outputWaiters = [] }
+            return Exit(
+                status: status, output: output, exitWaiters: exitWaiters, listenWaiter: listenWaiter,
+                outputWaiters: outputWaiters.map(\.continuation))
+        }
+    }
+
+    private struct Exit {
+        var status: Int32
+        var output: String
+        var exitWaiters: [CheckedContinuation<Int32, Never>]
+        var listenWaiter: CheckedContinuation<Int, any Error>?
+        var outputWaiters: [CheckedContinuation<Void, Never>]
+
+        func wake() {
+            for waiter in exitWaiters { waiter.resume(returning: status) }
+            for waiter in outputWaiters { waiter.resume() }
+            listenWaiter?.resume(throwing: LaunchError(description: "cloudstore serve exited with \(status):\n\(output)"))
         }
     }
 
@@ -181,19 +211,18 @@ public final class ServerProcess: Sendable {
                 waiter.map { $0.0.resume(returning: $0.1) }
                 for waiter in outputWaiters { waiter.resume() }
             }
+            state.withLock { state -> Exit? in
+                state.outputEnded = true
+                return state.finishIfExited()
+            }?.wake()
         }
         reader.name = "cloudstore serve output"
         reader.start()
         process.terminationHandler = { process in
-            let (exitWaiters, listenWaiter, outputWaiters, output) = state.withLock { state in
-                state.exitStatus = process.terminationStatus
-                defer { state.exitWaiters = []; state.listenWaiter = nil; state.outputWaiters = [] }
-                return (state.exitWaiters, state.listenWaiter, state.outputWaiters.map(\.continuation), state.output)
-            }
-            for waiter in exitWaiters { waiter.resume(returning: process.terminationStatus) }
-            for waiter in outputWaiters { waiter.resume() }
-            listenWaiter?.resume(
-                throwing: LaunchError(description: "cloudstore serve exited with \(process.terminationStatus):\n\(output)"))
+            state.withLock { state -> Exit? in
+                state.terminationStatus = process.terminationStatus
+                return state.finishIfExited()
+            }?.wake()
         }
         try process.run()
         let port = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int, any Error>) in
