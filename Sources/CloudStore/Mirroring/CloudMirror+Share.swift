@@ -21,9 +21,7 @@ extension CloudMirror {
                 throw ContainerError.sharing(
                     "\(root.entityName) \(root.id.uuidString) does not exist in this store: save it before sharing it")
             }
-            let graph = try ShareGraph.members(of: root, in: schema) { member, relationship in
-                try context.relatedIDs(entityName: member.entityName, id: member.id, relationship: relationship.name)
-            }
+            let graph = try context.shareGraph(of: root, in: schema)
             for member in graph {
                 let zone = try transaction.db.recordMetadata(member.id.uuidString)?.zone ?? .primary
                 if let owner = zone.owner {

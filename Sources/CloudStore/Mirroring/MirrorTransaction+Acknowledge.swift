@@ -218,6 +218,14 @@ extension MirrorTransaction {
             try forget(row.recordName)
             return
         }
+        if case .save(true, _)? = row.pendingUpload, row.isOnServer {
+            // A whole upload over a version this device had: the object moved back into this zone
+            // while another device's move deleted the copy it had left here. Nobody deleted the
+            // object: it is created here again, whole.
+            row.forgetServerVersion()
+            try save(row)
+            return
+        }
         let local = try context.fetchSnapshot(entityName: entity.name, id: id)
         let recordKeys = entity.recordKeys
         let pendingKeys = Set(row.pendingUpload?.changeDates.keys.filter { recordKeys.contains($0) } ?? [])

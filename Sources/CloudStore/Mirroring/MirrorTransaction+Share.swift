@@ -210,20 +210,28 @@ extension MirrorTransaction {
     /// edited a note the owner was moving out of the share): what it changed is merged into the
     /// object, field by field against that copy's last version here, and goes to the object's new
     /// zone; the pending delete is for the new version from now on, so nothing is deleted unseen.
+    /// When the other device's holder wins (it moved the note to another folder meanwhile), the
+    /// object follows its holder's zone, as a local move would.
     func mergeLeftBehindCopy(_ server: Record, _ moved: MovedRecord) throws {
         guard server.recordChangeTag != moved.changeTag else { return }
         var updated = moved
         updated.changeTag = server.recordChangeTag
         // The delete stays pending, for the new version: the engine is told once this commits.
         hasPendingUploads = true
-        defer { _ = try? db.addMovedRecord(updated) }
         guard var row = try db.recordMetadata(moved.recordName), row.link == nil,
             let entity = schema.entity(named: row.entityName), let id = UUID(uuidString: row.recordName),
             let local = try context.fetchSnapshot(entityName: entity.name, id: id),
             let content = try? schema.content(of: server)
-        else { return }
+        else {
+            try db.addMovedRecord(updated)
+            return
+        }
         let serverValues = recordValues(content.snapshot, entity)
-        let ancestor = try moved.ancestor.map { try MirrorMetadata.decode([String: AttributeValue].self, $0) }
+        // A copy this device created there without hearing back holds nothing of another device's
+        // but what changed since: its own write is the ancestor.
+        let ancestor = ConflictResolution.ancestor(
+            try moved.ancestor.map { try MirrorMetadata.decode([String: AttributeValue].self, $0) }, server: serverValues,
+            writtenBy: server.modified?.deviceID, thisDevice: deviceID)
         let localValues = recordValues(local, entity)
         // What this device changed since that version: its own edits, not the move.
         var localChanges: [String: Date] = [:]
@@ -238,6 +246,7 @@ extension MirrorTransaction {
             of: ConflictResolution.Object(entityName: entity.name, id: id))
         try log(outcome.conflicts)
         updated.ancestor = try MirrorMetadata.encode(serverValues)
+        try db.addMovedRecord(updated)
         let taken = outcome.merged.filter { (localValues[$0.key] ?? .null) != $0.value }
         guard !taken.isEmpty else { return }
         try apply(outcome.merged, to: entity, id: id)
@@ -248,6 +257,18 @@ extension MirrorTransaction {
         for key in taken.keys { keys[key] = now }
         try setPendingUpload(.save(full: full || !row.mayBeOnServer, keys: keys), of: &row)
         try save(row)
+        if ShareGraph.holders(of: entity, in: schema).contains(where: { taken.keys.contains($0.name) }) {
+            try placeInHolderZone(ObjectKey(entityName: entity.name, id: id))
+        }
+    }
+
+    /// Moves an object whose holder another device changed into its holder's zone, with its graph
+    /// (``ShareGraph``); nothing when it is there already or its holder is not mirrored here.
+    private func placeInHolderZone(_ object: ObjectKey) throws {
+        guard let zone = try context.holderZone(of: object, in: schema, db: db),
+            let row = try db.recordMetadata(object.id.uuidString), row.zone != zone
+        else { return }
+        try move(context.shareGraph(of: object, in: schema), to: zone)
     }
 
     // MARK: Losing access

@@ -32,7 +32,8 @@ struct SentUpload: Sendable {
 extension MirrorTransaction {
     /// The next pending uploads through the database of `scope`, in upload order, leaving out
     /// `skipping` (records the engine will not send again in this pass) and the records named in
-    /// `holding`: share changes first, then each save with the record to send and each delete,
+    /// `holding` (their saves, and the deletes of copies they left without a change tag): share
+    /// changes first, then each save with the record to send and each delete,
     /// deletes from zones objects moved out of after the saves of the same revision. Every record
     /// handed out is marked as possibly on the server from now on, in this transaction, before it
     /// is sent.
@@ -65,12 +66,23 @@ extension MirrorTransaction {
             case nil:
                 continue
             }
-            if !metadata.mayBeOnServer { try db.markMayBeOnServer(metadata.recordName) }
+            if metadata.changeTag == nil, metadata.link == nil, case .saveRecord = upload.change {
+                // A create: until the server's answer says which version it made, what it carries
+                // is the version the server may have, the ancestor a merge with another device's
+                // later edit of it needs (without one, every field would look edited here).
+                try db.markMayBeOnServer(metadata.recordName, ancestor: MirrorMetadata.encode(upload.sent.values))
+            } else if !metadata.mayBeOnServer {
+                try db.markMayBeOnServer(metadata.recordName)
+            }
             rows.append(upload)
             revisions.append(metadata.uploadRevision ?? 0)
         }
         // Deletes from the zones objects left go after the saves that put them in their new zone.
-        var moved = try db.movedRecords(scope: scope, limit: limit).filter { !skipping.contains(recordID($0)) }[...]
+        // A copy this device created there without hearing back waits like the create would: deleted
+        // unconditionally before a fetch showed it, another device's edit of it would go unseen.
+        var moved = try db.movedRecords(scope: scope, limit: limit).filter { moved in
+            !skipping.contains(recordID(moved)) && !(moved.changeTag == nil && holding.contains(moved.recordName))
+        }[...]
         for (index, upload) in rows.enumerated() {
             while let next = moved.first, next.uploadRevision < revisions[index] {
                 prepared.append(movedUpload(next))

@@ -181,9 +181,7 @@ struct PendingUploadRecording {
         for object in reparented {
             guard let zone = try holderZone(of: object), let row = try db.recordMetadata(object.id.uuidString), row.zone != zone
             else { continue }
-            let graph = try ShareGraph.members(of: object, in: schema) { member, relationship in
-                try context.relatedIDs(entityName: member.entityName, id: member.id, relationship: relationship.name)
-            }
+            let graph = try context.shareGraph(of: object, in: schema)
             for member in graph { try checkWritable(member, in: zone) }
             try move(graph, to: zone)
             scopes.insert(row.zone.scope)
@@ -197,18 +195,8 @@ struct PendingUploadRecording {
         hasRecorded = true
     }
 
-    /// The zone of the object holding `object`, when it has one that this store mirrors.
     private func holderZone(of object: ObjectKey) throws -> MirrorZone.Key? {
-        guard let entity = schema.entity(named: object.entityName),
-            let snapshot = try context.fetchSnapshot(entityName: entity.name, id: object.id)
-        else { return nil }
-        for relationship in ShareGraph.holders(of: entity, in: schema) {
-            guard case .uuid(let holder)? = snapshot.values[relationship.name],
-                let row = try db.recordMetadata(holder.uuidString)
-            else { continue }
-            return row.zone
-        }
-        return nil
+        try context.holderZone(of: object, in: schema, db: db)
     }
 
     /// Throws when `zone` is shared with this user read-only: the unit of work is rolled back.

@@ -153,10 +153,12 @@ extension Database {
     }
 
     /// The records whose create was handed to the sync engine and never answered (possibly on the
-    /// server, no change tag) and that still have a save to upload, with the database each goes
-    /// through: ``UnheardCreates`` holds them back until a fetch covered them.
+    /// server, no change tag) and that still have a save to upload, or whose copy in a zone their
+    /// object moved out of is such a create, with the database each goes through:
+    /// ``UnheardCreates`` holds them back until a fetch covered them.
     func unheardCreateNames() throws -> [(name: String, scope: DatabaseScope)] {
-        try Row.fetchAll(
+        func scope(_ row: Row) -> DatabaseScope { (row["zone_owner"] as String?) == nil ? .private : .shared }
+        let creates = try Row.fetchAll(
             self,
             sql: """
                 SELECT record_name, pending_upload, zone_owner FROM cloudstore_record_metadata
@@ -164,9 +166,13 @@ extension Database {
                 """
         ).compactMap { row in
             let upload = try MirrorMetadata.decode(PendingUpload.self, row["pending_upload"])
-            let scope: DatabaseScope = (row["zone_owner"] as String?) == nil ? .private : .shared
-            return upload == .delete ? nil : (row["record_name"], scope)
+            return upload == .delete ? nil : (name: row["record_name"] as String, scope: scope(row))
         }
+        guard try tableExists("cloudstore_mirror_moved_record") else { return creates }
+        let leftBehind = try Row.fetchAll(
+            self, sql: "SELECT record_name, zone_owner FROM cloudstore_mirror_moved_record WHERE change_tag IS NULL"
+        ).map { row in (name: row["record_name"] as String, scope: scope(row)) }
+        return creates + leftBehind
     }
 
     /// How many uploads are pending, not counting the ones the server refused: records, deletes
@@ -245,6 +251,13 @@ extension Database {
     func markMayBeOnServer(_ recordName: String) throws {
         try cachedStatement(sql: "UPDATE cloudstore_record_metadata SET may_be_on_server = 1 WHERE record_name = ?")
             .execute(arguments: [recordName])
+    }
+
+    /// Marks a record whose create is handed out as possibly on the server, with the values it
+    /// carries as its ancestor (JSON of attribute values).
+    func markMayBeOnServer(_ recordName: String, ancestor: Data) throws {
+        try cachedStatement(sql: "UPDATE cloudstore_record_metadata SET may_be_on_server = 1, ancestor = ? WHERE record_name = ?")
+            .execute(arguments: [ancestor, recordName])
     }
 
     func deleteRecordMetadata(_ recordName: String) throws {

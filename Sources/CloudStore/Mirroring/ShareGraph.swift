@@ -41,6 +41,30 @@ enum ShareGraph {
     }
 }
 
+extension WriteContext {
+    /// The zone of the object holding `object` (a note's folder), when it has one that this store
+    /// mirrors: the zone `object` belongs in.
+    func holderZone(of object: ObjectKey, in schema: Schema, db: Database) throws -> MirrorZone.Key? {
+        guard let entity = schema.entity(named: object.entityName),
+            let snapshot = try fetchSnapshot(entityName: entity.name, id: object.id)
+        else { return nil }
+        for relationship in ShareGraph.holders(of: entity, in: schema) {
+            guard case .uuid(let holder)? = snapshot.values[relationship.name],
+                let row = try db.recordMetadata(holder.uuidString)
+            else { continue }
+            return row.zone
+        }
+        return nil
+    }
+
+    /// `object` and the objects its cascading relationships reach (``ShareGraph/members(of:in:related:)``).
+    func shareGraph(of object: ObjectKey, in schema: Schema) throws -> [ObjectKey] {
+        try ShareGraph.members(of: object, in: schema) { member, relationship in
+            try relatedIDs(entityName: member.entityName, id: member.id, relationship: relationship.name)
+        }
+    }
+}
+
 /// Moves objects between zones inside a transaction: each record is uploaded whole in its new zone
 /// and deleted from the zone it leaves if the server may have it there; links follow their objects
 /// (``Database/linkZone(_:)``). The objects do not change, so history records nothing.
@@ -95,7 +119,12 @@ struct ZoneMove {
             row.setEncodedAncestor(leftBehind.ancestor)
         }
         row.refusal = nil
-        row.setPendingUpload(.save(full: true, keys: Dictionary(uniqueKeysWithValues: keys.map { ($0, date) }))) { revision }
+        // The whole record goes to its new zone; a move is not an edit, so the values changed here
+        // and not yet uploaded keep the time they were changed (merges compare those times).
+        let changed = row.pendingUpload?.changeDates ?? [:]
+        row.setPendingUpload(.save(full: true, keys: Dictionary(uniqueKeysWithValues: keys.map { ($0, changed[$0] ?? date) }))) {
+            revision
+        }
         try db.save(row)
     }
 }

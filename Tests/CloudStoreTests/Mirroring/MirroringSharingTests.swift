@@ -269,6 +269,47 @@ struct MirroringSharingTests {
         }
     }
 
+    /// Found by the shared-zone convergence soak: a note whose create landed unheard was moved
+    /// into the shared folder; the copy it left in the primary zone had no version here, so its
+    /// delete went unconditionally and took another device's edit of it along, unlogged. Such a
+    /// delete now waits for a fetch, like the create would, and goes for the version it brought;
+    /// the edit is merged against the values the create carried.
+    @Test func aNoteCreatedUnheardEditedElsewhereThenShared_keepsTheEdit() async throws {
+        try await ServerProcess.with(users: Self.users) { server in
+            let serverURL = server.baseURL
+            let proxy = try await FaultProxy.start { serverURL }
+            let shared = try await aliceSharesAFolder(proxy.baseURL)
+            let alice = shared.alice
+            let other = try await TestDevice.make("alice-2", server: serverURL, token: "alice-token")
+            let draft = Note(title: "Draft")
+            try await alice.write { try $0.insert(draft) }
+            proxy.inject(.dropResponse, into: .recordsModify)
+            await #expect(throws: (any Error).self) { try await alice.container.sendChanges() }
+            try await other.sync()
+            try await other.write { context in
+                var edited = draft
+                edited.title = "Draft, edited on the other device"
+                try context.update(edited)
+            }
+            try await other.sync()
+            try await alice.write { context in
+                try context.setRelated(entityName: "Note", id: draft.id, relationship: "folder", to: [shared.folder.id])
+            }
+            try await alice.container.waitUntilSynced(timeout: .seconds(30))
+            try await other.sync()
+            #expect(try alice.note(draft.id)?.title == "Draft, edited on the other device")
+            #expect(try other.note(draft.id)?.title == "Draft, edited on the other device")
+            #expect(try other.container.sharing(of: Note.self, id: draft.id).isShared, "the move reached the other device")
+            // The create's values are the ancestor of that merge: the title changed there, the
+            // folder here, nothing conflicts.
+            #expect(try alice.container.conflicts().isEmpty)
+            #expect(try alice.note(draft.id)?.folder == shared.folder.id)
+            await other.close()
+            await alice.close()
+            await proxy.shutdown()
+        }
+    }
+
     @Test func badInvitationsAreRefusedBeforeAnythingMoves() async throws {
         let alice = try await TestDevice.make("alice", server: nil)
         let folder = Folder(title: "Local")
