@@ -204,12 +204,18 @@ struct ConflictResolution {
     /// this device, it is this device's own upload whose answer was lost: a save is conditional on
     /// the version this device last saw, so nothing in it is another device's edit, and the
     /// server's values are the ancestor (this device's later edits are not in conflict with it).
+    ///
+    /// Without a version of the record here (`versionKnown` false), `current` holds what this
+    /// device's create carried: the ancestor only of a copy this device created, which another
+    /// device then edited; a copy another device created (the same object inserted on both) has
+    /// none, and every value that differs is a conflict.
     static func ancestor(
         _ current: [String: AttributeValue]?, server: [String: AttributeValue], writtenBy writer: String?,
-        thisDevice: String?
+        createdBy creator: String?, thisDevice: String?, versionKnown: Bool
     ) -> [String: AttributeValue]? {
-        guard let thisDevice, writer == thisDevice else { return current }
-        return server
+        guard let thisDevice else { return versionKnown ? current : nil }
+        if writer == thisDevice { return server }
+        return versionKnown || creator == thisDevice ? current : nil
     }
 
     // MARK: Losing access

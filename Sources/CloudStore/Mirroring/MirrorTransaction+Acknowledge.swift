@@ -76,6 +76,8 @@ extension MirrorTransaction {
     /// what changed here after the upload was sent.
     func acknowledgeSave(of saved: Record, sent: SentUpload?) throws {
         guard var row = try db.recordMetadata(saved.recordName), row.zone == key(saved.recordID.zoneID) else { return }
+        // A create's ancestor is only what it carried (``prepareUploads``): the server's copy replaces it.
+        let created = !row.isOnServer
         row.serverHas(saved.recordChangeTag)
         counts.saved += 1
         let unchangedSinceSent = sent != nil && sent?.revision == row.uploadRevision
@@ -86,8 +88,11 @@ extension MirrorTransaction {
             return
         }
         let serverValues = try serverValues(of: saved, entity)
-        let ancestor = try row.ancestor
-        row.setAncestor((ancestor ?? [:]).merging(serverValues) { _, new in new })
+        let ancestor = created ? nil : try row.ancestor
+        // A create the server took as sent already has its values as its ancestor, encoded.
+        if !(created && sent?.values == serverValues) {
+            row.setAncestor(ancestor.map { $0.merging(serverValues) { _, new in new } } ?? serverValues)
+        }
         if let edited = saved.fields[EditTimes.field] { try row.setUnknownField(EditTimes.field, edited) }
         // Deleted here after the upload was sent: the pending delete goes up next.
         if case .save(_, let changes)? = row.pendingUpload, let snapshot = try context.fetchSnapshot(entityName: entity.name, id: id) {
@@ -186,10 +191,12 @@ extension MirrorTransaction {
         guard let entity = schema.entity(named: row.entityName), let id = UUID(uuidString: row.recordName) else { return }
         let content = try schema.content(of: server)
         let serverValues = recordValues(content.snapshot, entity)
+        let versionKnown = row.isOnServer
         row.serverHas(server.recordChangeTag)
         row.setUnknownFields(content.unknownFields)
         let ancestor = ConflictResolution.ancestor(
-            try row.ancestor, server: serverValues, writtenBy: server.modified?.deviceID, thisDevice: deviceID)
+            try row.ancestor, server: serverValues, writtenBy: server.modified?.deviceID,
+            createdBy: server.created?.deviceID, thisDevice: deviceID, versionKnown: versionKnown)
         row.setAncestor(serverValues)
         guard case .save? = row.pendingUpload, let local = try context.fetchSnapshot(entityName: entity.name, id: id) else {
             // Deleted here meanwhile: the pending delete goes up with the new tag.

@@ -231,7 +231,8 @@ extension MirrorTransaction {
         // but what changed since: its own write is the ancestor.
         let ancestor = ConflictResolution.ancestor(
             try moved.ancestor.map { try MirrorMetadata.decode([String: AttributeValue].self, $0) }, server: serverValues,
-            writtenBy: server.modified?.deviceID, thisDevice: deviceID)
+            writtenBy: server.modified?.deviceID, createdBy: server.created?.deviceID, thisDevice: deviceID,
+            versionKnown: moved.changeTag != nil)
         let localValues = recordValues(local, entity)
         // What this device changed since that version: its own edits, not the move.
         var localChanges: [String: Date] = [:]

@@ -214,9 +214,21 @@ struct ConflictResolutionTests {
     @Test func ownUnheardWrite_isTheAncestorOnlyWhenThisDeviceWroteIt() {
         let current: [String: AttributeValue] = ["title": "old"]
         let server: [String: AttributeValue] = ["title": "mine"]
-        #expect(ConflictResolution.ancestor(current, server: server, writtenBy: "A", thisDevice: "A") == server)
-        #expect(ConflictResolution.ancestor(current, server: server, writtenBy: "B", thisDevice: "A") == current)
-        #expect(ConflictResolution.ancestor(current, server: server, writtenBy: nil, thisDevice: nil) == current)
+        func ancestor(writtenBy writer: String?, createdBy creator: String? = "B", thisDevice: String?, versionKnown: Bool = true)
+            -> [String: AttributeValue]?
+        {
+            ConflictResolution.ancestor(
+                current, server: server, writtenBy: writer, createdBy: creator, thisDevice: thisDevice, versionKnown: versionKnown)
+        }
+        #expect(ancestor(writtenBy: "A", thisDevice: "A") == server)
+        #expect(ancestor(writtenBy: "B", thisDevice: "A") == current)
+        #expect(ancestor(writtenBy: nil, thisDevice: nil) == current)
+        // Without a version here, `current` is what this device's create carried: the ancestor of
+        // a copy this device created and another edited, not of a copy another device created.
+        #expect(ancestor(writtenBy: "B", createdBy: "A", thisDevice: "A", versionKnown: false) == current)
+        #expect(ancestor(writtenBy: "B", createdBy: "B", thisDevice: "A", versionKnown: false) == nil)
+        #expect(ancestor(writtenBy: "A", createdBy: "B", thisDevice: "A", versionKnown: false) == server)
+        #expect(ancestor(writtenBy: "B", createdBy: "A", thisDevice: nil, versionKnown: false) == nil)
     }
 
     // MARK: Pending uploads

@@ -206,6 +206,34 @@ struct MirroringConflictTests {
             #expect(try a.contents() == b.contents())
         }
     }
+
+    /// Two devices insert the same object (an app's settings with a fixed id), each with its own
+    /// values. The second create meets the first on the server: nothing of the first device's is
+    /// this device's ancestor, so every value that differs is a conflict, decided by the policy
+    /// and logged, never taken over silently.
+    @Test func theSameObjectInsertedOnTwoDevices_logsEveryDifferingValue() async throws {
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            let a = try await TestDevice.make("A", server: server.baseURL)
+            let b = try await TestDevice.make("B", server: server.baseURL)
+            let id = UUID()
+            var onA = Note(title: "Settings from A", priority: 1)
+            onA.id = id
+            var onB = Note(title: "Settings from B", priority: 1)
+            onB.id = id
+            try await a.write { [onA] in try $0.insert(onA) }
+            try await b.write { [onB] in try $0.insert(onB) }
+            try await a.sync()
+            try await b.container.sendChanges()  // B's create meets A's: CONFLICT, with A's copy
+            try await b.sync()
+            try await a.sync()
+            #expect(try a.contents() == b.contents(), "both devices end with the same object")
+            let log = try b.container.conflicts()
+            #expect(log.map(\.property) == ["title"], "\(log)")
+            #expect(log.first?.losingValue == "Settings from B" || log.first?.winningValue == "Settings from B")
+            await a.close()
+            await b.close()
+        }
+    }
 }
 
 /// Runs `body` with a server and devices A and B that both have `note` (A inserted it, both synced);

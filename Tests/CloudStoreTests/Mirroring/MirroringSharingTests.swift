@@ -310,6 +310,47 @@ struct MirroringSharingTests {
         }
     }
 
+    /// One device moves a note into the shared folder while another moves it to another private
+    /// folder. The move's delete of the copy left in the primary zone meets the other device's edit;
+    /// the merge (serverWins) takes the other folder, and the note follows its folder back out of
+    /// the share instead of staying in the share's zone with a private folder.
+    @Test func aMergeThatTakesAnotherFolder_movesTheNoteToThatFoldersZone() async throws {
+        try await ServerProcess.with(users: Self.users) { server in
+            let shared = try await aliceSharesAFolder(server.baseURL)
+            let alice = shared.alice
+            let (home, work) = (Folder(title: "Home"), Folder(title: "Work"))
+            let receipt = Note(title: "Receipt", folder: home.id)
+            try await alice.write { context in
+                try context.insert(home)
+                try context.insert(work)
+                try context.insert(receipt)
+            }
+            try await alice.sync()
+            let other = try await TestDevice.make("alice-2", server: server.baseURL, token: "alice-token")
+            try await other.sync()
+            try await alice.write { context in
+                try context.setRelated(entityName: "Note", id: receipt.id, relationship: "folder", to: [shared.folder.id])
+            }
+            try await other.write { context in
+                try context.setRelated(entityName: "Note", id: receipt.id, relationship: "folder", to: [work.id])
+            }
+            try await other.sync()
+            try await alice.container.waitUntilSynced(timeout: .seconds(30))
+            try await other.sync()
+            #expect(try alice.note(receipt.id)?.folder == work.id)
+            #expect(try other.note(receipt.id)?.folder == work.id)
+            #expect(try alice.container.sharing(of: Note.self, id: receipt.id).isShared == false)
+            #expect(try alice.container.conflicts().map(\.property) == ["folder"], "the share's folder lost, logged")
+            let fresh = try await TestDevice.make("alice-fresh", server: server.baseURL, token: "alice-token")
+            try await fresh.sync()
+            #expect(try fresh.note(receipt.id)?.folder == work.id)
+            #expect(try fresh.container.sharing(of: Note.self, id: receipt.id).isShared == false, "no copy left in the share")
+            await fresh.close()
+            await other.close()
+            await alice.close()
+        }
+    }
+
     @Test func badInvitationsAreRefusedBeforeAnythingMoves() async throws {
         let alice = try await TestDevice.make("alice", server: nil)
         let folder = Folder(title: "Local")
