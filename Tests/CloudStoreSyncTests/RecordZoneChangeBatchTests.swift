@@ -137,4 +137,21 @@ import Testing
         let plan = RecordBatchPlan(.init(recordsToSave: [broken, note(id("ok"))]), maxCount: 200, maxBytes: 1 << 20)
         #expect(plan.requests[0].body == nil)
     }
+
+    /// A filled batch keeps each save's JSON from sizing it, and the request sends those bytes; a
+    /// record changed after the batch was filled is encoded again, so what goes is what the batch holds.
+    @Test func filledBatch_sendsTheBytesItSizedUnlessARecordChanged() async throws {
+        let changes = (0..<3).map { SyncEngine.PendingRecordZoneChange.saveRecord(id("N\($0)")) }
+        var batch = try #require(await fill(changes, limits: .default) { note($0, body: "b") })
+        #expect(batch.encodedSaves.count == 3)
+        let request = try #require(RecordBatchPlan(batch, maxCount: 200, maxBytes: 1 << 20).requests.first)
+        #expect(request.encodedOperations == batch.recordsToSave.map { RecordBatchPlan.encoded(RecordBatchPlan.operation(saving: $0)) })
+        #expect(request.body == (try WireCoding.encode(request.wireRequest)))
+
+        batch.recordsToSave[1].fields["body"] = .string("changed after filling")
+        #expect(batch.encodedSaves.isEmpty)
+        let changed = try #require(RecordBatchPlan(batch, maxCount: 200, maxBytes: 1 << 20).requests.first)
+        #expect(changed.operations[1].record.fields["body"] == .string("changed after filling"))
+        #expect(changed.body == (try WireCoding.encode(changed.wireRequest)))
+    }
 }

@@ -64,14 +64,16 @@ struct RecordBatchPlan: Sendable {
 
     init(_ batch: SyncEngine.RecordZoneChangeBatch, maxCount: Int, maxBytes: Int) {
         var zoneOrder: [ZoneID] = []
-        var operationsByZone: [ZoneID: [RecordsModifyRequest.Operation]] = [:]
+        var operationsByZone: [ZoneID: [(operation: RecordsModifyRequest.Operation, encoded: [UInt8]?)]] = [:]
         var seen = Set<RecordID>()
-        func append(_ operation: RecordsModifyRequest.Operation, _ recordID: RecordID) {
+        func append(_ operation: RecordsModifyRequest.Operation, _ recordID: RecordID, encoded: [UInt8]? = nil) {
             guard seen.insert(recordID).inserted else { return }
             if operationsByZone[recordID.zoneID] == nil { zoneOrder.append(recordID.zoneID) }
-            operationsByZone[recordID.zoneID, default: []].append(operation)
+            operationsByZone[recordID.zoneID, default: []].append((operation, encoded))
         }
-        for record in batch.recordsToSave { append(Self.operation(saving: record), record.recordID) }
+        for record in batch.recordsToSave {
+            append(Self.operation(saving: record), record.recordID, encoded: batch.encodedSaves[record.recordID])
+        }
         for recordID in batch.recordIDsToDelete {
             append(Self.operation(deleting: recordID, changeTag: batch.recordChangeTagsToDelete[recordID]), recordID)
         }
@@ -80,8 +82,8 @@ struct RecordBatchPlan: Sendable {
         for zoneID in zoneOrder {
             var current = Request(zoneID: zoneID, atomic: batch.atomicByZone, operations: [], encodedOperations: [])
             var bytes = 0
-            for operation in operationsByZone[zoneID] ?? [] {
-                let encoded = Self.encoded(operation)
+            for (operation, known) in operationsByZone[zoneID] ?? [] {
+                let encoded = known ?? Self.encoded(operation)
                 let size = encoded.count + 1
                 if !current.operations.isEmpty && (current.operations.count >= maxCount || bytes + size > budget) {
                     requests.append(current)

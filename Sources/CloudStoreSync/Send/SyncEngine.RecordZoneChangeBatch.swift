@@ -19,7 +19,9 @@ extension SyncEngine {
     /// let batch = SyncEngine.RecordZoneChangeBatch(recordsToSave: [note], recordIDsToDelete: [oldID])
     /// ```
     public struct RecordZoneChangeBatch: Sendable {
-        public var recordsToSave: [Record]
+        public var recordsToSave: [Record] {
+            didSet { encodedSaves = [:] }
+        }
         public var recordIDsToDelete: [RecordID]
         /// The change tag of the version each delete is meant for, where the app knows it: such a
         /// delete fails with `CONFLICT` (in ``SyncEngine/Event/SentRecordZoneChanges/failedRecordDeletes``,
@@ -27,6 +29,10 @@ extension SyncEngine {
         public var recordChangeTagsToDelete: [RecordID: String] = [:]
         /// When true, each zone's changes succeed or fail together (`atomic` on the wire).
         public var atomicByZone: Bool
+        /// Each save's operation JSON, as encoded to size the batch while it was filled: the
+        /// request sends those bytes instead of encoding the record again. Emptied when
+        /// ``recordsToSave`` changes.
+        var encodedSaves: [RecordID: [UInt8]] = [:]
 
         public init(recordsToSave: [Record] = [], recordIDsToDelete: [RecordID] = [], atomicByZone: Bool = false) {
             self.recordsToSave = recordsToSave
@@ -56,6 +62,7 @@ extension SyncEngine {
             }
             guard !filler.isEmpty else { return nil }
             self.init(recordsToSave: filler.saves, recordIDsToDelete: filler.deletes, atomicByZone: atomicByZone)
+            encodedSaves = filler.encodedSaves
         }
 
         var isEmpty: Bool { recordsToSave.isEmpty && recordIDsToDelete.isEmpty }
@@ -80,6 +87,8 @@ extension SyncEngine {
 struct BatchFiller {
     let limits: SyncEngine.BatchLimits
     private(set) var saves: [Record] = []
+    /// The JSON of each save's operation, encoded to size it.
+    private(set) var encodedSaves: [RecordID: [UInt8]] = [:]
     private(set) var deletes: [RecordID] = []
     private(set) var bytes = 0
     /// Set once a change did not fit: later changes would not be in order.
@@ -92,8 +101,11 @@ struct BatchFiller {
     var isFull: Bool { isClosed || count >= limits.maxCount }
 
     mutating func offer(save record: Record) {
-        let size = RecordBatchPlan.encodedSize(of: RecordBatchPlan.operation(saving: record))
-        if fits(size) { saves.append(record) }
+        let encoded = RecordBatchPlan.encoded(RecordBatchPlan.operation(saving: record))
+        guard fits(encoded.count + 1) else { return }
+        saves.append(record)
+        // A record named twice is sent once, the first time (``RecordBatchPlan``): its bytes are the first's.
+        if !encoded.isEmpty, encodedSaves[record.recordID] == nil { encodedSaves[record.recordID] = encoded }
     }
 
     mutating func offer(delete recordID: RecordID) {
