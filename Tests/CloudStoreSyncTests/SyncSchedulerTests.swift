@@ -46,16 +46,22 @@ import Testing
         scheduler.changesAdded(at: .seconds(10))
         #expect(scheduler.nextAction(at: .seconds(10)) == .send, "the leading edge goes at once")
         scheduler.willStart(.send, at: .seconds(10))
-        // Changes while that send is in flight, and right after it, wait for the debounce.
+        // Changes while that send is in flight wait for the debounce.
         scheduler.changesAdded(at: .milliseconds(10_100))
         #expect(scheduler.nextAction(at: .milliseconds(10_100)) == .wait(until: .milliseconds(11_100)))
-        scheduler.succeeded(.send, at: .milliseconds(10_200))
-        scheduler.changesAdded(at: .milliseconds(10_500))
-        #expect(scheduler.nextAction(at: .milliseconds(10_500)) == .wait(until: .milliseconds(11_500)))
-        #expect(scheduler.nextAction(at: .milliseconds(11_500)) == .send)
-        scheduler.willStart(.send, at: .milliseconds(11_500))
-        scheduler.succeeded(.send, at: .seconds(12))
-        #expect(scheduler.nextAction(at: .seconds(12)) == .idle)
+        #expect(scheduler.nextAction(at: .milliseconds(11_100)) == .send)
+        scheduler.willStart(.send, at: .milliseconds(11_100))
+        scheduler.succeeded(.send, at: .milliseconds(11_200))
+        // One right after it goes once a debounce has passed since that send started, however
+        // many follow: at most one send per debounce.
+        scheduler.changesAdded(at: .milliseconds(11_500))
+        #expect(scheduler.nextAction(at: .milliseconds(11_500)) == .wait(until: .milliseconds(12_100)))
+        scheduler.changesAdded(at: .milliseconds(12_000))
+        #expect(scheduler.nextAction(at: .milliseconds(12_000)) == .wait(until: .milliseconds(12_100)))
+        #expect(scheduler.nextAction(at: .milliseconds(12_100)) == .send)
+        scheduler.willStart(.send, at: .milliseconds(12_100))
+        scheduler.succeeded(.send, at: .milliseconds(12_200))
+        #expect(scheduler.nextAction(at: .milliseconds(12_200)) == .idle)
         // After a quiet spell the next change goes at once again.
         scheduler.changesAdded(at: .seconds(20))
         #expect(scheduler.nextAction(at: .seconds(20)) == .send)

@@ -68,8 +68,10 @@ extension PersistentCloudContainer {
         /// Sync by itself: export shortly after local saves, import when the server pushes. Turn it
         /// off in tests that need a fixed order, and call ``PersistentCloudContainer/sync()``.
         public var automaticallySync = true
-        /// Quiet time after a local save before an automatic export, for saves that follow another
-        /// within it; a save after a quiet spell is exported at once.
+        /// How automatic exports gather saves: a save while nothing is being exported goes at once,
+        /// or, when an export started less than this long ago, once this long has passed since it
+        /// started (at most one export per `exportDebounce`); saves during an export go this long
+        /// after the first of them.
         public var exportDebounce: Duration = .milliseconds(20)
         /// How often to fetch when the server's push does not answer.
         public var pollInterval: Duration = .seconds(60)

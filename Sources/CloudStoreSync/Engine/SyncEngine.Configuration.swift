@@ -42,10 +42,12 @@ extension SyncEngine {
         public var sendDebounce: Duration = .seconds(1)
         /// Longest an added change waits for an automatic send while changes keep coming.
         public var maxSendDelay: Duration = .seconds(5)
-        /// Whether a change added after a quiet spell (no send started within ``sendDebounce``, none
-        /// in flight) is sent at once, the leading edge, instead of after ``sendDebounce``: an app
-        /// that saves now and then gets each change to other devices sooner; changes that follow
-        /// are still gathered by the debounce. Off by default (CKSyncEngine waits);
+        /// Whether a change added while no send is in flight or waiting goes at once, the leading
+        /// edge, instead of after ``sendDebounce`` (or, when a send started less than
+        /// ``sendDebounce`` ago, as soon as that much time has passed since it started: sends
+        /// still start at most once per ``sendDebounce``). An app that saves now and then gets
+        /// each change to other devices sooner; changes that follow while one is in flight are
+        /// still gathered by the debounce. Off by default (CKSyncEngine waits);
         /// `PersistentCloudContainer` turns it on.
         public var sendsAtLeadingEdge = false
         /// How often to fetch when push is unavailable; nil never polls.

@@ -74,14 +74,15 @@ struct SyncScheduler: Sendable {
     // MARK: Inputs
 
     mutating func changesAdded(at now: Duration) {
-        let quiet =
-            configuration.sendsAtLeadingEdge && firstUnsentChangeAt == nil && !isSending
-            && (lastSendStartedAt.map { now - $0 >= configuration.sendDebounce } ?? true)
+        let idle = firstUnsentChangeAt == nil && !isSending
         let first = firstUnsentChangeAt ?? now
         firstUnsentChangeAt = first
-        if quiet {
+        if configuration.sendsAtLeadingEdge && idle {
+            // The leading edge: at once, or once a debounce has passed since the last send
+            // started, so that sends start at most once per debounce however changes come.
+            let due = max(now, lastSendStartedAt.map { $0 + configuration.sendDebounce } ?? now)
             dueAtLeadingEdge = true
-            sendDueAt = min(sendDueAt ?? now, now)
+            sendDueAt = min(sendDueAt ?? due, due)
         } else if !dueAtLeadingEdge {
             sendDueAt = min(now + configuration.sendDebounce, first + configuration.maxSendDelay)
         }
