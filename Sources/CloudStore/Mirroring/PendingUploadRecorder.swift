@@ -140,6 +140,7 @@ struct PendingUploadRecording {
             local = .update(keys: keys)
         case .delete:
             local = .delete
+            try stopSharingIfRoot(object, in: metadata.zone)
             try db.removeUnresolvedReferences(of: entity.name, id: change.objectID)
             for var link in try db.linkMetadata(of: change.objectID) where link.pendingUpload != .delete {
                 try add(.delete, to: &link)
@@ -197,6 +198,20 @@ struct PendingUploadRecording {
 
     private func holderZone(of object: ObjectKey) throws -> MirrorZone.Key? {
         try context.holderZone(of: object, in: schema, db: db)
+    }
+
+    /// Deleting the object a share of this user's was made of stops that share, as
+    /// `stopSharing` does: nothing is left to share, and participants lose access instead of
+    /// keeping an empty share. (A participant deleting it deletes the object only.)
+    private mutating func stopSharingIfRoot(_ object: ObjectKey, in zone: MirrorZone.Key) throws {
+        guard zone.owner == nil, !zone.isPrimary, var shared = try mirroredZones()[zone], shared.role == .ownedShare,
+            shared.root == object, shared.pendingShare != .delete
+        else { return }
+        shared.pendingShare = .delete
+        try db.save(shared)
+        zones?[zone] = shared
+        scopes.insert(zone.scope)
+        hasRecorded = true
     }
 
     /// Throws when `zone` is shared with this user read-only: the unit of work is rolled back.

@@ -351,6 +351,35 @@ struct MirroringSharingTests {
         }
     }
 
+    /// The owner deletes the shared folder: its notes go with it, and so does the share (as
+    /// stopSharing), so the participant loses access instead of keeping an empty share.
+    @Test func deletingTheSharedObject_stopsTheShare() async throws {
+        try await ServerProcess.with(users: Self.users) { server in
+            let shared = try await aliceSharesAFolder(server.baseURL)
+            let alice = shared.alice
+            let guid = try #require(shared.share.shortGUID)
+            let bob = try await TestDevice.make("bob", server: server.baseURL, token: "bob-token")
+            _ = try await bob.container.acceptShare(shortGUID: guid)
+            #expect(try bob.notes().count == 2)
+            try await alice.write { try $0.delete(Folder.self, id: shared.folder.id) }
+            try await alice.container.waitUntilSynced(timeout: .seconds(30))
+            #expect(try alice.container.shareActivity().contains { $0.change == .stopped })
+            #expect(try alice.container.shares().allSatisfy { $0.participants.allSatisfy(\.isOwner) }, "no one is left in it")
+            try await bob.sync()
+            #expect(try bob.notes().isEmpty && bob.folders().isEmpty)
+            #expect(try bob.container.shares().isEmpty, "bob keeps no empty share")
+            #expect(try bob.container.shareActivity().contains { $0.change == .accessEnded })
+            #expect(try bob.container.conflicts().isEmpty, "bob had nothing unsent")
+            let fresh = try await TestDevice.make("alice-fresh", server: server.baseURL, token: "alice-token")
+            try await fresh.sync()
+            #expect(try fresh.folders().map(\.id) == [], "the folder is gone everywhere")
+            #expect(Set(try fresh.notes().map(\.title)) == ["Diary"])
+            await fresh.close()
+            await bob.close()
+            await alice.close()
+        }
+    }
+
     @Test func badInvitationsAreRefusedBeforeAnythingMoves() async throws {
         let alice = try await TestDevice.make("alice", server: nil)
         let folder = Folder(title: "Local")
