@@ -227,8 +227,10 @@ extension MirrorTransaction {
         }
         if case .save(true, _)? = row.pendingUpload, row.isOnServer {
             // A whole upload over a version this device had: the object moved back into this zone
-            // while another device's move deleted the copy it had left here. Nobody deleted the
-            // object: it is created here again, whole.
+            // (or was deleted and inserted again here) while another device's move deleted the copy
+            // it had left here. It is created here again, whole. A tombstone does not say why the
+            // copy went: if another device that had not seen the move out deleted the object for
+            // good, it comes back here rather than being lost.
             row.forgetServerVersion()
             try save(row)
             return
