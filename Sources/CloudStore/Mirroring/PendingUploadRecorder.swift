@@ -171,7 +171,7 @@ struct PendingUploadRecording {
             changed = false
             rounds += 1
             for object in inserted {
-                guard let zone = try holderZone(of: object), let row = try db.recordMetadata(object.id.uuidString),
+                guard let zone = try context.holderZone(of: object, in: schema, db: db), let row = try db.recordMetadata(object.id.uuidString),
                     row.zone != zone
                 else { continue }
                 try checkWritable(object, in: zone)
@@ -180,7 +180,7 @@ struct PendingUploadRecording {
             }
         }
         for object in reparented {
-            guard let zone = try holderZone(of: object), let row = try db.recordMetadata(object.id.uuidString), row.zone != zone
+            guard let zone = try context.holderZone(of: object, in: schema, db: db), let row = try db.recordMetadata(object.id.uuidString), row.zone != zone
             else { continue }
             let graph = try context.shareGraph(of: object, in: schema)
             for member in graph { try checkWritable(member, in: zone) }
@@ -194,10 +194,6 @@ struct PendingUploadRecording {
         try ZoneMove(db: db, schema: schema, date: date, revision: { revision }).move(objects, to: zone)
         scopes.insert(zone.scope)
         hasRecorded = true
-    }
-
-    private func holderZone(of object: ObjectKey) throws -> MirrorZone.Key? {
-        try context.holderZone(of: object, in: schema, db: db)
     }
 
     /// Deleting the object a share of this user's was made of stops that share, as

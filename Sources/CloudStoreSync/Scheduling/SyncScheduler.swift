@@ -3,9 +3,10 @@
 /// reads no clock, so tests drive it directly.
 ///
 /// - Changes added: send after `sendDebounce` of quiet, but no later than `maxSendDelay` after
-///   the first unsent change. With `sendsAtLeadingEdge`, a change added after a quiet spell (no
-///   send started within `sendDebounce`, none in flight) is sent at once, and the changes that
-///   follow it are debounced as before.
+///   the first unsent change. With `sendsAtLeadingEdge`, a change added while no send is in
+///   flight or waiting goes at once, or once `sendDebounce` has passed since the last send started
+///   (at most one send per `sendDebounce`); changes added while a send is in flight are debounced
+///   as before.
 /// - A push saying the database changed, or the poll timer when push is unavailable: fetch now.
 /// - A failure: wait `retryAfter` when the server gave one, otherwise back off exponentially
 ///   (`backoffBase` doubling up to `backoffMax`) with jitter; then retry what failed.
@@ -55,7 +56,8 @@ struct SyncScheduler: Sendable {
     private(set) var nextPollAt: Duration?
     private(set) var isStopped = false
     private var firstUnsentChangeAt: Duration?
-    /// When the last send started, and whether it is still running: the leading edge needs quiet.
+    /// When the last send started, and whether it is still running: the leading edge waits for
+    /// neither to be recent.
     private var lastSendStartedAt: Duration?
     private(set) var isSending = false
     /// Whether the send now due is a leading edge's: changes added before it starts go with it.

@@ -1,0 +1,329 @@
+import CloudStoreLogging
+import CloudStoreSync
+import Foundation
+import GRDB
+import Logging
+
+/// The sync engine's events, each handled in one ``MirrorTransaction``: fetched changes applied,
+/// uploads acknowledged, the engine's state saved, zones and accounts that changed, and the
+/// import and export events the container reports.
+extension CloudMirror {
+    func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {
+        do {
+            try await handle(event, scope: syncEngine.database.scope)
+        } catch let error as StoreError where error.code == .closed {
+            // The container closed while the engine was finishing a step: nothing is lost (the
+            // step's work was not committed and is done again on the next open).
+            logger.debug("sync event after the store closed", metadata: ["event": "\(event)"])
+        } catch {
+            logger.error("mirroring could not handle a sync event", metadata: ["event": "\(event)", "error": "\(error)"])
+            lastFailure = PersistentCloudContainer.SyncFailure(message: "\(error)")
+        }
+    }
+
+    private func handle(_ event: SyncEngine.Event, scope: DatabaseScope) async throws {
+        switch event {
+        case .stateUpdate(let update):
+            try await saveEngineState(update.stateSerialization, scope: scope)
+        case .accountChange(let change):
+            // Both engines see the same account; the private one's report is acted on.
+            if scope == .private { try await accountChanged(change.changeType) }
+        case .fetchedDatabaseChanges(let changes):
+            try await databaseChanged(changes, scope: scope)
+        case .fetchedRecordZoneChanges(let page):
+            try await applyFetched(page, scope: scope)
+        case .sentDatabaseChanges(let sent):
+            try await zoneChangesSent(sent)
+        case .sentRecordZoneChanges(let sent):
+            try await acknowledge(sent, scope: scope)
+        case .willFetchChanges:
+            sessions[scope]?.deletedInFetch = []
+            sessions[scope]?.unheardCreates.fetchBegan()
+            sessions[scope]?.zoneFetchFailed = false
+            sessions[scope]?.fetchRequested = false
+            // The shared database reports its work once it has some (most users share nothing).
+            if scope == .private { startTracking(\.importTracker, .import, in: scope) }
+        case .willFetchRecordZoneChanges(let event):
+            if event.fromScratch { sessions[scope]?.fromScratch[event.zoneID] = [] }
+        case .didFetchRecordZoneChanges(let event):
+            let seen = sessions[scope]?.fromScratch.removeValue(forKey: event.zoneID)
+            if let seen, event.error == nil { try await removeUnseen(seen, in: event.zoneID) }
+            if let error = event.error {
+                // A zone that is not on the server holds none of this device's creates either.
+                if error.code != .zoneNotFound { sessions[scope]?.zoneFetchFailed = true }
+                sessions[scope]?.importTracker?.failure = PersistentCloudContainer.SyncFailure(error)
+            }
+        case .didFetchChanges(let event):
+            guard var session = sessions[scope] else { return }
+            let held = session.unheardCreates.waiting.count
+            session.unheardCreates.fetchEnded(completed: event.error == nil && !session.zoneFetchFailed)
+            let released = session.unheardCreates.waiting.count < held
+            sessions[scope]?.unheardCreates = session.unheardCreates
+            if released { signal.uploadsPending() }
+            try await importEnded(scope)
+        case .willSendChanges:
+            if scope == .private {
+                let pending = try await store.read { try $0.db.pendingUploadCount() }
+                startTracking(\.exportTracker, .export, total: pending, in: scope)
+            }
+        case .didSendChanges:
+            try await exportEnded(scope)
+        }
+    }
+
+    /// Starts reporting a piece of work of an engine (an import or an export), unless it is reported
+    /// already: the private engine's from its start, the shared engine's from its first page or
+    /// batch.
+    private func startTracking(
+        _ tracker: WritableKeyPath<EngineSession, EventTracker?>, _ kind: PersistentCloudContainer.Event.Kind,
+        total: Int? = nil, in scope: DatabaseScope
+    ) {
+        guard sessions[scope] != nil, sessions[scope]?[keyPath: tracker] == nil else { return }
+        let started = EventTracker(kind, total: total)
+        sessions[scope]?[keyPath: tracker] = started
+        events.send(started.started)
+    }
+
+    private func saveEngineState(_ state: SyncEngine.State.Serialization, scope: DatabaseScope) async throws {
+        guard state != sessions[scope]?.savedState else { return }
+        try await transaction { try $0.saveEngineState(state, as: Self.stateKey(scope)) }
+        sessions[scope]?.savedState = state
+    }
+
+    /// Zones that appeared or went away in a database: a share's zone appearing is mirrored from
+    /// now on; the primary zone deleted follows the zone deletion policy; a zone shared with this
+    /// user that went away (unshared, deleted) takes its local copy with it.
+    private func databaseChanged(_ changes: SyncEngine.Event.FetchedDatabaseChanges, scope: DatabaseScope) async throws {
+        startTracking(\.importTracker, .import, in: scope)
+        let appeared = changes.modifications.filter { $0 != zoneID }
+        if !appeared.isEmpty {
+            try await transaction { transaction in
+                for zone in appeared { try transaction.adoptZone(zone) }
+            }
+        }
+        for deletion in changes.deletions {
+            if deletion.zoneID == zoneID {
+                try await zoneDeleted(reason: deletion.reason)
+            } else {
+                try await shareZoneDeleted(deletion.zoneID, reason: deletion.reason)
+            }
+        }
+    }
+
+    /// Applies one fetched page and stores the token it brought, in one transaction.
+    private func applyFetched(_ page: SyncEngine.Event.FetchedRecordZoneChanges, scope: DatabaseScope) async throws {
+        startTracking(\.importTracker, .import, in: scope)
+        if sessions[scope]?.fromScratch[page.zoneID] != nil {
+            for record in page.modifications { sessions[scope]?.fromScratch[page.zoneID]?.insert(record.recordName) }
+        }
+        let (modifications, deletions, state, zone) = (page.modifications, page.deletions, page.stateSerialization, page.zoneID)
+        let deletedBefore = sessions[scope]?.deletedInFetch ?? []
+        let key = Self.stateKey(scope)
+        let (deleted, counts) = try await transaction { transaction in
+            transaction.deletedOnServer = deletedBefore
+            try transaction.applyFetched(modifications, deletions: deletions, in: zone)
+            try transaction.saveEngineState(state, as: key)
+            return transaction.deletedOnServer
+        }
+        sessions[scope]?.deletedInFetch = deleted
+        sessions[scope]?.savedState = state
+        if let current = sessions[scope]?.importTracker?.counts { sessions[scope]?.importTracker?.counts = current + counts }
+        logger.info(
+            "applied fetched changes",
+            metadata: [
+                "zone": "\(zone)", "count": "\(modifications.count + deletions.count)", "conflicts": "\(counts.conflicts)",
+            ])
+        reportProgress(scope, \.importTracker, "import progress")
+    }
+
+    /// Reports work under way: an event after each batch or page, and a level-1 line with the
+    /// running totals and rate at most every two seconds.
+    private func reportProgress(
+        _ scope: DatabaseScope, _ tracker: WritableKeyPath<EngineSession, EventTracker?>, _ message: Logger.Message
+    ) {
+        guard var current = sessions[scope]?[keyPath: tracker] else { return }
+        events.send(current.progressed)
+        let now = Date()
+        if current.pacing.due(at: now, startedAt: current.startDate) {
+            logger.notice(message, metadata: current.progressMetadata(at: now))
+        }
+        sessions[scope]?[keyPath: tracker] = current
+    }
+
+    private func zoneChangesSent(_ sent: SyncEngine.Event.SentDatabaseChanges) async throws {
+        for failure in sent.failedZoneSaves {
+            fail(PersistentCloudContainer.SyncFailure(failure.error))
+        }
+        let saved = sent.savedZones.map(\.zoneID)
+        guard !saved.isEmpty else { return }
+        for zone in saved { signal.setZoneSaved(zone, true) }
+        let primary = zoneID
+        try await transaction { transaction in
+            for zone in saved {
+                if zone == primary {
+                    try transaction.db.setMirrorState(.zoneSaved, encoding: true)
+                } else if var row = try transaction.db.mirrorZone(zone) {
+                    row.saved = true
+                    try transaction.db.save(row)
+                }
+            }
+        }
+    }
+
+    /// Settles a batch the server answered, and stores the engine's state, in one transaction.
+    private func acknowledge(_ sent: SyncEngine.Event.SentRecordZoneChanges, scope: DatabaseScope) async throws {
+        startTracking(\.exportTracker, .export, in: scope)
+        let uploads = inFlight
+        let key = Self.stateKey(scope)
+        let ((missing, refused, refusedShares), counts) = try await transaction { transaction in
+            let missing = try transaction.acknowledge(sent, uploads: uploads, stateKey: key)
+            return (missing, transaction.refused, transaction.refusedShares)
+        }
+        shareRefusals.merge(refusedShares) { _, new in new }
+        for (zone, error) in refusedShares {
+            fail(PersistentCloudContainer.SyncFailure(error))
+            logger.error("the server refused a share change", metadata: ["zone": "\(zone)", "error": "\(error)"])
+        }
+        sessions[scope]?.savedState = sent.stateSerialization
+        let answered =
+            sent.savedRecords.map(\.recordID) + sent.deletedRecordIDs + sent.failedRecordSaves.map(\.record.recordID)
+            + sent.failedRecordDeletes.keys
+        for recordID in answered {
+            inFlight[recordID] = nil
+            sessions[scope]?.unheardCreates.heard(recordID.recordName)
+        }
+        if let current = sessions[scope]?.exportTracker?.counts { sessions[scope]?.exportTracker?.counts = current + counts }
+        reportProgress(scope, \.exportTracker, "export progress")
+        for (name, error) in refused.sorted(by: { $0.key < $1.key }) {
+            var failure = PersistentCloudContainer.SyncFailure(error)
+            failure.recordName = name
+            fail(failure)
+            logger.error("the server refused an upload", metadata: ["record": "\(name)", "error": "\(error)"])
+        }
+        for zone in missing.sorted(by: { $0.description < $1.description }) { try await recreateZone(zone) }
+    }
+
+    /// A zone is gone from the server: the primary zone or an owned share's is created again and
+    /// everything in it uploaded; a zone shared with this user is gone for good (its owner deleted it).
+    private func recreateZone(_ zone: ZoneID) async throws {
+        if zone != zoneID, zone.ownerRecordName != nil {
+            try await shareZoneDeleted(zone, reason: .deleted)
+            return
+        }
+        logger.warning("the zone is missing on the server; creating it and uploading everything", metadata: ["zone": "\(zone)"])
+        signal.setZoneSaved(zone, false)
+        let primary = zoneID
+        try await transaction { transaction in
+            if zone == primary {
+                try transaction.db.setMirrorState(.zoneSaved, encoding: false)
+                try transaction.uploadEverythingAgain()
+            } else if var row = try transaction.db.mirrorZone(zone) {
+                row.saved = false
+                try transaction.db.save(row)
+                try transaction.uploadEverythingAgain(in: row.key)
+            }
+        }
+    }
+
+    /// After a fetch from scratch: objects of the zone that are on the server no more (their
+    /// tombstones were compacted away) and not changed here are removed locally. Only the unseen
+    /// records are loaded, so a bootstrap's memory does not grow with the store.
+    private func removeUnseen(_ seen: Set<String>, in zone: ZoneID) async throws {
+        try await transaction { transaction in
+            let key = transaction.key(zone)
+            for name in try transaction.db.settledRecordNames(in: key, where: { !seen.contains($0) }) {
+                // Removing one object can remove or change others' rows (links), so each is read afresh.
+                guard let row = try transaction.db.recordMetadata(name), row.zone == key, row.isOnServer, row.pendingUpload == nil else {
+                    continue
+                }
+                try transaction.removeLocalCopy(of: row)
+            }
+        }
+    }
+
+    private func zoneDeleted(reason: Zone.DeletionReason) async throws {
+        let policy = reason == .deleted ? options.zoneDeletionPolicy : .deleteLocalData
+        logger.notice(
+            "the zone was deleted on the server",
+            metadata: ["zone": "\(zoneID.zoneName)", "reason": "\(reason)", "policy": "\(policy)"])
+        switch policy {
+        case .deleteLocalData:
+            signal.setZoneSaved(zoneID, false)
+            try await transaction { transaction in
+                try transaction.db.setMirrorState(.zoneSaved, encoding: false)
+                try transaction.deleteMirroredData()
+            }
+        case .reupload:
+            try await recreateZone(zoneID)
+        }
+    }
+
+    /// A share's zone went away: a zone shared with this user is unshared (removed, the share
+    /// stopped, left) or deleted by its owner, and its local copy goes, with the uploads it still
+    /// had logged as lost; an owned share's zone deleted on another device of this user goes too.
+    private func shareZoneDeleted(_ zone: ZoneID, reason: Zone.DeletionReason) async throws {
+        logger.notice("a shared zone went away", metadata: ["zone": "\(zone)", "reason": "\(reason)"])
+        try await transaction { transaction in
+            guard let row = try transaction.db.mirrorZone(zone) else { return }
+            try transaction.removeZoneData(row)
+        }
+    }
+
+    private func accountChanged(_ change: SyncEngine.Event.AccountChange.ChangeType) async throws {
+        logger.notice("account changed", metadata: ["change": "\(change)"])
+        switch change {
+        case .signIn(let user):
+            try await transaction { transaction in
+                try transaction.db.setMirrorState(.userRecordName, encoding: user)
+                try transaction.db.setMirrorState(.accountStatus, nil)
+            }
+        case .signOut:
+            fail(PersistentCloudContainer.SyncFailure(code: .authenticationFailed, message: ContainerError.credentialsRejected))
+            try await transaction { try $0.db.setMirrorState(.accountStatus, encoding: "signedOut") }
+        case .switchAccounts(_, let current):
+            signal.setZoneSaved(zoneID, false)
+            let policy = options.accountChangePolicy
+            try await transaction { transaction in
+                try transaction.db.setMirrorState(.userRecordName, encoding: current)
+                try transaction.db.setMirrorState(.accountStatus, nil)
+                try transaction.db.setMirrorState(.zoneSaved, encoding: false)
+                switch policy {
+                case .replaceLocalData: try transaction.deleteMirroredData(allZones: true)
+                case .keepLocalData:
+                    // Another user's shares are not this user's to keep; this user's own objects
+                    // all go back to the primary zone of the new account.
+                    try transaction.dropShares()
+                    try transaction.uploadEverythingAgain()
+                }
+            }
+        }
+    }
+
+    private func importEnded(_ scope: DatabaseScope) async throws {
+        sessions[scope]?.deletedInFetch = []
+        guard let tracker = sessions[scope]?.importTracker else { return }
+        sessions[scope]?.importTracker = nil
+        try await ended(tracker, recordingAt: .lastImport, "import finished")
+    }
+
+    private func exportEnded(_ scope: DatabaseScope) async throws {
+        guard let tracker = sessions[scope]?.exportTracker else { return }
+        sessions[scope]?.exportTracker = nil
+        try await ended(tracker, recordingAt: .lastExport, "export finished")
+    }
+
+    /// Reports an import or export that ended, with its counts, and records when it succeeded.
+    private func ended(_ tracker: EventTracker, recordingAt key: MirrorStateKey, _ message: Logger.Message) async throws {
+        if tracker.failure == nil {
+            try await transaction { try $0.db.setMirrorState(key, encoding: Date()) }
+        }
+        events.send(tracker.ended())
+        logger.notice(
+            message,
+            metadata: [
+                "saved": "\(tracker.counts.saved)", "deleted": "\(tracker.counts.deleted)",
+                "conflicts": "\(tracker.counts.conflicts)", "failed": "\(tracker.counts.failed)",
+                "duration": "\(LogFormat.duration(seconds: Date().timeIntervalSince(tracker.startDate)))",
+            ])
+    }
+}
