@@ -4,6 +4,13 @@ import Foundation
 import Logging
 import Testing
 
+extension WriteContext {
+    /// Puts a note in `folder` (in none when nil), as the app moves a note between folders.
+    func move(note id: UUID, to folder: UUID?) throws {
+        try setRelated(entityName: "Note", id: id, relationship: "folder", to: folder.map { [$0] } ?? [])
+    }
+}
+
 extension TestDevice {
     /// A device of the Notes app: the shared `make` with `Schema.notes()` and a quiet logger.
     static func make(

@@ -155,7 +155,7 @@ struct MirroringConflictTests {
             try await b.sync()
             try await a.write { try $0.delete(Folder.self, id: folder.id) }  // cascades to "inside"
             try await b.write { context in
-                try context.setRelated(entityName: "Note", id: moved.id, relationship: "folder", to: [folder.id])
+                try context.move(note: moved.id, to: folder.id)
             }
             if bUploadsFirst {
                 try await b.sync()

@@ -277,7 +277,7 @@ struct ConvergenceRun {
             let folder = folders.isEmpty || random.next(upTo: 4) == 0 ? nil : folders[random.next(upTo: folders.count)]
             let previous = try await store.write(author: "app", contextName: device.name) { context -> String? in
                 let old = try context.fetchSnapshot(entityName: "Note", id: id)?.values["folder"]
-                try context.setRelated(entityName: "Note", id: id, relationship: "folder", to: folder.map { [$0] } ?? [])
+                try context.move(note: id, to: folder)
                 return old.map(Self.text)
             }
             wrote(PropertyKey(object: id, property: "folder"), folder?.uuidString ?? "-", replacing: previous, certain: true)

@@ -221,7 +221,7 @@ struct SharedConvergenceRun {
             let folder = folders[random.next(upTo: folders.count)]
             let previous = try await store.write(author: "app", contextName: device.name) { context -> String? in
                 let old = try context.fetchSnapshot(entityName: "Note", id: id)?.values["folder"]
-                try context.setRelated(entityName: "Note", id: id, relationship: "folder", to: [folder])
+                try context.move(note: id, to: folder)
                 return old.map(ConvergenceLedger.text)
             }
             ledger.wrote(PropertyKey(object: id, property: "folder"), folder.uuidString, replacing: previous)

@@ -245,17 +245,17 @@ struct MirroringSharingTests {
             let alice = shared.alice
             let diary = try #require(try alice.notes().first { $0.title == "Diary" })
             try await alice.write { context in
-                try context.setRelated(entityName: "Note", id: diary.id, relationship: "folder", to: [shared.folder.id])
+                try context.move(note: diary.id, to: shared.folder.id)
             }
             #expect(try alice.container.sharing(of: Note.self, id: diary.id).isShared)
             try await alice.write { context in
-                try context.setRelated(entityName: "Note", id: diary.id, relationship: "folder", to: [])
-                try context.setRelated(entityName: "Note", id: diary.id, relationship: "folder", to: [shared.folder.id])
+                try context.move(note: diary.id, to: nil)
+                try context.move(note: diary.id, to: shared.folder.id)
             }
             let privateFolder = Folder(title: "Private")
             try await alice.write { context in
                 try context.insert(privateFolder)
-                try context.setRelated(entityName: "Note", id: diary.id, relationship: "folder", to: [privateFolder.id])
+                try context.move(note: diary.id, to: privateFolder.id)
             }
             #expect(try alice.container.sharing(of: Note.self, id: diary.id).isShared == false, "back in the primary zone")
             try await alice.write { try $0.delete(Note.self, id: diary.id) }
@@ -293,7 +293,7 @@ struct MirroringSharingTests {
             }
             try await other.sync()
             try await alice.write { context in
-                try context.setRelated(entityName: "Note", id: draft.id, relationship: "folder", to: [shared.folder.id])
+                try context.move(note: draft.id, to: shared.folder.id)
             }
             try await alice.container.waitUntilSynced(timeout: .seconds(30))
             try await other.sync()
@@ -329,10 +329,10 @@ struct MirroringSharingTests {
             let other = try await TestDevice.make("alice-2", server: server.baseURL, token: "alice-token")
             try await other.sync()
             try await alice.write { context in
-                try context.setRelated(entityName: "Note", id: receipt.id, relationship: "folder", to: [shared.folder.id])
+                try context.move(note: receipt.id, to: shared.folder.id)
             }
             try await other.write { context in
-                try context.setRelated(entityName: "Note", id: receipt.id, relationship: "folder", to: [work.id])
+                try context.move(note: receipt.id, to: work.id)
             }
             try await other.sync()
             try await alice.container.waitUntilSynced(timeout: .seconds(30))
