@@ -340,7 +340,7 @@ struct ServerAssetsTests {
         do {
             try await client.createZone("Notes")
             let source = directory.url.appendingPathComponent("source")
-            FileManager.default.createFile(atPath: source.path, contents: nil)
+            _ = FileManager.default.createFile(atPath: source.path, contents: nil)
             let handle = try FileHandle(forWritingTo: source)
             var hasher = SHA256()
             for index in 0..<64 {

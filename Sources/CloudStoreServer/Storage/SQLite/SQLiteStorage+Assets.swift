@@ -136,24 +136,23 @@ extension SQLiteStorage {
 
     /// The receipts of a records/modify request that this container knows.
     func assetReceipts(_ db: Database, _ receipts: Set<String>, container: String) throws -> [String: AssetReceipt] {
+        guard !receipts.isEmpty else { return [:] }
         var found: [String: AssetReceipt] = [:]
-        for batch in Array(receipts).chunked(500) {
-            for row in try Row.fetchAll(
-                db,
+        for row in try Row.fetchAll(
+            db.cachedStatement(
                 sql: """
                     SELECT id, \(Self.assetBindingColumns), receipt, checksum, size, state, expires_at FROM cloudstore_asset
-                    WHERE receipt IN (\(Self.placeholders(batch.count)))
-                    """,
-                arguments: StatementArguments(batch))
-            {
-                let binding = try Self.binding(row, container: container)
-                let state: String = row["state"]
-                let receipt = AssetReceipt(
-                    receipt: row["receipt"], assetID: row["id"], zone: binding.zone, recordName: binding.record,
-                    fieldName: binding.field, caller: binding.caller, fileChecksum: row["checksum"], size: row["size"],
-                    expiresAt: Date(millisecondsSince1970: row["expires_at"]), isConsumed: state != AssetState.uploaded.rawValue)
-                found[receipt.receipt] = receipt
-            }
+                    WHERE receipt IN (SELECT value FROM json_each(?))
+                    """),
+            arguments: [try Self.jsonList(receipts)])
+        {
+            let binding = try Self.binding(row, container: container)
+            let state: String = row["state"]
+            let receipt = AssetReceipt(
+                receipt: row["receipt"], assetID: row["id"], zone: binding.zone, recordName: binding.record,
+                fieldName: binding.field, caller: binding.caller, fileChecksum: row["checksum"], size: row["size"],
+                expiresAt: Date(millisecondsSince1970: row["expires_at"]), isConsumed: state != AssetState.uploaded.rawValue)
+            found[receipt.receipt] = receipt
         }
         return found
     }
@@ -172,29 +171,30 @@ extension SQLiteStorage {
             zone.partition.scope.rawValue, zone.partition.owner, zone.zoneName,
         ]
         if let records {
-            sql += " AND record IN (\(Self.placeholders(records.count)))"
-            arguments += StatementArguments(records)
+            sql += " AND record IN (SELECT value FROM json_each(?))"
+            arguments += [try Self.jsonList(records)]
         }
         if !keeping.isEmpty {
-            sql += " AND id NOT IN (\(Self.placeholders(keeping.count)))"
-            arguments += StatementArguments(Array(keeping))
+            sql += " AND id NOT IN (SELECT value FROM json_each(?))"
+            arguments += [try Self.jsonList(keeping)]
         }
-        try db.execute(sql: sql, arguments: arguments)
+        try db.cachedStatement(sql: sql).execute(arguments: arguments)
     }
 
     /// Marks assets a record now references saved: never removable while it does.
     func saveAssets(_ db: Database, _ ids: Set<String>, of zone: ZoneAddress, record: String) throws {
         guard !ids.isEmpty else { return }
-        try db.execute(
+        try db.cachedStatement(
             sql: """
                 UPDATE cloudstore_asset SET state = 'saved', removable_at = NULL
                 WHERE environment = ? AND scope = ? AND owner = ? AND zone = ? AND record = ?
-                    AND id IN (\(Self.placeholders(ids.count)))
-                """,
+                    AND id IN (SELECT value FROM json_each(?))
+                """
+        ).execute(
             arguments: [
                 zone.partition.environment.rawValue, zone.partition.scope.rawValue, zone.partition.owner, zone.zoneName,
-                record,
-            ] + StatementArguments(Array(ids)))
+                record, try Self.jsonList(ids),
+            ])
     }
 
     func sweepAssets(containers: Set<String>, now: Date) async throws -> AssetSweep {

@@ -13,29 +13,28 @@ extension SQLiteStorage {
             deletedAt: deletedAt.map(Date.init(millisecondsSince1970:)))
     }
 
-    /// `?, ?, ?` for a list of bound values.
-    static func placeholders(_ count: Int) -> String {
-        Array(repeating: "?", count: count).joined(separator: ", ")
+    /// A list of values bound as one argument, read in SQL as `(SELECT value FROM json_each(?))`:
+    /// a statement's SQL stays the same whatever the list's length, so it is compiled once per
+    /// connection (GRDB's `cachedStatement`) and never meets SQLite's limit on parameters.
+    static func jsonList(_ values: some Sequence<String>) throws -> String {
+        String(decoding: try WireCoding.encode(Array(values)), as: UTF8.self)
     }
 
-    /// Rows by name (live and tombstones), in batches that stay below SQLite's parameter limit.
+    /// Rows by name (live and tombstones).
     func rows(_ db: Database, _ partitionID: Int64, _ zone: String, named names: some Collection<String>) throws
         -> [String: StoredRecord]
     {
+        guard !names.isEmpty else { return [:] }
+        let statement = try db.cachedStatement(
+            sql: """
+                SELECT \(Self.recordColumns) FROM cloudstore_record
+                WHERE partition_id = ? AND zone = ? AND name IN (SELECT value FROM json_each(?))
+                """)
         var rows: [String: StoredRecord] = [:]
-        for batch in Array(names).chunked(500) {
-            let arguments: StatementArguments = [partitionID, zone] + StatementArguments(batch)
-            for row in try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT \(Self.recordColumns) FROM cloudstore_record
-                    WHERE partition_id = ? AND zone = ? AND name IN (\(Self.placeholders(batch.count)))
-                    """,
-                arguments: arguments)
-            {
-                let record = try Self.record(row)
-                rows[record.name] = record
-            }
+        let cursor = try Row.fetchCursor(statement, arguments: [partitionID, zone, try Self.jsonList(names)])
+        while let row = try cursor.next() {
+            let record = try Self.record(row)
+            rows[record.name] = record
         }
         return rows
     }
@@ -44,24 +43,18 @@ extension SQLiteStorage {
     func deleteSelfReferrers(_ db: Database, _ partitionID: Int64, _ zone: String, of targets: [String]) throws
         -> [(target: String, source: String)]
     {
-        var pairs: [(String, String)] = []
-        for batch in targets.chunked(500) {
-            let arguments: StatementArguments = [partitionID, zone] + StatementArguments(batch)
-            for row in try Row.fetchAll(
-                db,
+        guard !targets.isEmpty else { return [] }
+        return try Row.fetchAll(
+            db.cachedStatement(
                 sql: """
                     SELECT reference.target, reference.source FROM cloudstore_reference AS reference
                     JOIN cloudstore_record AS record ON record.partition_id = reference.partition_id
                         AND record.zone = reference.zone AND record.name = reference.source AND record.deleted = 0
                     WHERE reference.partition_id = ? AND reference.zone = ?
-                        AND reference.target IN (\(Self.placeholders(batch.count)))
-                    """,
-                arguments: arguments)
-            {
-                pairs.append((row["target"], row["source"]))
-            }
-        }
-        return pairs
+                        AND reference.target IN (SELECT value FROM json_each(?))
+                    """),
+            arguments: [partitionID, zone, try Self.jsonList(targets)]
+        ).map { row in (row["target"], row["source"]) }
     }
 
     func modifyRecords<Decision: Sendable>(
@@ -95,12 +88,12 @@ extension SQLiteStorage {
                 try self.releaseAssets(db, of: zone, records: [write.name], keeping: write.assetIDs, after: write.assetRelease)
                 try self.saveAssets(db, write.assetIDs, of: zone, record: write.name)
             }
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     INSERT INTO cloudstore_zone (partition_id, name, seq, db_seq) VALUES (?, ?, ?, ?)
                     ON CONFLICT (partition_id, name) DO UPDATE SET seq = excluded.seq, db_seq = excluded.db_seq
-                    """,
-                arguments: [id, zone.zoneName, stored.seq, dbSeq])
+                    """
+            ).execute(arguments: [id, zone.zoneName, stored.seq, dbSeq])
             if let schema = plan.schema {
                 try Self.storeSchema(db, schema, zone.partition.environment)
             }
@@ -115,28 +108,28 @@ extension SQLiteStorage {
     private func apply(_ write: RecordWrite, seq: Int64, _ db: Database, _ id: Int64, _ zone: String) throws
         -> StoredRecord
     {
-        try db.execute(
-            sql: "DELETE FROM cloudstore_reference WHERE partition_id = ? AND zone = ? AND source = ?",
-            arguments: [id, zone, write.name])
+        try db.cachedStatement(sql: "DELETE FROM cloudstore_reference WHERE partition_id = ? AND zone = ? AND source = ?")
+            .execute(arguments: [id, zone, write.name])
         let record: StoredRecord
         switch write.change {
         case .save(let content, _, let targets):
             record = StoredRecord(name: write.name, type: write.type, seq: seq, content: content, deletedAt: nil)
+            let insertReference = try db.cachedStatement(
+                sql: "INSERT INTO cloudstore_reference (partition_id, zone, source, target) VALUES (?, ?, ?, ?)")
             for target in targets {
-                try db.execute(
-                    sql: "INSERT INTO cloudstore_reference (partition_id, zone, source, target) VALUES (?, ?, ?, ?)",
-                    arguments: [id, zone, write.name, target])
+                try insertReference.execute(arguments: [id, zone, write.name, target])
             }
         case .delete:
             record = StoredRecord(name: write.name, type: write.type, seq: seq, content: nil, deletedAt: write.time)
         }
-        try db.execute(
+        try db.cachedStatement(
             sql: """
                 INSERT INTO cloudstore_record (partition_id, zone, name, type, seq, deleted, deleted_at, content)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (partition_id, zone, name) DO UPDATE SET type = excluded.type, seq = excluded.seq,
                     deleted = excluded.deleted, deleted_at = excluded.deleted_at, content = excluded.content
-                """,
+                """
+        ).execute(
             arguments: [
                 id, zone, write.name, write.type, seq, record.isDeleted,
                 record.deletedAt?.millisecondsSince1970, record.content?.json,
@@ -193,12 +186,13 @@ extension SQLiteStorage {
             var sql = "SELECT \(Self.recordColumns) FROM cloudstore_record WHERE partition_id = ? AND zone = ? AND seq > ?"
             var arguments: StatementArguments = [id, zone.zoneName, seq]
             if let recordTypes {
-                sql += " AND type IN (\(Self.placeholders(recordTypes.count)))"
-                arguments += StatementArguments(recordTypes)
+                sql += " AND type IN (SELECT value FROM json_each(?))"
+                arguments += [try Self.jsonList(recordTypes)]
             }
             sql += " ORDER BY seq LIMIT ?"
             arguments += [limit + 1]
-            return ZoneChangesPage(zone: stored, records: try Row.fetchAll(db, sql: sql, arguments: arguments).map(Self.record))
+            return ZoneChangesPage(
+                zone: stored, records: try Row.fetchAll(db.cachedStatement(sql: sql), arguments: arguments).map(Self.record))
         }
     }
 

@@ -44,8 +44,8 @@ extension SQLiteStorage {
     func loadShare(_ db: Database, _ partitionID: Int64, _ zone: ZoneAddress) throws -> StoredShare? {
         guard zone.partition.scope == .private,
             let row = try Row.fetchOne(
-                db,
-                sql: "SELECT short_guid, owner_participant_id, public_permission FROM cloudstore_share WHERE partition_id = ? AND zone = ?",
+                db.cachedStatement(
+                    sql: "SELECT short_guid, owner_participant_id, public_permission FROM cloudstore_share WHERE partition_id = ? AND zone = ?"),
                 arguments: [partitionID, zone.zoneName])
         else { return nil }
         guard let permission = SharePermission(rawValue: row["public_permission"]) else {

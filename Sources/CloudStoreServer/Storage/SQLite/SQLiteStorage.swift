@@ -157,23 +157,24 @@ final class SQLiteStorage: ServerStorage {
     /// The partition's row ID, or nil when nothing was ever written to it.
     func partitionID(_ db: Database, _ partition: DatabasePartition) throws -> Int64? {
         try Int64.fetchOne(
-            db, sql: "SELECT id FROM cloudstore_partition WHERE environment = ? AND scope = ? AND owner = ?",
+            db.cachedStatement(sql: "SELECT id FROM cloudstore_partition WHERE environment = ? AND scope = ? AND owner = ?"),
             arguments: [partition.environment.rawValue, partition.scope.rawValue, partition.owner])
     }
 
     /// The partition's row ID, creating the row.
     func ensurePartition(_ db: Database, _ partition: DatabasePartition) throws -> Int64 {
-        try db.execute(
-            sql: "INSERT INTO cloudstore_partition (environment, scope, owner) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-            arguments: [partition.environment.rawValue, partition.scope.rawValue, partition.owner])
+        try db.cachedStatement(
+            sql: "INSERT INTO cloudstore_partition (environment, scope, owner) VALUES (?, ?, ?) ON CONFLICT DO NOTHING"
+        ).execute(arguments: [partition.environment.rawValue, partition.scope.rawValue, partition.owner])
         guard let id = try partitionID(db, partition) else { throw DatabaseError(message: "partition row vanished") }
         return id
     }
 
     /// Raises the partition's database sequence and answers the new value.
     func bumpDatabaseSeq(_ db: Database, _ partitionID: Int64) throws -> Int64 {
-        try db.execute(sql: "UPDATE cloudstore_partition SET db_seq = db_seq + 1 WHERE id = ?", arguments: [partitionID])
-        return try Int64.fetchOne(db, sql: "SELECT db_seq FROM cloudstore_partition WHERE id = ?", arguments: [partitionID])
+        try db.cachedStatement(sql: "UPDATE cloudstore_partition SET db_seq = db_seq + 1 WHERE id = ?")
+            .execute(arguments: [partitionID])
+        return try Int64.fetchOne(db.cachedStatement(sql: "SELECT db_seq FROM cloudstore_partition WHERE id = ?"), arguments: [partitionID])
             ?? 0
     }
 
@@ -188,7 +189,7 @@ final class SQLiteStorage: ServerStorage {
     /// A zone's row, live or deleted.
     func zoneRow(_ db: Database, _ partitionID: Int64, _ name: String) throws -> StoredZone? {
         try Row.fetchOne(
-            db, sql: "SELECT \(Self.zoneColumns) FROM cloudstore_zone WHERE partition_id = ? AND name = ?",
+            db.cachedStatement(sql: "SELECT \(Self.zoneColumns) FROM cloudstore_zone WHERE partition_id = ? AND name = ?"),
             arguments: [partitionID, name]
         ).map(Self.zone)
     }
@@ -296,7 +297,7 @@ final class SQLiteStorage: ServerStorage {
     static func schema(_ db: Database, _ environment: CloudEnvironment) throws -> CloudSchema {
         guard
             let row = try Row.fetchOne(
-                db, sql: "SELECT version, content FROM cloudstore_schema WHERE environment = ?",
+                db.cachedStatement(sql: "SELECT version, content FROM cloudstore_schema WHERE environment = ?"),
                 arguments: [environment.rawValue])
         else { return .empty }
         var schema = try WireCoding.decode(CloudSchema.self, from: Data((row["content"] as String).utf8))
