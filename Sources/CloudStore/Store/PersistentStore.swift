@@ -103,7 +103,7 @@ public final class PersistentStore: Sendable {
         monitor.committed(try currentTransactionNumber())
         if !isReadOnly, let files = layout.externalData, FileManager.default.fileExists(atPath: files.directory.path) {
             // Files a crash left behind: written for a unit of work that never committed.
-            try? pool.writeWithoutTransaction { db in removeUnreferencedExternalData(db) }
+            pool.writeWithoutTransaction { db in removeUnreferencedExternalData(db) }
         }
         logger.notice(
             isReadOnly ? "store opened for inspection" : "store opened",
