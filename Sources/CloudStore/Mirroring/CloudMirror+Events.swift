@@ -233,7 +233,7 @@ extension CloudMirror {
             let key = transaction.key(zone)
             for name in try transaction.db.settledRecordNames(in: key, where: { !seen.contains($0) }) {
                 // Removing one object can remove or change others' rows (links), so each is read afresh.
-                guard let row = try transaction.db.recordMetadata(name), row.zone == key, row.isOnServer, row.pendingUpload == nil else {
+                guard let row = try transaction.db.recordMetadata(name), row.zone == key, row.isOnServer, !row.hasPendingUpload else {
                     continue
                 }
                 try transaction.removeLocalCopy(of: row)

@@ -140,6 +140,13 @@ struct ConflictResolution {
     func acknowledgedUpload(
         _ fields: Fields, sent: [String: AttributeValue], stillPending: [String: Date], of object: Object
     ) -> FieldOutcome {
+        guard !stillPending.isEmpty else {
+            // Nothing changed here since: every key takes the server's value (what the merge below
+            // gives when no key changed locally), the common acknowledgement, without merging.
+            var merged = fields.server
+            for key in fields.local.keys where merged[key] == nil { merged[key] = .null }
+            return FieldOutcome(merged: merged, keysToUpload: [], conflicts: [])
+        }
         var believed = fields
         believed.ancestor = (fields.ancestor ?? [:]).merging(sent) { _, sent in sent }
         believed.localChanges = stillPending

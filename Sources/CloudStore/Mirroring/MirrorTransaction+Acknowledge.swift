@@ -94,11 +94,21 @@ extension MirrorTransaction {
             row.setAncestor(ancestor.map { $0.merging(serverValues) { _, new in new } } ?? serverValues)
         }
         if let edited = saved.fields[EditTimes.field] { try row.setUnknownField(EditTimes.field, edited) }
-        // Deleted here after the upload was sent: the pending delete goes up next.
-        if case .save(_, let changes)? = row.pendingUpload, let snapshot = try context.fetchSnapshot(entityName: entity.name, id: id) {
+        // What changed here after the upload was sent. Unchanged since: the pending upload is the
+        // save that was sent (a later change stamps a new revision), not decoded. Deleted here
+        // since (nil): the pending delete goes up next.
+        let changedSinceSent: [String: Date]?
+        if unchangedSinceSent {
+            changedSinceSent = [:]
+        } else if case .save(_, let changes)? = try row.pendingUpload {
+            changedSinceSent = changes
+        } else {
+            changedSinceSent = nil
+        }
+        if let changedSinceSent, let snapshot = try context.fetchSnapshot(entityName: entity.name, id: id) {
             let local = recordValues(snapshot, entity)
             let recordKeys = entity.recordKeys
-            let stillPending = unchangedSinceSent ? [:] : changes.filter { recordKeys.contains($0.key) }
+            let stillPending = changedSinceSent.filter { recordKeys.contains($0.key) }
             let outcome = resolution.acknowledgedUpload(
                 ConflictResolution.Fields(
                     local: local, localChanges: [:], ancestor: ancestor, server: serverValues,
@@ -132,7 +142,7 @@ extension MirrorTransaction {
             return
         }
         guard var row = try db.recordMetadata(recordID.recordName), row.zone == zone else { return }
-        guard row.pendingUpload == .delete else {
+        guard try row.pendingUpload == .delete else {
             // Re-created here after the delete was sent: upload it whole as a new record.
             row.forgetServerVersion()
             try save(row)
@@ -167,7 +177,7 @@ extension MirrorTransaction {
             if row.link != nil {
                 // Both devices added the same link: it is on the server, which is all that matters.
                 row.serverHas(server.recordChangeTag)
-                if row.pendingUpload != .delete { try setPendingUpload(nil, of: &row) }
+                if try row.pendingUpload != .delete { try setPendingUpload(nil, of: &row) }
                 try save(row)
                 counts.saved += 1
                 return .handled
@@ -198,12 +208,12 @@ extension MirrorTransaction {
             try row.ancestor, server: serverValues, writtenBy: server.modified?.deviceID,
             createdBy: server.created?.deviceID, thisDevice: deviceID, versionKnown: versionKnown)
         row.setAncestor(serverValues)
-        guard case .save? = row.pendingUpload, let local = try context.fetchSnapshot(entityName: entity.name, id: id) else {
+        guard case .save? = try row.pendingUpload, let local = try context.fetchSnapshot(entityName: entity.name, id: id) else {
             // Deleted here meanwhile: the pending delete goes up with the new tag.
             return
         }
         let recordKeys = entity.recordKeys
-        let localChanges = row.pendingUpload?.changeDates.filter { recordKeys.contains($0.key) } ?? [:]
+        let localChanges = try row.pendingUpload?.changeDates.filter { recordKeys.contains($0.key) } ?? [:]
         let outcome = resolution.editAgainstEdit(
             ConflictResolution.Fields(
                 local: recordValues(local, entity), localChanges: localChanges, ancestor: ancestor, server: serverValues,
@@ -225,7 +235,7 @@ extension MirrorTransaction {
             try forget(row.recordName)
             return
         }
-        if case .save(true, _)? = row.pendingUpload, row.isOnServer {
+        if case .save(true, _)? = try row.pendingUpload, row.isOnServer {
             // A whole upload over a version this device had: the object moved back into this zone
             // (or was deleted and inserted again here) while another device's move deleted the copy
             // it had left here. It is created here again, whole. A tombstone does not say why the
@@ -237,7 +247,7 @@ extension MirrorTransaction {
         }
         let local = try context.fetchSnapshot(entityName: entity.name, id: id)
         let recordKeys = entity.recordKeys
-        let pendingKeys = Set(row.pendingUpload?.changeDates.keys.filter { recordKeys.contains($0) } ?? [])
+        let pendingKeys = try Set(row.pendingUpload?.changeDates.keys.filter { recordKeys.contains($0) } ?? [])
         let (winner, conflicts) = resolution.editAgainstDeletion(
             of: ConflictResolution.Object(entityName: entity.name, id: id), pendingKeys: pendingKeys,
             local: local.map { recordValues($0, entity) })

@@ -73,7 +73,7 @@ extension MirrorTransaction {
         try adoptAssetFiles(of: record, entity)
         let id = content.snapshot.id
         let serverValues = recordValues(content.snapshot, entity)
-        switch row.pendingUpload {
+        switch try row.pendingUpload {
         case .save?:
             if try context.exists(entityName: entity.name, id: id) {
                 try merge(record, into: &row)
@@ -129,7 +129,7 @@ extension MirrorTransaction {
             RecordMetadata(recordName: record.recordName, entityName: LinkRecords.recordType, link: ends)
         }) else { return }
         row.serverHas(record.recordChangeTag)
-        if row.pendingUpload == .delete {
+        if try row.pendingUpload == .delete {
             let (winner, conflicts) = resolution.linkDeletionAgainstSave(link(ends, entity, relationship))
             try log(conflicts)
             if winner == .local {
@@ -156,7 +156,7 @@ extension MirrorTransaction {
         if let row, row.zone != zone { return }
         try db.execute(sql: "DELETE FROM cloudstore_mirror_foreign_record WHERE record_name = ?", arguments: [name])
         if let ends = row?.link ?? (recordType == LinkRecords.recordType ? LinkRecords.ends(recordName: name) : nil) {
-            if var row, case .save? = row.pendingUpload, let (entity, relationship) = LinkRecords.canonical(ends.relationship, in: schema) {
+            if var row, case .save? = try row.pendingUpload, let (entity, relationship) = LinkRecords.canonical(ends.relationship, in: schema) {
                 let (winner, conflicts) = resolution.linkAgainstDeletion(link(ends, entity, relationship))
                 try log(conflicts)
                 if winner == .local {
@@ -185,7 +185,7 @@ extension MirrorTransaction {
             }
             return
         }
-        if case .save? = row.pendingUpload {
+        if case .save? = try row.pendingUpload {
             try applyServerDeletion(of: &row)
             return
         }
@@ -224,7 +224,7 @@ extension MirrorTransaction {
         for waiting in try db.takeUnresolvedReferences(to: id) where try context.exists(entityName: waiting.entity, id: waiting.id) {
             try context.update(EntitySnapshot(entityName: waiting.entity, id: waiting.id, values: [waiting.relationship: .uuid(id)]))
         }
-        for link in try db.linkMetadata(of: id) where link.pendingUpload != .delete {
+        for link in try db.linkMetadata(of: id) where try link.pendingUpload != .delete {
             if let ends = link.link { try applyLocally(ends) }
         }
     }

@@ -192,7 +192,7 @@ extension MirrorTransaction {
         }
         // The object comes back in the zone it left, with the other device's values; a copy this
         // device uploaded to its new zone since is deleted there.
-        if let row, row.pendingUpload == .delete, row.mayBeOnServer {
+        if let row, try row.pendingUpload == .delete, row.mayBeOnServer {
             try db.addMovedRecord(
                 MovedRecord(
                     recordName: row.recordName, zone: row.zone, changeTag: row.changeTag, ancestor: try row.encodedAncestor(),
@@ -236,7 +236,7 @@ extension MirrorTransaction {
         let localValues = recordValues(local, entity)
         // What this device changed since that version: its own edits, not the move.
         var localChanges: [String: Date] = [:]
-        let edited = row.pendingUpload?.changeDates ?? [:]
+        let edited = try row.pendingUpload?.changeDates ?? [:]
         for key in entity.recordKeys where (localValues[key] ?? .null) != (ancestor?[key] ?? .null) {
             localChanges[key] = edited[key] ?? now
         }
@@ -252,9 +252,9 @@ extension MirrorTransaction {
         guard !taken.isEmpty else { return }
         try apply(outcome.merged, to: entity, id: id)
         // The other device's values go to the object's new zone too.
-        var keys = row.pendingUpload?.changeDates ?? [:]
+        var keys = try row.pendingUpload?.changeDates ?? [:]
         var full = false
-        if case .save(let isFull, _)? = row.pendingUpload { full = isFull }
+        if case .save(let isFull, _)? = try row.pendingUpload { full = isFull }
         for key in taken.keys { keys[key] = now }
         try setPendingUpload(.save(full: full || !row.mayBeOnServer, keys: keys), of: &row)
         try save(row)
@@ -284,7 +284,7 @@ extension MirrorTransaction {
         for row in rows where row.link == nil {
             guard let id = UUID(uuidString: row.recordName), let entity = schema.entity(named: row.entityName) else { continue }
             let local = try context.fetchSnapshot(entityName: entity.name, id: id)
-            if let pending = row.pendingUpload, pending != .delete {
+            if let pending = try row.pendingUpload, pending != .delete {
                 lost += resolution.accessEnded(
                     of: ConflictResolution.Object(entityName: entity.name, id: id), pending: pending,
                     recordKeys: entity.recordKeys, local: local.map { recordValues($0, entity) })

@@ -43,11 +43,13 @@ extension MirrorTransaction {
         var prepared = try prepareShareUploads(scope: scope, skipping: skipping)
         var rows: [PreparedUpload] = []
         var revisions: [Int64] = []
-        for var metadata in try db.pendingUploads(limit: limit, skipping: holding, scope: scope) {
+        let pending = try db.pendingUploads(limit: limit, scope: scope) { name, zone in
+            holding.contains(name) || skipping.contains(RecordID(recordName: name, zoneID: zoneID(zone)))
+        }
+        for var metadata in pending {
             let recordID = recordID(metadata)
-            if skipping.contains(recordID) { continue }
             let upload: PreparedUpload
-            switch metadata.pendingUpload {
+            switch try metadata.pendingUpload {
             case .delete?:
                 upload = PreparedUpload(
                     change: .deleteRecord(recordID), record: nil,
@@ -112,7 +114,7 @@ extension MirrorTransaction {
     /// The record to upload for a pending save, and the values it carries; nil when the object
     /// does not exist.
     private func recordToUpload(_ metadata: RecordMetadata) throws -> (Record, [String: AttributeValue])? {
-        guard case .save? = metadata.pendingUpload, let pending = metadata.pendingUpload else { return nil }
+        guard let pending = try metadata.pendingUpload, case .save = pending else { return nil }
         var record: Record
         var values: [String: AttributeValue] = [:]
         let recordZone = zoneID(metadata.zone)

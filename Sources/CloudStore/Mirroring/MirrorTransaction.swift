@@ -72,12 +72,12 @@ final class MirrorTransaction {
     /// Stores a record's metadata.
     func save(_ metadata: RecordMetadata) throws {
         try db.save(metadata)
-        if metadata.pendingUpload != nil && metadata.refusal == nil { hasPendingUploads = true }
+        if metadata.hasPendingUpload && metadata.refusal == nil { hasPendingUploads = true }
     }
 
     /// Sets what a record has pending, stamped with this transaction's upload revision.
     func setPendingUpload(_ upload: PendingUpload?, of metadata: inout RecordMetadata) throws {
-        guard upload != metadata.pendingUpload else { return }
+        guard try upload != metadata.pendingUpload else { return }
         try metadata.setPendingUpload(upload) { try uploadRevision() }
     }
 

@@ -142,7 +142,7 @@ struct PendingUploadRecording {
             local = .delete
             try stopSharingIfRoot(object, in: metadata.zone)
             try db.removeUnresolvedReferences(of: entity.name, id: change.objectID)
-            for var link in try db.linkMetadata(of: change.objectID) where link.pendingUpload != .delete {
+            for var link in try db.linkMetadata(of: change.objectID) where try link.pendingUpload != .delete {
                 try add(.delete, to: &link)
             }
         }
@@ -228,7 +228,7 @@ struct PendingUploadRecording {
     /// Adds one local change to a record's pending upload and stores the metadata (or forgets a
     /// record that never left the device and has nothing left to upload).
     private mutating func add(_ change: PendingUpload.Change, to metadata: inout RecordMetadata) throws {
-        let upload = PendingUpload.adding(
+        let upload = try PendingUpload.adding(
             change, at: date, to: metadata.pendingUpload, mayBeOnServer: metadata.mayBeOnServer)
         let revision = try nextRevision()
         metadata.setPendingUpload(upload) { revision }
@@ -258,7 +258,7 @@ struct PendingUploadRecording {
         let current =
             exists ? Set(try context.relatedIDs(entityName: entity.name, id: links.id, relationship: links.relationship)) : []
         var mirrored: [UUID: RecordMetadata] = [:]
-        for row in try db.linkMetadata(of: links.id) where row.pendingUpload != .delete {
+        for row in try db.linkMetadata(of: links.id) where try row.pendingUpload != .delete {
             guard let ends = row.link, ends.relationship == links.side.key else { continue }
             if links.side.isCanonical, ends.source == links.id { mirrored[ends.target] = row }
             if !links.side.isCanonical, ends.target == links.id { mirrored[ends.source] = row }

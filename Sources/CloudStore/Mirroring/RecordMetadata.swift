@@ -40,8 +40,14 @@ struct RecordMetadata: Sendable {
     fileprivate var storedAncestor: MetadataJSON<[String: AttributeValue]>?
     /// Nil when there are none.
     fileprivate var storedUnknownFields: MetadataJSON<[String: FieldValue]>?
-    /// What this device still has to upload; nil when nothing.
-    private(set) var pendingUpload: PendingUpload?
+    /// What this device still has to upload; nil when nothing. Decoded when read
+    /// (``setPendingUpload(_:revision:)`` sets it).
+    var pendingUpload: PendingUpload? {
+        get throws { try storedPendingUpload?.value }
+    }
+    /// Whether something is pending, without decoding what.
+    var hasPendingUpload: Bool { storedPendingUpload != nil }
+    fileprivate var storedPendingUpload: MetadataJSON<PendingUpload>?
     /// The upload revision (a store-wide counter, one per transaction) that last changed
     /// ``pendingUpload``: uploads go in this order, and an acknowledgement clears the pending
     /// upload only if it is still the revision that was sent.
@@ -88,7 +94,7 @@ struct RecordMetadata: Sendable {
 
     /// Sets what is pending, stamped with `revision` (taken only when something is pending).
     mutating func setPendingUpload(_ upload: PendingUpload?, revision: () throws -> Int64) rethrows {
-        pendingUpload = upload
+        storedPendingUpload = upload.map(MetadataJSON.init)
         uploadRevision = upload == nil ? nil : try revision()
     }
 
@@ -139,17 +145,26 @@ extension Database {
     }
 
     /// The next pending uploads to send through the database of `scope`, in upload order, leaving
-    /// out refused ones and `skipping`.
-    func pendingUploads(limit: Int, skipping: Set<String>, scope: DatabaseScope = .private) throws -> [RecordMetadata] {
-        let rows = try Row.fetchAll(
+    /// out refused ones and those `skip` names (by record name and zone, asked before the rest of
+    /// the row is decoded). Rows are read one by one until `limit` are taken, so what is skipped
+    /// (a batch in flight, say) never crowds out what comes after it.
+    func pendingUploads(
+        limit: Int, scope: DatabaseScope = .private, skipping skip: (_ recordName: String, _ zone: MirrorZone.Key) -> Bool
+    ) throws -> [RecordMetadata] {
+        let rows = try Row.fetchCursor(
             cachedStatement(
                 sql: """
                     SELECT \(RecordMetadata.columns) FROM cloudstore_record_metadata
                     WHERE pending_upload IS NOT NULL AND refusal IS NULL AND (zone_owner IS NULL) = ?
-                    ORDER BY upload_revision, record_name LIMIT ?
+                    ORDER BY upload_revision, record_name
                     """),
-            arguments: [scope != .shared, limit + skipping.count])
-        return try rows.lazy.map(RecordMetadata.init(row:)).filter { !skipping.contains($0.recordName) }.prefix(limit).map { $0 }
+            arguments: [scope != .shared])
+        var uploads: [RecordMetadata] = []
+        while uploads.count < limit, let row = try rows.next() {
+            if skip(row[0], MirrorZone.Key(name: row[12], owner: row[13])) { continue }
+            uploads.append(try RecordMetadata(row: row))
+        }
+        return uploads
     }
 
     /// The records whose create was handed to the sync engine and never answered (possibly on the
@@ -240,7 +255,7 @@ extension Database {
             arguments: [
                 metadata.recordName, metadata.entityName, metadata.changeTag, metadata.mayBeOnServer,
                 try metadata.storedAncestor?.encoded(), try metadata.storedUnknownFields?.encoded(),
-                try metadata.pendingUpload.map { try MirrorMetadata.encode($0) }, metadata.uploadRevision,
+                try metadata.storedPendingUpload?.encoded(), metadata.uploadRevision,
                 try metadata.refusal.map { try MirrorMetadata.encode($0) },
                 metadata.link?.relationship, metadata.link?.source.uuidString, metadata.link?.target.uuidString,
                 metadata.zone.name, metadata.zone.owner,
@@ -280,7 +295,8 @@ extension RecordMetadata {
         refusal, link_relationship, link_source, link_target, zone_name, zone_owner
         """
 
-    /// A row of ``columns``, read by position. The ancestor and unknown fields stay JSON until read.
+    /// A row of ``columns``, read by position. The ancestor, unknown fields and pending upload stay
+    /// JSON until read.
     init(row: Row) throws {
         recordName = row[0]
         entityName = row[1]
@@ -288,7 +304,7 @@ extension RecordMetadata {
         mayBeOnServer = row[3]
         storedAncestor = (row[4] as Data?).map(MetadataJSON.init(encoded:))
         storedUnknownFields = (row[5] as Data?).map(MetadataJSON.init(encoded:))
-        pendingUpload = try (row[6] as Data?).map { try MirrorMetadata.decode(PendingUpload.self, $0) }
+        storedPendingUpload = (row[6] as Data?).map(MetadataJSON.init(encoded:))
         uploadRevision = row[7]
         refusal = try (row[8] as Data?).map { try MirrorMetadata.decode(ServerError.self, $0) }
         if let relationship = row[9] as String?,

@@ -89,7 +89,7 @@ struct ZoneMove {
             moved = true
         }
         for name in links.sorted() {
-            guard var link = try db.recordMetadata(name), let ends = link.link, link.pendingUpload != .delete else { continue }
+            guard var link = try db.recordMetadata(name), let ends = link.link, try link.pendingUpload != .delete else { continue }
             let target = try db.linkZone(ends)
             guard link.zone != target else { continue }
             try moveRecord(&link, to: target, keys: [])
@@ -121,7 +121,7 @@ struct ZoneMove {
         row.refusal = nil
         // The whole record goes to its new zone; a move is not an edit, so the values changed here
         // and not yet uploaded keep the time they were changed (merges compare those times).
-        let changed = row.pendingUpload?.changeDates ?? [:]
+        let changed = try row.pendingUpload?.changeDates ?? [:]
         row.setPendingUpload(.save(full: true, keys: Dictionary(uniqueKeysWithValues: keys.map { ($0, changed[$0] ?? date) }))) {
             revision
         }

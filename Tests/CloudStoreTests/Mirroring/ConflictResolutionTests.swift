@@ -110,6 +110,22 @@ struct ConflictResolutionTests {
         #expect(outcome.conflicts.isEmpty)
     }
 
+    /// With nothing changed here since sending, the acknowledgement skips the merge: its outcome
+    /// is still the merge's (every key the server's, a key only this device has cleared), under
+    /// every policy.
+    @Test func acknowledgedUpload_withNothingPending_isTheMergeWithNoLocalChange() {
+        let fields = ConflictResolution.Fields(
+            local: ["title": "mine", "body": "old", "color": "red"], localChanges: [:], ancestor: ["title": "old"],
+            server: ["title": "mine", "body": "theirs"])
+        for policy in [ConflictPolicy.serverWins, .localWins, .lastWriterWins] {
+            let outcome = resolution(policy).acknowledgedUpload(fields, sent: ["title": "mine"], stillPending: [:], of: note)
+            var believed = fields
+            believed.ancestor = ["title": "mine"]
+            #expect(outcome == resolution(policy).editAgainstEdit(believed, of: note))
+            #expect(outcome.merged == ["title": "mine", "body": "theirs", "color": .null])
+        }
+    }
+
     /// A retry found this device's first attempt applied and another device's later edit of
     /// another field: the acknowledgement brings that edit here instead of hiding it.
     @Test func acknowledgedUpload_takesAnotherDevicesEditOfAnotherField() {

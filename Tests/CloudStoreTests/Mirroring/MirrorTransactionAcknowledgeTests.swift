@@ -49,6 +49,22 @@ struct MirrorTransactionAcknowledgeTests {
         await a.close()
     }
 
+    /// The engine asks for the next batch while one is in flight, skipping the records in it: the
+    /// batch it gets is the uploads after them, not nothing (which left every bulk upload waiting
+    /// for each acknowledgement before preparing the next batch).
+    @Test func theBatchPreparedWhileOneIsInFlight_isTheNextUploads() async throws {
+        let a = try await TestDevice.make("A", server: nil)
+        try await a.write { context in for index in 0..<5 { try context.insert(Note(title: "n\(index)")) } }
+        let first = try await transaction(a.store) { try $0.prepareUploads(limit: 2, skipping: []) }
+        let inFlight = Set(first.map(\.change.recordID))
+        let next = try await transaction(a.store) { try $0.prepareUploads(limit: 2, skipping: inFlight) }
+        let rest = try await transaction(a.store) { try $0.prepareUploads(limit: 10, skipping: inFlight) }
+        #expect(first.count == 2 && next.count == 2 && rest.count == 3)
+        #expect(inFlight.isDisjoint(with: next.map(\.change.recordID)))
+        #expect(next.map(\.change.recordID) == Array(rest.map(\.change.recordID).prefix(2)), "in upload order")
+        await a.close()
+    }
+
     /// An edit saved while the upload was in flight stays pending; an acknowledgement of the
     /// revision that was sent clears the pending upload.
     @Test func onlyTheRevisionThatWasSentIsCleared() async throws {
