@@ -7,6 +7,17 @@ import Testing
 /// The decisions of records/modify, driven directly without HTTP or storage.
 @Suite("RecordsModifier")
 struct RecordsModifierTests {
+    /// A record name may not hold control characters: the check compares scalar values, and
+    /// refuses exactly the scalars Unicode puts in the general category Cc.
+    @Test func recordNames_refuseExactlyTheControlCharacters() {
+        for value in UInt32(0)...0x2FFFF {
+            guard let scalar = Unicode.Scalar(value) else { continue }
+            let isControl = scalar.properties.generalCategory == .control
+            #expect((RecordRules.recordNameProblem("N\(Character(scalar))") != nil) == isControl, "U+\(String(value, radix: 16))")
+        }
+        #expect(RecordRules.recordNameProblem("N-1 é\u{2028}") == nil)
+    }
+
     let zone = DatabasePartition(container: "c", environment: .development, scope: .private, owner: "_u1").zone("Notes")
     let stamp = Record.Stamp(timestamp: Date(timeIntervalSince1970: 1_800_000_000), userRecordName: "_u1", deviceID: "d")
 

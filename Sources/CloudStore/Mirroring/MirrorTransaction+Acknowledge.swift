@@ -112,7 +112,9 @@ extension MirrorTransaction {
             let outcome = resolution.acknowledgedUpload(
                 ConflictResolution.Fields(
                     local: local, localChanges: [:], ancestor: ancestor, server: serverValues,
-                    serverChanges: EditTimes.parse(saved.fields[EditTimes.field]), serverModified: saved.modified?.timestamp),
+                    // Edit times only tell conflicts apart, and with nothing still pending there are none.
+                    serverChanges: stillPending.isEmpty ? [:] : EditTimes.parse(saved.fields[EditTimes.field]),
+                    serverModified: saved.modified?.timestamp),
                 sent: sent?.values ?? serverValues, stillPending: stillPending,
                 of: ConflictResolution.Object(entityName: entity.name, id: id))
             if outcome.merged.contains(where: { (local[$0.key] ?? .null) != $0.value }) {

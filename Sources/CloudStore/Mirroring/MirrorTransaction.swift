@@ -77,7 +77,8 @@ final class MirrorTransaction {
 
     /// Sets what a record has pending, stamped with this transaction's upload revision.
     func setPendingUpload(_ upload: PendingUpload?, of metadata: inout RecordMetadata) throws {
-        guard try upload != metadata.pendingUpload else { return }
+        // Clearing needs no look at what was pending (it stays JSON, undecoded).
+        guard upload == nil ? metadata.hasPendingUpload : try upload != metadata.pendingUpload else { return }
         try metadata.setPendingUpload(upload) { try uploadRevision() }
     }
 

@@ -78,7 +78,9 @@ struct RecordRules: Sendable {
     /// Record names: 1 to 255 bytes, no control characters.
     static func recordNameProblem(_ name: String) -> String? {
         guard !name.isEmpty, name.utf8.count <= 255,
-            !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+            // Control characters (general category Cc) are exactly U+0000–U+001F and U+007F–U+009F:
+            // compared as values, not looked up in Unicode's tables for every scalar.
+            !name.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) })
         else {
             return "record name \"\(name.prefix(64))\" is invalid: use 1 to 255 printable characters"
         }

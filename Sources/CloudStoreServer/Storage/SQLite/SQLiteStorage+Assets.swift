@@ -144,7 +144,7 @@ extension SQLiteStorage {
                     SELECT id, \(Self.assetBindingColumns), receipt, checksum, size, state, expires_at FROM cloudstore_asset
                     WHERE receipt IN (SELECT value FROM json_each(?))
                     """),
-            arguments: [try Self.jsonList(receipts)])
+            arguments: [Self.jsonList(receipts)])
         {
             let binding = try Self.binding(row, container: container)
             let state: String = row["state"]
@@ -172,11 +172,11 @@ extension SQLiteStorage {
         ]
         if let records {
             sql += " AND record IN (SELECT value FROM json_each(?))"
-            arguments += [try Self.jsonList(records)]
+            arguments += [Self.jsonList(records)]
         }
         if !keeping.isEmpty {
             sql += " AND id NOT IN (SELECT value FROM json_each(?))"
-            arguments += [try Self.jsonList(keeping)]
+            arguments += [Self.jsonList(keeping)]
         }
         try db.cachedStatement(sql: sql).execute(arguments: arguments)
     }
@@ -193,7 +193,7 @@ extension SQLiteStorage {
         ).execute(
             arguments: [
                 zone.partition.environment.rawValue, zone.partition.scope.rawValue, zone.partition.owner, zone.zoneName,
-                record, try Self.jsonList(ids),
+                record, Self.jsonList(ids),
             ])
     }
 

@@ -16,8 +16,10 @@ extension SQLiteStorage {
     /// A list of values bound as one argument, read in SQL as `(SELECT value FROM json_each(?))`:
     /// a statement's SQL stays the same whatever the list's length, so it is compiled once per
     /// connection (GRDB's `cachedStatement`) and never meets SQLite's limit on parameters.
-    static func jsonList(_ values: some Sequence<String>) throws -> String {
-        String(decoding: try WireCoding.encode(Array(values)), as: UTF8.self)
+    static func jsonList(_ values: some Sequence<String>) -> String {
+        var json = JSONBytes()
+        json.array(values) { json, value in json.string(value) }
+        return String(decoding: json.bytes, as: UTF8.self)
     }
 
     /// Rows by name (live and tombstones).
@@ -31,7 +33,7 @@ extension SQLiteStorage {
                 WHERE partition_id = ? AND zone = ? AND name IN (SELECT value FROM json_each(?))
                 """)
         var rows: [String: StoredRecord] = [:]
-        let cursor = try Row.fetchCursor(statement, arguments: [partitionID, zone, try Self.jsonList(names)])
+        let cursor = try Row.fetchCursor(statement, arguments: [partitionID, zone, Self.jsonList(names)])
         while let row = try cursor.next() {
             let record = try Self.record(row)
             rows[record.name] = record
@@ -53,7 +55,7 @@ extension SQLiteStorage {
                     WHERE reference.partition_id = ? AND reference.zone = ?
                         AND reference.target IN (SELECT value FROM json_each(?))
                     """),
-            arguments: [partitionID, zone, try Self.jsonList(targets)]
+            arguments: [partitionID, zone, Self.jsonList(targets)]
         ).map { row in (row["target"], row["source"]) }
     }
 
@@ -187,7 +189,7 @@ extension SQLiteStorage {
             var arguments: StatementArguments = [id, zone.zoneName, seq]
             if let recordTypes {
                 sql += " AND type IN (SELECT value FROM json_each(?))"
-                arguments += [try Self.jsonList(recordTypes)]
+                arguments += [Self.jsonList(recordTypes)]
             }
             sql += " ORDER BY seq LIMIT ?"
             arguments += [limit + 1]
