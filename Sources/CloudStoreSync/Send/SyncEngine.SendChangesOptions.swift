@@ -64,7 +64,9 @@ extension SyncEngine {
         /// ``SyncEngine/State/pendingRecordZoneChanges`` with
         /// ``SyncEngine/RecordZoneChangeBatch/init(pendingChanges:atomicByZone:recordProvider:)``
         /// need not look: that initializer skips them. One that tracks its own changes
-        /// (``SyncEngine/State/hasPendingUntrackedChanges``) must.
+        /// (``SyncEngine/State/hasPendingUntrackedChanges``) must, and should fill the batch with
+        /// the changes after them (a batch that comes back empty while one is in flight is only
+        /// asked for again after that one is settled).
         public internal(set) var recordIDsToSkip: Set<RecordID> = []
         /// The most record changes one batch may hold.
         public internal(set) var maxRecordCount = Configuration.defaultMaxBatchCount
