@@ -63,7 +63,7 @@ extension RecordsModifier {
         var canonical = operation
         canonical.record.recordType = operation.record.recordType.map { _ in ShareMetadata.recordType }
         let decision = decide(canonical, snapshot: snapshot, schema: &schema)
-        guard case .success(let write?) = decision else { return decision }
+        guard case .success(_?) = decision else { return decision }
         if operation.type.isDelete {
             if let current = share {
                 share = nil
