@@ -30,6 +30,8 @@ struct BenchSizes {
     var generationWrites = 10_000
     /// Notes of each bulk sync run, smallest first.
     var sync = [10_000]
+    /// Runs of each bulk sync size; the run with the median records/s is reported.
+    var syncRuns = 1
     var latencyChanges = 200
     var scale = [10_000, 100_000]
     /// Requests per client, 200 records each.
@@ -47,7 +49,8 @@ struct BenchOptions {
     static let usage = """
         usage: cloudstore-bench [--only GROUP,...] [--quick] [--json FILE] [--markdown FILE]
                                 [--postgres URL] [--iterations N] [--warmup N] [--filter TEXT]
-                                [--save N] [--fetch N] [--sync N,N] [--scale N,N] [--asset MIB]
+                                [--save N] [--fetch N] [--sync N,N] [--sync-runs N] [--scale N,N]
+                                [--asset MIB]
 
           --only        groups to run: \(BenchGroup.allCases.map(\.rawValue).joined(separator: ", "))
                         (default all; "history" is an alias of save)
@@ -63,6 +66,8 @@ struct BenchOptions {
           --asset       MiB of the asset benchmark's attachment (default 100, quick 10)
           --sync        notes of each bulk sync run, smallest first (default 10000); several
                         sizes show whether the CPU per record stays flat (3000,30000)
+          --sync-runs   runs of each bulk sync size (default 1); the run with the median
+                        records/s is reported, with the others' range (the host's noise)
           --scale       record counts of the bootstrap runs, smallest first (default 10000,100000)
 
         Build in release: swift build -c release --product cloudstore-bench
@@ -86,6 +91,7 @@ struct BenchOptions {
         var iterations: Int?
         var scale: [Int]?
         var sync: [Int]?
+        var syncRuns: Int?
         var asset: Int?
         func value(_ name: String) throws -> String {
             guard let value = remaining.popFirst() else { throw BenchError("\(name) needs a value") }
@@ -124,6 +130,7 @@ struct BenchOptions {
             case "--fetch": fetch = try number(argument)
             case "--scale": scale = try counts(argument)
             case "--sync": sync = try counts(argument)
+            case "--sync-runs": syncRuns = try number(argument)
             case "--asset": asset = try number(argument)
             default: throw BenchError("unknown argument \(argument)")
             }
@@ -134,6 +141,7 @@ struct BenchOptions {
         if let fetch { sizes.fetch = fetch }
         if let scale { sizes.scale = scale }
         if let sync { sizes.sync = sync }
+        if let syncRuns { sizes.syncRuns = syncRuns }
         if let asset { sizes.assetMebibytes = asset }
     }
 }
