@@ -12,6 +12,13 @@ extension WriteContext {
 }
 
 extension TestDevice {
+    /// Saves `note` as `change` leaves it, in a unit of work of its own, as the app edits a note.
+    func edit(_ note: Note, _ change: (inout Note) -> Void) async throws {
+        var edited = note
+        change(&edited)
+        try await write { [edited] context in try context.update(edited) }
+    }
+
     /// A device of the Notes app: the shared `make` with `Schema.notes()` and a quiet logger.
     static func make(
         _ name: String, server: URL?, token: String = "alice-token", policy: ConflictPolicy = .serverWins,

@@ -21,16 +21,10 @@ struct MirroringConflictTests {
             try await a.write { try $0.insert(note) }
             try await a.sync()
             try await b.sync()
-            try await a.write { context in
-                var edited = note
-                edited.title = "A's title"
-                try context.update(edited)
-            }
-            try await b.write { context in
-                var edited = note
-                edited.title = "B's title"
-                edited.priority = 9
-                try context.update(edited)
+            try await a.edit(note) { $0.title = "A's title" }
+            try await b.edit(note) {
+                $0.title = "B's title"
+                $0.priority = 9
             }
             try await a.sync()
             try await b.sync()
@@ -121,11 +115,7 @@ struct MirroringConflictTests {
     @Test func aServerDeleteWinsOverALocalEditAndTheEditIsLogged() async throws {
         try await withTwoDevicesSharing(Note(title: "doomed")) { a, b, note in
             try await a.write { try $0.delete(Note.self, id: note.id) }
-            try await b.write { context in
-                var edited = note
-                edited.body = "last words"
-                try context.update(edited)
-            }
+            try await b.edit(note) { $0.body = "last words" }
             try await a.sync()
             try await b.sync()
             #expect(try b.note(note.id) == nil)
@@ -185,17 +175,11 @@ struct MirroringConflictTests {
     /// history first, so the save is merged (and, losing to serverWins, logged).
     @Test func aFetchBeforeExportMergesTheLocalSaveInsteadOfOverwritingIt() async throws {
         try await withTwoDevicesSharing(Note(title: "Original")) { a, b, note in
-            try await a.write { context in
-                var edited = note
-                edited.title = "A's title"
-                try context.update(edited)
-            }
+            try await a.edit(note) { $0.title = "A's title" }
             try await a.sync()
-            try await b.write { context in
-                var edited = note
-                edited.title = "B's title"
-                edited.body = "B's body"
-                try context.update(edited)
+            try await b.edit(note) {
+                $0.title = "B's title"
+                $0.body = "B's body"
             }
             try await b.container.fetchChanges()  // no export before it
             #expect(try b.note(note.id)?.title == "A's title")

@@ -86,16 +86,8 @@ struct MirroringConvergenceTests {
             try await a.write { try $0.insert(note) }
             try await a.sync()
             try await b.sync()
-            try await a.write { context in
-                var edited = note
-                edited.title = "Title from A"
-                try context.update(edited)
-            }
-            try await b.write { context in
-                var edited = note
-                edited.body = "Body from B"
-                try context.update(edited)
-            }
+            try await a.edit(note) { $0.title = "Title from A" }
+            try await b.edit(note) { $0.body = "Body from B" }
             try await a.sync()
             try await b.sync()
             try await a.sync()
@@ -255,11 +247,7 @@ struct MirroringConvergenceTests {
             let note = Note(title: "watched")
             try await a.write { try $0.insert(note) }
             try await a.sync()
-            try await a.write { context in
-                var edited = note
-                edited.pinned = true
-                try context.update(edited)
-            }
+            try await a.edit(note) { $0.pinned = true }
             try await a.sync()
             try await b.sync()
             let transactions = try await withTimeout {

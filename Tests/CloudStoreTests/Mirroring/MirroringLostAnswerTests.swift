@@ -40,17 +40,9 @@ struct MirroringLostAnswerTests {
             let note = Note(title: "first")
             try await a.write { try $0.insert(note) }
             try await a.sync()
-            try await a.write { context in
-                var edited = note
-                edited.title = "second"
-                try context.update(edited)
-            }
+            try await a.edit(note) { $0.title = "second" }
             await sendUnheard(a, through: proxy)
-            try await a.write { context in
-                var edited = note
-                edited.title = "third"
-                try context.update(edited)
-            }
+            try await a.edit(note) { $0.title = "third" }
             try await a.container.waitUntilSynced(timeout: .seconds(30))
             let b = try await TestDevice.make("B", server: serverURL)
             try await b.sync()

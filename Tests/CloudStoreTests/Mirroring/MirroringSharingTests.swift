@@ -286,11 +286,7 @@ struct MirroringSharingTests {
             proxy.inject(.dropResponse, into: .recordsModify)
             await #expect(throws: (any Error).self) { try await alice.container.sendChanges() }
             try await other.sync()
-            try await other.write { context in
-                var edited = draft
-                edited.title = "Draft, edited on the other device"
-                try context.update(edited)
-            }
+            try await other.edit(draft) { $0.title = "Draft, edited on the other device" }
             try await other.sync()
             try await alice.write { context in
                 try context.move(note: draft.id, to: shared.folder.id)
