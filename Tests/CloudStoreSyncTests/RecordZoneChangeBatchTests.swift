@@ -148,6 +148,21 @@ import Testing
         #expect(request.encodedOperations == batch.recordsToSave.map { RecordBatchPlan.encoded(RecordBatchPlan.operation(saving: $0)) })
         #expect(request.body == (try WireCoding.encode(request.wireRequest)))
 
+        // The engine's pass over the batch (zones named its way, records it skips left out)
+        // keeps the bytes; a record whose zone it renames is encoded again.
+        var kept = batch
+        kept.keepSaves(normalizing: { $0 }, excluding: [batch.recordsToSave[0].recordID])
+        #expect(kept.recordsToSave.count == 2 && kept.encodedSaves.count == 3)
+        var renamed = batch
+        renamed.keepSaves(
+            normalizing: { record in
+                var record = record
+                record.zoneID = ZoneID(zoneName: "Elsewhere")
+                return record
+            }, excluding: [])
+        #expect(renamed.recordsToSave.map(\.zoneID?.zoneName) == ["Elsewhere", "Elsewhere", "Elsewhere"])
+        #expect(renamed.encodedSaves.isEmpty)
+
         batch.recordsToSave[1].fields["body"] = .string("changed after filling")
         #expect(batch.encodedSaves.isEmpty)
         let changed = try #require(RecordBatchPlan(batch, maxCount: 200, maxBytes: 1 << 20).requests.first)

@@ -166,7 +166,7 @@ extension SyncEngine {
             await delegate.nextRecordZoneChangeBatch(batchContext, syncEngine: self)
         }
         guard var batch = proposed else { return nil }
-        batch.recordsToSave = batch.recordsToSave.map(normalized).filter { !excluded.contains($0.recordID) }
+        batch.keepSaves(normalizing: normalized, excluding: excluded)
         batch.recordIDsToDelete = batch.recordIDsToDelete.map(normalized).filter { !excluded.contains($0) }
         batch.recordChangeTagsToDelete = Dictionary(batch.recordChangeTagsToDelete.map { (normalized($0.key), $0.value) }) { first, _ in first }
         guard !batch.isEmpty else { return nil }

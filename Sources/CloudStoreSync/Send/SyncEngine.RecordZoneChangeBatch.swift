@@ -66,6 +66,17 @@ extension SyncEngine {
         }
 
         var isEmpty: Bool { recordsToSave.isEmpty && recordIDsToDelete.isEmpty }
+
+        /// The saves with their zones named as `normalize` names them, those in `excluded` left
+        /// out, keeping the bytes encoded while filling (``encodedSaves``) unless `normalize`
+        /// changed a record: leaving records out changes nothing in the others' bytes.
+        mutating func keepSaves(normalizing normalize: (Record) -> Record, excluding excluded: Set<RecordID>) {
+            let original = recordsToSave
+            let normalized = original.map(normalize)
+            let encoded = encodedSaves
+            recordsToSave = normalized.filter { !excluded.contains($0.recordID) }
+            if zip(original, normalized).allSatisfy({ $0.recordID == $1.recordID }) { encodedSaves = encoded }
+        }
     }
 
     /// The limits a batch is filled to. The engine sets them, task-locally, while it asks its
