@@ -1,4 +1,5 @@
 import CloudStore
+import CloudStoreTesting
 import Foundation
 
 /// Item 7: a fresh device bootstraps a zone of `count` records. Each bootstrap runs in its own child
@@ -92,19 +93,15 @@ struct ScaleBenchmarks {
 /// Runs this executable as a child with `arguments` and decodes the JSON of the last line it
 /// prints: how the bootstrap and asset benchmarks measure a device in a process of its own.
 func runChild<Outcome: Decodable>(_ arguments: [String], what: String) throws -> Outcome {
-    let process = Process()
-    process.executableURL = BenchServer.selfExecutable
-    process.arguments = arguments
     let output = Pipe()
-    process.standardOutput = output
-    try process.run()
+    let child = try ChildProcess.spawn(BenchServer.selfExecutable, arguments, standardOutput: .pipe(output))
     let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
+    let termination = child.waitUntilExit()
     let text = String(decoding: data, as: UTF8.self)
-    guard process.terminationStatus == 0, let line = text.split(separator: "\n").last,
+    guard termination == .exited(0), let line = text.split(separator: "\n").last,
         let outcome = try? JSONDecoder().decode(Outcome.self, from: Data(line.utf8))
     else {
-        throw BenchError("\(what) failed (status \(process.terminationStatus)):\n\(text)")
+        throw BenchError("\(what) failed (\(termination)):\n\(text)")
     }
     return outcome
 }

@@ -28,7 +28,8 @@ public final class ServerProcess: Sendable {
     public let port: Int
     public let baseURL: URL
     /// The child's process ID.
-    public let processID: Int32
+    public var processID: Int32 { child.processID }
+    private let child: ChildProcess
     private let state: SharedState
     /// The directory of the tokens file (and of the data, unless given) that
     /// ``launch(users:containers:data:arguments:)`` made; removed when this value goes away.
@@ -93,10 +94,10 @@ public final class ServerProcess: Sendable {
         }
     }
 
-    private init(port: Int, processID: Int32, state: SharedState, directory: TemporaryDirectory?) {
+    private init(port: Int, child: ChildProcess, state: SharedState, directory: TemporaryDirectory?) {
         self.port = port
         self.baseURL = URL(string: "http://127.0.0.1:\(port)")!
-        self.processID = processID
+        self.child = child
         self.state = state
         self.directory = directory
     }
@@ -176,20 +177,12 @@ public final class ServerProcess: Sendable {
         _ arguments: [String], executable: URL?, environment: [String: String], port: Int?, shellSetup: String?,
         keeping directory: TemporaryDirectory?
     ) async throws -> ServerProcess {
-        let process = Process()
         let server = try executable ?? cloudstoreExecutable()
         let serve = ["serve"] + (port.map { ["--host", "127.0.0.1", "--port", String($0)] } ?? []) + arguments
-        if let shellSetup {
-            process.executableURL = URL(fileURLWithPath: "/bin/sh")
-            process.arguments = ["-c", "\(shellSetup); exec \"$0\" \"$@\"", server.path] + serve
-        } else {
-            process.executableURL = server
-            process.arguments = serve
-        }
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        let (executable, arguments) =
+            shellSetup.map { (URL(fileURLWithPath: "/bin/sh"), ["-c", "\($0); exec \"$0\" \"$@\"", server.path] + serve) }
+            ?? (server, serve)
         let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
 
         let state = SharedState()
         let readEnd = pipe.fileHandleForReading
@@ -218,13 +211,16 @@ public final class ServerProcess: Sendable {
         }
         reader.name = "cloudstore serve output"
         reader.start()
-        process.terminationHandler = { process in
+        let child = try ChildProcess.spawn(
+            executable, arguments, environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
+            standardOutput: .pipe(pipe), standardError: .pipe(pipe))
+        Task {
+            let termination = await child.waitForExit()
             state.withLock { state -> Exit? in
-                state.terminationStatus = process.terminationStatus
+                state.terminationStatus = termination.status
                 return state.finishIfExited()
             }?.wake()
         }
-        try process.run()
         let port = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int, any Error>) in
             let ready = state.withLock { state -> Result<Int, any Error>? in
                 if let port = Self.listeningPort(in: state.output) { return .success(port) }
@@ -236,7 +232,7 @@ public final class ServerProcess: Sendable {
             }
             ready.map { continuation.resume(with: $0) }
         }
-        return ServerProcess(port: port, processID: process.processIdentifier, state: state, directory: directory)
+        return ServerProcess(port: port, child: child, state: state, directory: directory)
     }
 
     /// The port in the `cloudstore: listening on http://host:port ...` line.
@@ -278,9 +274,7 @@ public final class ServerProcess: Sendable {
 
     /// Sends a signal to the child.
     public func signal(_ signal: Int32) {
-        if state.withLock({ $0.exitStatus == nil }) {
-            _ = Foundation.kill(processID, signal)
-        }
+        child.signal(signal)
     }
 
     /// Waits for the child to exit; answers its status.

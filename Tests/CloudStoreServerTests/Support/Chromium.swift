@@ -55,30 +55,20 @@ enum Chromium {
         _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
         try? FileManager.default.removeItem(at: screenshot)
 
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: browser)
-        process.arguments = [
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-            "--hide-scrollbars", "--user-data-dir=\(scratch.file("profile").path)", "--window-size=1200,900",
-            "--screenshot=\(screenshot.path)", "--dump-dom", url,
-        ]
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = try FileHandle(forWritingTo: output)
-        process.standardError = try FileHandle(forWritingTo: errors)
-        let (exits, exited) = AsyncStream.makeStream(of: Int32.self)
-        process.terminationHandler = { process in
-            exited.yield(process.terminationStatus)
-            exited.finish()
-        }
-        try process.run()
-        let processID = process.processIdentifier
+        let child = try ChildProcess.spawn(
+            URL(fileURLWithPath: browser),
+            [
+                "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+                "--hide-scrollbars", "--user-data-dir=\(scratch.file("profile").path)", "--window-size=1200,900",
+                "--screenshot=\(screenshot.path)", "--dump-dom", url,
+            ],
+            standardOutput: .file(try FileHandle(forWritingTo: output)), standardError: .file(try FileHandle(forWritingTo: errors)))
         let watchdog = Task { () -> Bool in
             do { try await Task.sleep(for: timeLimit) } catch { return false }
-            kill(processID, SIGKILL)
+            child.signal(SIGKILL)
             return true
         }
-        var status: Int32 = -1
-        for await value in exits { status = value }
+        let status = await child.waitForExit().status
         watchdog.cancel()
         let timedOut = await watchdog.value
         try #require(!timedOut, "chromium took longer than \(timeLimit) to load \(url) and was killed")

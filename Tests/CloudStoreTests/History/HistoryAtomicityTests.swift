@@ -18,9 +18,8 @@ import Testing
             "hang-in-write", fixture.url.path, RepositoryPaths.notesSchema.path, "20000",
         ])
         #expect(output.next() == "inside")
-        kill(child.processIdentifier, SIGKILL)
-        child.waitUntilExit()
-        #expect(child.terminationReason == .uncaughtSignal)
+        child.signal(SIGKILL)
+        #expect(child.waitUntilExit() == .signaled(SIGKILL))
         #expect(walSize() > walBefore + 1_000_000)
 
         let reopened = try fixture.reopen()
@@ -41,7 +40,7 @@ import Testing
         ])
         // Let it commit a few transactions, then kill it wherever it is (likely mid-transaction).
         for _ in 0..<3 { _ = output.next() }
-        kill(child.processIdentifier, SIGKILL)
+        child.signal(SIGKILL)
         child.waitUntilExit()
 
         let reopened = try fixture.reopen()

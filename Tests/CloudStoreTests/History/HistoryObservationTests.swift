@@ -85,8 +85,7 @@ import Testing
             try await store.write(author: "parent") { try $0.insert(Note(title: "parent-\(index)")) }
         }
         #expect(output.next() == "done")
-        child.waitUntilExit()
-        #expect(child.terminationStatus == 0)
+        #expect(await child.waitForExit() == .exited(0))
 
         let received = try await observer.value
         #expect(received.count == childCount + 5)

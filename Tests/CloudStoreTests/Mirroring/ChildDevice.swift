@@ -83,12 +83,12 @@ struct ChildDevice {
             case .never: due = false
             }
             if due && line != "done" {
-                Foundation.kill(child.processIdentifier, SIGKILL)
+                child.signal(SIGKILL)
                 run.wasKilled = true
                 break
             }
         }
-        child.waitUntilExit()
+        await child.waitForExit()
         while let line = await lines.nextLine() { run.output.append(line) }
         return run
     }

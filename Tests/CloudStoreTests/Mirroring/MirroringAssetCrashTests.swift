@@ -70,17 +70,17 @@ struct MirroringAssetCrashTests {
             if line == "done" { done = true }
             if line == "sync", let delay {
                 try await Task.sleep(for: delay)  // a random moment inside the transfer, not a wait for it
-                if child.isRunning {
-                    Foundation.kill(child.processIdentifier, SIGKILL)
+                if child.termination == nil {
+                    child.signal(SIGKILL)
                     killed = true
                     break
                 }
             }
         }
-        child.waitUntilExit()
+        let termination = await child.waitForExit()
         while let line = await lines.nextLine() { done = done || line == "done" }
         if !killed {
-            #expect(done, "the helper \(arguments[6]) ended without finishing (status \(child.terminationStatus))")
+            #expect(done, "the helper \(arguments[6]) ended without finishing (\(termination))")
         }
         return killed && !done
     }

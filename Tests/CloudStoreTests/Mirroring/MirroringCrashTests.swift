@@ -46,8 +46,8 @@ struct MirroringCrashTests {
                 "alice-token", "saved-then-killed",
             ])
             let line = await lines.nextLine()
-            Foundation.kill(child.processIdentifier, SIGKILL)
-            child.waitUntilExit()
+            child.signal(SIGKILL)
+            await child.waitForExit()
             let id = try #require(line.flatMap { $0.hasPrefix("saved ") ? UUID(uuidString: String($0.dropFirst(6))) : nil })
 
             let plain = try openStore(store, try Schema.notes())

@@ -80,14 +80,10 @@ enum TestHelperProcess {
     }
 
     /// Starts the helper with arguments; its standard output is readable line by line.
-    static func start(_ arguments: [String]) throws -> (Process, LineReader) {
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
+    static func start(_ arguments: [String]) throws -> (ChildProcess, LineReader) {
         let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        return (process, LineReader(handle: output.fileHandleForReading))
+        let child = try ChildProcess.spawn(executable, arguments, standardOutput: .pipe(output))
+        return (child, LineReader(handle: output.fileHandleForReading))
     }
 }
 
