@@ -54,8 +54,8 @@ extension MirrorTransaction {
                 upload = PreparedUpload(
                     change: .deleteRecord(recordID), record: nil,
                     sent: SentUpload(revision: metadata.uploadRevision, values: [:]), deleteChangeTag: metadata.changeTag)
-            case .save?:
-                guard let (record, values) = try recordToUpload(metadata) else {
+            case let pendingSave?:
+                guard let (record, values) = try recordToUpload(metadata, pendingSave) else {
                     // The object is gone without a delete being recorded: nothing to upload.
                     logger.warning("a pending upload names an object that does not exist; dropping it", metadata: ["record": "\(metadata.recordName)"])
                     try setPendingUpload(nil, of: &metadata)
@@ -111,10 +111,9 @@ extension MirrorTransaction {
         RecordID(recordName: moved.recordName, zoneID: zoneID(moved.zone))
     }
 
-    /// The record to upload for a pending save, and the values it carries; nil when the object
-    /// does not exist.
-    private func recordToUpload(_ metadata: RecordMetadata) throws -> (Record, [String: AttributeValue])? {
-        guard let pending = try metadata.pendingUpload, case .save = pending else { return nil }
+    /// The record to upload for a pending save (the record's `pending` upload, decoded once by
+    /// the caller), and the values it carries; nil when the object does not exist.
+    private func recordToUpload(_ metadata: RecordMetadata, _ pending: PendingUpload) throws -> (Record, [String: AttributeValue])? {
         var record: Record
         var values: [String: AttributeValue] = [:]
         let recordZone = zoneID(metadata.zone)
