@@ -1,6 +1,7 @@
 import CloudStoreSync
 import Foundation
 import GRDB
+import GRDBSQLite
 
 /// The two objects a many-to-many link record joins, by the canonical side of the relationship.
 struct LinkEnds: Hashable, Sendable {
@@ -115,10 +116,15 @@ struct RecordMetadata: Sendable {
 
 extension Database {
     func recordMetadata(_ recordName: String) throws -> RecordMetadata? {
-        try Row.fetchOne(
-            cachedStatement(sql: "SELECT \(RecordMetadata.columns) FROM cloudstore_record_metadata WHERE record_name = ?"),
-            arguments: [recordName]
-        ).map(RecordMetadata.init(row:))
+        try recordMetadata(RecordMetadata.selectByName, [.string(recordName)]).first
+    }
+
+    /// The metadata rows a query of ``RecordMetadata/select`` answers, read from the statement's
+    /// columns (not through GRDB's `Row`, which cost more than the read itself on the hot paths).
+    private func recordMetadata(_ sql: String, _ arguments: [AttributeValue] = []) throws -> [RecordMetadata] {
+        var rows: [RecordMetadata] = []
+        try each(sql, arguments) { rows.append(try RecordMetadata(statement: $0)) }
+        return rows
     }
 
     /// The server's change tag of the version this device has of a record in `zone`; nil when it
@@ -132,16 +138,12 @@ extension Database {
     }
 
     func allRecordMetadata() throws -> [RecordMetadata] {
-        try Row.fetchAll(self, sql: "SELECT \(RecordMetadata.columns) FROM cloudstore_record_metadata").map(RecordMetadata.init(row:))
+        try recordMetadata(RecordMetadata.select + "1")
     }
 
     /// The metadata of every record of one zone.
     func recordMetadata(in zone: MirrorZone.Key) throws -> [RecordMetadata] {
-        try Row.fetchAll(
-            self,
-            sql: "SELECT \(RecordMetadata.columns) FROM cloudstore_record_metadata WHERE zone_name IS ? AND zone_owner IS ?",
-            arguments: [zone.name, zone.owner]
-        ).map(RecordMetadata.init(row:))
+        try recordMetadata(RecordMetadata.select + "zone_name IS ? AND zone_owner IS ?", [.string(orNull: zone.name), .string(orNull: zone.owner)])
     }
 
     /// The next pending uploads to send through the database of `scope`, in upload order, leaving
@@ -151,18 +153,17 @@ extension Database {
     func pendingUploads(
         limit: Int, scope: DatabaseScope = .private, skipping skip: (_ recordName: String, _ zone: MirrorZone.Key) -> Bool
     ) throws -> [RecordMetadata] {
-        let rows = try Row.fetchCursor(
-            cachedStatement(
-                sql: """
-                    SELECT \(RecordMetadata.columns) FROM cloudstore_record_metadata
-                    WHERE pending_upload IS NOT NULL AND refusal IS NULL AND (zone_owner IS NULL) = ?
-                    ORDER BY upload_revision, record_name
-                    """),
-            arguments: [scope != .shared])
+        guard limit > 0 else { return [] }
         var uploads: [RecordMetadata] = []
-        while uploads.count < limit, let row = try rows.next() {
-            if skip(row[0], MirrorZone.Key(name: row[12], owner: row[13])) { continue }
-            uploads.append(try RecordMetadata(row: row))
+        let sql = RecordMetadata.select + """
+            pending_upload IS NOT NULL AND refusal IS NULL AND (zone_owner IS NULL) = ?
+            ORDER BY upload_revision, record_name
+            """
+        try eachWhile(sql, [.bool(scope != .shared)]) { statement in
+            if !skip(columnText(statement, 0), RecordMetadata.zone(statement)) {
+                uploads.append(try RecordMetadata(statement: statement))
+            }
+            return uploads.count < limit
         }
         return uploads
     }
@@ -236,11 +237,7 @@ extension Database {
 
     /// The link records of an object: those whose source or target it is.
     func linkMetadata(of id: UUID) throws -> [RecordMetadata] {
-        try Row.fetchAll(
-            cachedStatement(
-                sql: "SELECT \(RecordMetadata.columns) FROM cloudstore_record_metadata WHERE link_source = ? OR link_target = ?"),
-            arguments: [id.uuidString, id.uuidString]
-        ).map(RecordMetadata.init(row:))
+        try recordMetadata(RecordMetadata.select + "link_source = ? OR link_target = ?", [.uuid(id), .uuid(id)])
     }
 
     func save(_ metadata: RecordMetadata) throws {
@@ -289,31 +286,41 @@ extension Database {
 }
 
 extension RecordMetadata {
-    /// The columns ``init(row:)`` reads, in its order.
-    static let columns = """
-        record_name, entity, change_tag, may_be_on_server, ancestor, unknown_fields, pending_upload, upload_revision, \
-        refusal, link_relationship, link_source, link_target, zone_name, zone_owner
-        """
+    /// `SELECT` of the columns ``init(statement:)`` reads, in its order, up to `WHERE `.
+    static let select =
+        "SELECT record_name, entity, change_tag, may_be_on_server, ancestor, unknown_fields, pending_upload, upload_revision, "
+        + "refusal, link_relationship, link_source, link_target, zone_name, zone_owner FROM cloudstore_record_metadata WHERE "
+    /// ``select`` of one record, by name.
+    static let selectByName = select + "record_name = ?"
 
-    /// A row of ``columns``, read by position. The ancestor, unknown fields and pending upload stay
-    /// JSON until read.
-    init(row: Row) throws {
-        recordName = row[0]
-        entityName = row[1]
-        changeTag = row[2]
-        mayBeOnServer = row[3]
-        storedAncestor = (row[4] as Data?).map(MetadataJSON.init(encoded:))
-        storedUnknownFields = (row[5] as Data?).map(MetadataJSON.init(encoded:))
-        storedPendingUpload = (row[6] as Data?).map(MetadataJSON.init(encoded:))
-        uploadRevision = row[7]
-        refusal = try (row[8] as Data?).map { try MirrorMetadata.decode(ServerError.self, $0) }
-        if let relationship = row[9] as String?,
-            let source = (row[10] as String?).flatMap(UUID.init(uuidString:)),
-            let target = (row[11] as String?).flatMap(UUID.init(uuidString:))
-        {
+    /// The current row of a statement of ``select``, read by position. The ancestor, unknown
+    /// fields and pending upload stay JSON until read.
+    init(statement: OpaquePointer) throws {
+        func text(_ column: Int32) -> String? { columnTextOrNil(statement, column) }
+        func data(_ column: Int32) -> Data? {
+            guard sqlite3_column_type(statement, column) != SQLITE_NULL else { return nil }
+            let bytes = sqlite3_column_blob(statement, column)
+            let count = Int(sqlite3_column_bytes(statement, column))
+            return bytes.map { Data(bytes: $0, count: count) } ?? Data()
+        }
+        recordName = columnText(statement, 0)
+        entityName = columnText(statement, 1)
+        changeTag = text(2)
+        mayBeOnServer = sqlite3_column_int64(statement, 3) != 0
+        storedAncestor = data(4).map(MetadataJSON.init(encoded:))
+        storedUnknownFields = data(5).map(MetadataJSON.init(encoded:))
+        storedPendingUpload = data(6).map(MetadataJSON.init(encoded:))
+        uploadRevision = sqlite3_column_type(statement, 7) == SQLITE_NULL ? nil : sqlite3_column_int64(statement, 7)
+        refusal = try data(8).map { try MirrorMetadata.decode(ServerError.self, $0) }
+        if let relationship = text(9), let source = columnUUID(statement, 10), let target = columnUUID(statement, 11) {
             link = LinkEnds(relationship: relationship, source: source, target: target)
         }
-        zone = MirrorZone.Key(name: row[12], owner: row[13])
+        zone = Self.zone(statement)
+    }
+
+    /// The zone of the current row of a statement of ``select``.
+    static func zone(_ statement: OpaquePointer) -> MirrorZone.Key {
+        MirrorZone.Key(name: columnTextOrNil(statement, 12), owner: columnTextOrNil(statement, 13))
     }
 }
 

@@ -50,6 +50,9 @@ extension AttributeValue {
         }
     }
 
+    /// The text, or NULL.
+    static func string(orNull text: String?) -> AttributeValue { text.map(AttributeValue.string) ?? .null }
+
     /// A SQL literal for the value, as a column's `DEFAULT` clause needs.
     var sqlLiteral: String {
         switch self {
@@ -157,6 +160,11 @@ func columnText(_ statement: OpaquePointer, _ index: Int32) -> String {
     guard let text = sqlite3_column_text(statement, index) else { return "" }
     let count = Int(sqlite3_column_bytes(statement, index))
     return String(decoding: UnsafeBufferPointer(start: text, count: count), as: UTF8.self)
+}
+
+/// The text of column `index` of the current row; nil when it is NULL.
+func columnTextOrNil(_ statement: OpaquePointer, _ index: Int32) -> String? {
+    sqlite3_column_type(statement, index) == SQLITE_NULL ? nil : columnText(statement, index)
 }
 
 /// The UUID stored as text in column `index` of the current row; nil if it is not one.

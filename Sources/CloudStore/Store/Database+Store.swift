@@ -40,6 +40,15 @@ extension Database {
 
     /// Runs a query and calls `row` for each row, with the statement positioned on it.
     func each(_ sql: String, _ arguments: [AttributeValue] = [], _ row: (OpaquePointer) throws -> Void) throws {
+        try eachWhile(sql, arguments) { statement in
+            try row(statement)
+            return true
+        }
+    }
+
+    /// Runs a query and calls `row` for each row, with the statement positioned on it, while `row`
+    /// answers true.
+    func eachWhile(_ sql: String, _ arguments: [AttributeValue] = [], _ row: (OpaquePointer) throws -> Bool) throws {
         let statement = try prepared(sql)
         defer { sqlite3_reset(statement) }
         try bind(arguments, to: statement, sql: sql)
@@ -47,7 +56,7 @@ extension Database {
             let code = sqlite3_step(statement)
             if code == SQLITE_DONE { return }
             guard code == SQLITE_ROW else { throw error(code, sql: sql) }
-            try row(statement)
+            guard try row(statement) else { return }
         }
     }
 
