@@ -12,6 +12,7 @@ import Testing
 struct JSONBytesReaderRequestTests {
     typealias Values = JSONBytesTests.Values
 
+    @discardableResult
     static func expectSame<T: Codable & JSONBytesReadable>(_ type: T.Type, _ data: Data, _ context: String = "") throws -> Bool {
         try JSONBytesReaderTests.expectSameAsDecoder(type, data, context)
     }

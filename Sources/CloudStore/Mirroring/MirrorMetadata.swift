@@ -212,10 +212,14 @@ extension Database {
 
     /// The references of an object that wait for their target.
     func unresolvedReferences(of entity: String, id: UUID) throws -> [(relationship: String, target: UUID)] {
-        try Row.fetchAll(
-            cachedStatement(sql: "SELECT relationship, target FROM cloudstore_mirror_unresolved_reference WHERE entity = ? AND id = ?"),
-            arguments: [entity, id.uuidString]
-        ).compactMap { row in UUID(uuidString: row["target"]).map { (row["relationship"], $0) } }
+        var references: [(relationship: String, target: UUID)] = []
+        try each(
+            "SELECT relationship, target FROM cloudstore_mirror_unresolved_reference WHERE entity = ? AND id = ?",
+            [.string(entity), .uuid(id)]
+        ) { statement in
+            if let target = columnUUID(statement, 1) { references.append((columnText(statement, 0), target)) }
+        }
+        return references
     }
 }
 

@@ -1,6 +1,7 @@
 import CloudStoreSync
 import Foundation
 import GRDB
+import GRDBSQLite
 
 /// A zone the store mirrors besides its primary zone: one row of `cloudstore_mirror_zone`.
 ///
@@ -207,34 +208,39 @@ extension Database {
 
     /// The deletes of moved records to send through the database of `scope`, in upload order.
     func movedRecords(scope: DatabaseScope, limit: Int) throws -> [MovedRecord] {
-        try Row.fetchAll(
-            cachedStatement(
-                sql: """
-                    SELECT \(MovedRecord.columns) FROM cloudstore_mirror_moved_record
-                    WHERE (zone_owner IS NULL) = ? ORDER BY upload_revision, sequence LIMIT ?
-                    """),
-            arguments: [scope != .shared, limit]
-        ).map(MovedRecord.init(row:))
+        try movedRecords(
+            MovedRecord.select + "(zone_owner IS NULL) = ? ORDER BY upload_revision, sequence LIMIT ?",
+            [.bool(scope != .shared), .int64(Int64(limit))])
     }
 
     /// The pending delete of `recordName` from `zone`, if any.
     func movedRecord(_ recordName: String, from zone: MirrorZone.Key) throws -> MovedRecord? {
-        try Row.fetchOne(
-            cachedStatement(
-                sql: "SELECT \(MovedRecord.columns) FROM cloudstore_mirror_moved_record WHERE record_name = ? AND zone_name IS ? AND zone_owner IS ?"),
-            arguments: [recordName, zone.name, zone.owner]
-        ).map(MovedRecord.init(row:))
+        try movedRecords(
+            MovedRecord.selectInZone, [.string(recordName), .string(orNull: zone.name), .string(orNull: zone.owner)]
+        ).first
+    }
+
+    /// The rows a query of ``MovedRecord/select`` answers, read from the statement's columns.
+    private func movedRecords(_ sql: String, _ arguments: [AttributeValue]) throws -> [MovedRecord] {
+        var rows: [MovedRecord] = []
+        try each(sql, arguments) { rows.append(MovedRecord(statement: $0)) }
+        return rows
     }
 }
 
 extension MovedRecord {
-    static let columns = "record_name, zone_name, zone_owner, change_tag, ancestor, upload_revision"
+    /// `SELECT` of the columns ``init(statement:)`` reads, in its order, up to `WHERE `.
+    static let select =
+        "SELECT record_name, zone_name, zone_owner, change_tag, ancestor, upload_revision FROM cloudstore_mirror_moved_record WHERE "
+    /// ``select`` of one record's delete from one zone.
+    static let selectInZone = select + "record_name = ? AND zone_name IS ? AND zone_owner IS ?"
 
-    init(row: Row) {
-        recordName = row[0]
-        zone = MirrorZone.Key(name: row[1], owner: row[2])
-        changeTag = row[3]
-        ancestor = row[4]
-        uploadRevision = row[5]
+    /// The current row of a statement of ``select``.
+    init(statement: OpaquePointer) {
+        recordName = columnText(statement, 0)
+        zone = MirrorZone.Key(name: columnTextOrNil(statement, 1), owner: columnTextOrNil(statement, 2))
+        changeTag = columnTextOrNil(statement, 3)
+        ancestor = columnDataOrNil(statement, 4)
+        uploadRevision = sqlite3_column_int64(statement, 5)
     }
 }

@@ -131,10 +131,12 @@ extension Database {
     /// has none there (or no metadata), without reading the rest of the row. Change tags are per
     /// zone: the same tag in another zone is another version.
     func recordChangeTag(_ recordName: String, in zone: MirrorZone.Key) throws -> String? {
-        try String.fetchOne(
-            cachedStatement(
-                sql: "SELECT change_tag FROM cloudstore_record_metadata WHERE record_name = ? AND zone_name IS ? AND zone_owner IS ?"),
-            arguments: [recordName, zone.name, zone.owner])
+        var changeTag: String?
+        try each(
+            "SELECT change_tag FROM cloudstore_record_metadata WHERE record_name = ? AND zone_name IS ? AND zone_owner IS ?",
+            [.string(recordName), .string(orNull: zone.name), .string(orNull: zone.owner)]
+        ) { changeTag = columnTextOrNil($0, 0) }
+        return changeTag
     }
 
     func allRecordMetadata() throws -> [RecordMetadata] {
@@ -297,12 +299,7 @@ extension RecordMetadata {
     /// fields and pending upload stay JSON until read.
     init(statement: OpaquePointer) throws {
         func text(_ column: Int32) -> String? { columnTextOrNil(statement, column) }
-        func data(_ column: Int32) -> Data? {
-            guard sqlite3_column_type(statement, column) != SQLITE_NULL else { return nil }
-            let bytes = sqlite3_column_blob(statement, column)
-            let count = Int(sqlite3_column_bytes(statement, column))
-            return bytes.map { Data(bytes: $0, count: count) } ?? Data()
-        }
+        func data(_ column: Int32) -> Data? { columnDataOrNil(statement, column) }
         recordName = columnText(statement, 0)
         entityName = columnText(statement, 1)
         changeTag = text(2)

@@ -167,6 +167,14 @@ func columnTextOrNil(_ statement: OpaquePointer, _ index: Int32) -> String? {
     sqlite3_column_type(statement, index) == SQLITE_NULL ? nil : columnText(statement, index)
 }
 
+/// The bytes of column `index` of the current row (a blob, or a text's UTF-8); nil when it is NULL.
+func columnDataOrNil(_ statement: OpaquePointer, _ index: Int32) -> Data? {
+    guard sqlite3_column_type(statement, index) != SQLITE_NULL else { return nil }
+    let bytes = sqlite3_column_blob(statement, index)
+    let count = Int(sqlite3_column_bytes(statement, index))
+    return bytes.map { Data(bytes: $0, count: count) } ?? Data()
+}
+
 /// The UUID stored as text in column `index` of the current row; nil if it is not one.
 func columnUUID(_ statement: OpaquePointer, _ index: Int32) -> UUID? {
     guard let text = sqlite3_column_text(statement, index) else { return nil }
