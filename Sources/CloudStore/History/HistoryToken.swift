@@ -29,7 +29,7 @@ public struct HistoryToken: Hashable, Sendable, Comparable, CustomStringConverti
     /// Reads the text form, `42@6A2F…`, as ``description`` writes it.
     public init(_ text: String) throws {
         let parts = text.split(separator: "@", omittingEmptySubsequences: false)
-        guard parts.count == 2, let number = Int64(parts[0]), number >= 0, let store = UUID(uuidString: String(parts[1]))
+        guard parts.count == 2, let number = Int64(parts[0]), number >= 0, let store = UUID(text: String(parts[1]))
         else {
             throw StoreError(
                 .invalidHistoryToken,

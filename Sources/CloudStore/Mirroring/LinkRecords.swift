@@ -55,8 +55,8 @@ enum LinkRecords {
     /// The link a record name names, if it is a link's.
     static func ends(recordName: String) -> LinkEnds? {
         let parts = recordName.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 4, let source = UUID(uuidString: String(parts[2])),
-            let target = UUID(uuidString: String(parts[3]))
+        guard parts.count == 4, let source = UUID(text: String(parts[2])),
+            let target = UUID(text: String(parts[3]))
         else { return nil }
         return LinkEnds(relationship: "\(parts[0]).\(parts[1])", source: source, target: target)
     }
@@ -76,7 +76,7 @@ enum LinkRecords {
         guard case .string(let relationship)? = record.fields["relationship"],
             case .reference(let source)? = record.fields["source"],
             case .reference(let target)? = record.fields["target"],
-            let sourceID = UUID(uuidString: source.recordName), let targetID = UUID(uuidString: target.recordName)
+            let sourceID = UUID(text: source.recordName), let targetID = UUID(text: target.recordName)
         else { return ends(recordName: record.recordName) }
         return LinkEnds(relationship: relationship, source: sourceID, target: targetID)
     }

@@ -127,7 +127,7 @@ enum LegacyMirrorLayout {
             }
         }
         for metadata in try context.db.allRecordMetadata() where metadata.link == nil && !seen.contains(metadata.recordName) {
-            guard let id = UUID(uuidString: metadata.recordName) else { continue }
+            guard let id = UUID(text: metadata.recordName) else { continue }
             try recording.record(
                 HistoryChange(entityName: metadata.entityName, objectID: id, changeType: .delete, updatedProperties: [], tombstone: [:]))
         }

@@ -205,7 +205,7 @@ extension Database {
         try cachedStatement(sql: "DELETE FROM cloudstore_mirror_unresolved_reference WHERE target = ?")
             .execute(arguments: [target.uuidString])
         return rows.compactMap { row in
-            guard let id = UUID(uuidString: row["id"]) else { return nil }
+            guard let id = UUID(text: row["id"]) else { return nil }
             return (row["entity"], id, row["relationship"])
         }
     }
@@ -248,7 +248,7 @@ extension Database {
         return try rows.map { row in
             ConflictRecord(
                 sequence: row["sequence"], date: Date(millisecondsSince1970: row["date"]), entityName: row["entity"],
-                objectID: UUID(uuidString: row["id"]) ?? UUID(), property: row["property"],
+                objectID: UUID(text: row["id"]) ?? UUID(), property: row["property"],
                 losingSide: ConflictRecord.Side(rawValue: row["losing_side"]) ?? .local,
                 losingValue: try MirrorMetadata.decode(AttributeValue.self, row["losing_value"]),
                 winningValue: try MirrorMetadata.decode(AttributeValue.self, row["winning_value"]),

@@ -81,7 +81,7 @@ extension MirrorTransaction {
         row.serverHas(saved.recordChangeTag)
         counts.saved += 1
         let unchangedSinceSent = sent != nil && sent?.revision == row.uploadRevision
-        guard row.link == nil, let entity = schema.entity(named: row.entityName), let id = UUID(uuidString: row.recordName)
+        guard row.link == nil, let entity = schema.entity(named: row.entityName), let id = UUID(text: row.recordName)
         else {
             if unchangedSinceSent { try setPendingUpload(nil, of: &row) }
             try save(row)
@@ -200,7 +200,7 @@ extension MirrorTransaction {
     /// ancestor (``ConflictResolution/editAgainstEdit(_:of:)``), logging every value that loses;
     /// the fields this device's value won stay pending.
     func merge(_ server: Record, into row: inout RecordMetadata) throws {
-        guard let entity = schema.entity(named: row.entityName), let id = UUID(uuidString: row.recordName) else { return }
+        guard let entity = schema.entity(named: row.entityName), let id = UUID(text: row.recordName) else { return }
         let content = try schema.content(of: server)
         let serverValues = recordValues(content.snapshot, entity)
         let versionKnown = row.isOnServer
@@ -233,7 +233,7 @@ extension MirrorTransaction {
     /// (``ConflictResolution/editAgainstDeletion(of:pendingKeys:local:)``): uploaded again as a new
     /// record, or deleted here with the local changes logged as lost.
     func applyServerDeletion(of row: inout RecordMetadata) throws {
-        guard let entity = schema.entity(named: row.entityName), let id = UUID(uuidString: row.recordName) else {
+        guard let entity = schema.entity(named: row.entityName), let id = UUID(text: row.recordName) else {
             try forget(row.recordName)
             return
         }
@@ -278,7 +278,7 @@ extension MirrorTransaction {
         }
         for relationship in entity.toOneRelationships {
             guard let field = record.fields[relationship.name] else { continue }
-            if case .reference(let reference) = field, let target = UUID(uuidString: reference.recordName) {
+            if case .reference(let reference) = field, let target = UUID(text: reference.recordName) {
                 values[relationship.name] = .uuid(target)
             } else {
                 values[relationship.name] = .null

@@ -170,7 +170,7 @@ extension MirrorTransaction {
             counts.deleted += 1
             return
         }
-        guard let id = UUID(uuidString: name) else { return }
+        guard let id = UUID(text: name) else { return }
         // References that wait for this object wait for nothing now, and so will later ones.
         _ = try db.takeUnresolvedReferences(to: id)
         deletedOnServer.insert(id)
@@ -258,7 +258,7 @@ extension MirrorTransaction {
     func removeLocalCopy(of row: RecordMetadata) throws {
         if let ends = row.link {
             try removeLocally(ends)
-        } else if let id = UUID(uuidString: row.recordName), try context.exists(entityName: row.entityName, id: id) {
+        } else if let id = UUID(text: row.recordName), try context.exists(entityName: row.entityName, id: id) {
             try deleteImported(entityName: row.entityName, id: id)
             try db.removeUnresolvedReferences(of: row.entityName, id: id)
         }

@@ -169,14 +169,14 @@ extension MirrorTransaction {
         if let ends = row?.link ?? LinkRecords.ends(of: server), entityName == LinkRecords.recordType {
             exists = try linkExists(ends)
         } else {
-            exists = try UUID(uuidString: server.recordName).map { try context.exists(entityName: entityName, id: $0) } ?? false
+            exists = try UUID(text: server.recordName).map { try context.exists(entityName: entityName, id: $0) } ?? false
         }
         if exists, row != nil {
             try mergeLeftBehindCopy(server, moved)
             return nil
         }
         var winner = ConflictResolution.Winner.local
-        if entityName != LinkRecords.recordType, let id = UUID(uuidString: server.recordName) {
+        if entityName != LinkRecords.recordType, let id = UUID(text: server.recordName) {
             let decision = resolution.deletionAgainstEdit(
                 of: ConflictResolution.Object(entityName: entityName, id: id),
                 writtenByThisDevice: deviceID != nil && server.modified?.deviceID == deviceID)
@@ -219,7 +219,7 @@ extension MirrorTransaction {
         // The delete stays pending, for the new version: the engine is told once this commits.
         hasPendingUploads = true
         guard var row = try db.recordMetadata(moved.recordName), row.link == nil,
-            let entity = schema.entity(named: row.entityName), let id = UUID(uuidString: row.recordName),
+            let entity = schema.entity(named: row.entityName), let id = UUID(text: row.recordName),
             let local = try context.fetchSnapshot(entityName: entity.name, id: id),
             let content = try? schema.content(of: server)
         else {
@@ -282,7 +282,7 @@ extension MirrorTransaction {
         var lost: [ConflictRecord] = []
         let rows = try db.recordMetadata(in: key)
         for row in rows where row.link == nil {
-            guard let id = UUID(uuidString: row.recordName), let entity = schema.entity(named: row.entityName) else { continue }
+            guard let id = UUID(text: row.recordName), let entity = schema.entity(named: row.entityName) else { continue }
             let local = try context.fetchSnapshot(entityName: entity.name, id: id)
             if let pending = try row.pendingUpload, pending != .delete {
                 lost += resolution.accessEnded(

@@ -120,7 +120,7 @@ extension MirrorTransaction {
         if let ends = metadata.link {
             record = LinkRecords.record(ends, in: recordZone)
         } else {
-            guard let entity = schema.entity(named: metadata.entityName), let id = UUID(uuidString: metadata.recordName),
+            guard let entity = schema.entity(named: metadata.entityName), let id = UUID(text: metadata.recordName),
                 var snapshot = try context.fetchSnapshot(entityName: entity.name, id: id)
             else { return nil }
             // A reference whose target has not arrived yet is still the object's value on the server.
@@ -168,7 +168,7 @@ extension MirrorTransaction {
                 if let ends = row.link {
                     exists = try linkExists(ends)
                 } else {
-                    exists = try UUID(uuidString: row.recordName).map { try context.exists(entityName: row.entityName, id: $0) } ?? false
+                    exists = try UUID(text: row.recordName).map { try context.exists(entityName: row.entityName, id: $0) } ?? false
                 }
                 guard exists else {
                     try forget(row.recordName)

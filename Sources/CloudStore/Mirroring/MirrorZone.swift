@@ -92,7 +92,7 @@ struct MirrorZone: Sendable, Hashable {
     static func isMirrorable(_ zoneID: ZoneID, primary: ZoneID) -> Bool {
         guard zoneID.ownerRecordName == nil else { return true }
         let prefix = "\(primary.zoneName).share-"
-        return zoneID.zoneName.hasPrefix(prefix) && UUID(uuidString: String(zoneID.zoneName.dropFirst(prefix.count))) != nil
+        return zoneID.zoneName.hasPrefix(prefix) && UUID(text: String(zoneID.zoneName.dropFirst(prefix.count))) != nil
     }
 }
 
@@ -158,7 +158,7 @@ extension MirrorZone {
         share = try (row[4] as Data?).map { try MirrorMetadata.decode(Record.self, $0) }
         pendingShare = try (row[5] as Data?).map { try MirrorMetadata.decode(PendingShareChange.self, $0) }
         saved = row[6]
-        if let entity = row[7] as String?, let id = (row[8] as String?).flatMap(UUID.init(uuidString:)) {
+        if let entity = row[7] as String?, let id = (row[8] as String?).flatMap(UUID.init(text:)) {
             root = ObjectKey(entityName: entity, id: id)
         }
     }

@@ -154,7 +154,7 @@ extension AttributeValue {
             }
             return nil
         case (.data, .string(let value)): return Data(base64Encoded: value).map(AttributeValue.data)
-        case (.uuid, .string(let value)): return UUID(uuidString: value).map(AttributeValue.uuid)
+        case (.uuid, .string(let value)): return UUID(text: value).map(AttributeValue.uuid)
         case (.url, .string(let value)): return URL(string: value).map(AttributeValue.url)
         case (.decimal, .string(let value)):
             return Decimal(string: value, locale: Locale(identifier: "en_US_POSIX")).map(AttributeValue.decimal)

@@ -65,7 +65,7 @@ extension Schema {
                 entity: record.recordType ?? "(no record type)",
                 "record \(record.recordName) has a record type that is not an entity of schema \(name)")
         }
-        guard let id = UUID(uuidString: record.recordName) else {
+        guard let id = UUID(text: record.recordName) else {
             throw EntityError(entity: entity.name, "record name \"\(record.recordName)\" is not a UUID, so it is not an object id")
         }
         var content = RecordContent(snapshot: EntitySnapshot(entityName: entity.name, id: id))
@@ -81,7 +81,7 @@ extension Schema {
             case nil, .null?:
                 content.snapshot.values[relationship.name] = .null
             case .reference(let reference)?:
-                guard let target = UUID(uuidString: reference.recordName) else {
+                guard let target = UUID(text: reference.recordName) else {
                     throw EntityError(
                         entity: entity.name, property: relationship.name,
                         "the reference's record name \"\(reference.recordName)\" is not a UUID")
@@ -138,7 +138,7 @@ extension Schema {
             case (.data, .asset(let asset)):
                 AssetChecksum.fileName(of: asset.fileChecksum) == nil
                     ? nil : .externalData(ExternalData(checksum: asset.fileChecksum, size: asset.size))
-            case (.uuid, .string(let value)): UUID(uuidString: value).map(AttributeValue.uuid)
+            case (.uuid, .string(let value)): UUID(text: value).map(AttributeValue.uuid)
             case (.url, .string(let value)): URL(string: value).map(AttributeValue.url)
             case (.decimal, .string(let value)):
                 Decimal(string: value, locale: Locale(identifier: "en_US_POSIX")).map(AttributeValue.decimal)

@@ -152,6 +152,6 @@ final class EntityFetch: StoredEntityValues {
     private func idsOfRows() throws -> [UUID] {
         let statement = try context.db.makeStatement(sql: sql)
         let texts = try String.fetchAll(statement, arguments: StatementArguments(arguments.map(\.databaseValue)))
-        return texts.compactMap(UUID.init(uuidString:))
+        return texts.compactMap(UUID.init(text:))
     }
 }

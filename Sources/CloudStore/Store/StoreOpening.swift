@@ -184,7 +184,7 @@ struct StoreMetadata {
             }
             return number
         }
-        guard let identifier = UUID(uuidString: try text("storeIdentifier")) else {
+        guard let identifier = UUID(text: try text("storeIdentifier")) else {
             throw StoreError(.corrupt, "\(path): CloudStore's metadata has a damaged store identifier; restore the file from a backup")
         }
         var schema: Schema?
