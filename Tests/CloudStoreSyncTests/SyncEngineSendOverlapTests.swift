@@ -6,13 +6,15 @@ import Testing
 @testable import CloudStoreSync
 
 /// The engine asks for (and encodes) the next batch while a batch is in flight, with the records
-/// in flight in `recordIDsToSkip`: no record is in two batches at once, the delegate is never
-/// called while it handles an event, each batch's `sentRecordZoneChanges` comes before the next
-/// batch goes out, and a prepared batch is not sent after a failure or a missing zone.
+/// in flight in `recordIDsToSkip`, and sends it while the delegate handles the answer of the batch
+/// before: no record is in two batches at once, the delegate is never called while it handles an
+/// event, each batch's `sentRecordZoneChanges` comes before the batch after the next goes out, and
+/// a prepared batch is not sent after a failure or a missing zone.
 ///
 /// The scripted server holds each `records/modify` until the delegate was asked for a batch that
-/// skips that request's records, so these tests fail (instead of passing by luck) when the engine
-/// does not overlap.
+/// skips that request's records, and the delegate (when asked to) holds each answer until the next
+/// request arrived, so these tests fail (instead of passing by luck) when the engine does not
+/// overlap.
 @Suite(.timeLimit(.minutes(3))) struct SyncEngineSendOverlapTests {
     static let zone = ZoneID(zoneName: "Notes")
 
@@ -20,7 +22,43 @@ import Testing
     final class Log: Sendable {
         private let entries = Mutex<[String]>([])
 
-        func append(_ entry: String) { entries.withLock { $0.append(entry) } }
+        private let requestWaiters = Mutex<[(count: Int, continuation: CheckedContinuation<Bool, Never>)]>([])
+
+        func append(_ entry: String) {
+            let requests = entries.withLock { entries in
+                entries.append(entry)
+                return entries.filter { $0.hasPrefix("request") }.count
+            }
+            let ready = requestWaiters.withLock { waiters in
+                defer { waiters.removeAll { $0.count <= requests } }
+                return waiters.filter { $0.count <= requests }.map(\.continuation)
+            }
+            for waiter in ready { waiter.resume(returning: true) }
+        }
+
+        /// Returns once `count` requests arrived; false (after a bound that only turns a hang into
+        /// a failure) if they never do.
+        func waitForRequests(_ count: Int) async -> Bool {
+            if requests.count >= count { return true }
+            let timeout = Task {
+                try await Task.sleep(for: .seconds(20))
+                let late = self.requestWaiters.withLock { waiters in
+                    defer { waiters.removeAll { $0.count == count } }
+                    return waiters.filter { $0.count == count }.map(\.continuation)
+                }
+                for waiter in late { waiter.resume(returning: false) }
+            }
+            defer { timeout.cancel() }
+            return await withCheckedContinuation { continuation in
+                let arrived = requestWaiters.withLock { waiters in
+                    // Checked again under the lock `append` answers waiters under.
+                    if requests.count >= count { return true }
+                    waiters.append((count, continuation))
+                    return false
+                }
+                if arrived { continuation.resume(returning: true) }
+            }
+        }
         func clear() { entries.withLock { $0 = [] } }
         var all: [String] { entries.withLock { $0 } }
         var requests: [String] { all.filter { $0.hasPrefix("request") } }
@@ -40,10 +78,16 @@ import Testing
         let log: Log
         /// Whether a record that failed with `ZONE_NOT_FOUND` makes the zone again and is queued anew.
         let recreatesMissingZone: Bool
+        /// Whether handling an answer waits until the next batch's request arrived (when records
+        /// are still pending): it arrives only if the engine sends it while the answer is handled.
+        let holdsAnswersUntilTheNextRequest: Bool
+        /// Answers the next request did not arrive during.
+        private(set) var answersWithoutOverlap: [[String]] = []
 
-        init(log: Log, recreatesMissingZone: Bool = false) {
+        init(log: Log, recreatesMissingZone: Bool = false, holdsAnswersUntilTheNextRequest: Bool = false) {
             self.log = log
             self.recreatesMissingZone = recreatesMissingZone
+            self.holdsAnswersUntilTheNextRequest = holdsAnswersUntilTheNextRequest
         }
 
         func add(_ names: [String], to engine: SyncEngine) {
@@ -68,6 +112,9 @@ import Testing
             log.append("sent \(answered.sorted())")
             sentEvents.append(answered)
             for record in sent.savedRecords { pending[record.recordName] = nil }
+            if holdsAnswersUntilTheNextRequest && !pending.isEmpty, await !log.waitForRequests(sentEvents.count + 1) {
+                answersWithoutOverlap.append(answered)
+            }
             for failure in sent.failedRecordSaves where failure.error.code == .zoneNotFound && recreatesMissingZone {
                 syncEngine.state.add(pendingDatabaseChanges: [.saveZone(failure.record.recordID.zoneID)])
                 syncEngine.state.hasPendingUntrackedChanges = true
@@ -146,7 +193,7 @@ import Testing
         let log = Log()
         let queueReference = Mutex<Queue?>(nil)
         let database = Self.server({ queueReference.withLock { $0 } }, log: log)
-        let queue = Queue(log: log)
+        let queue = Queue(log: log, holdsAnswersUntilTheNextRequest: true)
         queueReference.withLock { $0 = queue }
         let engine = Self.engine(database, queue)
         await queue.add(["N1", "N2", "N3", "N4", "N5", "N6"], to: engine)
@@ -159,12 +206,11 @@ import Testing
         #expect(await queue.sentEvents == [["N1", "N2"], ["N3", "N4"], ["N5", "N6"]], "answers reported in order")
         #expect(await queue.pending.isEmpty)
         #expect(await queue.overlappingCalls == 0, "the delegate is called one call at a time")
-        // Each batch's answer is reported before the next batch goes out.
-        for (sent, nextRequest) in [(#"sent ["N1", "N2"]"#, #"request ["N3", "N4"]"#), (#"sent ["N3", "N4"]"#, #"request ["N5", "N6"]"#)] {
-            let sentAt = try #require(entries.firstIndex(of: sent))
-            let requestAt = try #require(entries.firstIndex(of: nextRequest))
-            #expect(sentAt < requestAt, "\(entries)")
-        }
+        #expect(await queue.answersWithoutOverlap.isEmpty, "the next batch went out while each answer was handled")
+        // Each batch's answer is reported before the batch after the next goes out.
+        let sentAt = try #require(entries.firstIndex(of: #"sent ["N1", "N2"]"#))
+        let thirdRequestAt = try #require(entries.firstIndex(of: #"request ["N5", "N6"]"#))
+        #expect(sentAt < thirdRequestAt, "\(entries)")
         // The records in flight were skipped, and no ask handed out a record another batch held.
         let asks = await queue.asks
         #expect(asks.map(\.handedOut) == [["N1", "N2"], ["N3", "N4"], ["N5", "N6"], [], []])
@@ -229,5 +275,40 @@ import Testing
         #expect(await queue.sentEvents == [["N1", "N2"], ["N1", "N2"], ["N3", "N4"]])
         #expect(await queue.pending.isEmpty)
         #expect(await queue.overlappingCalls == 0)
+    }
+
+    /// A send cancelled while the batch that went out early is in flight still hands that batch's
+    /// answer to the delegate (its records are not left in flight), and sends nothing more.
+    @Test func send_cancelledWhileABatchSentEarlyIsInFlight_stillAnswersIt() async throws {
+        let log = Log()
+        let gate = Mutex<CheckedContinuation<Void, Never>?>(nil)
+        let database = ScriptedDatabase { script in
+            script.modifyRecords = { request in
+                let names = request.operations.map(\.record.recordName)
+                guard names == ["N3", "N4"] else {
+                    log.append("request \(names)")
+                    return SyncEngineMechanicsTests.acceptAll(request)
+                }
+                // Held until the test opens the gate; logged once the gate can be opened.
+                await withCheckedContinuation { continuation in
+                    gate.withLock { $0 = continuation }
+                    log.append("request \(names)")
+                }
+                return SyncEngineMechanicsTests.acceptAll(request)
+            }
+        }
+        let queue = Queue(log: log)
+        let engine = Self.engine(database, queue)
+        await queue.add(["N1", "N2", "N3", "N4", "N5", "N6"], to: engine)
+
+        let send = Task { try await engine.sendChanges() }
+        #expect(await log.waitForRequests(2))
+        send.cancel()
+        gate.withLock { $0?.resume() }
+        await #expect(throws: (any Error).self) { try await send.value }
+
+        #expect(log.requests == [#"request ["N1", "N2"]"#, #"request ["N3", "N4"]"#])
+        #expect(await queue.sentEvents == [["N1", "N2"], ["N3", "N4"]])
+        #expect(await queue.pending.keys.sorted() == ["N5", "N6"])
     }
 }

@@ -67,71 +67,96 @@ extension SyncEngine {
 
     /// Sends batches until the delegate has none or nothing in scope is pending. While a batch's
     /// requests are in flight, the next batch is asked for and encoded, the records in flight
-    /// skipped (``SendChangesContext/recordIDsToSkip``): at most one batch in flight and one
-    /// prepared. The delegate is never called while it handles an event, and each batch's
-    /// ``Event/sentRecordZoneChanges(_:)`` comes before the next batch is sent. A prepared batch
-    /// is dropped, and the delegate asked again, when the batch in flight found its zone missing
-    /// or zone changes wait to go first; when the send stops on an error it is never sent.
+    /// skipped (``SendChangesContext/recordIDsToSkip``), and once the server answered a batch, the
+    /// next one goes out while that answer is handed to the delegate: at most two batches are
+    /// between the delegate and the server, never one record in both. The delegate is never called
+    /// while it handles an event, and each batch's ``Event/sentRecordZoneChanges(_:)`` comes before
+    /// the batch after the next one is asked for. A prepared batch is not sent, and the delegate is
+    /// asked again, when the batch in flight failed or found its zone missing or zone changes wait
+    /// to go first; a batch that went out is always answered to the delegate, also when the send
+    /// then stops on an error or a cancellation.
     private func sendPass(_ context: SendChangesContext) async throws -> SendPassEnd {
         let scope = context.options.scope
         var attempts: [RecordID: Int] = [:]
         var retryLater: [RecordID: ServerError] = [:]
         var prepared: PreparedBatch?
+        /// The batch that went out while the previous batch's answer was handed to the delegate.
+        var sentEarly: (batch: PreparedBatch, sending: Task<(RecordSendOutcome?, (any Error)?), Never>)?
         /// Whether the delegate had nothing while a batch was in flight: it may have once that
         /// batch is settled, so it is asked again whatever the state says.
         var askAgain = false
         while true {
-            if Task.isCancelled { throw SyncEngineError.cancelled }
-            let zoneChangesWait = state.withStorage { $0.databaseChanges.changes.contains { scope.contains($0) } }
-            if prepared != nil && zoneChangesWait {
-                prepared = nil
-                askAgain = true
-            }
-            try await sendDatabaseChanges(in: scope)
-
-            let capped = Set(attempts.filter { $0.value >= Self.maxAttemptsPerPass }.keys)
-            let excluded = capped.union(retryLater.keys)
-            // An answer the delegate gave while a batch was in flight counts as "may have more",
-            // as the flag it cleared said before.
-            let (pending, untracked) = state.withStorage { storage in
-                (storage.recordChanges.changes.filter { scope.contains($0) }, storage.hasPendingUntrackedChanges || askAgain)
-            }
-            // Changes the delegate tracks itself that wait for a retry are as stuck as tracked ones.
-            let stuck = pending.contains { excluded.contains(normalized($0.recordID)) } || (untracked && !excluded.isEmpty)
-            func end() -> SendPassEnd {
-                guard stuck else { return .done }
-                return .stalled(retryAfter: retryLater.values.compactMap(\.retryAfter).max())
-            }
             let current: PreparedBatch
-            if let next = prepared {
-                current = next
-                prepared = nil
+            let sending: Task<(RecordSendOutcome?, (any Error)?), Never>
+            if let early = sentEarly {
+                (current, sending) = early
+                sentEarly = nil
             } else {
-                let sendable = pending.contains { !excluded.contains(normalized($0.recordID)) }
-                guard sendable || untracked else { return end() }
-                askAgain = false
-                guard let delegate else { throw SyncEngineError.delegateReleased }
-                guard let next = await prepareBatch(context, delegate: delegate, excluding: excluded) else { return end() }
-                current = next
-            }
-            for recordID in current.recordIDs {
-                attempts[recordID, default: 0] += 1
+                if Task.isCancelled { throw SyncEngineError.cancelled }
+                let zoneChangesWait = state.withStorage { $0.databaseChanges.changes.contains { scope.contains($0) } }
+                if prepared != nil && zoneChangesWait {
+                    prepared = nil
+                    askAgain = true
+                }
+                try await sendDatabaseChanges(in: scope)
+
+                let excluded = Self.excluded(attempts, retryLater)
+                // An answer the delegate gave while a batch was in flight counts as "may have more",
+                // as the flag it cleared said before.
+                let (pending, untracked) = state.withStorage { storage in
+                    (storage.recordChanges.changes.filter { scope.contains($0) }, storage.hasPendingUntrackedChanges || askAgain)
+                }
+                // Changes the delegate tracks itself that wait for a retry are as stuck as tracked ones.
+                let stuck = pending.contains { excluded.contains(normalized($0.recordID)) } || (untracked && !excluded.isEmpty)
+                func end() -> SendPassEnd {
+                    guard stuck else { return .done }
+                    return .stalled(retryAfter: retryLater.values.compactMap(\.retryAfter).max())
+                }
+                if let next = prepared {
+                    current = next
+                    prepared = nil
+                } else {
+                    let sendable = pending.contains { !excluded.contains(normalized($0.recordID)) }
+                    guard sendable || untracked else { return end() }
+                    askAgain = false
+                    guard let delegate else { throw SyncEngineError.delegateReleased }
+                    guard let next = await prepareBatch(context, delegate: delegate, excluding: excluded) else { return end() }
+                    current = next
+                }
+                sending = startSending(current, attempts: &attempts)
             }
 
-            async let sending = transmit(current)
-            let skipping = excluded.union(current.recordIDs)
-            let (untrackedNow, sendableNow) = state.withStorage { storage in
-                (
-                    storage.hasPendingUntrackedChanges,
-                    storage.recordChanges.changes.contains { scope.contains($0) && !skipping.contains(normalized($0.recordID)) }
-                )
-            }
             var next: PreparedBatch?
-            if (sendableNow || untrackedNow), let delegate {
-                next = await prepareBatch(context, delegate: delegate, excluding: skipping)
-                askAgain = next == nil
+            if !Task.isCancelled {
+                let skipping = Self.excluded(attempts, retryLater).union(current.recordIDs)
+                let (untrackedNow, sendableNow) = state.withStorage { storage in
+                    (
+                        storage.hasPendingUntrackedChanges,
+                        storage.recordChanges.changes.contains { scope.contains($0) && !skipping.contains(normalized($0.recordID)) }
+                    )
+                }
+                if (sendableNow || untrackedNow), let delegate {
+                    next = await prepareBatch(context, delegate: delegate, excluding: skipping)
+                    askAgain = next == nil
+                }
             }
-            let (outcome, failure) = await sending
+            let (outcome, failure) = await withTaskCancellationHandler {
+                await sending.value
+            } onCancel: {
+                sending.cancel()
+            }
+            let zoneMissing = outcome?.failedRecordSaves.contains(where: { $0.error.code == .zoneNotFound }) == true
+            if zoneMissing {
+                // The delegate may make the zone again and queue its records anew.
+                askAgain = askAgain || next != nil
+                next = nil
+            }
+            if let batch = next, failure == nil, !Task.isCancelled,
+                !state.withStorage({ $0.databaseChanges.changes.contains { scope.contains($0) } })
+            {
+                sentEarly = (batch, startSending(batch, attempts: &attempts))
+                next = nil
+            }
             if let outcome {
                 await apply(outcome, revisions: current.revisions)
                 assetReceipts.remove(
@@ -142,13 +167,24 @@ extension SyncEngine {
             for (recordID, error) in outcome?.retained ?? [:] where error.code != .atomicError {
                 retryLater[recordID] = error
             }
-            if outcome?.failedRecordSaves.contains(where: { $0.error.code == .zoneNotFound }) == true {
-                // The delegate may have made the zone again and queued its records anew.
-                askAgain = askAgain || next != nil
-                next = nil
-            }
             prepared = next
         }
+    }
+
+    /// The records this send sends no more: those sent `maxAttemptsPerPass` times, and those
+    /// waiting for a retry after an error.
+    private static func excluded(_ attempts: [RecordID: Int], _ retryLater: [RecordID: ServerError]) -> Set<RecordID> {
+        Set(attempts.filter { $0.value >= maxAttemptsPerPass }.keys).union(retryLater.keys)
+    }
+
+    /// Starts sending a batch, counting the attempt for each of its records.
+    private func startSending(
+        _ batch: PreparedBatch, attempts: inout [RecordID: Int]
+    ) -> Task<(RecordSendOutcome?, (any Error)?), Never> {
+        for recordID in batch.recordIDs {
+            attempts[recordID, default: 0] += 1
+        }
+        return Task { await self.transmit(batch) }
     }
 
     /// Asks the delegate for its next batch with `excluded` left out (``SendChangesContext/recordIDsToSkip``),
