@@ -31,7 +31,7 @@ struct JSONBytesTests {
             case 1: Double.random(in: -1...1, using: &generator)
             case 2: Double.random(in: -1e300...1e300, using: &generator)
             case 3: Double(sign: chance(0.5) ? .minus : .plus, exponent: int(-1070...1020), significand: Double.random(in: 1..<2, using: &generator))
-            case 4: [0.0, -0.0, 0.1, 1e15, 1e16, 1e17, 123456789012345680, 5e-324, .greatestFiniteMagnitude, 1e-7, 1e21].randomElement(using: &generator)!
+            case 4: [0.0, -0.0, 0.1, 1e15, 1e16, 1e17, 123456789012345680, .leastNonzeroMagnitude, .greatestFiniteMagnitude, 1e-7, 1e21].randomElement(using: &generator)!
             case 5: Double(Int64.random(in: Int64.min...Int64.max, using: &generator))
             default: Double(int(-100_000...100_000)) / 100
             }

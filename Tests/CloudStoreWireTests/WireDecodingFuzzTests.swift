@@ -14,7 +14,7 @@ import Testing
         var examples: [String]
         var check: @Sendable (Data) throws -> Bool
 
-        init<T: Codable & Equatable>(_ type: T.Type, _ examples: [String]) {
+        init<T: Codable & Equatable & Sendable>(_ type: T.Type, _ examples: [String]) {
             name = "\(T.self)"
             self.examples = examples
             check = { data in try Self.roundTrip(T.self, data) }
