@@ -133,9 +133,7 @@ extension PersistentStore {
         var transactions: [HistoryTransaction] = []
         try db.each(sql, arguments) { statement in
             let number = sqlite3_column_int64(statement, 0)
-            let blob = Data(
-                bytes: sqlite3_column_blob(statement, 4) ?? UnsafeRawPointer(bitPattern: 1)!,
-                count: Int(sqlite3_column_bytes(statement, 4)))
+            let blob = columnData(statement, 4)
             let changes = try HistoryEncoding.decode(blob) { filter.entities?.contains($0) ?? true }
             transactions.append(
                 HistoryTransaction(

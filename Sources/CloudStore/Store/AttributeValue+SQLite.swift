@@ -122,9 +122,7 @@ extension AttributeValue {
             if storage == SQLITE_TEXT, let external = ExternalData(storedText: columnText(statement, index)) {
                 return .externalData(external)
             }
-            let count = Int(sqlite3_column_bytes(statement, index))
-            guard let bytes = sqlite3_column_blob(statement, index) else { return .data(Data()) }
-            return .data(Data(bytes: bytes, count: count))
+            return .data(columnData(statement, index))
         case .uuid: return columnUUID(statement, index).map(AttributeValue.uuid)
         case .url: return URL(string: columnText(statement, index)).map(AttributeValue.url)
         case .decimal:
@@ -167,12 +165,15 @@ func columnTextOrNil(_ statement: OpaquePointer, _ index: Int32) -> String? {
     sqlite3_column_type(statement, index) == SQLITE_NULL ? nil : columnText(statement, index)
 }
 
-/// The bytes of column `index` of the current row (a blob, or a text's UTF-8); nil when it is NULL.
+/// The bytes of column `index` of the current row (a blob, or a text's UTF-8); empty when NULL.
+func columnData(_ statement: OpaquePointer, _ index: Int32) -> Data {
+    guard let bytes = sqlite3_column_blob(statement, index) else { return Data() }
+    return Data(bytes: bytes, count: Int(sqlite3_column_bytes(statement, index)))
+}
+
+/// The bytes of column `index` of the current row; nil when it is NULL.
 func columnDataOrNil(_ statement: OpaquePointer, _ index: Int32) -> Data? {
-    guard sqlite3_column_type(statement, index) != SQLITE_NULL else { return nil }
-    let bytes = sqlite3_column_blob(statement, index)
-    let count = Int(sqlite3_column_bytes(statement, index))
-    return bytes.map { Data(bytes: $0, count: count) } ?? Data()
+    sqlite3_column_type(statement, index) == SQLITE_NULL ? nil : columnData(statement, index)
 }
 
 /// The UUID stored as text in column `index` of the current row; nil if it is not one.
@@ -223,10 +224,10 @@ extension UUID {
     }
 
     /// Reads a UUID's text in the 8-4-4-4-12 form (either case), exactly; nil if it is not one.
-    /// Unlike `UUID(text:)` on Linux (`sscanf` underneath, a tenth of a microsecond-scale
-    /// cost per call that showed in imports), it refuses a sign or `0x` inside a group
-    /// (`"+621E1F8-…"` read as `0621E1F8-…`): a record whose name only looks like an object's id
-    /// is not an object under another name.
+    /// Not Foundation's `UUID(uuidString:)`: on Linux it parses with `sscanf` (about 1% of a
+    /// device's CPU in a bulk sync) and accepts a sign, `0x` or a space inside a group
+    /// (`"+621E1F8-…"` reads as `0621E1F8-…`), so a record whose name only looks like an object's
+    /// id would become an object under another name.
     init?(text: String) {
         var text = text
         guard let uuid = text.withUTF8({ UUID(storedText: $0) }) else { return nil }

@@ -93,8 +93,7 @@ extension SyncEngine {
                 sentEarly = nil
             } else {
                 if Task.isCancelled { throw SyncEngineError.cancelled }
-                let zoneChangesWait = state.withStorage { $0.databaseChanges.changes.contains { scope.contains($0) } }
-                if prepared != nil && zoneChangesWait {
+                if prepared != nil && zoneChangesWait(in: scope) {
                     prepared = nil
                     askAgain = true
                 }
@@ -151,9 +150,7 @@ extension SyncEngine {
                 askAgain = askAgain || next != nil
                 next = nil
             }
-            if let batch = next, failure == nil, !Task.isCancelled,
-                !state.withStorage({ $0.databaseChanges.changes.contains { scope.contains($0) } })
-            {
+            if let batch = next, failure == nil, !Task.isCancelled, !zoneChangesWait(in: scope) {
                 sentEarly = (batch, startSending(batch, attempts: &attempts))
                 next = nil
             }
@@ -169,6 +166,11 @@ extension SyncEngine {
             }
             prepared = next
         }
+    }
+
+    /// Whether zone changes in `scope` wait to be sent: they go before any more record batches.
+    private func zoneChangesWait(in scope: SendChangesOptions.Scope) -> Bool {
+        state.withStorage { $0.databaseChanges.changes.contains { scope.contains($0) } }
     }
 
     /// The records this send sends no more: those sent `maxAttemptsPerPass` times, and those
