@@ -102,6 +102,10 @@ enum MirrorMetadata {
             try db.execute(sql: "ALTER TABLE cloudstore_record_metadata ADD COLUMN zone_name TEXT")
             try db.execute(sql: "ALTER TABLE cloudstore_record_metadata ADD COLUMN zone_owner TEXT")
         }
+        // Stores from before the times of server versions were kept: unknown for their rows.
+        if !columns.contains("server_modified") {
+            try db.execute(sql: "ALTER TABLE cloudstore_record_metadata ADD COLUMN server_modified INTEGER")
+        }
         try db.execute(
             sql: """
                 CREATE INDEX IF NOT EXISTS cloudstore_record_metadata_zone

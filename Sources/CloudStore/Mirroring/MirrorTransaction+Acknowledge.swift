@@ -78,7 +78,7 @@ extension MirrorTransaction {
         guard var row = try db.recordMetadata(saved.recordName), row.zone == key(saved.recordID.zoneID) else { return }
         // A create's ancestor is only what it carried (``prepareUploads``): the server's copy replaces it.
         let created = !row.isOnServer
-        row.serverHas(saved.recordChangeTag)
+        row.serverHas(saved)
         counts.saved += 1
         let unchangedSinceSent = sent != nil && sent?.revision == row.uploadRevision
         guard row.link == nil, let entity = schema.entity(named: row.entityName), let id = UUID(text: row.recordName)
@@ -172,13 +172,13 @@ extension MirrorTransaction {
         case .conflict, .exists:
             guard let server = error.serverRecord, !server.deleted else {
                 // No server copy to merge with: upload again as a new record.
-                row.changeTag = nil
+                row.forgetChangeTag()
                 try save(row)
                 return .handled
             }
             if row.link != nil {
                 // Both devices added the same link: it is on the server, which is all that matters.
-                row.serverHas(server.recordChangeTag)
+                row.serverHas(server)
                 if try row.pendingUpload != .delete { try setPendingUpload(nil, of: &row) }
                 try save(row)
                 counts.saved += 1
@@ -204,7 +204,7 @@ extension MirrorTransaction {
         let content = try schema.content(of: server)
         let serverValues = recordValues(content.snapshot, entity)
         let versionKnown = row.isOnServer
-        row.serverHas(server.recordChangeTag)
+        row.serverHas(server)
         row.setUnknownFields(content.unknownFields)
         let ancestor = ConflictResolution.ancestor(
             try row.ancestor, server: serverValues, writtenBy: server.modified?.deviceID,

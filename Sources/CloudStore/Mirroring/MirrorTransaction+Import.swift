@@ -36,8 +36,10 @@ extension MirrorTransaction {
 
     /// The metadata of a record fetched from `zone`, or nil when the record is not to be applied: it
     /// is the copy an object this device moved out of that zone left behind
-    /// (``leftBehindCopyChanged(_:_:make:)``). An object that another device moved into `zone`
-    /// takes it as its zone from now on.
+    /// (``leftBehindCopyChanged(_:_:make:)``), or the copy another device's move left there, older
+    /// than the version this device has in the object's zone now (fetched before the move's
+    /// delete of it; the moving device merges what it holds). An object that another device moved
+    /// into `zone` takes it as its zone from now on.
     private func fetchedMetadata(_ record: Record, in zone: MirrorZone.Key, _ make: () -> RecordMetadata) throws -> RecordMetadata? {
         if let moved = try db.movedRecord(record.recordName, from: zone) {
             return try leftBehindCopyChanged(record, moved, make: make)
@@ -48,8 +50,14 @@ extension MirrorTransaction {
             return row
         }
         if row.zone != zone {
+            if row.hasNewerVersion(than: record) {
+                logger.debug(
+                    "skipped a copy a move left behind, older than the version here",
+                    metadata: ["record": "\(record.recordName)", "zone": "\(zone.name ?? zoneID.zoneName)"])
+                return nil
+            }
             row.zone = zone
-            row.changeTag = nil
+            row.forgetChangeTag()
         }
         return row
     }
@@ -94,7 +102,7 @@ extension MirrorTransaction {
         case nil:
             try apply(serverValues, to: entity, id: id)
         }
-        row.serverHas(record.recordChangeTag)
+        row.serverHas(record)
         row.setAncestor(serverValues)
         row.setUnknownFields(content.unknownFields)
         try save(row)
@@ -128,7 +136,7 @@ extension MirrorTransaction {
         guard var row = try fetchedMetadata(record, in: zone, {
             RecordMetadata(recordName: record.recordName, entityName: LinkRecords.recordType, link: ends)
         }) else { return }
-        row.serverHas(record.recordChangeTag)
+        row.serverHas(record)
         if try row.pendingUpload == .delete {
             let (winner, conflicts) = resolution.linkDeletionAgainstSave(link(ends, entity, relationship))
             try log(conflicts)

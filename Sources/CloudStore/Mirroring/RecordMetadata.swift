@@ -23,6 +23,11 @@ struct RecordMetadata: Sendable {
     var entityName: String
     /// The server's change tag of the last version this device has; nil when it has none.
     var changeTag: String?
+    /// When the server wrote the version ``changeTag`` names (its `modified` stamp, milliseconds
+    /// since 1970); nil when unknown. A copy of the record fetched from another zone is taken as
+    /// the object moved there only if the server wrote it after this version: an older one is a
+    /// copy a move left behind (``MirrorTransaction/applyFetched(_:deletions:in:)``).
+    var serverModified: Int64?
     /// Whether the server may hold the record: this device has a server version of it, or handed
     /// an upload of it to the sync engine (its answer may have been lost, the device killed). A
     /// delete of such a record goes to the server; a record that never left the device is
@@ -99,16 +104,32 @@ struct RecordMetadata: Sendable {
         uploadRevision = upload == nil ? nil : try revision()
     }
 
-    /// The server has the record at `changeTag`.
-    mutating func serverHas(_ changeTag: String?) {
-        self.changeTag = changeTag
+    /// The server has the record at `version` (its change tag and when it was written).
+    mutating func serverHas(_ version: Record) {
+        changeTag = version.recordChangeTag
+        serverModified = version.modified?.timestamp.millisecondsSince1970
         mayBeOnServer = true
+    }
+
+    /// Whether the server wrote the version this device has after `copy`, a copy of the record
+    /// fetched from another zone: then `copy` is one a move left behind (the move's delete of it
+    /// not fetched yet), not the object moving there. False when either time is unknown.
+    func hasNewerVersion(than copy: Record) -> Bool {
+        guard let serverModified, let copyModified = copy.modified?.timestamp.millisecondsSince1970 else { return false }
+        return copyModified < serverModified
+    }
+
+    /// This device no longer knows which server version it has (it uploads the record as a new
+    /// one); what the server may hold and the ancestor stay.
+    mutating func forgetChangeTag() {
+        changeTag = nil
+        serverModified = nil
     }
 
     /// The server lost the record (its zone was recreated, the account changed): upload it whole
     /// as a new record.
     mutating func forgetServerVersion() {
-        changeTag = nil
+        forgetChangeTag()
         storedAncestor = nil
         mayBeOnServer = false
     }
@@ -247,8 +268,8 @@ extension Database {
             sql: """
                 INSERT OR REPLACE INTO cloudstore_record_metadata
                 (record_name, entity, change_tag, may_be_on_server, ancestor, unknown_fields, pending_upload,
-                 upload_revision, refusal, link_relationship, link_source, link_target, zone_name, zone_owner)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                 upload_revision, refusal, link_relationship, link_source, link_target, zone_name, zone_owner, server_modified)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """
         ).execute(
             arguments: [
@@ -257,7 +278,7 @@ extension Database {
                 try metadata.storedPendingUpload?.encoded(), metadata.uploadRevision,
                 try metadata.refusal.map { try MirrorMetadata.encode($0) },
                 metadata.link?.relationship, metadata.link?.source.uuidString, metadata.link?.target.uuidString,
-                metadata.zone.name, metadata.zone.owner,
+                metadata.zone.name, metadata.zone.owner, metadata.serverModified,
             ])
     }
 
@@ -291,7 +312,7 @@ extension RecordMetadata {
     /// `SELECT` of the columns ``init(statement:)`` reads, in its order, up to `WHERE `.
     static let select =
         "SELECT record_name, entity, change_tag, may_be_on_server, ancestor, unknown_fields, pending_upload, upload_revision, "
-        + "refusal, link_relationship, link_source, link_target, zone_name, zone_owner FROM cloudstore_record_metadata WHERE "
+        + "refusal, link_relationship, link_source, link_target, zone_name, zone_owner, server_modified FROM cloudstore_record_metadata WHERE "
     /// ``select`` of one record, by name.
     static let selectByName = select + "record_name = ?"
 
@@ -307,12 +328,13 @@ extension RecordMetadata {
         storedAncestor = data(4).map(MetadataJSON.init(encoded:))
         storedUnknownFields = data(5).map(MetadataJSON.init(encoded:))
         storedPendingUpload = data(6).map(MetadataJSON.init(encoded:))
-        uploadRevision = sqlite3_column_type(statement, 7) == SQLITE_NULL ? nil : sqlite3_column_int64(statement, 7)
+        uploadRevision = columnInt64OrNil(statement, 7)
         refusal = try data(8).map { try MirrorMetadata.decode(ServerError.self, $0) }
         if let relationship = text(9), let source = columnUUID(statement, 10), let target = columnUUID(statement, 11) {
             link = LinkEnds(relationship: relationship, source: source, target: target)
         }
         zone = Self.zone(statement)
+        serverModified = columnInt64OrNil(statement, 14)
     }
 
     /// The zone of the current row of a statement of ``select``.

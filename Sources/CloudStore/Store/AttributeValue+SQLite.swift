@@ -176,6 +176,11 @@ func columnDataOrNil(_ statement: OpaquePointer, _ index: Int32) -> Data? {
     sqlite3_column_type(statement, index) == SQLITE_NULL ? nil : columnData(statement, index)
 }
 
+/// The integer of column `index` of the current row; nil when it is NULL.
+func columnInt64OrNil(_ statement: OpaquePointer, _ index: Int32) -> Int64? {
+    sqlite3_column_type(statement, index) == SQLITE_NULL ? nil : sqlite3_column_int64(statement, index)
+}
+
 /// The UUID stored as text in column `index` of the current row; nil if it is not one.
 func columnUUID(_ statement: OpaquePointer, _ index: Int32) -> UUID? {
     guard let text = sqlite3_column_text(statement, index) else { return nil }

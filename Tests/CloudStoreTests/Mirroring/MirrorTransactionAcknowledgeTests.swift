@@ -1,5 +1,5 @@
 @testable import CloudStore
-import CloudStoreSync
+@testable import CloudStoreSync
 import CloudStoreTesting
 import Foundation
 import GRDB
@@ -100,21 +100,68 @@ struct MirrorTransactionAcknowledgeTests {
         try await a.write { [note] in try $0.insert(note) }
         let shareZone = MirrorZone.Key(name: "Notes.share-\(UUID().uuidString)", owner: nil)
         let (id, zoneID) = (note.id, zoneID)
-        try await transaction(a.store) { transaction in
+        let snapshot = try #require(try await a.store.read { try $0.fetchSnapshot(entityName: "Note", id: id) })
+        var inShare = try Schema.notes().record(for: snapshot, in: ZoneID(zoneName: try #require(shareZone.name)))
+        inShare.recordChangeTag = "7"
+        try await transaction(a.store) { [inShare] transaction in
             var row = try #require(try transaction.db.recordMetadata(id.uuidString))
             row.zone = shareZone
-            row.serverHas("7")
+            row.serverHas(inShare)
             try transaction.setPendingUpload(nil, of: &row)
             try transaction.save(row)
         }
         note.title = "moved"
-        let snapshot = try await a.store.read { try $0.fetchSnapshot(entityName: "Note", id: id) }
-        var moved = try Schema.notes().record(for: try #require(snapshot), in: zoneID)
+        var moved = try Schema.notes().record(for: snapshot, in: zoneID)
         moved.fields["title"] = .string("moved")
         moved.recordChangeTag = "7"
         try await transaction(a.store) { [moved] in try $0.applyFetched([moved], deletions: [], in: zoneID) }
         #expect(try a.note(id)?.title == "moved", "applied, not taken for the share zone's version 7")
         #expect(try await a.store.read { try $0.db.recordMetadata(id.uuidString)?.zone } == .primary)
+        await a.close()
+    }
+
+    /// Found by the shared-zone convergence soak: another device moved a note out of the shared
+    /// folder (a create in the primary zone, then a delete of the copy in the share's zone). This
+    /// device fetched the primary zone first, then the share's zone, where the copy was still there
+    /// with an edit made before the move: it took that copy for the note moving back, and the
+    /// copy's tombstone then deleted the note. A copy the server wrote before the version this
+    /// device has is one a move left behind: skipped. A later one is a move, and is applied.
+    @Test func aCopyFromAnotherZone_isAMoveOnlyIfTheServerWroteItAfterTheVersionHere() async throws {
+        let a = try await TestDevice.make("A", server: nil)
+        let note = Note(title: "first")
+        try await a.write { [note] in try $0.insert(note) }
+        let shareZoneID = ZoneID(zoneName: "Notes.share-\(UUID().uuidString)")
+        let (id, zoneID) = (note.id, zoneID)
+        let snapshot = try #require(try await a.store.read { try $0.fetchSnapshot(entityName: "Note", id: id) })
+        func version(_ title: String, in zone: ZoneID, tag: String, at milliseconds: Int64) throws -> CloudStore.Record {
+            var record = try Schema.notes().record(for: snapshot, in: zone)
+            record.fields["title"] = .string(title)
+            record.recordChangeTag = tag
+            record.modified = CloudStore.Record.Stamp(timestamp: Date(millisecondsSince1970: milliseconds), deviceID: "B")
+            return record
+        }
+        func apply(_ records: [CloudStore.Record], deleting: [CloudStore.Record] = [], in zone: ZoneID) async throws {
+            let deletions = deleting.map {
+                SyncEngine.Event.FetchedRecordZoneChanges.Deletion(recordID: $0.recordID, recordType: $0.recordType)
+            }
+            try await transaction(a.store) { try $0.applyFetched(records, deletions: deletions, in: zone) }
+        }
+        func state() async throws -> (title: String?, zone: MirrorZone.Key?) {
+            (try a.note(id)?.title, try await a.store.read { try $0.db.recordMetadata(id.uuidString)?.zone })
+        }
+        // The note as the primary zone has it since another device moved it there at 3,000 (the
+        // note was in the share's zone before; its tags there are other tags).
+        try await apply([try version("moved out", in: zoneID, tag: "1", at: 3_000)], in: zoneID)
+        // The share's zone, fetched next: the copy as it was edited at 2,000, before the move, and
+        // then the move's delete of it.
+        let leftBehind = try version("edited before the move", in: shareZoneID, tag: "5", at: 2_000)
+        try await apply([leftBehind], in: shareZoneID)
+        #expect(try await state() == ("moved out", .primary), "the older copy is not the note moving back")
+        try await apply([], deleting: [leftBehind], in: shareZoneID)
+        #expect(try await state() == ("moved out", .primary), "its tombstone is not the note's")
+        // A copy the server wrote after the version here is the note moving (back) into the share.
+        try await apply([try version("moved back", in: shareZoneID, tag: "6", at: 4_000)], in: shareZoneID)
+        #expect(try await state() == ("moved back", MirrorZone.Key(shareZoneID)))
         await a.close()
     }
 }

@@ -21,23 +21,31 @@ import Testing
         return (row?["ancestor"], row?["unknown_fields"])
     }
 
+    static func version(_ name: String, tag: String, at milliseconds: Int64) -> CloudStoreWire.Record {
+        CloudStoreWire.Record(
+            recordName: name, recordType: "Note", recordChangeTag: tag,
+            modified: CloudStoreWire.Record.Stamp(timestamp: Date(millisecondsSince1970: milliseconds)))
+    }
+
     @Test func aRowWrittenBack_keepsItsColumnsByteForByte() throws {
         try Self.database().write { db in
             var metadata = RecordMetadata(recordName: "N-1", entityName: "Note")
-            metadata.serverHas("tag1")
+            metadata.serverHas(Self.version("N-1", tag: "tag1", at: 1_000))
             metadata.setAncestor(["title": .string("Hi"), "count": .int64(3), "when": .date(Date(millisecondsSince1970: 5))])
             metadata.setUnknownFields(["mood": .string("happy")])
             try db.save(metadata)
             let written = try Self.columns(db, "N-1")
 
             var read = try #require(try db.recordMetadata("N-1"))
-            read.serverHas("tag2")
+            #expect(read.serverModified == 1_000)
+            read.serverHas(Self.version("N-1", tag: "tag2", at: 2_000))
             try db.save(read)
             let again = try Self.columns(db, "N-1")
             #expect(again.ancestor == written.ancestor)
             #expect(again.unknown == written.unknown)
             let back = try #require(try db.recordMetadata("N-1"))
             #expect(back.changeTag == "tag2")
+            #expect(back.serverModified == 2_000, "the time the server wrote the version")
             #expect(try back.ancestor == ["title": .string("Hi"), "count": .int64(3), "when": .date(Date(millisecondsSince1970: 5))])
             #expect(try back.unknownFields == ["mood": .string("happy")])
             #expect(try db.recordChangeTag("N-1", in: .primary) == "tag2")
