@@ -38,9 +38,11 @@ extension PostgresStorage {
     ) async throws -> (Decision, [StoredRecord])? {
         while true {
             do {
-                return try await transaction { connection in
+                let result = try await transaction { connection in
                     try await self.modifyRecords(connection, in: zone, loading: request, decide: decide)
                 }
+                if let written = result?.1.count, written > 0 { await recordsWritten(written) }
+                return result
             } catch is StorageRetry {
                 continue
             }
