@@ -38,11 +38,9 @@ extension PostgresStorage {
     ) async throws -> (Decision, [StoredRecord])? {
         while true {
             do {
-                let result = try await transaction { connection in
+                return try await transaction { connection in
                     try await self.modifyRecords(connection, in: zone, loading: request, decide: decide)
                 }
-                if let written = result?.1.count, written > 0 { await recordsWritten(written) }
-                return result
             } catch is StorageRetry {
                 continue
             }

@@ -4,7 +4,6 @@ import CloudStoreLogging
 import Logging
 import PostgresNIO
 import ServiceLifecycle
-import Synchronization
 
 /// The shared backend: PostgreSQL through PostgresNIO, for several server instances on one database.
 ///
@@ -27,8 +26,6 @@ final class PostgresStorage: ServerStorage {
     /// The server's clock, for the assets a zone deletion releases.
     let clock: ServerClock
     private let url: PostgresURL
-    /// When to refresh the planner's statistics of the record tables (``recordsWritten(_:)``).
-    private let plannerStatistics = Mutex(PlannerStatistics())
 
     init(url text: String, logger: Logger, assetLifetime: AssetLifetime = AssetLifetime(), clock: ServerClock = .system) throws {
         let url = try PostgresURL(text)
@@ -128,37 +125,6 @@ final class PostgresStorage: ServerStorage {
             for statement in self.schemaStatements {
                 try await self.run(PostgresQuery(unsafeSQL: statement), on: connection)
             }
-        }
-        let counted = try await client.withConnection { connection in
-            var rows = 0.0
-            for try await reltuples in try await self.run(
-                "SELECT reltuples::float8 FROM pg_class WHERE oid = \(self.table("record"))::regclass", on: connection
-            ).decode(Double.self) {
-                rows = reltuples
-            }
-            return rows
-        }
-        plannerStatistics.withLock { $0 = PlannerStatistics(rowsAtRefresh: Int(max(0, counted))) }
-    }
-
-    /// Notes record rows written, and refreshes the planner's statistics of the record tables when
-    /// ``PlannerStatistics`` says so. The rows are committed: a failed refresh is logged, not thrown.
-    func recordsWritten(_ count: Int) async {
-        guard plannerStatistics.withLock({ $0.written(count) }) else { return }
-        let clock = ContinuousClock()
-        let start = clock.now
-        do {
-            try await client.withConnection { connection in
-                try await self.run(
-                    PostgresQuery(unsafeSQL: "ANALYZE \(self.table("record")), \(self.table("reference"))"), on: connection)
-            }
-            logger.debug(
-                "refreshed the planner's statistics of the record tables",
-                metadata: ["duration": "\(clock.now - start)", "schema": "\(schemaName)"])
-        } catch {
-            logger.warning(
-                "could not refresh the planner's statistics of the record tables; PostgreSQL's autovacuum will",
-                metadata: ["error": "\(Self.reason(error))", "schema": "\(schemaName)"])
         }
     }
 
