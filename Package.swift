@@ -150,6 +150,7 @@ let package = Package(
             name: "CloudStoreServerTests",
             dependencies: [
                 "CloudStoreServer", "CloudStoreTesting",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

@@ -23,13 +23,36 @@ extension PostgresStorage {
         -> [String: StoredRecord]
     {
         guard !names.isEmpty else { return [:] }
-        let rows = try await recordRows(
-            connection,
-            """
-            SELECT \(unescaped: Self.recordColumns) FROM \(unescaped: table("record"))
-            WHERE partition_id = \(partitionID) AND zone = \(zone) AND name = ANY(\(names))
-            """)
+        let rows = try await recordRows(connection, lookup(partitionID, zone, named: names))
         return Dictionary(rows.map { ($0.name, $0) }, uniquingKeysWith: { $1 })
+    }
+
+    /// The query of ``rows(_:_:_:named:)``: through `cloudstore_record_by_key`, a unique index on
+    /// ``recordKeySQL``, never through the zone's other rows.
+    ///
+    /// Written as `partition_id = … AND zone = … AND name = ANY(…)`, the lookup was planned from
+    /// statistics, and when they did not know the zone yet (a zone that grew since the last
+    /// `ANALYZE`, a new user's among other users' zones) PostgreSQL took the zone for a few rows and
+    /// scanned all of them through an index on `(partition_id, zone, …)`, the names as a filter:
+    /// each `records/modify` then cost time in proportion to the zone (measured: 16–23 ms per batch
+    /// of 200 at 100,000 records, about 1.5 ms this way). The key expression matches only that
+    /// index, whose uniqueness tells the planner one row per name without statistics.
+    func lookup(_ partitionID: Int64, _ zone: String, named names: [String]) -> PostgresQuery {
+        let keys = names.map { Self.recordKey(partitionID, zone, $0) }
+        return """
+            SELECT \(unescaped: Self.recordColumns) FROM \(unescaped: table("record"))
+            WHERE \(unescaped: Self.recordKeySQL) = ANY(\(keys))
+            """
+    }
+
+    /// A record's key as one text: partition, `:`, zone, U+0001, name. One-to-one with
+    /// `(partition_id, zone, name)`: the partition is digits, and a zone name has no control
+    /// characters (``ZoneNames``), so neither holds its separator.
+    static let recordKeySQL = "(partition_id::text || ':' || zone || chr(1) || name)"
+
+    /// ``recordKeySQL`` of one record, computed here.
+    static func recordKey(_ partitionID: Int64, _ zone: String, _ name: String) -> String {
+        "\(partitionID):\(zone)\u{1}\(name)"
     }
 
     func modifyRecords<Decision: Sendable>(

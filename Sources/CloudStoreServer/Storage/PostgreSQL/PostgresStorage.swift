@@ -167,6 +167,9 @@ final class PostgresStorage: ServerStorage {
             """,
             "CREATE INDEX IF NOT EXISTS cloudstore_record_by_seq ON \(table("record")) (partition_id, zone, seq)",
             "CREATE INDEX IF NOT EXISTS cloudstore_record_by_type ON \(table("record")) (partition_id, zone, type)",
+            // The lookup of a batch by name (``lookup(_:_:named:)``); a store from before it gets it
+            // when a server first starts on it (writes wait while it is built).
+            "CREATE UNIQUE INDEX IF NOT EXISTS cloudstore_record_by_key ON \(table("record")) (\(Self.recordKeySQL))",
             """
             CREATE INDEX IF NOT EXISTS cloudstore_record_tombstones ON \(table("record")) (partition_id, zone, deleted_at)
             WHERE deleted
