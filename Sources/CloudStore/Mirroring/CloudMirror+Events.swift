@@ -44,7 +44,7 @@ extension CloudMirror {
             // The shared database reports its work once it has some (most users share nothing).
             if scope == .private { startTracking(\.importTracker, .import, in: scope) }
         case .willFetchRecordZoneChanges(let event):
-            if event.fromScratch { sessions[scope]?.fromScratch[event.zoneID] = [] }
+            if event.fromScratch { sessions[scope]?.fromScratch[event.zoneID] = RecordNameSet() }
         case .didFetchRecordZoneChanges(let event):
             let seen = sessions[scope]?.fromScratch.removeValue(forKey: event.zoneID)
             if let seen, event.error == nil { try await removeUnseen(seen, in: event.zoneID) }
@@ -228,7 +228,7 @@ extension CloudMirror {
     /// After a fetch from scratch: objects of the zone that are on the server no more (their
     /// tombstones were compacted away) and not changed here are removed locally. Only the unseen
     /// records are loaded, so a bootstrap's memory does not grow with the store.
-    private func removeUnseen(_ seen: Set<String>, in zone: ZoneID) async throws {
+    private func removeUnseen(_ seen: RecordNameSet, in zone: ZoneID) async throws {
         try await transaction { transaction in
             let key = transaction.key(zone)
             for name in try transaction.db.settledRecordNames(in: key, where: { !seen.contains($0) }) {

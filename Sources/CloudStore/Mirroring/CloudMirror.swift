@@ -42,7 +42,7 @@ actor CloudMirror: SyncEngineDelegate {
         /// The engine state last saved, so an unchanged one is not written again.
         var savedState: SyncEngine.State.Serialization?
         /// Record names seen while a zone is fetched from scratch, by zone.
-        var fromScratch: [ZoneID: Set<String>] = [:]
+        var fromScratch: [ZoneID: RecordNameSet] = [:]
         /// Objects whose tombstones the fetch under way brought (see ``MirrorTransaction/deletedOnServer``).
         var deletedInFetch: Set<UUID> = []
         /// Creates handed out and never answered, held back until a fetch covers them.
