@@ -94,7 +94,7 @@ public final class PersistentStore: Sendable {
                 try FileManager.default.createDirectory(
                     at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
                 pool = try DatabasePool(path: path, configuration: database)
-                try Self.applySynchronous(configuration.synchronous, toWriterOf: pool)
+                try Self.configureWriter(of: pool, configuration)
                 storeIdentifier = try opening.prepare(pool, layout: layout, logger: logger)
             }
         } catch {
@@ -376,10 +376,13 @@ public final class PersistentStore: Sendable {
     /// Sets `synchronous` on the writer connection again: GRDB's `DatabasePool` runs `PRAGMA
     /// synchronous = NORMAL` when it turns WAL on, after `prepareDatabase` ran, so the setting of
     /// ``databaseConfiguration(_:logger:)`` holds on the readers only. The writer is the
-    /// connection whose commits it governs.
-    static func applySynchronous(_ synchronous: Configuration.Synchronous, toWriterOf pool: DatabasePool) throws {
+    /// connection whose commits it governs. Sets the writer's page cache
+    /// (``Configuration/writerCacheSize``) too.
+    static func configureWriter(of pool: DatabasePool, _ configuration: Configuration) throws {
         try pool.writeWithoutTransaction { db in
-            try db.execute(sql: "PRAGMA synchronous = \(synchronous.rawValue)")
+            try db.execute(sql: "PRAGMA synchronous = \(configuration.synchronous.rawValue)")
+            // Negative: a size in KiB rather than in pages.
+            try db.execute(sql: "PRAGMA cache_size = -\(max(1, configuration.writerCacheSize / 1024))")
         }
     }
 
