@@ -51,7 +51,12 @@ struct TestHelper {
         let schema = try Schema.load(contentsOf: URL(fileURLWithPath: arguments[3]))
         var logger = Logger(label: "cloudstore.testhelper")
         logger.logLevel = .warning
-        let store = try PersistentStore(url: URL(fileURLWithPath: arguments[2]), schema: schema, logger: logger)
+        var configuration = PersistentStore.Configuration()
+        // hang-in-write's open transaction must outgrow the writer's page cache, so that its pages
+        // are in the WAL file when it is killed: a cache smaller than its 20,000 notes.
+        if arguments[1] == "hang-in-write" { configuration.writerCacheSize = 1 << 20 }
+        let store = try PersistentStore(
+            url: URL(fileURLWithPath: arguments[2]), schema: schema, configuration: configuration, logger: logger)
         let count = arguments.count > 4 ? Int(arguments[4]) ?? 1 : 1
         switch arguments[1] {
         case "write":

@@ -12,8 +12,8 @@ import Testing
         let wal = fixture.url.path + "-wal"
         func walSize() -> Int { ((try? FileManager.default.attributesOfItem(atPath: wal))?[.size] as? Int) ?? 0 }
         let walBefore = walSize()
-        // 20,000 notes with 200-byte bodies overflow SQLite's page cache, so pages of the open
-        // transaction are already in the WAL file when the child is killed.
+        // 20,000 notes with 200-byte bodies overflow the child's page cache (1 MiB for this
+        // command), so pages of the open transaction are already in the WAL file when it is killed.
         let (child, output) = try TestHelperProcess.start([
             "hang-in-write", fixture.url.path, RepositoryPaths.notesSchema.path, "20000",
         ])
