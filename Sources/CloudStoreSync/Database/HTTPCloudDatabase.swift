@@ -207,7 +207,7 @@ public struct HTTPCloudDatabase: CloudDatabase, EncodedRecordsModifying {
                         .invalidResponse, httpStatus: status, message: "\(path) answered another range than bytes \(offset)-")
                 }
                 if !FileManager.default.fileExists(atPath: file.path) {
-                    FileManager.default.createFile(atPath: file.path, contents: nil)
+                    _ = FileManager.default.createFile(atPath: file.path, contents: nil)
                 }
                 let handle = try FileHandle(forWritingTo: file)
                 defer { try? handle.close() }

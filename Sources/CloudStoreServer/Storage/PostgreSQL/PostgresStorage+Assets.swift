@@ -94,7 +94,7 @@ extension PostgresStorage {
     func receiveAsset(_ assetID: String, for upload: AssetUpload) async throws -> any AssetSink {
         let partition = upload.zone.partition
         let removableAt = assetLifetime.removableAt(after: .receiving(urlExpiresAt: upload.expiresAt))?.millisecondsSince1970
-        try await client.withConnection { connection in
+        _ = try await client.withConnection { connection in
             try await self.run(
                 """
                 INSERT INTO \(unescaped: self.table("asset")) (id, \(unescaped: Self.bindingColumns), state, expires_at, removable_at)
@@ -239,7 +239,7 @@ extension PostgresStorage {
 
     /// Writes one chunk of an asset.
     fileprivate func writeChunk(_ assetID: String, seq: Int32, _ bytes: ByteBuffer) async throws {
-        try await client.withConnection { connection in
+        _ = try await client.withConnection { connection in
             try await self.run(
                 """
                 INSERT INTO \(unescaped: self.table("asset_chunk")) (asset_id, seq, bytes) VALUES (\(assetID), \(seq), \(bytes))
@@ -282,7 +282,7 @@ private final class PostgresAssetSink: AssetSink, @unchecked Sendable {
     func commit(fileChecksum: String, size: Int64, receipt: String) async throws {
         if pending.readableBytes > 0 { try await flush() }
         let removableAt = storage.assetLifetime.removableAt(after: .uploaded(receiptExpiresAt: upload.expiresAt))
-        try await storage.client.withConnection { connection in
+        _ = try await storage.client.withConnection { connection in
             try await self.storage.run(
                 """
                 UPDATE \(unescaped: self.storage.table("asset")) SET state = 'uploaded', receipt = \(receipt),
