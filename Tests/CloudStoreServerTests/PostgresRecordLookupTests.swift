@@ -28,62 +28,52 @@ struct PostgresRecordLookupTests {
             try await client.createZone("Notes")
             _ = try await client.save((0..<200).map { note("N-\($0)") })
         }
-        let storage = try PostgresStorage(
-            url: url, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
-        try await withThrowingDiscardingTaskGroup { group in
-            group.addTask { await storage.client.run() }
-            defer { group.cancelAll() }
-            do {
-                try await storage.client.withConnection { connection in
-                    let record = storage.table("record")
-                    // Statistics of a table of other users' zones (32 of 1,000 records), then 20,000
-                    // records more in this zone, unknown to them.
-                    try await storage.run(
-                        PostgresQuery(
-                            unsafeSQL: """
-                                INSERT INTO \(record) (partition_id, zone, name, type, seq, content)
-                                SELECT 1000 + p, 'Notes', 'O-' || g, 'Note', g, '{}'
-                                FROM generate_series(1, 32) AS p, generate_series(1, 1000) AS g
-                                """), on: connection)
-                    try await storage.run(PostgresQuery(unsafeSQL: "ANALYZE \(record)"), on: connection)
-                    try await storage.run(
-                        PostgresQuery(
-                            unsafeSQL: """
-                                INSERT INTO \(record) (partition_id, zone, name, type, seq, content)
-                                SELECT partition_id, zone, 'M-' || g || '-' || name, type, 1000 + g, content
-                                FROM \(record), generate_series(1, 100) AS g WHERE partition_id < 1000
-                                """), on: connection)
-                    var partitionID: Int64 = 0
-                    for try await id in try await storage.run(
-                        "SELECT DISTINCT partition_id FROM \(unescaped: record) WHERE partition_id < 1000",
-                        on: connection
-                    )
-                    .decode(Int64.self) {
-                        partitionID = id
-                    }
-                    let names =
-                        ["N-1", "N-7", "M-3-N-5", "missing"] + (0..<196).map { "M-\($0 % 100 + 1)-N-\($0)" }
-                    let lookup = storage.lookup(partitionID, "Notes", named: names)
-                    var found: [String] = []
-                    for try await (name, _, _, _, _) in try await storage.run(lookup, on: connection)
-                        .decode((String, String, Int64, Int64?, String?).self)
-                    {
-                        found.append(name)
-                    }
-                    #expect(found.count == 199 && found.contains("M-3-N-5") && !found.contains("missing"))
-                    let explain = PostgresQuery(
-                        unsafeSQL: "EXPLAIN (ANALYZE, COSTS OFF) " + lookup.sql, binds: lookup.binds)
-                    var plan: [String] = []
-                    for try await line in try await storage.run(explain, on: connection).decode(String.self) {
-                        plan.append(line)
-                    }
-                    let text = plan.joined(separator: "\n")
-                    #expect(text.contains("cloudstore_record_by_key"), "\(text)")
-                    #expect(!text.contains("Rows Removed by Filter"), "\(text)")
-                }
-            } catch let error as PSQLError {
-                Issue.record("PostgreSQL refused: \(error.serverInfo?[.message] ?? "\(error.code)")")
+        try await Self.withConnection(to: url) { storage, connection in
+            let record = storage.table("record")
+            // Statistics of a table of other users' zones (32 of 1,000 records), then 20,000
+            // records more in this zone, unknown to them.
+            try await storage.run(
+                PostgresQuery(
+                    unsafeSQL: """
+                        INSERT INTO \(record) (partition_id, zone, name, type, seq, content)
+                        SELECT 1000 + p, 'Notes', 'O-' || g, 'Note', g, '{}'
+                        FROM generate_series(1, 32) AS p, generate_series(1, 1000) AS g
+                        """), on: connection)
+            try await storage.run(PostgresQuery(unsafeSQL: "ANALYZE \(record)"), on: connection)
+            try await storage.run(
+                PostgresQuery(
+                    unsafeSQL: """
+                        INSERT INTO \(record) (partition_id, zone, name, type, seq, content)
+                        SELECT partition_id, zone, 'M-' || g || '-' || name, type, 1000 + g, content
+                        FROM \(record), generate_series(1, 100) AS g WHERE partition_id < 1000
+                        """), on: connection)
+            var partitionID: Int64 = 0
+            for try await id in try await storage.run(
+                "SELECT DISTINCT partition_id FROM \(unescaped: record) WHERE partition_id < 1000",
+                on: connection
+            )
+            .decode(Int64.self) {
+                partitionID = id
             }
+            let names =
+                ["N-1", "N-7", "M-3-N-5", "missing"] + (0..<196).map { "M-\($0 % 100 + 1)-N-\($0)" }
+            let lookup = storage.lookup(partitionID, "Notes", named: names)
+            var found: [String] = []
+            for try await (name, _, _, _, _) in try await storage.run(lookup, on: connection)
+                .decode((String, String, Int64, Int64?, String?).self)
+            {
+                found.append(name)
+            }
+            #expect(found.count == 199 && found.contains("M-3-N-5") && !found.contains("missing"))
+            let explain = PostgresQuery(
+                unsafeSQL: "EXPLAIN (ANALYZE, COSTS OFF) " + lookup.sql, binds: lookup.binds)
+            var plan: [String] = []
+            for try await line in try await storage.run(explain, on: connection).decode(String.self) {
+                plan.append(line)
+            }
+            let text = plan.joined(separator: "\n")
+            #expect(text.contains("cloudstore_record_by_key"), "\(text)")
+            #expect(!text.contains("Rows Removed by Filter"), "\(text)")
         }
     }
 
@@ -96,23 +86,35 @@ struct PostgresRecordLookupTests {
             try await client.createZone(zone)
             _ = try await client.save(zone, [note("name:with:separators")])
         }
+        try await Self.withConnection(to: url) { storage, connection in
+            let sql =
+                "SELECT partition_id, zone, name, \(PostgresStorage.recordKeySQL) FROM \(storage.table("record"))"
+            var rows = 0
+            for try await (partition, zone, name, key) in try await storage.run(
+                PostgresQuery(unsafeSQL: sql), on: connection
+            )
+            .decode((Int64, String, String, String).self) {
+                #expect(PostgresStorage.recordKey(partition, zone, name) == key)
+                rows += 1
+            }
+            #expect(rows == 1)
+        }
+    }
+
+    /// Runs `body` with the storage of the schema `url` names and one of its connections; what
+    /// PostgreSQL refuses is recorded with its message (PostgresNIO's error hides it).
+    static func withConnection(
+        to url: String, _ body: @escaping @Sendable (PostgresStorage, PostgresConnection) async throws -> Void
+    ) async throws {
         let storage = try PostgresStorage(
             url: url, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
         try await withThrowingDiscardingTaskGroup { group in
             group.addTask { await storage.client.run() }
             defer { group.cancelAll() }
-            try await storage.client.withConnection { connection in
-                let sql =
-                    "SELECT partition_id, zone, name, \(PostgresStorage.recordKeySQL) FROM \(storage.table("record"))"
-                var rows = 0
-                for try await (partition, zone, name, key) in try await storage.run(
-                    PostgresQuery(unsafeSQL: sql), on: connection
-                )
-                .decode((Int64, String, String, String).self) {
-                    #expect(PostgresStorage.recordKey(partition, zone, name) == key)
-                    rows += 1
-                }
-                #expect(rows == 1)
+            do {
+                try await storage.client.withConnection { connection in try await body(storage, connection) }
+            } catch let error as PSQLError {
+                Issue.record("PostgreSQL refused: \(error.serverInfo?[.message] ?? "\(error.code)")")
             }
         }
     }
