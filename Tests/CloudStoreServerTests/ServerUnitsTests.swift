@@ -88,6 +88,43 @@ struct ServerUnitsTests {
         #expect(throws: APIError.self) { try SchemaRules.merge(duplicate, into: .empty, environment: .development) }
     }
 
+    /// The rules look for problems without sorting a record's fields, yet answer the first bad
+    /// field by name whatever order the dictionary holds them in (40 bad fields inserted shuffled).
+    @Test func recordAndAssetRules_answerTheFirstBadFieldByName() throws {
+        let names = (0..<40).map { String(format: "f%02d", $0) }
+        var unknownTypes: [String: FieldValue] = [:]
+        var unknownAssets: [String: FieldValue] = [:]
+        for name in names.shuffled() {
+            unknownTypes[name] = .unknown(type: "T_\(name)", value: .null)
+            unknownAssets[name] = .asset(Asset(fileChecksum: "c_\(name)", size: 1))
+        }
+        let records = RecordRules(zone: partition.zone("Notes"), maxRecordBytes: 1 << 20)
+        let error = try #require(records.check(Record(recordName: "N-1", recordType: "Note", fields: unknownTypes)))
+        #expect(error.reason?.hasPrefix("field f00 has unknown type T_f00") == true, "\(error)")
+        #expect(records.check(Record(recordName: "N-1", recordType: "Note", fields: ["title": "x", "count": 3])) == nil)
+
+        let assets = AssetRules(zone: partition.zone("Notes"), caller: "_u1", now: Date())
+        guard case .failure(let problem) = assets.resolve(unknownAssets, recordName: "N-1", stored: nil, receipts: [:]) else {
+            Issue.record("assets that no field stores were accepted")
+            return
+        }
+        #expect(problem.reason.hasPrefix("field f00: the asset (fileChecksum c_f00,"), "\(problem.reason)")
+    }
+
+    /// A record that fits its type as it is leaves the schema untouched (decided without sorting);
+    /// new fields join in name order, and in production the first misfit by name is answered.
+    @Test func schemaRules_admitLeavesAFittingSchemaAloneAndAddsNewFieldsInNameOrder() {
+        var schema = CloudSchema(
+            recordTypes: [.init(name: "Note", fields: [.init(name: "title", type: .string), .init(name: "count", type: .int64)])])
+        let before = schema
+        #expect(SchemaRules.admit(recordType: "Note", fields: ["title": "x", "count": 3], into: &schema, environment: .production) == nil)
+        #expect(schema == before)
+        #expect(SchemaRules.admit(recordType: "Note", fields: ["title": "x", "zeta": 1, "alpha": "a"], into: &schema, environment: .development) == nil)
+        #expect(schema.recordTypes[0].fields.map(\.name) == ["title", "count", "alpha", "zeta"])
+        let misfit = SchemaRules.admit(recordType: "Note", fields: ["new2": 1, "new1": 2, "title": "x"], into: &schema, environment: .production)
+        #expect(misfit == "field Note.new1 is not in the production schema: add it with schema/modify")
+    }
+
     @Test func limits_pageSizeClampsAndRefusesNonPositive() throws {
         let limits = ServerLimits()
         #expect(try limits.pageSize(nil) == 200)

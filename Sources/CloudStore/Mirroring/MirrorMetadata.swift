@@ -202,16 +202,18 @@ extension Database {
 
     /// The references waiting for `target`, removed from the table.
     func takeUnresolvedReferences(to target: UUID) throws -> [(entity: String, id: UUID, relationship: String)] {
-        let rows = try Row.fetchAll(
-            cachedStatement(sql: "SELECT entity, id, relationship FROM cloudstore_mirror_unresolved_reference WHERE target = ?"),
-            arguments: [target.uuidString])
-        guard !rows.isEmpty else { return [] }
+        var references: [(entity: String, id: UUID, relationship: String)] = []
+        var found = false
+        try each(
+            "SELECT entity, id, relationship FROM cloudstore_mirror_unresolved_reference WHERE target = ?", [.uuid(target)]
+        ) { statement in
+            found = true
+            if let id = columnUUID(statement, 1) { references.append((columnText(statement, 0), id, columnText(statement, 2))) }
+        }
+        guard found else { return [] }
         try cachedStatement(sql: "DELETE FROM cloudstore_mirror_unresolved_reference WHERE target = ?")
             .execute(arguments: [target.uuidString])
-        return rows.compactMap { row in
-            guard let id = UUID(text: row["id"]) else { return nil }
-            return (row["entity"], id, row["relationship"])
-        }
+        return references
     }
 
     /// The references of an object that wait for their target.

@@ -40,11 +40,14 @@ extension MirrorTransaction {
     /// than the version this device has in the object's zone now (fetched before the move's
     /// delete of it; the moving device merges what it holds). An object that another device moved
     /// into `zone` takes it as its zone from now on.
-    private func fetchedMetadata(_ record: Record, in zone: MirrorZone.Key, _ make: () -> RecordMetadata) throws -> RecordMetadata? {
+    /// `existing` is the record's metadata as read before.
+    private func fetchedMetadata(
+        _ record: Record, _ existing: RecordMetadata?, in zone: MirrorZone.Key, _ make: () -> RecordMetadata
+    ) throws -> RecordMetadata? {
         if let moved = try db.movedRecord(record.recordName, from: zone) {
             return try leftBehindCopyChanged(record, moved, make: make)
         }
-        guard var row = try db.recordMetadata(record.recordName) else {
+        guard var row = existing else {
             var row = make()
             row.zone = zone
             return row
@@ -67,8 +70,10 @@ extension MirrorTransaction {
             try keepForeign(record)
             return
         }
-        // The version this device already has (its own upload coming back, say).
-        if let tag = record.recordChangeTag, try db.recordChangeTag(record.recordName, in: zone) == tag { return }
+        let existing = try db.recordMetadata(record.recordName)
+        // The version this device already has (its own upload coming back, say). Change tags are
+        // per zone: the same tag in another zone is another version.
+        if let tag = record.recordChangeTag, let existing, existing.zone == zone, existing.changeTag == tag { return }
         let content: RecordContent
         do {
             content = try schema.content(of: record)
@@ -76,7 +81,7 @@ extension MirrorTransaction {
             try keepForeign(record)
             return
         }
-        guard var row = try fetchedMetadata(record, in: zone, { RecordMetadata(recordName: record.recordName, entityName: entity.name) })
+        guard var row = try fetchedMetadata(record, existing, in: zone, { RecordMetadata(recordName: record.recordName, entityName: entity.name) })
         else { return }
         try adoptAssetFiles(of: record, entity)
         let id = content.snapshot.id
@@ -133,7 +138,7 @@ extension MirrorTransaction {
             try keepForeign(record)
             return
         }
-        guard var row = try fetchedMetadata(record, in: zone, {
+        guard var row = try fetchedMetadata(record, try db.recordMetadata(record.recordName), in: zone, {
             RecordMetadata(recordName: record.recordName, entityName: LinkRecords.recordType, link: ends)
         }) else { return }
         row.serverHas(record)

@@ -148,18 +148,6 @@ extension Database {
         return rows
     }
 
-    /// The server's change tag of the version this device has of a record in `zone`; nil when it
-    /// has none there (or no metadata), without reading the rest of the row. Change tags are per
-    /// zone: the same tag in another zone is another version.
-    func recordChangeTag(_ recordName: String, in zone: MirrorZone.Key) throws -> String? {
-        var changeTag: String?
-        try each(
-            "SELECT change_tag FROM cloudstore_record_metadata WHERE record_name = ? AND zone_name IS ? AND zone_owner IS ?",
-            [.string(recordName), .string(orNull: zone.name), .string(orNull: zone.owner)]
-        ) { changeTag = columnTextOrNil($0, 0) }
-        return changeTag
-    }
-
     func allRecordMetadata() throws -> [RecordMetadata] {
         try recordMetadata(RecordMetadata.select + "1")
     }

@@ -85,8 +85,7 @@ public class ReadContext {
 
     /// Whether an object of `entityName` with this id exists.
     public func exists(entityName: String, id: UUID) throws -> Bool {
-        let table = try layout.table(entityName)
-        return try db.integer("SELECT 1 FROM \(table.quotedName) WHERE \"id\" = ?", [.uuid(id)]) != nil
+        try db.integer(layout.table(entityName).existsSQL, [.uuid(id)]) != nil
     }
 
     /// The ids of the objects that `relationship` of the object `entityName`/`id` points to: one

@@ -188,6 +188,9 @@ struct EntityTable: Sendable {
     let externalColumns: [Int]
     /// The columns of `data` attributes, external or not.
     let dataColumns: [Int]
+    /// The table's name quoted for SQL, computed once (quoting searches the name each time).
+    let quotedName: String
+    let existsSQL: String
 
     init(entity: EntityDescription, position: Int, columns: [Column], relationships: [RelationshipLayout]) {
         self.entity = entity
@@ -198,6 +201,8 @@ struct EntityTable: Sendable {
         self.relationshipIndex = Dictionary(uniqueKeysWithValues: relationships.enumerated().map { ($1.name, $0) })
         let names = ["\"id\""] + columns.map(\.name.quotedIdentifier)
         let table = entity.name.quotedIdentifier
+        quotedName = table
+        existsSQL = "SELECT 1 FROM \(table) WHERE \"id\" = ?"
         selectList = names.map { "\(table).\($0)" }.joined(separator: ", ")
         let placeholders = Array(repeating: "?", count: names.count).joined(separator: ", ")
         insertSQL = "INSERT INTO \(table) (\(names.joined(separator: ", "))) VALUES (\(placeholders))"
@@ -217,7 +222,6 @@ struct EntityTable: Sendable {
     }
 
     var name: String { entity.name }
-    var quotedName: String { entity.name.quotedIdentifier }
 
     func columnIndex(of name: String) -> Int? { columnIndex[name] }
 

@@ -43,7 +43,10 @@ struct AssetRules: Sendable {
         receipts: [String: AssetReceipt]
     ) -> Result<[String: FieldValue], AssetProblem> {
         var resolved = sent
-        for (field, value) in sent.sorted(by: { $0.key < $1.key }) {
+        // The first problem by field name, so the answer does not depend on the dictionary's
+        // order; fields are not sorted for it (most records have no assets).
+        var first: (field: String, problem: AssetProblem)?
+        for (field, value) in sent where first.map({ field < $0.field }) ?? true {
             let result: Result<FieldValue, AssetProblem>
             switch value {
             case .asset(let asset):
@@ -64,10 +67,10 @@ struct AssetRules: Sendable {
             }
             switch result {
             case .success(let value): resolved[field] = value
-            case .failure(let problem): return .failure(problem)
+            case .failure(let problem): first = (field, problem)
             }
         }
-        return .success(resolved)
+        return first.map { .failure($0.problem) } ?? .success(resolved)
     }
 
     /// One asset value as it is stored, or the problem.

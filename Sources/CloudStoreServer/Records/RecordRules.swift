@@ -20,32 +20,41 @@ struct RecordRules: Sendable {
         if let type = record.recordType, let problem = Self.identifierProblem(type, what: "record type") {
             return failure(.badRequest, problem, record.recordName)
         }
-        for (name, value) in record.fields.sorted(by: { $0.key < $1.key }) {
-            if let problem = Self.identifierProblem(name, what: "field name") {
-                return failure(.badRequest, problem, record.recordName)
+        // The first problem by field name, so the answer does not depend on the dictionary's
+        // order; fields are not sorted for it (most records have no problem).
+        var first: (name: String, error: ServerError)?
+        for (name, value) in record.fields where first.map({ name < $0.name }) ?? true {
+            if let error = fieldProblem(name, value, in: record) { first = (name, error) }
+        }
+        return first?.error
+    }
+
+    /// What is wrong with one field of `record`; nil when nothing.
+    private func fieldProblem(_ name: String, _ value: FieldValue, in record: Record) -> ServerError? {
+        if let problem = Self.identifierProblem(name, what: "field name") {
+            return failure(.badRequest, problem, record.recordName)
+        }
+        if case .unknown(let type, _) = value {
+            return failure(
+                .badRequest, "field \(name) has unknown type \(type.prefix(64)): use STRING, INT64, DOUBLE, TIMESTAMP, BYTES, REFERENCE, LOCATION, ASSETID or a list of one",
+                record.recordName)
+        }
+        for reference in Self.references(in: value) {
+            // A name no record can have is refused before it reaches storage (PostgreSQL
+            // refuses NUL in text), whatever the reference's action.
+            if let problem = Self.recordNameProblem(reference.recordName) {
+                return failure(.badRequest, "field \(name): the reference's \(problem)", record.recordName)
             }
-            if case .unknown(let type, _) = value {
+            guard reference.action != .none || sameZoneReferencesOnly else { continue }
+            if let target = reference.zoneID, target.zoneName != zone.zoneName
+                || (target.ownerRecordName.map { $0 != zone.partition.owner } ?? false)
+            {
                 return failure(
-                    .badRequest, "field \(name) has unknown type \(type.prefix(64)): use STRING, INT64, DOUBLE, TIMESTAMP, BYTES, REFERENCE, LOCATION, ASSETID or a list of one",
+                    .badRequest,
+                    sameZoneReferencesOnly
+                        ? "field \(name): records of the shared database may refer only to records of their own zone"
+                        : "field \(name): a \(reference.action.rawValue) reference must point into the record's own zone",
                     record.recordName)
-            }
-            for reference in Self.references(in: value) {
-                // A name no record can have is refused before it reaches storage (PostgreSQL
-                // refuses NUL in text), whatever the reference's action.
-                if let problem = Self.recordNameProblem(reference.recordName) {
-                    return failure(.badRequest, "field \(name): the reference's \(problem)", record.recordName)
-                }
-                guard reference.action != .none || sameZoneReferencesOnly else { continue }
-                if let target = reference.zoneID, target.zoneName != zone.zoneName
-                    || (target.ownerRecordName.map { $0 != zone.partition.owner } ?? false)
-                {
-                    return failure(
-                        .badRequest,
-                        sameZoneReferencesOnly
-                            ? "field \(name): records of the shared database may refer only to records of their own zone"
-                            : "field \(name): a \(reference.action.rawValue) reference must point into the record's own zone",
-                        record.recordName)
-                }
             }
         }
         return nil

@@ -16,8 +16,10 @@ enum SchemaRules {
         if index == nil, environment == .production {
             return "record type \(recordType) is not in the production schema: add it with schema/modify"
         }
+        if let index, fitsUnchanged(fields, schema.recordTypes[index]) { return nil }
         var type = index.map { schema.recordTypes[$0] } ?? CloudSchema.RecordType(name: recordType, fields: [])
         var changed = index == nil
+        // Sorted: new fields join the schema in name order, and the first misfit by name is the one answered.
         for (name, value) in fields.sorted(by: { $0.key < $1.key }) {
             guard let valueType = value.type else { continue }
             guard let fieldIndex = type.fields.firstIndex(where: { $0.name == name }) else {
@@ -41,6 +43,16 @@ enum SchemaRules {
             if let index { schema.recordTypes[index] = type } else { schema.recordTypes.append(type) }
         }
         return nil
+    }
+
+    /// Whether every field is in `type` with a type that accepts its value and that stays as it
+    /// is: the common case, decided without sorting the fields.
+    private static func fitsUnchanged(_ fields: [String: FieldValue], _ type: CloudSchema.RecordType) -> Bool {
+        fields.allSatisfy { name, value in
+            guard let valueType = value.type else { return true }
+            guard let declared = type.fields.first(where: { $0.name == name })?.type else { return false }
+            return declared.accepts(valueType) && (declared != .unknownList || valueType == .unknownList)
+        }
     }
 
     /// The schema after a `schema/modify`, or nil when nothing changes. Record types the request

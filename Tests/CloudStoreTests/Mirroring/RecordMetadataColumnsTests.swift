@@ -48,9 +48,6 @@ import Testing
             #expect(back.serverModified == 2_000, "the time the server wrote the version")
             #expect(try back.ancestor == ["title": .string("Hi"), "count": .int64(3), "when": .date(Date(millisecondsSince1970: 5))])
             #expect(try back.unknownFields == ["mood": .string("happy")])
-            #expect(try db.recordChangeTag("N-1", in: .primary) == "tag2")
-            #expect(try db.recordChangeTag("N-1", in: MirrorZone.Key(name: "Notes.share-x", owner: nil)) == nil, "tags are per zone")
-            #expect(try db.recordChangeTag("N-2", in: .primary) == nil)
         }
     }
 
