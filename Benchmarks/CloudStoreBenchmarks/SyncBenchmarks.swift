@@ -91,12 +91,10 @@ struct SyncBenchmarks {
         throw BenchError("the history sequence ended after \(received) of \(count) imported notes")
     }
 
-    /// Item 6: one small change on A (a note's title) until B's history observation delivers it,
-    /// `changes` times one after the other; p50 and p99.
     /// Item 6: one title change on A until B's `transactions(after:)` delivers its import, `changes`
     /// times: once with each change made as soon as B saw the previous one (back to back, where
-    /// the export debounce limits sends to one per 20 ms), once with 50 ms between them (each a
-    /// change after a quiet spell, as a person's saves are).
+    /// the export debounce limits sends to one per 10 ms), once with 50 ms between them (each a
+    /// change after a quiet spell, as a person's saves are); p50 and p99.
     func latency(changes: Int) async throws -> [Figure] {
         let backend = server.backend.rawValue
         var figures: [Figure] = []

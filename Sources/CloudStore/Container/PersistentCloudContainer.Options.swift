@@ -72,7 +72,12 @@ extension PersistentCloudContainer {
         /// or, when an export started less than this long ago, once this long has passed since it
         /// started (at most one export per `exportDebounce`); saves during an export go this long
         /// after the first of them.
-        public var exportDebounce: Duration = .milliseconds(20)
+        ///
+        /// 10 ms keeps a change that follows the last export closely (a person's edits, one after
+        /// another) from waiting long, and still gathers what a burst of saves makes: a device
+        /// starts at most 100 exports a second, fewer as the server takes longer to answer. Raise
+        /// it to trade latency for fewer requests.
+        public var exportDebounce: Duration = .milliseconds(10)
         /// How often to fetch when the server's push does not answer.
         public var pollInterval: Duration = .seconds(60)
         public var zoneDeletionPolicy: ZoneDeletionPolicy = .deleteLocalData
