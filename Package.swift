@@ -95,6 +95,7 @@ let package = Package(
             dependencies: [
                 "CloudStoreWire", "CloudStoreSync", "CloudStore", "CloudStoreServer",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -22,82 +22,84 @@ struct PostgresRecordLookupTests {
     /// filter, showed on the benchmark's database, 1.1 million records in 33 partitions; this
     /// smaller table does not reproduce it, so the test pins the plan instead.)
     @Test func aBatchOfAZoneTheStatisticsDoNotKnow_isReadThroughTheKeyIndex() async throws {
-        let url = Backend.url(try #require(Backend.postgresURL), schema: Backend.freshSchemaName())
-        try await TestServer.with(storage: .postgres(url: url)) { server in
-            let client = CloudClient(baseURL: server.baseURL)
-            try await client.createZone("Notes")
-            _ = try await client.save((0..<200).map { note("N-\($0)") })
-        }
-        try await Self.withConnection(to: url) { storage, connection in
-            let record = storage.table("record")
-            // Statistics of a table of other users' zones (32 of 1,000 records), then 20,000
-            // records more in this zone, unknown to them.
-            try await storage.run(
-                PostgresQuery(
-                    unsafeSQL: """
-                        INSERT INTO \(record) (partition_id, zone, name, type, seq, content)
-                        SELECT 1000 + p, 'Notes', 'O-' || g, 'Note', g, '{}'
-                        FROM generate_series(1, 32) AS p, generate_series(1, 1000) AS g
-                        """), on: connection)
-            try await storage.run(PostgresQuery(unsafeSQL: "ANALYZE \(record)"), on: connection)
-            try await storage.run(
-                PostgresQuery(
-                    unsafeSQL: """
-                        INSERT INTO \(record) (partition_id, zone, name, type, seq, content)
-                        SELECT partition_id, zone, 'M-' || g || '-' || name, type, 1000 + g, content
-                        FROM \(record), generate_series(1, 100) AS g WHERE partition_id < 1000
-                        """), on: connection)
-            var partitionID: Int64 = 0
-            for try await id in try await storage.run(
-                "SELECT DISTINCT partition_id FROM \(unescaped: record) WHERE partition_id < 1000",
-                on: connection
-            )
-            .decode(Int64.self) {
-                partitionID = id
+        try await Backend.withFreshSchema { url in
+            try await TestServer.with(storage: .postgres(url: url)) { server in
+                let client = CloudClient(baseURL: server.baseURL)
+                try await client.createZone("Notes")
+                _ = try await client.save((0..<200).map { note("N-\($0)") })
             }
-            let names =
-                ["N-1", "N-7", "M-3-N-5", "missing"] + (0..<196).map { "M-\($0 % 100 + 1)-N-\($0)" }
-            let lookup = storage.lookup(partitionID, "Notes", named: names)
-            var found: [String] = []
-            for try await (name, _, _, _, _) in try await storage.run(lookup, on: connection)
-                .decode((String, String, Int64, Int64?, String?).self)
-            {
-                found.append(name)
+            try await Self.withConnection(to: url) { storage, connection in
+                let record = storage.table("record")
+                // Statistics of a table of other users' zones (32 of 1,000 records), then 20,000
+                // records more in this zone, unknown to them.
+                try await storage.run(
+                    PostgresQuery(
+                        unsafeSQL: """
+                            INSERT INTO \(record) (partition_id, zone, name, type, seq, content)
+                            SELECT 1000 + p, 'Notes', 'O-' || g, 'Note', g, '{}'
+                            FROM generate_series(1, 32) AS p, generate_series(1, 1000) AS g
+                            """), on: connection)
+                try await storage.run(PostgresQuery(unsafeSQL: "ANALYZE \(record)"), on: connection)
+                try await storage.run(
+                    PostgresQuery(
+                        unsafeSQL: """
+                            INSERT INTO \(record) (partition_id, zone, name, type, seq, content)
+                            SELECT partition_id, zone, 'M-' || g || '-' || name, type, 1000 + g, content
+                            FROM \(record), generate_series(1, 100) AS g WHERE partition_id < 1000
+                            """), on: connection)
+                var partitionID: Int64 = 0
+                for try await id in try await storage.run(
+                    "SELECT DISTINCT partition_id FROM \(unescaped: record) WHERE partition_id < 1000",
+                    on: connection
+                )
+                .decode(Int64.self) {
+                    partitionID = id
+                }
+                let names =
+                    ["N-1", "N-7", "M-3-N-5", "missing"] + (0..<196).map { "M-\($0 % 100 + 1)-N-\($0)" }
+                let lookup = storage.lookup(partitionID, "Notes", named: names)
+                var found: [String] = []
+                for try await (name, _, _, _, _) in try await storage.run(lookup, on: connection)
+                    .decode((String, String, Int64, Int64?, String?).self)
+                {
+                    found.append(name)
+                }
+                #expect(found.count == 199 && found.contains("M-3-N-5") && !found.contains("missing"))
+                let explain = PostgresQuery(
+                    unsafeSQL: "EXPLAIN (ANALYZE, COSTS OFF) " + lookup.sql, binds: lookup.binds)
+                var plan: [String] = []
+                for try await line in try await storage.run(explain, on: connection).decode(String.self) {
+                    plan.append(line)
+                }
+                let text = plan.joined(separator: "\n")
+                #expect(text.contains("cloudstore_record_by_key"), "\(text)")
+                #expect(!text.contains("Rows Removed by Filter"), "\(text)")
             }
-            #expect(found.count == 199 && found.contains("M-3-N-5") && !found.contains("missing"))
-            let explain = PostgresQuery(
-                unsafeSQL: "EXPLAIN (ANALYZE, COSTS OFF) " + lookup.sql, binds: lookup.binds)
-            var plan: [String] = []
-            for try await line in try await storage.run(explain, on: connection).decode(String.self) {
-                plan.append(line)
-            }
-            let text = plan.joined(separator: "\n")
-            #expect(text.contains("cloudstore_record_by_key"), "\(text)")
-            #expect(!text.contains("Rows Removed by Filter"), "\(text)")
         }
     }
 
     /// The key computed here is the key the index holds: `recordKeySQL` of a stored row.
     @Test func theKeyComputedHere_isTheIndexedExpression() async throws {
-        let url = Backend.url(try #require(Backend.postgresURL), schema: Backend.freshSchemaName())
-        let zone = "Zone: with spaces / and ünïcode"
-        try await TestServer.with(storage: .postgres(url: url)) { server in
-            let client = CloudClient(baseURL: server.baseURL)
-            try await client.createZone(zone)
-            _ = try await client.save(zone, [note("name:with:separators")])
-        }
-        try await Self.withConnection(to: url) { storage, connection in
-            let sql =
-                "SELECT partition_id, zone, name, \(PostgresStorage.recordKeySQL) FROM \(storage.table("record"))"
-            var rows = 0
-            for try await (partition, zone, name, key) in try await storage.run(
-                PostgresQuery(unsafeSQL: sql), on: connection
-            )
-            .decode((Int64, String, String, String).self) {
-                #expect(PostgresStorage.recordKey(partition, zone, name) == key)
-                rows += 1
+        try await Backend.withFreshSchema { url in
+            let zone = "Zone: with spaces / and ünïcode"
+            try await TestServer.with(storage: .postgres(url: url)) { server in
+                let client = CloudClient(baseURL: server.baseURL)
+                try await client.createZone(zone)
+                _ = try await client.save(zone, [note("name:with:separators")])
             }
-            #expect(rows == 1)
+            try await Self.withConnection(to: url) { storage, connection in
+                let sql =
+                    "SELECT partition_id, zone, name, \(PostgresStorage.recordKeySQL) FROM \(storage.table("record"))"
+                var rows = 0
+                for try await (partition, zone, name, key) in try await storage.run(
+                    PostgresQuery(unsafeSQL: sql), on: connection
+                )
+                .decode((Int64, String, String, String).self) {
+                    #expect(PostgresStorage.recordKey(partition, zone, name) == key)
+                    rows += 1
+                }
+                #expect(rows == 1)
+            }
         }
     }
 

@@ -318,61 +318,58 @@ struct ServerAssetsTests {
     /// 1 MiB (never the whole asset), and the bytes arrive intact.
     @Test(arguments: Backend.all)
     func transfer_of64MiBStreamsInBoundedChunks(_ backend: Backend) async throws {
-        let directory = try TemporaryDirectory(prefix: "cloudstore-assets")
-        let largest = Mutex(0)
-        let total = Mutex(0)
-        var configuration = ServerConfiguration(
-            port: 0,
-            storage: {
-                switch backend {
-                case .sqlite: .sqlite(directory: directory.url.path)
-                case .postgres(let url): .postgres(url: Backend.url(url, schema: Backend.freshSchemaName()))
-                }
-            }(),
-            containers: ["iCloud.test"], users: TestServer.defaultUsers,
-            logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
-        configuration.assetChunkObserver = { count in
-            largest.withLock { $0 = max($0, count) }
-            total.withLock { $0 += count }
-        }
-        let server = try await CloudServer.start(configuration: configuration)
-        let client = CloudClient(baseURL: server.baseURL)
-        do {
-            try await client.createZone("Notes")
-            let source = directory.url.appendingPathComponent("source")
-            _ = FileManager.default.createFile(atPath: source.path, contents: nil)
-            let handle = try FileHandle(forWritingTo: source)
-            var hasher = SHA256()
-            for index in 0..<64 {
-                let piece = Data(bytes(1 << 20, seed: UInt8(index)))
-                hasher.update(data: piece)
-                try handle.write(contentsOf: piece)
+        try await backend.withFreshServerStorage { storage in
+            let directory = try TemporaryDirectory(prefix: "cloudstore-assets")
+            let largest = Mutex(0)
+            let total = Mutex(0)
+            var configuration = ServerConfiguration(
+                port: 0,
+                storage: storage,
+                containers: ["iCloud.test"], users: TestServer.defaultUsers,
+                logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+            configuration.assetChunkObserver = { count in
+                largest.withLock { $0 = max($0, count) }
+                total.withLock { $0 += count }
             }
-            try handle.close()
-            let database = HTTPCloudDatabase(
-                baseURL: server.baseURL, container: "iCloud.test", token: "alice-token", deviceID: "device-A")
-            let urls = try await database.requestAssetUploads(
-                AssetUploadRequest(zoneID: ZoneID(zoneName: "Notes"), tokens: [.init(recordName: "N-1", fieldName: "photo")]))
-            let result = try await database.uploadAsset(from: source, to: try #require(urls.tokens.first?.url))
-            #expect(result.singleFile.size == 64 << 20)
-            #expect(result.singleFile.fileChecksum == Data(hasher.finalize()).base64EncodedString())
-            #expect(total.withLock { $0 } == 64 << 20)
+            let server = try await CloudServer.start(configuration: configuration)
+            let client = CloudClient(baseURL: server.baseURL)
+            do {
+                try await client.createZone("Notes")
+                let source = directory.url.appendingPathComponent("source")
+                _ = FileManager.default.createFile(atPath: source.path, contents: nil)
+                let handle = try FileHandle(forWritingTo: source)
+                var hasher = SHA256()
+                for index in 0..<64 {
+                    let piece = Data(bytes(1 << 20, seed: UInt8(index)))
+                    hasher.update(data: piece)
+                    try handle.write(contentsOf: piece)
+                }
+                try handle.close()
+                let database = HTTPCloudDatabase(
+                    baseURL: server.baseURL, container: "iCloud.test", token: "alice-token", deviceID: "device-A")
+                let urls = try await database.requestAssetUploads(
+                    AssetUploadRequest(zoneID: ZoneID(zoneName: "Notes"), tokens: [.init(recordName: "N-1", fieldName: "photo")]))
+                let result = try await database.uploadAsset(from: source, to: try #require(urls.tokens.first?.url))
+                #expect(result.singleFile.size == 64 << 20)
+                #expect(result.singleFile.fileChecksum == Data(hasher.finalize()).base64EncodedString())
+                #expect(total.withLock { $0 } == 64 << 20)
 
-            let saved = try await client.save([note("N-1", extra: ["photo": .asset(result.asset)])])[0]
-            let target = directory.url.appendingPathComponent("target")
-            try await database.downloadAsset(from: try #require(try asset(saved).downloadURL), to: target, resumingAt: 0)
-            #expect(total.withLock { $0 } == 128 << 20)
-            #expect(largest.withLock { $0 } <= AssetStorageChunk.bytes)
-            let downloaded = try FileHandle(forReadingFrom: target)
-            var check = SHA256()
-            while let piece = try downloaded.read(upToCount: 1 << 20), !piece.isEmpty { check.update(data: piece) }
-            try downloaded.close()
-            #expect(Data(check.finalize()).base64EncodedString() == result.singleFile.fileChecksum)
-        } catch {
-            try? await server.shutdown()
-            throw error
+                let saved = try await client.save([note("N-1", extra: ["photo": .asset(result.asset)])])[0]
+                let target = directory.url.appendingPathComponent("target")
+                try await database.downloadAsset(from: try #require(try asset(saved).downloadURL), to: target, resumingAt: 0)
+                #expect(total.withLock { $0 } == 128 << 20)
+                #expect(largest.withLock { $0 } <= AssetStorageChunk.bytes)
+                let downloaded = try FileHandle(forReadingFrom: target)
+                var check = SHA256()
+                while let piece = try downloaded.read(upToCount: 1 << 20), !piece.isEmpty { check.update(data: piece) }
+                try downloaded.close()
+                #expect(Data(check.finalize()).base64EncodedString() == result.singleFile.fileChecksum)
+            } catch {
+                try? await server.shutdown()
+                throw error
+            }
+            try await server.shutdown()
+            withExtendedLifetime(directory) {}
         }
-        try await server.shutdown()
-        withExtendedLifetime(directory) {}
     }
 }

@@ -274,24 +274,20 @@ struct ServerConsoleTests {
 /// Runs `body` with an in-process server of `backend` that serves the console, a client of the
 /// console (acting as the operator unless told otherwise) and Alice's client of the database API.
 func withConsole(_ backend: Backend, _ body: (ConsoleClient, CloudClient) async throws -> Void) async throws {
-    let directory = try TemporaryDirectory(prefix: "cloudstore-console")
-    let storage: ServerConfiguration.Storage =
-        switch backend {
-        case .sqlite: .sqlite(directory: directory.url.path)
-        case .postgres(let url): .postgres(url: Backend.url(url, schema: Backend.freshSchemaName()))
+    try await backend.withFreshServerStorage { storage in
+        let server = try await CloudServer.start(
+            configuration: ServerConfiguration(
+                port: 0, storage: storage, containers: TestServer.defaultContainers, users: TestServer.defaultUsers,
+                operatorToken: TestServer.operatorToken, console: true,
+                logger: Logger(label: "cloudstore.test-server", factory: { _ in SwiftLogNoOpLogHandler() })))
+        do {
+            try await body(ConsoleClient(baseURL: server.baseURL), CloudClient(baseURL: server.baseURL))
+        } catch {
+            try? await server.shutdown()
+            throw error
         }
-    let server = try await CloudServer.start(
-        configuration: ServerConfiguration(
-            port: 0, storage: storage, containers: TestServer.defaultContainers, users: TestServer.defaultUsers,
-            operatorToken: TestServer.operatorToken, console: true,
-            logger: Logger(label: "cloudstore.test-server", factory: { _ in SwiftLogNoOpLogHandler() })))
-    do {
-        try await body(ConsoleClient(baseURL: server.baseURL), CloudClient(baseURL: server.baseURL))
-    } catch {
-        try? await server.shutdown()
-        throw error
+        try await server.shutdown()
     }
-    try await server.shutdown()
 }
 
 /// A client of the console's pages that does not follow redirects, so tests see the 303s and

@@ -195,37 +195,39 @@ struct ServerIsolationTests {
 
     @Test(arguments: Backend.all)
     func tokens_neverInLogsBelowTraceNorInErrorBodies(_ backend: Backend) async throws {
-        let recorder = LogRecorder()
-        let secrets = ["alice-token", "wrong-secret-7431", "bob-token"]
-        let server = try await TestServer.start(
-            storage: backend.freshStorage, logger: recorder.logger(label: "cloudstore.server", level: .trace))
-        do {
-            let alice = CloudClient(baseURL: server.baseURL)
-            try await alice.createZone("Notes")
-            try await alice.save([note("N-1")])
-            var bodies: [String] = []
-            for (token, query) in [("wrong-secret-7431", ""), ("alice-token", ""), (nil, "?ckWebAuthToken=wrong-secret-7431"),
-                                   (nil, "?ckWebAuthToken=bob-token")] as [(String?, String)] {
-                let client = alice.asUser(token)
-                bodies.append(try await client.send(.GET, client.path(.private, .zonesList) + query).text)
-                bodies.append(try await client.send(.POST, client.path(.private, .recordsModify) + query, body: Data("{bad".utf8)).text)
-                bodies.append(try await client.send(.GET, client.path(.private, .notifications) + query + (query.isEmpty ? "?" : "&") + "timeout=0").text)
+        try await backend.withFreshStorage { storage in
+            let recorder = LogRecorder()
+            let secrets = ["alice-token", "wrong-secret-7431", "bob-token"]
+            let server = try await TestServer.start(
+                storage: storage, logger: recorder.logger(label: "cloudstore.server", level: .trace))
+            do {
+                let alice = CloudClient(baseURL: server.baseURL)
+                try await alice.createZone("Notes")
+                try await alice.save([note("N-1")])
+                var bodies: [String] = []
+                for (token, query) in [("wrong-secret-7431", ""), ("alice-token", ""), (nil, "?ckWebAuthToken=wrong-secret-7431"),
+                                       (nil, "?ckWebAuthToken=bob-token")] as [(String?, String)] {
+                    let client = alice.asUser(token)
+                    bodies.append(try await client.send(.GET, client.path(.private, .zonesList) + query).text)
+                    bodies.append(try await client.send(.POST, client.path(.private, .recordsModify) + query, body: Data("{bad".utf8)).text)
+                    bodies.append(try await client.send(.GET, client.path(.private, .notifications) + query + (query.isEmpty ? "?" : "&") + "timeout=0").text)
+                }
+                let bearerTypo = try await alice.send(.GET, alice.path(.private, .zonesList), headers: [("Authorization", "Bearer")])
+                bodies.append(bearerTypo.text)
+                bodies.append(try await alice.send(.GET, alice.path(.private, .zonesList), headers: [("Authorization", "Token wrong-secret-7431")]).text)
+                for body in bodies {
+                    for secret in secrets { #expect(!body.contains(secret), "an answer shows a token: \(body)") }
+                }
+            } catch {
+                try? await server.shutdown()
+                throw error
             }
-            let bearerTypo = try await alice.send(.GET, alice.path(.private, .zonesList), headers: [("Authorization", "Bearer")])
-            bodies.append(bearerTypo.text)
-            bodies.append(try await alice.send(.GET, alice.path(.private, .zonesList), headers: [("Authorization", "Token wrong-secret-7431")]).text)
-            for body in bodies {
-                for secret in secrets { #expect(!body.contains(secret), "an answer shows a token: \(body)") }
+            try await server.shutdown()
+            let belowTrace = recorder.messages.filter { !$0.hasPrefix("trace ") }
+            #expect(belowTrace.contains { $0.hasPrefix("info request") }, "the recorder saw the server's request lines")
+            for message in belowTrace {
+                for secret in secrets { #expect(!message.contains(secret), "logged below trace: \(message)") }
             }
-        } catch {
-            try? await server.shutdown()
-            throw error
-        }
-        try await server.shutdown()
-        let belowTrace = recorder.messages.filter { !$0.hasPrefix("trace ") }
-        #expect(belowTrace.contains { $0.hasPrefix("info request") }, "the recorder saw the server's request lines")
-        for message in belowTrace {
-            for secret in secrets { #expect(!message.contains(secret), "logged below trace: \(message)") }
         }
     }
 

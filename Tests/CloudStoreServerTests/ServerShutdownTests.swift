@@ -10,31 +10,33 @@ import Testing
 struct ServerShutdownTests {
     @Test(arguments: Backend.all)
     func shutdown_answersAWaitingLongPollAndStops(_ backend: Backend) async throws {
-        let recorder = LogRecorder()
-        let server = try await TestServer.start(storage: backend.freshStorage, logger: recorder.logger())
-        let client = CloudClient(baseURL: server.baseURL)
-        let start = try await client.databaseChanges(token: nil)
-        let poll = Task {
-            defer { recorder.logger().notice("test: the poll returned") }
-            return try await client.send(
-                .GET, client.path(.private, .notifications) + "?timeout=50&since=\(start.syncToken)")
-        }
-        // The poll must be waiting before the shutdown; if it answered at once, say so rather than wait forever.
-        let waiting = await recorder.waitFor(anyOf: ["long poll waiting", "test: the poll returned"]) == "long poll waiting"
-        guard waiting else {
-            Issue.record("the long poll answered before the shutdown: \(String(describing: try? await poll.value.text))")
+        try await backend.withFreshStorage { storage in
+            let recorder = LogRecorder()
+            let server = try await TestServer.start(storage: storage, logger: recorder.logger())
+            let client = CloudClient(baseURL: server.baseURL)
+            let start = try await client.databaseChanges(token: nil)
+            let poll = Task {
+                defer { recorder.logger().notice("test: the poll returned") }
+                return try await client.send(
+                    .GET, client.path(.private, .notifications) + "?timeout=50&since=\(start.syncToken)")
+            }
+            // The poll must be waiting before the shutdown; if it answered at once, say so rather than wait forever.
+            let waiting = await recorder.waitFor(anyOf: ["long poll waiting", "test: the poll returned"]) == "long poll waiting"
+            guard waiting else {
+                Issue.record("the long poll answered before the shutdown: \(String(describing: try? await poll.value.text))")
+                try await server.shutdown()
+                return
+            }
+            let clock = ContinuousClock()
+            let started = clock.now
             try await server.shutdown()
-            return
-        }
-        let clock = ContinuousClock()
-        let started = clock.now
-        try await server.shutdown()
-        let answer = try await poll.value
-        #expect(answer.status == 200)
-        #expect(try answer.decode(NotificationsResponse.self).changed == false)
-        #expect(clock.now - started < .seconds(20))
-        #expect(throws: RawConnection.Failure.self, "the server no longer accepts connections") {
-            try RawConnection(port: server.port)
+            let answer = try await poll.value
+            #expect(answer.status == 200)
+            #expect(try answer.decode(NotificationsResponse.self).changed == false)
+            #expect(clock.now - started < .seconds(20))
+            #expect(throws: RawConnection.Failure.self, "the server no longer accepts connections") {
+                try RawConnection(port: server.port)
+            }
         }
     }
 

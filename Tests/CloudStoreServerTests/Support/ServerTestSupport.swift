@@ -26,21 +26,32 @@ enum Backend: Sendable, CustomTestStringConvertible {
         }
     }
 
-    /// A storage for one test: a fresh SQLite directory, or a fresh PostgreSQL schema.
-    var freshStorage: TestServer.Storage {
+    /// Runs `body` with a storage for one test: a fresh SQLite directory, or a fresh PostgreSQL
+    /// schema, dropped afterwards (``TestPostgresSchema``). Servers on it must be shut down by the
+    /// end of `body`.
+    func withFreshStorage<T>(_ body: (TestServer.Storage) async throws -> T) async throws -> T {
         switch self {
-        case .sqlite: .temporarySQLite
-        case .postgres(let url): .postgres(url: Self.url(url, schema: Self.freshSchemaName()))
+        case .sqlite: try await body(.temporarySQLite)
+        case .postgres(let url): try await TestPostgresSchema.with(in: url) { url in try await body(.postgres(url: url)) }
         }
     }
 
-    static func freshSchemaName() -> String {
-        "cs_test_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16)
+    /// Runs `body` with the URL of a fresh schema in the test database, dropped afterwards.
+    static func withFreshSchema<T>(_ body: (String) async throws -> T) async throws -> T {
+        try await TestPostgresSchema.with(in: try #require(postgresURL), body)
     }
 
-    /// The URL with a `schema` query item.
-    static func url(_ url: String, schema: String) -> String {
-        url + (url.contains("?") ? "&" : "?") + "schema=\(schema)"
+    /// ``withFreshStorage(_:)`` as a server configuration's storage, for a server started without
+    /// ``TestServer``.
+    func withFreshServerStorage<T>(_ body: (ServerConfiguration.Storage) async throws -> T) async throws -> T {
+        switch self {
+        case .sqlite:
+            let directory = try TemporaryDirectory(prefix: "cloudstore-data")
+            defer { withExtendedLifetime(directory) {} }
+            return try await body(.sqlite(directory: directory.url.path))
+        case .postgres(let url):
+            return try await TestPostgresSchema.with(in: url) { url in try await body(.postgres(url: url)) }
+        }
     }
 }
 
@@ -51,10 +62,10 @@ func withServer(
     limits: ServerLimits = ServerLimits(), clock: ManualClock? = nil,
     _ body: (TestServer, CloudClient) async throws -> Void
 ) async throws {
-    try await TestServer.with(
-        users: users, storage: backend.freshStorage, serverKeys: serverKeys, limits: limits, clock: clock
-    ) { server in
-        try await body(server, CloudClient(baseURL: server.baseURL))
+    try await backend.withFreshStorage { storage in
+        try await TestServer.with(users: users, storage: storage, serverKeys: serverKeys, limits: limits, clock: clock) { server in
+            try await body(server, CloudClient(baseURL: server.baseURL))
+        }
     }
 }
 

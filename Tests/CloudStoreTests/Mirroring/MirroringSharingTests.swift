@@ -27,24 +27,23 @@ struct MirroringSharingTests {
     static let postgresURL = ProcessInfo.processInfo.environment["CLOUDSTORE_TEST_POSTGRES_URL"]
 
     func withTwoPostgresServers(_ body: (URL, URL) async throws -> Void) async throws {
-        let base = try #require(Self.postgresURL)
-        let schema = "cs_test_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16)
-        let url = base + (base.contains("?") ? "&" : "?") + "schema=\(schema)"
-        let root = try TemporaryDirectory(prefix: "cloudstore-pg-sharing")
-        let tokens = root.file("tokens.json")
-        try JSONEncoder().encode(Self.users).write(to: tokens)
-        let first = try await ServerProcess.launch(["--postgres", url, "--tokens", tokens.path] + ServerProcess.containerArguments())
-        let second = try await ServerProcess.launch(["--postgres", url, "--tokens", tokens.path] + ServerProcess.containerArguments())
-        do {
-            try await body(first.baseURL, second.baseURL)
-        } catch {
+        try await TestPostgresSchema.with(in: try #require(Self.postgresURL)) { url in
+            let root = try TemporaryDirectory(prefix: "cloudstore-pg-sharing")
+            let tokens = root.file("tokens.json")
+            try JSONEncoder().encode(Self.users).write(to: tokens)
+            let first = try await ServerProcess.launch(["--postgres", url, "--tokens", tokens.path] + ServerProcess.containerArguments())
+            let second = try await ServerProcess.launch(["--postgres", url, "--tokens", tokens.path] + ServerProcess.containerArguments())
+            do {
+                try await body(first.baseURL, second.baseURL)
+            } catch {
+                _ = await first.terminate()
+                _ = await second.terminate()
+                throw error
+            }
             _ = await first.terminate()
             _ = await second.terminate()
-            throw error
+            withExtendedLifetime(root) {}
         }
-        _ = await first.terminate()
-        _ = await second.terminate()
-        withExtendedLifetime(root) {}
     }
 
     func aliceSharesAFolder(_ server: URL) async throws -> Shared {
