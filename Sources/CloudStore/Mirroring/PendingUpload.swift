@@ -72,7 +72,15 @@ extension PendingUpload: JSONBytesWritable {
                 try json.object { json in
                     json.member("full", bool: full)
                     json.member("keys")
-                    try json.dictionary(keys) { json, date in try json.double(date.timeIntervalSinceReferenceDate) }
+                    // A save's keys mostly share one date (an insert's all do): its text is made once.
+                    var last: (date: Date, text: [UInt8])?
+                    try json.dictionary(keys) { json, date in
+                        if let last, last.date == date { return json.raw(last.text) }
+                        var text = JSONBytes(capacity: 24)
+                        try text.double(date.timeIntervalSinceReferenceDate)
+                        last = (date, text.bytes)
+                        json.raw(text.bytes)
+                    }
                 }
             case .delete:
                 json.member("delete")

@@ -29,11 +29,16 @@ struct MirrorMetadataEncodingTests {
         }
     }
 
-    /// A random save and a delete.
+    /// A random save and a delete. Keys often share a date, as an insert's all do (the writer
+    /// makes a shared date's text once).
     static func uploads(_ generator: inout SeededRandomNumberGenerator) -> [PendingUpload] {
+        let shared = Date(timeIntervalSinceReferenceDate: Double.random(in: -1e9...1e9, using: &generator))
         let keys = Dictionary(
             (0..<Int.random(in: 0...4, using: &generator)).map { _ in
-                (texts.randomElement(using: &generator)!, Date(timeIntervalSinceReferenceDate: Double.random(in: -1e9...1e9, using: &generator)))
+                (
+                    texts.randomElement(using: &generator)!,
+                    generator.chance(0.5) ? shared : Date(timeIntervalSinceReferenceDate: Double.random(in: -1e9...1e9, using: &generator))
+                )
             }, uniquingKeysWith: { $1 })
         return [.save(full: generator.chance(0.5), keys: keys), .delete]
     }
