@@ -251,7 +251,9 @@ final class PostgresStorage: ServerStorage {
 
     /// The partition's row ID, creating the row, locked until the transaction ends: every write to a
     /// partition goes through here first, which serializes them.
+    /// An existing partition (every write but a user's first) takes one statement.
     func lockPartition(_ connection: PostgresConnection, _ partition: DatabasePartition) async throws -> Int64 {
+        if let id = try await partitionID(connection, partition, lock: true) { return id }
         try await self.run(
             """
             INSERT INTO \(unescaped: table("partition")) (container, environment, scope, owner)
@@ -268,12 +270,17 @@ final class PostgresStorage: ServerStorage {
     func bumpDatabaseSeq(_ connection: PostgresConnection, _ partitionID: Int64, _ partition: DatabasePartition)
         async throws -> Int64
     {
+        // One statement: the notification is sent (at commit) by the one that raises the sequence.
         let rows = try await self.run(
-            "UPDATE \(unescaped: table("partition")) SET db_seq = db_seq + 1 WHERE id = \(partitionID) RETURNING db_seq", on: connection)
-        var seq: Int64 = 0
+            """
+            WITH bumped AS (
+                UPDATE \(unescaped: table("partition")) SET db_seq = db_seq + 1 WHERE id = \(partitionID) RETURNING db_seq
+            )
+            SELECT bumped.db_seq FROM bumped, pg_notify(\(Self.channel), \("\(schemaName)|\(partition.key)"))
+            """, on: connection)
+        var seq: Int64?
         for try await value in rows.decode(Int64.self) { seq = value }
-        try await self.run(
-            "SELECT pg_notify(\(Self.channel), \("\(schemaName)|\(partition.key)"))", on: connection)
+        guard let seq else { throw PostgresStorageError("the row of partition \(partition) vanished") }
         return seq
     }
 
