@@ -209,6 +209,28 @@ struct ServerRecordsModifyTests {
         }
     }
 
+    /// A reference a record no longer holds cascades no more: after a replace that drops it, and
+    /// after a delete and a create of the same name without it (the create's batch skips removing
+    /// references on PostgreSQL, since a deleted record has none left).
+    @Test(arguments: Backend.all)
+    func references_droppedByAnUpdateOrADeleteNoLongerCascade(_ backend: Backend) async throws {
+        try await withServer(backend) { _, client in
+            try await client.createZone("Notes")
+            let folders = [Record(recordName: "F-1", recordType: "Folder"), Record(recordName: "F-2", recordType: "Folder")]
+            let updated = note("N-1", extra: ["folder": .reference(Reference(recordName: "F-1", action: .deleteSelf))])
+            let recreated = note("N-2", extra: ["folder": .reference(Reference(recordName: "F-2", action: .deleteSelf))])
+            let saved = try await client.save(folders + [updated, recreated])
+            var dropped = try #require(saved.first { $0.recordName == "N-1" })
+            dropped.fields["folder"] = nil
+            _ = try await client.save([dropped], .forceReplace)
+            _ = try await client.modify([.init(.forceDelete, Record(recordName: "N-2"))])
+            _ = try await client.save([note("N-2")])
+            _ = try await client.modify([.init(.forceDelete, Record(recordName: "F-1")), .init(.forceDelete, Record(recordName: "F-2"))])
+            let looked = try await client.lookup(["N-1", "N-2"])
+            #expect(looked.map(\.code) == [nil, nil], "neither note refers to a folder any more")
+        }
+    }
+
     @Test(arguments: Backend.all)
     func typeChangeOfExistingRecordIsBadRequest(_ backend: Backend) async throws {
         try await withServer(backend) { _, client in

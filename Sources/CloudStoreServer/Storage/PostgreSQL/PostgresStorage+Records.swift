@@ -106,7 +106,7 @@ extension PostgresStorage {
         guard !plan.writes.isEmpty else { return (decision, []) }
 
         let dbSeq = try await bumpDatabaseSeq(connection, id, partition)
-        let written = try await apply(plan.writes, after: stored.seq, connection, id, zone.zoneName)
+        let written = try await apply(plan.writes, after: stored.seq, replacing: records, connection, id, zone.zoneName)
         try await updateAssets(of: plan.writes, in: zone, connection)
         stored.seq += Int64(written.count)
         try await self.run(
@@ -128,9 +128,13 @@ extension PostgresStorage {
         return (decision, written)
     }
 
-    /// Writes rows with consecutive sequences after `seq`, three statements for the whole batch.
+    /// Writes rows with consecutive sequences after `seq`, three statements for the whole batch at
+    /// most. `stored` holds the rows the plan read: a record it shows absent or deleted has no
+    /// references to remove (a delete removes its record's), so a batch of creates skips that
+    /// statement.
     private func apply(
-        _ writes: [RecordWrite], after seq: Int64, _ connection: PostgresConnection, _ id: Int64, _ zone: String
+        _ writes: [RecordWrite], after seq: Int64, replacing stored: [String: StoredRecord], _ connection: PostgresConnection,
+        _ id: Int64, _ zone: String
     ) async throws -> [StoredRecord] {
         var records: [StoredRecord] = []
         var references: (sources: [String], targets: [String]) = ([], [])
@@ -148,11 +152,14 @@ extension PostgresStorage {
             }
         }
         let names = records.map(\.name)
-        try await self.run(
-            """
-            DELETE FROM \(unescaped: table("reference"))
-            WHERE partition_id = \(id) AND zone = \(zone) AND source = ANY(\(names))
-            """, on: connection)
+        let referring = names.filter { stored[$0].map { !$0.isDeleted } ?? true }
+        if !referring.isEmpty {
+            try await self.run(
+                """
+                DELETE FROM \(unescaped: table("reference"))
+                WHERE partition_id = \(id) AND zone = \(zone) AND source = ANY(\(referring))
+                """, on: connection)
+        }
         if !references.sources.isEmpty {
             try await self.run(
                 """
