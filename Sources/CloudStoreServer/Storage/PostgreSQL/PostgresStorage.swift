@@ -4,7 +4,6 @@ import CloudStoreLogging
 import Logging
 import PostgresNIO
 import ServiceLifecycle
-import Synchronization
 
 /// The shared backend: PostgreSQL through PostgresNIO, for several server instances on one database.
 ///
@@ -27,11 +26,6 @@ final class PostgresStorage: ServerStorage {
     /// The server's clock, for the assets a zone deletion releases.
     let clock: ServerClock
     private let url: PostgresURL
-    /// The last schema read of each container and environment (`container|environment`), with its
-    /// version: a schema version is written once (``storeSchema(_:_:expected:container:environment:)``
-    /// only raises it), so a write that finds the same version uses this copy without reading and
-    /// decoding the stored JSON again.
-    private let schemas = Mutex<[String: CloudSchema]>([:])
 
     init(url text: String, logger: Logger, assetLifetime: AssetLifetime = AssetLifetime(), clock: ServerClock = .system) throws {
         let url = try PostgresURL(text)
@@ -415,16 +409,9 @@ final class PostgresStorage: ServerStorage {
 
     // MARK: - Schema
 
-    /// The schema of a container and environment. `version`, when the caller read it already
-    /// (``modifyContext(_:_:_:)``), is answered from the last schema read if that is the version.
-    func schema(
-        _ connection: PostgresConnection, container: String, environment: CloudEnvironment, version: Int64?? = nil
-    ) async throws -> CloudSchema {
-        let key = "\(container)|\(environment.rawValue)"
-        if case .some(let version) = version {
-            guard let version else { return .empty }
-            if let cached = schemas.withLock({ $0[key] }), cached.version == Int(version) { return cached }
-        }
+    func schema(_ connection: PostgresConnection, container: String, environment: CloudEnvironment) async throws
+        -> CloudSchema
+    {
         let rows = try await self.run(
             """
             SELECT version, content FROM \(unescaped: table("schema"))
@@ -433,7 +420,6 @@ final class PostgresStorage: ServerStorage {
         for try await (version, content) in rows.decode((Int64, String).self) {
             var schema = try WireCoding.decode(CloudSchema.self, from: Data(content.utf8))
             schema.version = Int(version)
-            schemas.withLock { $0[key] = schema }
             return schema
         }
         return .empty
