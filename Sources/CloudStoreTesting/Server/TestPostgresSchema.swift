@@ -18,12 +18,12 @@ import PostgresNIO
 /// ```
 public enum TestPostgresSchema {
     /// A new schema name: `cs_test_` and 16 random hex digits.
-    public static func freshName() -> String {
+    private static func freshName() -> String {
         "cs_test_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16)
     }
 
     /// `url` with a `schema` query item.
-    public static func url(_ url: String, schema: String) -> String {
+    private static func url(_ url: String, schema: String) -> String {
         url + (url.contains("?") ? "&" : "?") + "schema=\(schema)"
     }
 
@@ -38,7 +38,7 @@ public enum TestPostgresSchema {
     }
 
     /// Drops `schema` and everything in it from the database `url` names.
-    public static func drop(_ schema: String, in url: String) async throws {
+    private static func drop(_ schema: String, in url: String) async throws {
         guard !schema.isEmpty, schema.utf8.allSatisfy({ $0 == UInt8(ascii: "_") || (48...57).contains($0) || (97...122).contains($0) })
         else { throw TestPostgresSchemaError("\(schema) is not a schema name of lowercase letters, digits and _") }
         guard let components = URLComponents(string: url), let host = components.host else {
