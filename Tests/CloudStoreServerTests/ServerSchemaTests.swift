@@ -46,6 +46,40 @@ struct ServerSchemaTests {
         }
     }
 
+    /// Saves that extend a development schema raise its version, each by one, so that of two
+    /// extensions at once the second is stored over the first's fields, not in place of them
+    /// (PostgreSQL runs users' batches in parallel; before, the second overwrote the first's field).
+    @Test(arguments: Backend.all)
+    func development_concurrentExtensionsAllStayAndEachRaisesTheVersion(_ backend: Backend) async throws {
+        let users = (0..<8).map { "user-\($0)" }
+        let tokens = Dictionary(uniqueKeysWithValues: users.map { ("\($0)-token", "_\($0)") })
+        try await withServer(backend, users: tokens) { _, client in
+            let clients = users.map { client.asUser("\($0)-token") }
+            for client in clients { try await client.createZone("Notes") }
+            try await clients[0].save([note("N-0")])
+            #expect(try await schema(clients[0]).version == 1, "the first save added Note")
+            try await clients[0].save([note("N-1")])
+            #expect(try await schema(clients[0]).version == 1, "a save that adds nothing leaves the version")
+
+            let rounds = 3
+            for round in 0..<rounds {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for (index, client) in clients.enumerated() {
+                        group.addTask {
+                            _ = try await client.save([note("R\(round)-\(index)", extra: ["f\(round)_\(index)": .int64(1)])])
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+            }
+            let stored = try await schema(clients[0])
+            let fields = Set(stored.recordType(named: "Note")?.fields.map(\.name) ?? [])
+            let added = (0..<rounds).flatMap { round in users.indices.map { "f\(round)_\($0)" } }
+            #expect(Set(added).subtracting(fields).isEmpty, "lost: \(Set(added).subtracting(fields).sorted())")
+            #expect(stored.version == 1 + added.count, "one version per extending save")
+        }
+    }
+
     @Test(arguments: Backend.all)
     func production_recordsMustMatchTheSchema(_ backend: Backend) async throws {
         try await withServer(backend) { _, developer in

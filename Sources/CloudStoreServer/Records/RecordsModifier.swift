@@ -107,7 +107,10 @@ struct RecordsModifier: Sendable {
         ordered += cascade.sorted().compactMap { name in
             snapshot.records[name].map { RecordWrite(name: name, type: $0.type, change: .delete, time: stamp.timestamp) }
         }
-        let changedSchema = schema == snapshot.schema || ordered.isEmpty ? nil : schema
+        var changedSchema = schema == snapshot.schema || ordered.isEmpty ? nil : schema
+        // Every change raises the version: storage stores a schema only over the version it read,
+        // so of two batches that extend it at once the second retries on the first's fields.
+        changedSchema?.version = (snapshot.schema.version ?? 0) + 1
         var plan = RecordWritePlan(writes: ordered, schema: changedSchema)
         if !ordered.isEmpty {
             plan.share = shareChange

@@ -201,7 +201,8 @@ struct RecordSnapshot: Sendable {
     var share: StoredShare? = nil
 }
 
-/// What a plan decided: writes in order, and a schema to store instead of the snapshot's.
+/// What a plan decided: writes in order, and a schema to store instead of the snapshot's (its
+/// version one above the snapshot's: stored only while the snapshot's version is still current).
 struct RecordWritePlan: Sendable {
     var writes: [RecordWrite]
     var schema: CloudSchema?
