@@ -76,7 +76,8 @@ extension PostgresStorage {
     ) async throws -> (Decision, [StoredRecord])? {
         let partition = zone.partition
         let id = try await lockPartition(connection, partition)
-        guard var stored = try await liveZone(connection, id, zone.zoneName) else { return nil }
+        let context = try await modifyContext(connection, id, zone)
+        guard var stored = StoredZone.live(context.zone, name: zone.zoneName) else { return nil }
 
         var records = try await rows(connection, id, zone.zoneName, named: Array(request.names))
         var search = CascadeSearch(roots: request.cascadeRoots)
@@ -96,9 +97,9 @@ extension PostgresStorage {
             records.merge(try await self.rows(connection, id, zone.zoneName, named: missing)) { $1 }
         }
         let schema = try await self.schema(
-            connection, container: partition.container, environment: partition.environment)
+            connection, container: partition.container, environment: partition.environment, version: .some(context.schemaVersion))
         let receipts = try await assetReceipts(connection, request.receipts)
-        let share = try await loadShare(connection, id, zone)
+        let share = context.hasShare ? try await loadShare(connection, id, zone) : nil
         let (plan, decision) = try decide(
             RecordSnapshot(
                 zone: stored, records: records, deleteSelfReferrers: search.referrers, schema: schema, receipts: receipts,
@@ -126,6 +127,33 @@ extension PostgresStorage {
         }
         try await advanceSharedDatabases(plan.sharedDatabases, connection, id, zone)
         return (decision, written)
+    }
+
+    /// What a records/modify batch reads before it decides, in one statement: the zone's row, the
+    /// version of the container's schema, and whether the zone has a share.
+    private func modifyContext(_ connection: PostgresConnection, _ id: Int64, _ zone: ZoneAddress) async throws
+        -> (zone: StoredZone?, schemaVersion: Int64?, hasShare: Bool)
+    {
+        let partition = zone.partition
+        let rows = try await self.run(
+            """
+            SELECT z.name, z.seq, z.db_seq, z.incarnation, z.purged_through, z.deleted,
+                (SELECT version FROM \(unescaped: table("schema"))
+                 WHERE container = \(partition.container) AND environment = \(partition.environment.rawValue)),
+                EXISTS (SELECT 1 FROM \(unescaped: table("share")) WHERE partition_id = \(id) AND zone = \(zone.zoneName))
+            FROM (VALUES (1)) AS one (x)
+            LEFT JOIN \(unescaped: table("zone")) AS z ON z.partition_id = \(id) AND z.name = \(zone.zoneName)
+            """, on: connection)
+        for try await (name, seq, dbSeq, incarnation, purged, deleted, version, hasShare) in rows.decode(
+            (String?, Int64?, Int64?, Int64?, Int64?, Bool?, Int64?, Bool).self)
+        {
+            var row: StoredZone?
+            if let name, let seq, let dbSeq, let incarnation, let purged, let deleted {
+                row = StoredZone(name: name, seq: seq, dbSeq: dbSeq, incarnation: incarnation, purgedThrough: purged, deleted: deleted)
+            }
+            return (row, version, hasShare && partition.scope == .private)
+        }
+        throw PostgresStorageError("the context of a write to zone \(zone.zoneName) read no row")
     }
 
     /// Writes rows with consecutive sequences after `seq`, three statements for the whole batch at

@@ -4,6 +4,7 @@ import CloudStoreLogging
 import Logging
 import PostgresNIO
 import ServiceLifecycle
+import Synchronization
 
 /// The shared backend: PostgreSQL through PostgresNIO, for several server instances on one database.
 ///
@@ -26,6 +27,12 @@ final class PostgresStorage: ServerStorage {
     /// The server's clock, for the assets a zone deletion releases.
     let clock: ServerClock
     private let url: PostgresURL
+    /// The last schema read of each container and environment (`container|environment`), with its
+    /// version. A version is written once: every change raises it, a `records/modify` that extends
+    /// a development schema too (``RecordWritePlan/schema``), and
+    /// ``storeSchema(_:_:expected:container:environment:)`` stores only over the version read. So a
+    /// write that finds the same version uses this copy without reading and decoding the JSON again.
+    private let schemas = Mutex<[String: CloudSchema]>([:])
 
     init(url text: String, logger: Logger, assetLifetime: AssetLifetime = AssetLifetime(), clock: ServerClock = .system) throws {
         let url = try PostgresURL(text)
@@ -409,9 +416,16 @@ final class PostgresStorage: ServerStorage {
 
     // MARK: - Schema
 
-    func schema(_ connection: PostgresConnection, container: String, environment: CloudEnvironment) async throws
-        -> CloudSchema
-    {
+    /// The schema of a container and environment. `version`, when the caller read it already
+    /// (``modifyContext(_:_:_:)``), is answered from the last schema read if that is the version.
+    func schema(
+        _ connection: PostgresConnection, container: String, environment: CloudEnvironment, version: Int64?? = nil
+    ) async throws -> CloudSchema {
+        let key = "\(container)|\(environment.rawValue)"
+        if case .some(let version) = version {
+            guard let version else { return .empty }
+            if let cached = schemas.withLock({ $0[key] }), cached.version == Int(version) { return cached }
+        }
         let rows = try await self.run(
             """
             SELECT version, content FROM \(unescaped: table("schema"))
@@ -420,6 +434,7 @@ final class PostgresStorage: ServerStorage {
         for try await (version, content) in rows.decode((Int64, String).self) {
             var schema = try WireCoding.decode(CloudSchema.self, from: Data(content.utf8))
             schema.version = Int(version)
+            schemas.withLock { $0[key] = schema }
             return schema
         }
         return .empty
