@@ -109,10 +109,15 @@ extension Record: JSONBytesReadable {
             case "zoneID" where seen.first(3): record.zoneID = try reader.readNull() ? nil : ZoneID(from: &reader)
             case "fields" where seen.first(4):
                 guard try !reader.readNull() else { return }
+                var pairs: [(String, FieldValue)] = []
                 try reader.readObject { reader, name throws(JSONBytesReader.Declined) in
-                    guard record.fields[name] == nil else { return try reader.skipValue() }
-                    record.fields[name] = try FieldValue(from: &reader)
+                    pairs.append((name, try FieldValue(from: &reader)))
                 }
+                // Sized once, one hash per field; in reverse, so that of a name given twice the
+                // first value stays (as Foundation's decoder keeps it).
+                var fields = [String: FieldValue](minimumCapacity: pairs.count)
+                for (name, value) in pairs.reversed() { fields[name] = value }
+                record.fields = fields
             case "created" where seen.first(5): record.created = try reader.readNull() ? nil : Record.Stamp(from: &reader)
             case "modified" where seen.first(6): record.modified = try reader.readNull() ? nil : Record.Stamp(from: &reader)
             case "deleted" where seen.first(7): record.deleted = try reader.readNull() ? false : reader.readBool()

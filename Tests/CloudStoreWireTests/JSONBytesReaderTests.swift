@@ -148,6 +148,8 @@ struct JSONBytesReaderTests {
         #"{"recordName":"a","fields":{"t":{"type":"STRING_LIST","value":["x"]}}}"#,
         #"{"recordName":"a","fields":{"t":{"type":"STRING","value":"x","type":"STRING"}}}"#,
         #"{"recordName":"a","fields":{"t":{"type":"STRING","value":"x"},"t":{"type":"STRING","value":"y"}}}"#,
+        #"{"recordName":"a","fields":{"t":{"type":"STRING","value":"x"},"u":{"value":1},"t":{"type":"INT64","value":2}}}"#,
+        #"{"recordName":"a","fields":{"t":{"type":"STRING","value":"x"},"t":5}}"#,
         #"{"recordName":"a","recordName":"b"}"#, #"{"recordName":null}"#, #"{"recordType":"a"}"#, #"{"recordName":5}"#,
         #"{"recordName":"a","recordType":null,"recordType":"Note","zoneID":{"zoneName":"A","zoneName":"B"}}"#,
         #"{"recordName":"a","created":{"timestamp":1,"timestamp":"x"},"fields":{"t":{"type":"STRING","value":"x","value":5}}}"#,
@@ -169,7 +171,7 @@ struct JSONBytesReaderTests {
         try Self.expectSameAsDecoder(Record.self, data)
         try Self.expectSameAsDecoder(RecordsResponse.self, data)
         try Self.expectSameAsDecoder(ZoneChangesResponse.self, data)
-        if let fields = try? JSONSerialization.jsonObject(with: data) as? [String: Any], let field = (fields["fields"] as? [String: Any])?["t"] {
+        if let fields = try? JSONSerialization.jsonObject(with: data) as? [String: Any], let field = (fields["fields"] as? [String: Any])?["t"] as? [String: Any] {
             try Self.expectSameAsDecoder(FieldValue.self, JSONSerialization.data(withJSONObject: field))
         }
     }
