@@ -93,8 +93,22 @@ enum LinkRecords {
 }
 
 extension EntityDescription {
-    /// The attributes and to-one relationships: the fields of the entity's records.
+    /// The attributes and to-one relationships: the fields of the entity's records. Built on each
+    /// call: code that asks once per record keeps a ``RecordKeysCache``.
     var recordKeys: Set<String> {
         Set(attributes.map(\.name) + toOneRelationships.map(\.name))
+    }
+}
+
+/// The ``EntityDescription/recordKeys`` of each entity, built once per unit of work (an
+/// acknowledgement, an import or a save asks for them once per record).
+struct RecordKeysCache {
+    private var byEntity: [String: Set<String>] = [:]
+
+    mutating func keys(of entity: EntityDescription) -> Set<String> {
+        if let keys = byEntity[entity.name] { return keys }
+        let keys = entity.recordKeys
+        byEntity[entity.name] = keys
+        return keys
     }
 }

@@ -107,7 +107,7 @@ extension MirrorTransaction {
         }
         if let changedSinceSent, let snapshot = try context.fetchSnapshot(entityName: entity.name, id: id) {
             let local = recordValues(snapshot, entity)
-            let recordKeys = entity.recordKeys
+            let recordKeys = recordKeys(of: entity)
             let stillPending = changedSinceSent.filter { recordKeys.contains($0.key) }
             let outcome = resolution.acknowledgedUpload(
                 ConflictResolution.Fields(
@@ -214,7 +214,7 @@ extension MirrorTransaction {
             // Deleted here meanwhile: the pending delete goes up with the new tag.
             return
         }
-        let recordKeys = entity.recordKeys
+        let recordKeys = recordKeys(of: entity)
         let localChanges = try row.pendingUpload?.changeDates.filter { recordKeys.contains($0.key) } ?? [:]
         let outcome = resolution.editAgainstEdit(
             ConflictResolution.Fields(
@@ -248,7 +248,7 @@ extension MirrorTransaction {
             return
         }
         let local = try context.fetchSnapshot(entityName: entity.name, id: id)
-        let recordKeys = entity.recordKeys
+        let recordKeys = recordKeys(of: entity)
         let pendingKeys = try Set(row.pendingUpload?.changeDates.keys.filter { recordKeys.contains($0) } ?? [])
         let (winner, conflicts) = resolution.editAgainstDeletion(
             of: ConflictResolution.Object(entityName: entity.name, id: id), pendingKeys: pendingKeys,
@@ -256,7 +256,7 @@ extension MirrorTransaction {
         try log(conflicts)
         if winner == .local {
             row.forgetServerVersion()
-            try setPendingUpload(.save(full: true, keys: Dictionary(uniqueKeysWithValues: entity.recordKeys.map { ($0, now) })), of: &row)
+            try setPendingUpload(.save(full: true, keys: Dictionary(uniqueKeysWithValues: recordKeys.map { ($0, now) })), of: &row)
             try save(row)
             return
         }

@@ -237,7 +237,7 @@ extension MirrorTransaction {
         // What this device changed since that version: its own edits, not the move.
         var localChanges: [String: Date] = [:]
         let edited = try row.pendingUpload?.changeDates ?? [:]
-        for key in entity.recordKeys where (localValues[key] ?? .null) != (ancestor?[key] ?? .null) {
+        for key in recordKeys(of: entity) where (localValues[key] ?? .null) != (ancestor?[key] ?? .null) {
             localChanges[key] = edited[key] ?? now
         }
         let outcome = resolution.editAgainstEdit(
@@ -287,7 +287,7 @@ extension MirrorTransaction {
             if let pending = try row.pendingUpload, pending != .delete {
                 lost += resolution.accessEnded(
                     of: ConflictResolution.Object(entityName: entity.name, id: id), pending: pending,
-                    recordKeys: entity.recordKeys, local: local.map { recordValues($0, entity) })
+                    recordKeys: recordKeys(of: entity), local: local.map { recordValues($0, entity) })
             }
         }
         try log(lost)

@@ -127,7 +127,7 @@ extension MirrorTransaction {
             for reference in try db.unresolvedReferences(of: entity.name, id: id) {
                 snapshot.values[reference.relationship] = .uuid(reference.target)
             }
-            let recordKeys = entity.recordKeys
+            let recordKeys = recordKeys(of: entity)
             let keys = pending.keysToUpload.map { $0.intersection(recordKeys) }
             let unknownFields = try metadata.unknownFields
             record = try schema.record(for: snapshot, in: recordZone, keys: keys, unknownFields: keys == nil ? unknownFields : [:])
@@ -176,7 +176,7 @@ extension MirrorTransaction {
                 }
                 row.forgetServerVersion()
                 row.refusal = nil
-                let keys = schema.entity(named: row.entityName)?.recordKeys ?? []
+                let keys = schema.entity(named: row.entityName).map { recordKeys(of: $0) } ?? []
                 try setPendingUpload(.save(full: true, keys: Dictionary(uniqueKeysWithValues: keys.map { ($0, now) })), of: &row)
                 try save(row)
             }

@@ -36,6 +36,7 @@ final class MirrorTransaction {
     /// Share changes the server refused for good in this transaction, by zone.
     var refusedShares: [ZoneID: ServerError] = [:]
     private var revision: Int64?
+    private var recordKeysCache = RecordKeysCache()
     /// Objects whose parent an import deleted without cascading (see ``deleteImported(entityName:id:)``).
     var orphans: [Orphan] = []
     /// Objects whose tombstones the current fetch brought: a reference to one of them is cleared
@@ -111,9 +112,14 @@ final class MirrorTransaction {
         counts.conflicts += conflicts.count
     }
 
+    /// The fields of an entity's records (``EntityDescription/recordKeys``), built once per transaction.
+    func recordKeys(of entity: EntityDescription) -> Set<String> {
+        recordKeysCache.keys(of: entity)
+    }
+
     /// The values of an object as its record carries them.
     func recordValues(_ snapshot: EntitySnapshot, _ entity: EntityDescription) -> [String: AttributeValue] {
-        let keys = entity.recordKeys
+        let keys = recordKeys(of: entity)
         return snapshot.values.filter { keys.contains($0.key) }
     }
 

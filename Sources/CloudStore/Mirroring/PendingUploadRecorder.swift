@@ -107,6 +107,7 @@ struct PendingUploadRecording {
     }
 
     private var db: Database { context.db }
+    private var recordKeys = RecordKeysCache()
 
     /// Records what one local change of an object makes pending.
     mutating func record(_ change: HistoryChange) throws {
@@ -119,7 +120,7 @@ struct PendingUploadRecording {
         let local: PendingUpload.Change
         switch change.changeType {
         case .insert:
-            local = .insert(keys: entity.recordKeys)
+            local = .insert(keys: recordKeys.keys(of: entity))
             inserted.append(object)
             for (relationship, side) in linkSides {
                 dirtyLinks.insert(DirtyLinks(entity: entity.name, id: change.objectID, relationship: relationship.name, side: side))
@@ -128,7 +129,7 @@ struct PendingUploadRecording {
             for (relationship, side) in linkSides where change.updatedProperties.contains(relationship.name) {
                 dirtyLinks.insert(DirtyLinks(entity: entity.name, id: change.objectID, relationship: relationship.name, side: side))
             }
-            let keys = change.updatedProperties.intersection(entity.recordKeys)
+            let keys = change.updatedProperties.intersection(recordKeys.keys(of: entity))
             guard !keys.isEmpty else { return }
             if ShareGraph.holders(of: entity, in: schema).contains(where: { keys.contains($0.name) }) {
                 reparented.append(object)
