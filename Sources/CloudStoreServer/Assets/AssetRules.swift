@@ -120,7 +120,17 @@ struct AssetRules: Sendable {
 
     /// The IDs of the assets stored fields reference (from their download URLs).
     static func assetIDs(in fields: [String: FieldValue]) -> Set<String> {
-        Set(fields.values.flatMap { assets(in: $0) }.compactMap { $0.downloadURL.flatMap(AssetLocation.assetID(inDownloadURL:)) })
+        // Without building arrays: most records have no asset, and this runs for every write.
+        var ids = Set<String>()
+        func collect(_ value: FieldValue) {
+            switch value {
+            case .asset(let asset): if let id = asset.downloadURL.flatMap(AssetLocation.assetID(inDownloadURL:)) { ids.insert(id) }
+            case .list(let values): for element in values { collect(element) }
+            default: break
+            }
+        }
+        for value in fields.values { collect(value) }
+        return ids
     }
 
     /// The assets of a value: itself, or the elements of an `ASSETID_LIST`.

@@ -148,6 +148,14 @@ struct RecordWrite: Hashable, Sendable {
     var change: Change
     /// When the write happens: a tombstone's deletion time.
     var time: Date
+
+    /// Whether the record may have references and saved assets to drop before this write: it is
+    /// live in `stored`, the rows the plan read (or was not read). A record absent or deleted there
+    /// has neither (a delete removes its references and releases its assets), so a create skips
+    /// those statements.
+    func mayReplaceLive(_ stored: [String: StoredRecord]) -> Bool {
+        stored[name].map { !$0.isDeleted } ?? true
+    }
 }
 
 /// Which rows a records/modify plan needs to see.

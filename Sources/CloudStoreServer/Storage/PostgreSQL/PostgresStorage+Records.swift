@@ -108,7 +108,7 @@ extension PostgresStorage {
 
         let dbSeq = try await bumpDatabaseSeq(connection, id, partition)
         let written = try await apply(plan.writes, after: stored.seq, replacing: records, connection, id, zone.zoneName)
-        try await updateAssets(of: plan.writes, in: zone, connection)
+        try await updateAssets(of: plan.writes, replacing: records, in: zone, connection)
         stored.seq += Int64(written.count)
         try await self.run(
             """
@@ -157,9 +157,8 @@ extension PostgresStorage {
     }
 
     /// Writes rows with consecutive sequences after `seq`, three statements for the whole batch at
-    /// most. `stored` holds the rows the plan read: a record it shows absent or deleted has no
-    /// references to remove (a delete removes its record's), so a batch of creates skips that
-    /// statement.
+    /// most. `stored` holds the rows the plan read: a batch of creates has no references to remove
+    /// (``RecordWrite/mayReplaceLive(_:)``) and skips that statement.
     private func apply(
         _ writes: [RecordWrite], after seq: Int64, replacing stored: [String: StoredRecord], _ connection: PostgresConnection,
         _ id: Int64, _ zone: String
@@ -179,8 +178,7 @@ extension PostgresStorage {
                 records.append(StoredRecord(name: write.name, type: write.type, seq: seq, content: nil, deletedAt: write.time))
             }
         }
-        let names = records.map(\.name)
-        let referring = names.filter { stored[$0].map { !$0.isDeleted } ?? true }
+        let referring = writes.filter { $0.mayReplaceLive(stored) }.map(\.name)
         if !referring.isEmpty {
             try await self.run(
                 """
@@ -203,7 +201,7 @@ extension PostgresStorage {
             """
             INSERT INTO \(unescaped: table("record")) (partition_id, zone, name, type, seq, deleted, deleted_at, content)
             SELECT \(id), \(zone), name, type, seq, deleted, NULLIF(deleted_at, -1), NULLIF(content, '')
-            FROM unnest(\(names), \(records.map(\.type)), \(records.map(\.seq)), \(records.map(\.isDeleted)),
+            FROM unnest(\(records.map(\.name)), \(records.map(\.type)), \(records.map(\.seq)), \(records.map(\.isDeleted)),
                 \(records.map { $0.deletedAt?.millisecondsSince1970 ?? -1 }), \(contents))
                 AS row(name, type, seq, deleted, deleted_at, content)
             ON CONFLICT (partition_id, zone, name) DO UPDATE SET type = excluded.type, seq = excluded.seq,

@@ -86,9 +86,13 @@ extension SQLiteStorage {
             var written: [StoredRecord] = []
             for write in plan.writes {
                 stored.seq += 1
-                written.append(try self.apply(write, seq: stored.seq, db, id, zone.zoneName))
-                try self.releaseAssets(db, of: zone, records: [write.name], keeping: write.assetIDs, after: write.assetRelease)
-                try self.saveAssets(db, write.assetIDs, of: zone, record: write.name)
+                let replacesLive = write.mayReplaceLive(records)
+                written.append(try self.apply(write, seq: stored.seq, replacesLive: replacesLive, db, id, zone.zoneName))
+                let assetIDs = write.assetIDs
+                if replacesLive {
+                    try self.releaseAssets(db, of: zone, records: [write.name], keeping: assetIDs, after: write.assetRelease)
+                }
+                try self.saveAssets(db, assetIDs, of: zone, record: write.name)
             }
             try db.cachedStatement(
                 sql: """
@@ -107,11 +111,15 @@ extension SQLiteStorage {
         }
     }
 
-    private func apply(_ write: RecordWrite, seq: Int64, _ db: Database, _ id: Int64, _ zone: String) throws
+    /// Writes one row; `replacesLive` (``RecordWrite/mayReplaceLive(_:)``): the record's old
+    /// references are removed first.
+    private func apply(_ write: RecordWrite, seq: Int64, replacesLive: Bool, _ db: Database, _ id: Int64, _ zone: String) throws
         -> StoredRecord
     {
-        try db.cachedStatement(sql: "DELETE FROM cloudstore_reference WHERE partition_id = ? AND zone = ? AND source = ?")
-            .execute(arguments: [id, zone, write.name])
+        if replacesLive {
+            try db.cachedStatement(sql: "DELETE FROM cloudstore_reference WHERE partition_id = ? AND zone = ? AND source = ?")
+                .execute(arguments: [id, zone, write.name])
+        }
         let record: StoredRecord
         switch write.change {
         case .save(let content, _, let targets):
