@@ -395,22 +395,45 @@ final class PostgresStorage: ServerStorage {
     func databaseChanges(in partition: DatabasePartition, after dbSeq: Int64, limit: Int) async throws
         -> DatabaseChangesPage
     {
-        try await snapshot { connection in
+        guard partition.scope == .shared else { return try await ownDatabaseChanges(in: partition, after: dbSeq, limit: limit) }
+        return try await snapshot { connection in
             guard let found = try await self.partitionRow(connection, partition) else {
                 return DatabaseChangesPage(dbSeq: 0, zones: [])
             }
-            if partition.scope == .shared {
-                return DatabaseChangesPage(
-                    dbSeq: found.dbSeq,
-                    zones: try await self.sharedDatabaseChanges(connection, found.id, after: dbSeq, limit: limit))
+            return DatabaseChangesPage(
+                dbSeq: found.dbSeq, zones: try await self.sharedDatabaseChanges(connection, found.id, after: dbSeq, limit: limit))
+        }
+    }
+
+    /// A page of the zones of a private or public database in one statement (one snapshot, no
+    /// transaction around it): the partition's sequence and the zones that changed after `dbSeq`.
+    private func ownDatabaseChanges(in partition: DatabasePartition, after dbSeq: Int64, limit: Int) async throws
+        -> DatabaseChangesPage
+    {
+        let query: PostgresQuery = """
+            SELECT p.db_seq, z.name, z.seq, z.db_seq, z.incarnation, z.purged_through, z.deleted
+            FROM (VALUES (1)) AS one (x)
+            LEFT JOIN \(unescaped: table("partition")) AS p ON p.container = \(partition.container)
+                AND p.environment = \(partition.environment.rawValue) AND p.scope = \(partition.scope.rawValue)
+                AND p.owner = \(partition.owner)
+            LEFT JOIN LATERAL (
+                SELECT \(unescaped: Self.zoneColumns) FROM \(unescaped: table("zone"))
+                WHERE partition_id = p.id AND db_seq > \(dbSeq) ORDER BY db_seq LIMIT \(limit + 1)
+            ) AS z ON true
+            ORDER BY z.db_seq
+            """
+        return try await client.withConnection { connection in
+            var page = DatabaseChangesPage(dbSeq: 0, zones: [])
+            for try await (partitionSeq, name, seq, zoneDBSeq, incarnation, purged, deleted) in try await self.run(query, on: connection)
+                .decode((Int64?, String?, Int64?, Int64?, Int64?, Int64?, Bool?).self)
+            {
+                page.dbSeq = partitionSeq ?? 0
+                if let name, let seq, let zoneDBSeq, let incarnation, let purged, let deleted {
+                    page.zones.append(
+                        StoredZone(name: name, seq: seq, dbSeq: zoneDBSeq, incarnation: incarnation, purgedThrough: purged, deleted: deleted))
+                }
             }
-            let zones = try await self.zoneRows(
-                connection,
-                """
-                SELECT \(unescaped: Self.zoneColumns) FROM \(unescaped: self.table("zone"))
-                WHERE partition_id = \(found.id) AND db_seq > \(dbSeq) ORDER BY db_seq LIMIT \(limit + 1)
-                """)
-            return DatabaseChangesPage(dbSeq: found.dbSeq, zones: zones)
+            return page
         }
     }
 
