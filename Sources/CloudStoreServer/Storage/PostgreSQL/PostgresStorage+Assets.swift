@@ -171,34 +171,6 @@ extension PostgresStorage {
         return found
     }
 
-    /// After a batch of record writes: the assets each record no longer references are released,
-    /// those it references saved.
-    func updateAssets(
-        of writes: [RecordWrite], replacing stored: [String: StoredRecord], in zone: ZoneAddress, _ connection: PostgresConnection
-    ) async throws {
-        let partition = zone.partition
-        let keep = Array(writes.reduce(into: Set<String>()) { $0.formUnion($1.assetIDs) })
-        let replacing = writes.filter { $0.mayReplaceLive(stored) }
-        if !replacing.isEmpty {
-            try await self.run(
-                """
-                UPDATE \(unescaped: table("asset")) AS asset SET state = 'released', removable_at = released.removable_at
-                FROM unnest(\(replacing.map(\.name)), \(replacing.map { assetLifetime.removableAt(after: $0.assetRelease)?.millisecondsSince1970 ?? 0 }))
-                    AS released(record, removable_at)
-                WHERE asset.container = \(partition.container) AND asset.environment = \(partition.environment.rawValue)
-                    AND asset.scope = \(partition.scope.rawValue) AND asset.owner = \(partition.owner)
-                    AND asset.zone = \(zone.zoneName) AND asset.record = released.record AND asset.state = 'saved'
-                    AND NOT (asset.id = ANY(\(keep)))
-                """, on: connection)
-        }
-        guard !keep.isEmpty else { return }
-        try await self.run(
-            """
-            UPDATE \(unescaped: table("asset")) SET state = 'saved', removable_at = NULL
-            WHERE id = ANY(\(keep)) AND container = \(partition.container) AND environment = \(partition.environment.rawValue)
-                AND scope = \(partition.scope.rawValue) AND owner = \(partition.owner) AND zone = \(zone.zoneName)
-            """, on: connection)
-    }
 
     /// Releases every saved asset of a zone (the zone is deleted).
     func releaseAssets(_ connection: PostgresConnection, of zone: ZoneAddress, at removableAt: Date?) async throws {

@@ -70,16 +70,19 @@ extension PostgresStorage {
         }
     }
 
+    /// One batch: five round trips for a batch of creates or of updates without references (`BEGIN`,
+    /// the partition's lock, ``modifyContext(_:_:_:named:)``, ``writeBatch(_:after:replacing:_:_:_:)``,
+    /// `COMMIT`); removing replaced references, cascades, receipts, shares and schema changes add theirs.
     private func modifyRecords<Decision: Sendable>(
         _ connection: PostgresConnection, in zone: ZoneAddress, loading request: RecordSnapshotRequest,
         decide: @Sendable (RecordSnapshot) throws -> (RecordWritePlan, Decision)
     ) async throws -> (Decision, [StoredRecord])? {
         let partition = zone.partition
         let id = try await lockPartition(connection, partition)
-        let context = try await modifyContext(connection, id, zone)
+        let context = try await modifyContext(connection, id, zone, named: Array(request.names))
         guard var stored = StoredZone.live(context.zone, name: zone.zoneName) else { return nil }
 
-        var records = try await rows(connection, id, zone.zoneName, named: Array(request.names))
+        var records = context.records
         var search = CascadeSearch(roots: request.cascadeRoots)
         while !search.frontier.isEmpty {
             let rows = try await self.run(
@@ -106,15 +109,8 @@ extension PostgresStorage {
                 share: share))
         guard !plan.writes.isEmpty else { return (decision, []) }
 
-        let dbSeq = try await bumpDatabaseSeq(connection, id, partition)
-        let written = try await apply(plan.writes, after: stored.seq, replacing: records, connection, id, zone.zoneName)
-        try await updateAssets(of: plan.writes, replacing: records, in: zone, connection)
+        let written = try await writeBatch(plan.writes, after: stored.seq, replacing: records, connection, id, zone)
         stored.seq += Int64(written.count)
-        try await self.run(
-            """
-            INSERT INTO \(unescaped: table("zone")) (partition_id, name, seq, db_seq) VALUES (\(id), \(zone.zoneName), \(stored.seq), \(dbSeq))
-            ON CONFLICT (partition_id, name) DO UPDATE SET seq = excluded.seq, db_seq = excluded.db_seq
-            """, on: connection)
         if let newSchema = plan.schema {
             guard
                 try await storeSchema(
@@ -130,38 +126,59 @@ extension PostgresStorage {
     }
 
     /// What a records/modify batch reads before it decides, in one statement: the zone's row, the
-    /// version of the container's schema, and whether the zone has a share.
-    private func modifyContext(_ connection: PostgresConnection, _ id: Int64, _ zone: ZoneAddress) async throws
-        -> (zone: StoredZone?, schemaVersion: Int64?, hasShare: Bool)
+    /// version of the container's schema, whether the zone has a share, and the rows `names` name
+    /// (live and tombstones, through ``lookup(_:_:named:)``'s index).
+    private func modifyContext(_ connection: PostgresConnection, _ id: Int64, _ zone: ZoneAddress, named names: [String])
+        async throws -> (zone: StoredZone?, schemaVersion: Int64?, hasShare: Bool, records: [String: StoredRecord])
     {
         let partition = zone.partition
+        let keys = names.map { Self.recordKey(id, zone.zoneName, $0) }
         let rows = try await self.run(
             """
             SELECT z.name, z.seq, z.db_seq, z.incarnation, z.purged_through, z.deleted,
                 (SELECT version FROM \(unescaped: table("schema"))
                  WHERE container = \(partition.container) AND environment = \(partition.environment.rawValue)),
-                EXISTS (SELECT 1 FROM \(unescaped: table("share")) WHERE partition_id = \(id) AND zone = \(zone.zoneName))
+                EXISTS (SELECT 1 FROM \(unescaped: table("share")) WHERE partition_id = \(id) AND zone = \(zone.zoneName)),
+                r.name, r.type, r.seq, r.deleted_at, r.content
             FROM (VALUES (1)) AS one (x)
             LEFT JOIN \(unescaped: table("zone")) AS z ON z.partition_id = \(id) AND z.name = \(zone.zoneName)
+            LEFT JOIN LATERAL (
+                SELECT \(unescaped: Self.recordColumns) FROM \(unescaped: table("record"))
+                WHERE \(unescaped: Self.recordKeySQL) = ANY(\(keys))
+            ) AS r ON true
             """, on: connection)
-        for try await (name, seq, dbSeq, incarnation, purged, deleted, version, hasShare) in rows.decode(
-            (String?, Int64?, Int64?, Int64?, Int64?, Bool?, Int64?, Bool).self)
+        var context: (zone: StoredZone?, schemaVersion: Int64?, hasShare: Bool, records: [String: StoredRecord])?
+        for try await (zoneName, zoneSeq, dbSeq, incarnation, purged, deleted, version, hasShare, name, type, seq, deletedAt, content)
+            in rows.decode(
+                (String?, Int64?, Int64?, Int64?, Int64?, Bool?, Int64?, Bool, String?, String?, Int64?, Int64?, String?).self)
         {
-            var row: StoredZone?
-            if let name, let seq, let dbSeq, let incarnation, let purged, let deleted {
-                row = StoredZone(name: name, seq: seq, dbSeq: dbSeq, incarnation: incarnation, purgedThrough: purged, deleted: deleted)
+            if context == nil {
+                var row: StoredZone?
+                if let zoneName, let zoneSeq, let dbSeq, let incarnation, let purged, let deleted {
+                    row = StoredZone(
+                        name: zoneName, seq: zoneSeq, dbSeq: dbSeq, incarnation: incarnation, purgedThrough: purged, deleted: deleted)
+                }
+                context = (row, version, hasShare && partition.scope == .private, [:])
             }
-            return (row, version, hasShare && partition.scope == .private)
+            if let name, let type, let seq {
+                context?.records[name] = StoredRecord(
+                    name: name, type: type, seq: seq, content: content.map(StoredContent.init(json:)),
+                    deletedAt: deletedAt.map(Date.init(millisecondsSince1970:)))
+            }
         }
-        throw PostgresStorageError("the context of a write to zone \(zone.zoneName) read no row")
+        guard let context else { throw PostgresStorageError("the context of a write to zone \(zone.zoneName) read no row") }
+        return context
     }
 
-    /// Writes rows with consecutive sequences after `seq`, three statements for the whole batch at
-    /// most. `stored` holds the rows the plan read: a batch of creates has no references to remove
-    /// (``RecordWrite/mayReplaceLive(_:)``) and skips that statement.
-    private func apply(
+    /// Writes a planned batch with consecutive sequences after `seq`. The references of records it
+    /// replaces are removed first (``RecordWrite/mayReplaceLive(_:)``: none for a batch of
+    /// creates); then one statement raises the partition's database sequence (telling other
+    /// instances at commit), writes the rows, their new references and the zone's sequences, and
+    /// releases the assets the replaced records no longer reference while marking the kept ones
+    /// saved. `stored` holds the rows the plan read.
+    private func writeBatch(
         _ writes: [RecordWrite], after seq: Int64, replacing stored: [String: StoredRecord], _ connection: PostgresConnection,
-        _ id: Int64, _ zone: String
+        _ id: Int64, _ zone: ZoneAddress
     ) async throws -> [StoredRecord] {
         var records: [StoredRecord] = []
         var references: (sources: [String], targets: [String]) = ([], [])
@@ -178,35 +195,58 @@ extension PostgresStorage {
                 records.append(StoredRecord(name: write.name, type: write.type, seq: seq, content: nil, deletedAt: write.time))
             }
         }
-        let referring = writes.filter { $0.mayReplaceLive(stored) }.map(\.name)
-        if !referring.isEmpty {
+        let replacing = writes.filter { $0.mayReplaceLive(stored) }
+        if !replacing.isEmpty {
+            // Before the new references go in: in one statement the insert would not see this delete.
             try await self.run(
                 """
                 DELETE FROM \(unescaped: table("reference"))
-                WHERE partition_id = \(id) AND zone = \(zone) AND source = ANY(\(referring))
+                WHERE partition_id = \(id) AND zone = \(zone.zoneName) AND source = ANY(\(replacing.map(\.name)))
                 """, on: connection)
         }
-        if !references.sources.isEmpty {
-            try await self.run(
-                """
-                INSERT INTO \(unescaped: table("reference")) (partition_id, zone, source, target)
-                SELECT \(id), \(zone), source, target FROM unnest(\(references.sources), \(references.targets)) AS pair(source, target)
-                ON CONFLICT DO NOTHING
-                """, on: connection)
-        }
+        let partition = zone.partition
+        let keep = Array(writes.reduce(into: Set<String>()) { $0.formUnion($1.assetIDs) })
+        let removableAt = replacing.map { assetLifetime.removableAt(after: $0.assetRelease)?.millisecondsSince1970 ?? 0 }
         // Arrays cannot carry NULL here: -1 and '' stand for a live record's missing deletion time and
-        // a tombstone's missing content.
-        let contents = records.map { $0.content?.json ?? "" }
-        try await self.run(
+        // a tombstone's missing content. The sub-statements touch different tables (the two asset
+        // updates different rows), so they do not need to see each other's writes.
+        let rows = try await self.run(
             """
-            INSERT INTO \(unescaped: table("record")) (partition_id, zone, name, type, seq, deleted, deleted_at, content)
-            SELECT \(id), \(zone), name, type, seq, deleted, NULLIF(deleted_at, -1), NULLIF(content, '')
-            FROM unnest(\(records.map(\.name)), \(records.map(\.type)), \(records.map(\.seq)), \(records.map(\.isDeleted)),
-                \(records.map { $0.deletedAt?.millisecondsSince1970 ?? -1 }), \(contents))
-                AS row(name, type, seq, deleted, deleted_at, content)
-            ON CONFLICT (partition_id, zone, name) DO UPDATE SET type = excluded.type, seq = excluded.seq,
-                deleted = excluded.deleted, deleted_at = excluded.deleted_at, content = excluded.content
+            WITH bumped AS (
+                UPDATE \(unescaped: table("partition")) SET db_seq = db_seq + 1 WHERE id = \(id) RETURNING db_seq
+            ), written AS (
+                INSERT INTO \(unescaped: table("record")) (partition_id, zone, name, type, seq, deleted, deleted_at, content)
+                SELECT \(id), \(zone.zoneName), name, type, seq, deleted, NULLIF(deleted_at, -1), NULLIF(content, '')
+                FROM unnest(\(records.map(\.name)), \(records.map(\.type)), \(records.map(\.seq)), \(records.map(\.isDeleted)),
+                    \(records.map { $0.deletedAt?.millisecondsSince1970 ?? -1 }), \(records.map { $0.content?.json ?? "" }))
+                    AS row(name, type, seq, deleted, deleted_at, content)
+                ON CONFLICT (partition_id, zone, name) DO UPDATE SET type = excluded.type, seq = excluded.seq,
+                    deleted = excluded.deleted, deleted_at = excluded.deleted_at, content = excluded.content
+            ), referenced AS (
+                INSERT INTO \(unescaped: table("reference")) (partition_id, zone, source, target)
+                SELECT \(id), \(zone.zoneName), source, target FROM unnest(\(references.sources), \(references.targets)) AS pair(source, target)
+                ON CONFLICT DO NOTHING
+            ), advanced AS (
+                INSERT INTO \(unescaped: table("zone")) (partition_id, name, seq, db_seq)
+                SELECT \(id), \(zone.zoneName), \(seq + Int64(records.count)), db_seq FROM bumped
+                ON CONFLICT (partition_id, name) DO UPDATE SET seq = excluded.seq, db_seq = excluded.db_seq
+            ), released AS (
+                UPDATE \(unescaped: table("asset")) AS asset SET state = 'released', removable_at = gone.removable_at
+                FROM unnest(\(replacing.map(\.name)), \(removableAt)) AS gone(record, removable_at)
+                WHERE asset.container = \(partition.container) AND asset.environment = \(partition.environment.rawValue)
+                    AND asset.scope = \(partition.scope.rawValue) AND asset.owner = \(partition.owner)
+                    AND asset.zone = \(zone.zoneName) AND asset.record = gone.record AND asset.state = 'saved'
+                    AND NOT (asset.id = ANY(\(keep)))
+            ), kept AS (
+                UPDATE \(unescaped: table("asset")) SET state = 'saved', removable_at = NULL
+                WHERE id = ANY(\(keep)) AND container = \(partition.container) AND environment = \(partition.environment.rawValue)
+                    AND scope = \(partition.scope.rawValue) AND owner = \(partition.owner) AND zone = \(zone.zoneName)
+            )
+            SELECT bumped.db_seq FROM bumped, pg_notify(\(Self.channel), \(notification(partition)))
             """, on: connection)
+        var bumped = false
+        for try await _ in rows.decode(Int64.self) { bumped = true }
+        guard bumped else { throw PostgresStorageError("the row of partition \(partition) vanished") }
         return records
     }
 

@@ -273,6 +273,9 @@ final class PostgresStorage: ServerStorage {
         return id
     }
 
+    /// What tells other instances that a partition changed (``listen(_:)`` reads it).
+    func notification(_ partition: DatabasePartition) -> String { "\(schemaName)|\(partition.key)" }
+
     /// Raises the partition's database sequence, tells other instances, and answers the new value.
     func bumpDatabaseSeq(_ connection: PostgresConnection, _ partitionID: Int64, _ partition: DatabasePartition)
         async throws -> Int64
@@ -283,7 +286,7 @@ final class PostgresStorage: ServerStorage {
             WITH bumped AS (
                 UPDATE \(unescaped: table("partition")) SET db_seq = db_seq + 1 WHERE id = \(partitionID) RETURNING db_seq
             )
-            SELECT bumped.db_seq FROM bumped, pg_notify(\(Self.channel), \("\(schemaName)|\(partition.key)"))
+            SELECT bumped.db_seq FROM bumped, pg_notify(\(Self.channel), \(notification(partition)))
             """, on: connection)
         var seq: Int64?
         for try await value in rows.decode(Int64.self) { seq = value }
