@@ -158,6 +158,42 @@ struct MirroringLifecycleTests {
         }
     }
 
+    /// A server that lost its data (restored from an empty one) answers the device's database
+    /// token with `CHANGE_TOKEN_EXPIRED` and lists no zones. The device should put its objects back,
+    /// as it does when a send finds the zone missing; today it does so only once the app changes
+    /// an object (the upload finds the zone missing). The known issue marks the gap: this test
+    /// starts failing, and wants the `withKnownIssue` removed, once a sync alone brings them back.
+    @Test func aServerThatLostItsDataGetsTheDevicesObjectsBack() async throws {
+        let directory = try TemporaryDirectory()
+        try await ServerProcess.with(users: TestServer.defaultUsers) { first in
+            let a = try await TestDevice.make("A", server: first.baseURL, directory: directory)
+            try await a.write { context in
+                for index in 0..<3 { try context.insert(Note(title: "z\(index)")) }
+            }
+            try await a.sync()
+            await a.close()
+        }
+        try await ServerProcess.with(users: TestServer.defaultUsers) { empty in
+            let a = try await TestDevice.make("A", server: empty.baseURL, directory: directory)
+            try await a.sync()
+            let b = try await TestDevice.make("B", server: empty.baseURL)
+            try await b.sync()
+            let restored = try b.notes().map(\.title)
+            withKnownIssue("a sync alone does not re-create a zone the server lost (closing note of 2026-11-26)") {
+                #expect(restored == ["z0", "z1", "z2"])
+            }
+            // What heals it today: the next change uploads, finds the zone missing, and the device
+            // re-creates it and uploads everything.
+            try await a.write { try $0.insert(Note(title: "z3")) }
+            try await a.sync()
+            try await a.sync()
+            try await b.sync()
+            #expect(try b.notes().map(\.title) == ["z0", "z1", "z2", "z3"])
+            await a.close()
+            await b.close()
+        }
+    }
+
     @Test func aDeletedZoneRemovesTheLocalCopyOnOtherDevices() async throws {
         try await ServerProcess.with(users: TestServer.defaultUsers) { server in
             let a = try await TestDevice.make("A", server: server.baseURL)
