@@ -52,6 +52,9 @@ extension CloudMirror {
                 // A zone that is not on the server holds none of this device's creates either.
                 if error.code != .zoneNotFound { sessions[scope]?.zoneFetchFailed = true }
                 sessions[scope]?.importTracker?.failure = PersistentCloudContainer.SyncFailure(error)
+                // Fetched from scratch and not found: the server lost this user's zone (the
+                // engine fetches a zone it knew and the server no longer lists); put it back.
+                if error.code == .zoneNotFound, seen != nil, scope == .private { try await recreateZone(event.zoneID) }
             }
         case .didFetchChanges(let event):
             guard var session = sessions[scope] else { return }

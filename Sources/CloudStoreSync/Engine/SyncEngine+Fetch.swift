@@ -37,6 +37,24 @@ extension SyncEngine {
         }
     }
 
+    /// After a fetch of the private database from scratch: zones this engine fetched before (it
+    /// holds their tokens) that the server listed neither live nor deleted are zones the server
+    /// lost (its data restored from an older or empty copy). Each is fetched again from scratch,
+    /// which answers `ZONE_NOT_FOUND` to the delegate
+    /// (``Event/didFetchRecordZoneChanges(_:)``): its data is only on this device now. A zone
+    /// someone deleted is listed as deleted and is not one of them. The shared database is left
+    /// alone: a share that ended may simply no longer be listed there.
+    private func refetchVanishedZones(listed: Set<ZoneID>) {
+        guard database.scope == .private else { return }
+        state.withStorage { storage in
+            for zoneID in storage.zoneTokens.keys where !listed.contains(zoneID) {
+                logger.warning("Zone no longer listed by the server; fetching it from scratch", metadata: ["zone": "\(zoneID)"])
+                storage.setZoneToken(nil, for: zoneID)
+                storage.markUnfetched(zoneID)
+            }
+        }
+    }
+
     /// Zones with unfetched changes in scope, the prioritized ones first.
     private func zonesToFetch(_ options: FetchChangesOptions) -> [ZoneID] {
         let unfetched = state.withStorage { $0.zonesWithUnfetchedChanges }.filter { options.scope.contains($0) }
@@ -47,6 +65,8 @@ extension SyncEngine {
     private func fetchDatabaseChanges() async throws {
         var token = state.withStorage { $0.databaseToken }
         var hasReset = false
+        /// Every zone the pages listed, live or deleted, while the fetch runs from scratch.
+        var listed: Set<ZoneID>? = token == nil ? [] : nil
         while true {
             logger.info("Fetching database changes", metadata: ["token": "\(token ?? "none")"])
             let response: DatabaseChangesResponse
@@ -58,6 +78,7 @@ extension SyncEngine {
                     metadata: ["error": "\(error)"])
                 hasReset = true
                 token = nil
+                listed = []
                 state.withStorage { $0.setDatabaseToken(nil) }
                 continue
             }
@@ -66,6 +87,7 @@ extension SyncEngine {
             state.withStorage { storage in
                 for zone in response.zones {
                     let zoneID = normalized(zone.zoneID)
+                    listed?.insert(zoneID)
                     if zone.isDeleted {
                         deletions.append(.init(zoneID: zoneID, reason: zone.reason ?? .deleted))
                         storage.setZoneToken(nil, for: zoneID)
@@ -88,8 +110,12 @@ extension SyncEngine {
                     .fetchedDatabaseChanges(
                         Event.FetchedDatabaseChanges(modifications: modifications, deletions: deletions)))
             }
+            guard response.moreComing else {
+                if let listed { refetchVanishedZones(listed: listed) }
+                await emitStateUpdateIfNeeded()
+                return
+            }
             await emitStateUpdateIfNeeded()
-            guard response.moreComing else { return }
             guard response.syncToken != token || !response.zones.isEmpty else {
                 throw CloudError(
                     .invalidResponse,

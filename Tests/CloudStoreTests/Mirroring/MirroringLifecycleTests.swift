@@ -159,10 +159,10 @@ struct MirroringLifecycleTests {
     }
 
     /// A server that lost its data (restored from an empty one) answers the device's database
-    /// token with `CHANGE_TOKEN_EXPIRED` and lists no zones. The device should put its objects back,
-    /// as it does when a send finds the zone missing; today it does so only once the app changes
-    /// an object (the upload finds the zone missing). The known issue marks the gap: this test
-    /// starts failing, and wants the `withKnownIssue` removed, once a sync alone brings them back.
+    /// token with `CHANGE_TOKEN_EXPIRED` and lists no zones. The device fetches the zone it knew
+    /// from scratch, hears `ZONE_NOT_FOUND`, and puts it back with everything in it, as it does when
+    /// a send finds the zone missing: syncing until synced is enough, no change of the app's is
+    /// needed.
     @Test func aServerThatLostItsDataGetsTheDevicesObjectsBack() async throws {
         let directory = try TemporaryDirectory()
         try await ServerProcess.with(users: TestServer.defaultUsers) { first in
@@ -175,20 +175,15 @@ struct MirroringLifecycleTests {
         }
         try await ServerProcess.with(users: TestServer.defaultUsers) { empty in
             let a = try await TestDevice.make("A", server: empty.baseURL, directory: directory)
-            try await a.sync()
+            try await a.container.waitUntilSynced()
             let b = try await TestDevice.make("B", server: empty.baseURL)
             try await b.sync()
-            let restored = try b.notes().map(\.title)
-            withKnownIssue("a sync alone does not re-create a zone the server lost (closing note of 2026-11-26)") {
-                #expect(restored == ["z0", "z1", "z2"])
-            }
-            // What heals it today: the next change uploads, finds the zone missing, and the device
-            // re-creates it and uploads everything.
+            #expect(try b.notes().map(\.title) == ["z0", "z1", "z2"])
             try await a.write { try $0.insert(Note(title: "z3")) }
-            try await a.sync()
             try await a.sync()
             try await b.sync()
             #expect(try b.notes().map(\.title) == ["z0", "z1", "z2", "z3"])
+            #expect(try a.notes().map(\.title) == ["z0", "z1", "z2", "z3"], "nothing was removed on A")
             await a.close()
             await b.close()
         }
