@@ -142,6 +142,48 @@ import Testing
             ])
     }
 
+    /// A database token refused, and the listing from scratch lacks a zone the engine had fetched
+    /// (the server lost it): that zone is fetched from scratch and its `ZONE_NOT_FOUND` reaches the
+    /// delegate; a zone still listed goes on from its token.
+    @Test func fetch_aZoneTheServerNoLongerListsIsFetchedFromScratch() async throws {
+        let lists = ZoneID(zoneName: "Lists")
+        let requested = Mutex<[String]>([])
+        let database = ScriptedDatabase { script in
+            script.databaseChanges = { request in
+                if request.syncToken != nil {
+                    throw CloudError.server(ServerError(.changeTokenExpired, reason: "ahead of the server's data"), httpStatus: 410)
+                }
+                return DatabaseChangesResponse(syncToken: "db1", moreComing: false, zones: [Zone(zoneID: self.notesOnServer, syncToken: "x")])
+            }
+            script.zoneChanges = { request in
+                let zone = request.zones[0]
+                requested.withLock { $0.append("\(zone.zoneID.zoneName):\(zone.syncToken ?? "none")") }
+                guard zone.zoneID.zoneName == "Notes" else {
+                    throw CloudError.server(ServerError(.zoneNotFound, reason: "no such zone"), httpStatus: 404)
+                }
+                return ZoneChangesResponse(zones: [
+                    .changes(ZoneChanges(zoneID: self.notesOnServer, syncToken: "n6", moreComing: false, records: []))
+                ])
+            }
+        }
+        let saved = SyncEngine.State.Serialization(
+            userRecordName: "_u1", databaseToken: "db0",
+            zoneTokens: [.init(zoneID: notes, syncToken: "n5"), .init(zoneID: lists, syncToken: "l3")])
+        let device = await EngineDevice("A", database: database, state: saved)
+        try await device.engine.fetchChanges()
+
+        #expect(requested.withLock { $0 }.sorted() == ["Lists:none", "Notes:n5"])
+        let listsEvents = await device.events.compactMap { event -> String? in
+            switch event {
+            case .willFetchRecordZoneChanges(let will) where will.zoneID == lists: "will(fromScratch: \(will.fromScratch))"
+            case .didFetchRecordZoneChanges(let did) where did.zoneID == lists: "did(\(did.error?.code?.rawValue ?? "ok"))"
+            default: nil
+            }
+        }
+        #expect(listsEvents == ["will(fromScratch: true)", "did(ZONE_NOT_FOUND)"])
+        #expect(await device.savedState?.zoneTokens.map(\.zoneID) == [notes], "the lost zone's token is gone")
+    }
+
     @Test func fetch_malformedDatabaseTokenRefetchesEveryZone() async throws {
         let tokens = Mutex<[String?]>([])
         let database = ScriptedDatabase { script in
