@@ -5,15 +5,28 @@ import PostgresNIO
 extension PostgresStorage {
     static let recordColumns = "name, type, seq, deleted_at, content"
 
+    /// A record of ``recordColumns`` read through an outer join: nil when the join found none.
+    static func record(_ name: String?, _ type: String?, _ seq: Int64?, _ deletedAt: Int64?, _ content: String?) -> StoredRecord? {
+        guard let name, let type, let seq else { return nil }
+        return StoredRecord(
+            name: name, type: type, seq: seq, content: content.map(StoredContent.init(json:)),
+            deletedAt: deletedAt.map(Date.init(millisecondsSince1970:)))
+    }
+
+    /// A zone of ``zoneColumns`` read through an outer join: nil when the join found none.
+    static func zone(
+        _ name: String?, _ seq: Int64?, _ dbSeq: Int64?, _ incarnation: Int64?, _ purged: Int64?, _ deleted: Bool?
+    ) -> StoredZone? {
+        guard let name, let seq, let dbSeq, let incarnation, let purged, let deleted else { return nil }
+        return StoredZone(name: name, seq: seq, dbSeq: dbSeq, incarnation: incarnation, purgedThrough: purged, deleted: deleted)
+    }
+
     func recordRows(_ connection: PostgresConnection, _ query: PostgresQuery) async throws -> [StoredRecord] {
         var records: [StoredRecord] = []
         for try await (name, type, seq, deletedAt, content) in try await self.run(query, on: connection)
             .decode((String, String, Int64, Int64?, String?).self)
         {
-            records.append(
-                StoredRecord(
-                    name: name, type: type, seq: seq, content: content.map(StoredContent.init(json:)),
-                    deletedAt: deletedAt.map(Date.init(millisecondsSince1970:))))
+            if let record = Self.record(name, type, seq, deletedAt, content) { records.append(record) }
         }
         return records
     }
@@ -153,18 +166,10 @@ extension PostgresStorage {
                 (String?, Int64?, Int64?, Int64?, Int64?, Bool?, Int64?, Bool, String?, String?, Int64?, Int64?, String?).self)
         {
             if context == nil {
-                var row: StoredZone?
-                if let zoneName, let zoneSeq, let dbSeq, let incarnation, let purged, let deleted {
-                    row = StoredZone(
-                        name: zoneName, seq: zoneSeq, dbSeq: dbSeq, incarnation: incarnation, purgedThrough: purged, deleted: deleted)
-                }
+                let row = Self.zone(zoneName, zoneSeq, dbSeq, incarnation, purged, deleted)
                 context = (row, version, hasShare && partition.scope == .private, [:])
             }
-            if let name, let type, let seq {
-                context?.records[name] = StoredRecord(
-                    name: name, type: type, seq: seq, content: content.map(StoredContent.init(json:)),
-                    deletedAt: deletedAt.map(Date.init(millisecondsSince1970:)))
-            }
+            if let record = Self.record(name, type, seq, deletedAt, content) { context?.records[record.name] = record }
         }
         guard let context else { throw PostgresStorageError("the context of a write to zone \(zone.zoneName) read no row") }
         return context
@@ -324,17 +329,9 @@ extension PostgresStorage {
                 in try await self.run(query, on: connection).decode(
                     (String?, Int64?, Int64?, Int64?, Int64?, Bool?, Bool, String?, String?, Int64?, Int64?, String?).self)
             {
-                if row == nil, let zoneName, let zoneSeq, let dbSeq, let incarnation, let purged, let deleted {
-                    row = StoredZone(
-                        name: zoneName, seq: zoneSeq, dbSeq: dbSeq, incarnation: incarnation, purgedThrough: purged, deleted: deleted)
-                }
+                row = row ?? Self.zone(zoneName, zoneSeq, dbSeq, incarnation, purged, deleted)
                 hasOldTombstones = hasOldTombstones || old
-                if let name, let type, let recordSeq {
-                    records.append(
-                        StoredRecord(
-                            name: name, type: type, seq: recordSeq, content: content.map(StoredContent.init(json:)),
-                            deletedAt: deletedAt.map(Date.init(millisecondsSince1970:))))
-                }
+                if let record = Self.record(name, type, recordSeq, deletedAt, content) { records.append(record) }
             }
             guard let stored = StoredZone.live(row, name: zone.zoneName) else { return (nil, false) }
             // In sequence order as the lateral read them (an outer ORDER BY would sort the contents

@@ -301,9 +301,7 @@ final class PostgresStorage: ServerStorage {
         for try await (name, seq, dbSeq, incarnation, purged, deleted) in try await self.run(query, on: connection)
             .decode((String, Int64, Int64, Int64, Int64, Bool).self)
         {
-            zones.append(
-                StoredZone(
-                    name: name, seq: seq, dbSeq: dbSeq, incarnation: incarnation, purgedThrough: purged, deleted: deleted))
+            if let zone = Self.zone(name, seq, dbSeq, incarnation, purged, deleted) { zones.append(zone) }
         }
         return zones
     }
@@ -431,10 +429,7 @@ final class PostgresStorage: ServerStorage {
                 .decode((Int64?, String?, Int64?, Int64?, Int64?, Int64?, Bool?).self)
             {
                 page.dbSeq = partitionSeq ?? 0
-                if let name, let seq, let zoneDBSeq, let incarnation, let purged, let deleted {
-                    page.zones.append(
-                        StoredZone(name: name, seq: seq, dbSeq: zoneDBSeq, incarnation: incarnation, purgedThrough: purged, deleted: deleted))
-                }
+                if let zone = Self.zone(name, seq, zoneDBSeq, incarnation, purged, deleted) { page.zones.append(zone) }
             }
             return page
         }
