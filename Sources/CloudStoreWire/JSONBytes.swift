@@ -375,6 +375,7 @@ extension RecordsModifyRequest: JSONBytesWritable {
             json.member("numbersAsStrings", bool: numbersAsStrings)
             json.member("operations")
             try json.array(operations) { json, operation in try json.value(operation) }
+            json.member("syncToken", string: syncToken)
             try json.member("zoneID", value: zoneID)
         }
     }

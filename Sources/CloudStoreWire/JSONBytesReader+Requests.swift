@@ -73,6 +73,7 @@ extension RecordsModifyRequest: JSONBytesReadable {
             case "operations" where seen.first(2): request.operations = try reader.readArray(of: Operation.self)
             case "desiredKeys" where seen.first(3): request.desiredKeys = try reader.readOptionalStrings()
             case "numbersAsStrings" where seen.first(4): request.numbersAsStrings = try reader.readOptionalBool()
+            case "syncToken" where seen.first(5): request.syncToken = try reader.readOptionalString()
             default: try reader.skipValue()
             }
         }

@@ -145,11 +145,17 @@ extension RecordsResponse: JSONBytesReadable {
     /// A response whose results are all records; one with an error result is declined.
     package init(from reader: inout JSONBytesReader) throws(JSONBytesReader.Declined) {
         var records: [Record]?
+        var syncToken: String?
+        var seen = KeysSeen()
         try reader.readObject { reader, key throws(JSONBytesReader.Declined) in
-            if key == "records" && records == nil { records = try reader.readRecords(isResult: true) } else { try reader.skipValue() }
+            switch key {
+            case "records" where seen.first(0): records = try reader.readRecords(isResult: true)
+            case "syncToken" where seen.first(1): syncToken = try reader.readOptionalString()
+            default: try reader.skipValue()
+            }
         }
         guard let records else { throw JSONBytesReader.Declined() }
-        self.init(records: records.map(RecordResult.record))
+        self.init(records: records.map(RecordResult.record), syncToken: syncToken)
     }
 }
 

@@ -241,4 +241,70 @@ struct ServerRecordsModifyTests {
             #expect(results.first?.code == .badRequest)
         }
     }
+
+    /// A records/modify that carries the zone's token answers the token after its writes only
+    /// when nothing but it changed the zone since: then a fetch from that token has nothing new.
+    @Test(arguments: Backend.all)
+    func syncToken_answeredOnlyWhenTheRequestIsAllThatChangedTheZone(_ backend: Backend) async throws {
+        try await withServer(backend) { _, client in
+            try await client.createZone("Notes")
+            try await client.save([note("N-1")])
+            let start = try await client.allZoneChanges().token
+
+            func modify(_ operations: [RecordsModifyRequest.Operation], token: String?, desiredKeys: [String]? = nil)
+                async throws -> (status: Int, response: RecordsResponse?, answer: Answer)
+            {
+                let answer = try await client.call(
+                    .private, .recordsModify,
+                    RecordsModifyRequest(zoneID: ZoneID(zoneName: "Notes"), operations: operations, desiredKeys: desiredKeys, syncToken: token))
+                return (answer.status, answer.status == 200 ? try answer.decode(RecordsResponse.self) : nil, answer)
+            }
+
+            let first = try await modify([.init(.create, note("N-2")), .init(.forceUpdate, note("N-1", title: "edited"))], token: start)
+            let after = try #require(first.response?.syncToken, "nothing else changed the zone: \(first.answer.text)")
+            let echo = try await client.allZoneChanges(token: after)
+            #expect(echo.records.isEmpty, "the answer brought the client up to its token")
+            let fromStart = try await client.allZoneChanges(token: start)
+            #expect(Set(fromStart.records.map(\.recordName)) == ["N-1", "N-2"], "the writes are after the token it carried")
+
+            // Chained: the next request carries the token the last answer gave.
+            let second = try await modify([.init(.forceDelete, Record(recordName: "N-2"))], token: after)
+            let afterDelete = try #require(second.response?.syncToken)
+            #expect(try await client.allZoneChanges(token: afterDelete).records.isEmpty)
+
+            // Another device wrote after the token: no token, as the answer does not carry that write.
+            try await client.asUser("alice-token", device: "device-B").save([note("N-3")])
+            let stale = try await modify([.init(.create, note("N-4"))], token: afterDelete)
+            #expect(stale.status == 200)
+            #expect(stale.response?.syncToken == nil)
+            #expect(try await modify([.init(.create, note("N-5"))], token: nil).response?.syncToken == nil, "no token, none answered")
+
+            // A partial record in the answer does not bring the client up to date.
+            let current = try await client.allZoneChanges().token
+            let partial = try await modify([.init(.forceUpdate, note("N-1", title: "again"))], token: current, desiredKeys: ["title"])
+            #expect(partial.status == 200)
+            #expect(partial.response?.syncToken == nil)
+
+            // A cascaded delete is a write the answer does not carry.
+            try await client.save([
+                Record(recordName: "F-1", recordType: "Folder", fields: ["title": "Inbox"]),
+                note("N-6", extra: ["folder": .reference(Reference(recordName: "F-1", action: .deleteSelf))]),
+            ])
+            let beforeCascade = try await client.allZoneChanges().token
+            let cascade = try await modify([.init(.forceDelete, Record(recordName: "F-1"))], token: beforeCascade)
+            #expect(cascade.status == 200)
+            #expect(cascade.response?.syncToken == nil)
+
+            // A token that is not this zone's is refused, naming the problem.
+            try await client.createZone("Other")
+            let other = try await client.allZoneChanges("Other").token
+            let foreign = try await modify([.init(.create, note("N-7"))], token: other)
+            #expect(foreign.status == 400)
+            #expect(foreign.answer.error?.reason?.contains("belongs to another zone") == true)
+            let garbage = try await modify([.init(.create, note("N-7"))], token: "garbage!!")
+            #expect(garbage.status == 400)
+            #expect(garbage.answer.error?.code == .badRequest)
+            #expect(try await client.lookup(["N-7"]).first?.code == .notFound, "a refused request wrote nothing")
+        }
+    }
 }

@@ -26,7 +26,8 @@ struct JSONBytesReaderRequestTests {
                     RecordsModifyRequest.OperationType.allCases.randomElement(using: &values.generator)!, record,
                     desiredKeys: values.chance(0.2) ? ["title", text(&values, plain: true)] : nil)
             },
-            desiredKeys: values.chance(0.2) ? [] : nil, numbersAsStrings: values.chance(0.2) ? false : nil)
+            desiredKeys: values.chance(0.2) ? [] : nil, numbersAsStrings: values.chance(0.2) ? false : nil,
+            syncToken: values.chance(0.3) ? text(&values, plain: true) : nil)
     }
 
     /// Text of the alphabet `JSONBytesReaderTests.plainRecord` uses (escapes the reader reads), or

@@ -65,7 +65,8 @@ struct JSONBytesReaderTests {
         var values = JSONBytesTests.Values(generator: SeededRandomNumberGenerator(seed: 7000 + seed))
         for round in 0..<200 {
             let records = (0..<values.int(0...5)).map { _ in Self.plainRecord(&values) }
-            let modify = try WireCoding.encode(RecordsResponse(records: records.map(RecordResult.record)))
+            let modify = try WireCoding.encode(
+                RecordsResponse(records: records.map(RecordResult.record), syncToken: values.chance(0.5) ? "t\(round)" : nil))
             #expect(try Self.expectSameAsDecoder(RecordsResponse.self, modify, "round \(round)"))
             let page = ZoneChanges(zoneID: ZoneID(zoneName: "Notes"), syncToken: "t\(round)", moreComing: values.chance(0.5), records: records)
             let changes = try WireCoding.encode(ZoneChangesResponse(zones: [.changes(page)]))
@@ -103,7 +104,7 @@ struct JSONBytesReaderTests {
         fuzzer.maxStringLength = 1_000
         for round in 0..<400 {
             let records = (0..<values.int(1...3)).map { _ in Self.plainRecord(&values) }
-            let modify = try WireCoding.encode(RecordsResponse(records: records.map(RecordResult.record)))
+            let modify = try WireCoding.encode(RecordsResponse(records: records.map(RecordResult.record), syncToken: "t\(round)"))
             try Self.expectSameAsDecoder(RecordsResponse.self, fuzzer.mutate(modify), "round \(round)")
             let page = ZoneChanges(zoneID: ZoneID(zoneName: "Notes"), syncToken: "t", moreComing: false, records: records)
             let changes = try WireCoding.encode(ZoneChangesResponse(zones: [.changes(page)]))

@@ -132,7 +132,7 @@ struct JSONBytesTests {
                         desiredKeys: chance(0.3) ? (0..<int(0...2)).map { _ in text() } : nil)
                 },
                 desiredKeys: chance(0.3) ? (0..<int(0...2)).map { _ in text() } : nil,
-                numbersAsStrings: chance(0.3) ? chance(0.5) : nil)
+                numbersAsStrings: chance(0.3) ? chance(0.5) : nil, syncToken: chance(0.3) ? text() : nil)
         }
     }
 

@@ -31,6 +31,26 @@ struct SyncToken: Hashable, Sendable {
             incarnation: stored.incarnation, seq: seq)
     }
 
+    /// The zone's token after a `records/modify` that wrote `written` (in sequence order), for a
+    /// client holding this token: only when nothing but that request changed the zone since (same
+    /// incarnation, the zone's sequence before the write at this token's) and every row written is
+    /// one the answer carries in full (`answered` saved or deleted it; a cascaded delete is not),
+    /// so that the answer brings the client up to the token. Nil otherwise: the client fetches.
+    func afterWrite(
+        in zone: ZoneAddress, before: StoredZone, written: [StoredRecord], answered: [RecordsModifier.Outcome]
+    ) -> SyncToken? {
+        guard kind == .zone, incarnation == before.incarnation, seq == before.seq else { return nil }
+        var names = Set<String>()
+        for outcome in answered {
+            switch outcome {
+            case .saved(let name), .deleted(let name): names.insert(name)
+            case .failed, .atomicError: continue
+            }
+        }
+        guard written.allSatisfy({ names.contains($0.name) }) else { return nil }
+        return .zone(zone, before, seq: written.last?.seq ?? before.seq)
+    }
+
     var encoded: String {
         var bytes: [UInt8] = [Self.version, kind.rawValue]
         bytes += Self.bigEndianBytes(identity)

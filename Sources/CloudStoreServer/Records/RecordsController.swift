@@ -30,6 +30,11 @@ struct RecordsController: Sendable {
         let partition = try call.partition()
         let target = try await services.target(body.zoneID, of: call, in: partition)
         let zone = target.zone
+        let knownToken = try body.syncToken.map { text throws(APIError) in
+            let token = try SyncToken.decode(text, as: .zone)
+            try token.checkBelongs(to: zone)
+            return token
+        }
 
         var rules = RecordRules(zone: zone, maxRecordBytes: services.limits.maxRecordBytes)
         rules.sameZoneReferencesOnly = target.participant != nil
@@ -48,11 +53,11 @@ struct RecordsController: Sendable {
             rules: rules, present: { try $0.presented(in: zone) }, participant: target.participant,
             shareRules: services.shareRules)
         guard
-            let ((outcomes, sharedDatabases, share), written) = try await services.storage.modifyRecords(
+            let ((outcomes, sharedDatabases, share, zoneBefore), written) = try await services.storage.modifyRecords(
                 in: zone, loading: modifier.snapshotRequest,
                 decide: { snapshot in
                     let (plan, outcomes) = modifier.plan(snapshot)
-                    return (plan, (outcomes, plan.sharedDatabases, plan.share(after: snapshot.share)))
+                    return (plan, (outcomes, plan.sharedDatabases, plan.share(after: snapshot.share), snapshot.zone))
                 })
         else { throw services.zoneNotFound(zone) }
 
@@ -101,8 +106,13 @@ struct RecordsController: Sendable {
         }
         // An atomic request with a failure saved nothing: every item is an error or a delete.
         if atomic && failed { throw AtomicFailure(results: results) }
+        let fullRecords = body.desiredKeys == nil && body.operations.allSatisfy { $0.desiredKeys == nil }
+        let syncToken = knownToken.flatMap { known in
+            fullRecords ? known.afterWrite(in: zone, before: zoneBefore, written: written, answered: outcomes) : nil
+        }
         return try JSONResponse.make(
-            RecordsResponse(records: []), records: [items], numbersAsStrings: body.numbersAsStrings ?? false)
+            RecordsResponse(records: [], syncToken: syncToken?.encoded), records: [items],
+            numbersAsStrings: body.numbersAsStrings ?? false)
     }
 
     @Sendable func lookup(_ request: Request, context: CloudRequestContext) async throws -> Response {

@@ -77,23 +77,38 @@ public struct RecordsModifyRequest: Hashable, Sendable, Codable {
     public var operations: [Operation]
     public var desiredKeys: [String]?
     public var numbersAsStrings: Bool?
+    /// **(ext)** The zone's sync token the client holds (from `changes/zone` or a previous
+    /// `records/modify`). When nothing but this request changed the zone since that token, the
+    /// answer's ``RecordsResponse/syncToken`` is the zone's token after this request: the client
+    /// already knows everything up to it and need not fetch its own writes back.
+    public var syncToken: String?
 
     public init(
         zoneID: ZoneID? = nil, atomic: Bool? = nil, operations: [Operation], desiredKeys: [String]? = nil,
-        numbersAsStrings: Bool? = nil
+        numbersAsStrings: Bool? = nil, syncToken: String? = nil
     ) {
         self.zoneID = zoneID
         self.atomic = atomic
         self.operations = operations
         self.desiredKeys = desiredKeys
         self.numbersAsStrings = numbersAsStrings
+        self.syncToken = syncToken
     }
 }
 
 /// The response of `records/modify` and `records/lookup`: one result per operation, in order.
 public struct RecordsResponse: Hashable, Sendable, Codable {
     public var records: [RecordResult]
-    public init(records: [RecordResult]) { self.records = records }
+    /// **(ext)** Only in a `records/modify` answer, and only when the request carried the zone's
+    /// ``RecordsModifyRequest/syncToken`` and nothing but this request changed the zone since it:
+    /// the zone's token after this request's writes, which the records of this answer bring the
+    /// client up to. Absent otherwise (real CloudKit never sends it); the client then fetches.
+    public var syncToken: String?
+
+    public init(records: [RecordResult], syncToken: String? = nil) {
+        self.records = records
+        self.syncToken = syncToken
+    }
 }
 
 /// `POST /{db}/records/lookup`.
