@@ -23,6 +23,23 @@ import Testing
         Record(recordName: name, recordType: "Note", recordChangeTag: tag, fields: ["title": .string(title)])
     }
 
+    /// The token advance runs only through requests that each carried the token the one before
+    /// was answered: a request that broke the chain ends it where it was.
+    @Test func tokenAdvance_followsOnlyAnUnbrokenChainOfAnswers() {
+        var outcome = RecordSendOutcome()
+        outcome.advanceToken(of: zone, sent: nil, answered: "T1")
+        #expect(outcome.tokenAdvances.isEmpty, "a request without a token proves nothing")
+        outcome.advanceToken(of: zone, sent: "T0", answered: "T1")
+        outcome.advanceToken(of: zone, sent: "T1", answered: "T2")
+        #expect(outcome.tokenAdvances[zone] == .init(from: "T0", to: "T2"))
+        outcome.advanceToken(of: zone, sent: "T2", answered: nil)
+        outcome.advanceToken(of: zone, sent: "T7", answered: "T8")
+        #expect(outcome.tokenAdvances[zone] == .init(from: "T0", to: "T2"), "a gap after T2 ends the advance there")
+        let other = ZoneID(zoneName: "Other")
+        outcome.advanceToken(of: other, sent: "O0", answered: "O1")
+        #expect(outcome.tokenAdvances[other] == .init(from: "O0", to: "O1"))
+    }
+
     @Test func results_sortIntoSavedDeletedFailedAndRetained() throws {
         var outcome = RecordSendOutcome()
         let operations = [save("ok"), delete("del"), delete("missing"), save("bad"), save("busy"), save("sibling")]

@@ -1,9 +1,10 @@
 import CloudStoreServer
-import CloudStoreSync
 import CloudStoreTesting
 import CloudStoreWire
 import Foundation
 import Testing
+
+@testable import CloudStoreSync
 
 /// Two or more devices, each with its own engine, against a real server in this process on a
 /// loopback port. `automaticallySync` is off unless the test is about scheduling.
@@ -188,6 +189,53 @@ import Testing
             #expect(names.count == 520)
             #expect(Set(names).count == 520, "each record arrives once")
             #expect(await deviceB.records.count == 520)
+        }
+    }
+
+    /// A device holding the zone's token sends it with its writes, and the server answers the token
+    /// after them while nothing else changed the zone: the device does not fetch its own writes
+    /// back, batch after batch. Once another device wrote in between, the answer has no token and
+    /// the next fetch brings both devices' changes.
+    @Test func ownWrites_areNotFetchedBackWhileNothingElseChangedTheZone() async throws {
+        try await TestServer.with { server in
+            try await createZone(on: server)
+            let deviceA = await EngineDevice("A", database: server.database(device: "A")) { $0.maxBatchCount = 2 }
+            try await deviceA.engine.fetchChanges()
+            func token(_ device: EngineDevice) -> String? {
+                device.engine.state.serialization.zoneTokens.first { $0.zoneID == notes }?.syncToken
+            }
+            let before = try #require(token(deviceA))
+            func fetched(_ device: EngineDevice, from mark: Int) async -> [String] {
+                await device.events[mark...].flatMap { event -> [String] in
+                    guard case .fetchedRecordZoneChanges(let page) = event else { return [] }
+                    return page.modifications.map(\.recordName) + page.deletions.map(\.recordID.recordName)
+                }
+            }
+
+            for name in ["a", "b", "c", "d", "e"] { await deviceA.save(note(name, name)) }
+            try await deviceA.engine.sendChanges()
+            #expect(deviceA.engine.state.pendingRecordZoneChanges.isEmpty)
+            let after = try #require(token(deviceA))
+            #expect(after != before, "three batches of two moved the token past the writes")
+            let observer = await EngineDevice("C", database: server.database(device: "C"))
+            try await observer.engine.fetchChanges()
+            #expect(token(observer) == after, "the token is where a full fetch ends")
+            #expect(await deviceA.savedState?.zoneTokens.first { $0.zoneID == self.notes }?.syncToken == after, "and it was saved")
+
+            var mark = await deviceA.events.count
+            try await deviceA.engine.fetchChanges()
+            #expect(await fetched(deviceA, from: mark).isEmpty, "its own writes are not fetched back")
+
+            let deviceB = await EngineDevice("B", database: server.database(device: "B"))
+            await deviceB.save(note("x", "from B"))
+            try await deviceB.engine.sendChanges()
+            await deviceA.edit(id("a"), ["value": "a2"])
+            try await deviceA.engine.sendChanges()
+            #expect(token(deviceA) == after, "B wrote since A's token: A's answer carried none")
+            mark = await deviceA.events.count
+            try await deviceA.engine.fetchChanges()
+            #expect(Set(await fetched(deviceA, from: mark)) == ["x", "a"])
+            #expect(await deviceA.record(id("x"))?.fields["value"] == "from B")
         }
     }
 

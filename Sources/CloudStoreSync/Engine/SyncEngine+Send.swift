@@ -23,6 +23,7 @@ extension SyncEngine {
             try checkCanOperate()
             try await checkAccount()
             let start = clock.now
+            tokensToSend = [:]
             let pendingAtStart = state.withStorage { $0.recordChanges.count + $0.databaseChanges.count }
             logger.notice("Sending changes", metadata: ["reason": "\(context.reason)", "count": "\(pendingAtStart)"])
             await emit(.willSendChanges(Event.WillSendChanges(context: context)))
@@ -253,7 +254,15 @@ extension SyncEngine {
 
     /// Sends one `records/modify` request. `LIMIT_EXCEEDED` or `BAD_REQUEST` for the whole request
     /// splits it in half and sends both halves, down to single records, which then fail on their own.
+    ///
+    /// The request carries the zone's sync token, and an answer with a token after it
+    /// (``RecordsResponse/syncToken``) is what the next request carries and what the state takes
+    /// once the delegate has the answers (``apply(_:revisions:)``): a device does not fetch its
+    /// own writes back.
     private func send(_ request: RecordBatchPlan.Request, into outcome: inout RecordSendOutcome) async throws {
+        var request = request
+        let zoneID = normalized(request.zoneID)
+        request.syncToken = tokensToSend[zoneID] ?? state.withStorage { $0.zoneTokens[zoneID] }
         logger.info(
             "Sending record changes",
             metadata: ["zone": "\(request.zoneID)", "count": "\(request.operations.count)", "atomic": "\(request.atomic)"])
@@ -261,6 +270,8 @@ extension SyncEngine {
         do {
             response = try await database.modifyRecords(request.wireRequest, encodedAs: request.body)
         } catch let error as CloudError {
+            // A request that failed may have been written all the same.
+            tokensToSend[zoneID] = .some(nil)
             guard let serverError = error.serverError, !error.isAuthenticationFailure,
                 !RecordSendOutcome.keepsPending(serverError.code)
             else { throw error }
@@ -278,6 +289,8 @@ extension SyncEngine {
             return
         }
         try outcome.absorb(response, for: request)
+        tokensToSend[zoneID] = .some(response.syncToken)
+        outcome.advanceToken(of: zoneID, sent: request.syncToken, answered: response.syncToken)
         for (operation, result) in zip(request.operations, response.records) {
             logger.debug(
                 "Record change sent",
@@ -327,6 +340,12 @@ extension SyncEngine {
                 storage.recordChanges.changes.map { (normalized($0), $0) }, uniquingKeysWith: { first, _ in first })
             if storage.recordChanges.removeAcknowledged(settled.compactMap { pending[$0] }, revisions: revisions) {
                 storage.version += 1
+            }
+            // The delegate gets the answers with the state below: the token moves past the writes
+            // only with them, and only from where the state still is.
+            guard outcome.isSettled else { return }
+            for (zoneID, advance) in outcome.tokenAdvances where storage.zoneTokens[zoneID] == advance.from {
+                storage.setZoneToken(advance.to, for: zoneID)
             }
         }
         logger.info(

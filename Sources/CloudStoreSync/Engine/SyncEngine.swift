@@ -55,6 +55,11 @@ public actor SyncEngine {
     var lastEmittedStateVersion: UInt64
     /// Receipts of recent asset uploads, for a batch sent again soon.
     var assetReceipts = AssetReceiptCache()
+    /// Per zone, the sync token the next `records/modify` of this send carries
+    /// (``CloudStoreWire/RecordsModifyRequest/syncToken``): the token the zone's last answer gave,
+    /// or nil when it gave none. A zone without an entry sends the state's token. Emptied when a
+    /// send begins.
+    var tokensToSend: [ZoneID: String?] = [:]
 
     private var isOperationRunning = false
     private var operationWaiters: [CheckedContinuation<Void, Never>] = []

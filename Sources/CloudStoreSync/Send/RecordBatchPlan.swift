@@ -16,6 +16,8 @@ struct RecordBatchPlan: Sendable {
         var operations: [RecordsModifyRequest.Operation]
         /// Each operation's JSON, encoded once to size the request and sent as it is.
         var encodedOperations: [[UInt8]]
+        /// The zone's sync token, set just before the request goes out (``RecordsModifyRequest/syncToken``).
+        var syncToken: String?
 
         /// A request of `operations`, encoded here unless `encodedOperations` holds their JSON already.
         init(zoneID: ZoneID, atomic: Bool, operations: [RecordsModifyRequest.Operation], encodedOperations: [[UInt8]]? = nil) {
@@ -26,7 +28,7 @@ struct RecordBatchPlan: Sendable {
         }
 
         var wireRequest: RecordsModifyRequest {
-            RecordsModifyRequest(zoneID: zoneID, atomic: atomic, operations: operations)
+            RecordsModifyRequest(zoneID: zoneID, atomic: atomic, operations: operations, syncToken: syncToken)
         }
 
         /// The bytes `WireCoding.encode(wireRequest)` gives, put together from the encoded
@@ -39,6 +41,7 @@ struct RecordBatchPlan: Sendable {
                 json.member("atomic", bool: atomic)
                 json.member("operations")
                 json.array(encodedOperations) { json, operation in json.raw(operation) }
+                json.member("syncToken", string: syncToken)
                 try json.member("zoneID", value: zoneID)
             }
             return Data(json.bytes)
@@ -57,7 +60,7 @@ struct RecordBatchPlan: Sendable {
         }
     }
 
-    /// Bytes allowed for the request's envelope (`zoneID`, `atomic`, brackets) beside the operations.
+    /// Bytes allowed for the request's envelope (`zoneID`, `atomic`, `syncToken`, brackets) beside the operations.
     static let envelopeBytes = 256
 
     private(set) var requests: [Request] = []

@@ -23,6 +23,17 @@ struct RecordSendOutcome: Sendable {
     var retained: [RecordID: ServerError] = [:]
     /// `CONFLICT`/`EXISTS` saves whose error came without `serverRecord`.
     var conflictsAwaitingServerRecord: [FailedRecordSave] = []
+    /// Per zone, how far the answers brought the client: the token the first request carried and
+    /// the token the last answer gave (``RecordsResponse/syncToken``), through requests each of
+    /// which carried the token the one before it was given.
+    var tokenAdvances: [ZoneID: TokenAdvance] = [:]
+
+    /// A zone's token before and after requests of this send: the server answered `to` only
+    /// because nothing but those requests changed the zone after `from`.
+    struct TokenAdvance: Hashable, Sendable {
+        var from: String
+        var to: String
+    }
 
     /// Whether anything was acknowledged or failed for good.
     var isSettled: Bool {
@@ -51,6 +62,18 @@ struct RecordSendOutcome: Sendable {
         }
         for (operation, result) in zip(request.operations, response.records) {
             absorb(result, for: operation, in: request.zoneID)
+        }
+    }
+
+    /// Extends the zone's ``TokenAdvance`` by a request that carried `sent` and was answered
+    /// `answered`; a request that does not continue it (no token either way, or `sent` is not
+    /// where the advance got to) leaves it as it is.
+    mutating func advanceToken(of zoneID: ZoneID, sent: String?, answered: String?) {
+        guard let sent, let answered else { return }
+        if let advance = tokenAdvances[zoneID] {
+            if advance.to == sent { tokenAdvances[zoneID]?.to = answered }
+        } else {
+            tokenAdvances[zoneID] = TokenAdvance(from: sent, to: answered)
         }
     }
 
