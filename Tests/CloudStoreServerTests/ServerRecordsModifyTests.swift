@@ -248,9 +248,6 @@ struct ServerRecordsModifyTests {
     func syncToken_answeredOnlyWhenTheRequestIsAllThatChangedTheZone(_ backend: Backend) async throws {
         try await withServer(backend) { _, client in
             try await client.createZone("Notes")
-            try await client.save([note("N-1")])
-            let start = try await client.allZoneChanges().token
-
             func modify(_ operations: [RecordsModifyRequest.Operation], token: String?, desiredKeys: [String]? = nil)
                 async throws -> (status: Int, response: RecordsResponse?, answer: Answer)
             {
@@ -259,6 +256,13 @@ struct ServerRecordsModifyTests {
                     RecordsModifyRequest(zoneID: ZoneID(zoneName: "Notes"), operations: operations, desiredKeys: desiredKeys, syncToken: token))
                 return (answer.status, answer.status == 200 ? try answer.decode(RecordsResponse.self) : nil, answer)
             }
+
+            // Without a token the client knows nothing: only a zone never written answers one.
+            let fresh = try await modify([.init(.create, note("N-0"))], token: nil)
+            let afterFresh = try #require(fresh.response?.syncToken, "a zone never written: \(fresh.answer.text)")
+            #expect(try await client.allZoneChanges(token: afterFresh).records.isEmpty)
+            try await client.save([note("N-1")])
+            let start = try await client.allZoneChanges().token
 
             let first = try await modify([.init(.create, note("N-2")), .init(.forceUpdate, note("N-1", title: "edited"))], token: start)
             let after = try #require(first.response?.syncToken, "nothing else changed the zone: \(first.answer.text)")
@@ -277,7 +281,7 @@ struct ServerRecordsModifyTests {
             let stale = try await modify([.init(.create, note("N-4"))], token: afterDelete)
             #expect(stale.status == 200)
             #expect(stale.response?.syncToken == nil)
-            #expect(try await modify([.init(.create, note("N-5"))], token: nil).response?.syncToken == nil, "no token, none answered")
+            #expect(try await modify([.init(.create, note("N-5"))], token: nil).response?.syncToken == nil, "no token, a zone written before: none")
 
             // A partial record in the answer does not bring the client up to date.
             let current = try await client.allZoneChanges().token

@@ -27,8 +27,8 @@ import Testing
     /// was answered: a request that broke the chain ends it where it was.
     @Test func tokenAdvance_followsOnlyAnUnbrokenChainOfAnswers() {
         var outcome = RecordSendOutcome()
-        outcome.advanceToken(of: zone, sent: nil, answered: "T1")
-        #expect(outcome.tokenAdvances.isEmpty, "a request without a token proves nothing")
+        outcome.advanceToken(of: zone, sent: "T0", answered: nil)
+        #expect(outcome.tokenAdvances.isEmpty, "an answer without a token proves nothing")
         outcome.advanceToken(of: zone, sent: "T0", answered: "T1")
         outcome.advanceToken(of: zone, sent: "T1", answered: "T2")
         #expect(outcome.tokenAdvances[zone] == .init(from: "T0", to: "T2"))
@@ -36,8 +36,9 @@ import Testing
         outcome.advanceToken(of: zone, sent: "T7", answered: "T8")
         #expect(outcome.tokenAdvances[zone] == .init(from: "T0", to: "T2"), "a gap after T2 ends the advance there")
         let other = ZoneID(zoneName: "Other")
-        outcome.advanceToken(of: other, sent: "O0", answered: "O1")
-        #expect(outcome.tokenAdvances[other] == .init(from: "O0", to: "O1"))
+        outcome.advanceToken(of: other, sent: nil, answered: "O1")
+        outcome.advanceToken(of: other, sent: nil, answered: "O9")
+        #expect(outcome.tokenAdvances[other] == .init(from: nil, to: "O1"), "a zone never written starts without a token")
     }
 
     @Test func results_sortIntoSavedDeletedFailedAndRetained() throws {

@@ -239,6 +239,25 @@ import Testing
         }
     }
 
+    /// A delegate may keep what a fetch from scratch has not brought yet until the fetch
+    /// completes, across a fetch that failed (here with `ZONE_NOT_FOUND`), and remove the rest then.
+    /// Its own saves sent meanwhile must still come in that fetch: the engine takes no token from
+    /// a send while it holds none. (Found by the fault suite: the device lost its own records.)
+    @Test func ownWrites_sentBeforeAFetchFromScratchCompletedStillComeInIt() async throws {
+        try await TestServer.with { server in
+            try await createZone(on: server)
+            let faults = FaultInjectingDatabase(server.database(device: "A"))
+            let deviceA = await EngineDevice("A", database: faults)
+            await deviceA.save(note("mine", "mine"))
+            faults.inject(.serverError(.zoneNotFound), into: .changesZone)
+            try await deviceA.engine.fetchChanges()
+            try await deviceA.engine.sendChanges()
+            #expect(deviceA.engine.state.pendingRecordZoneChanges.isEmpty)
+            try await deviceA.engine.fetchChanges()
+            #expect(await deviceA.record(id("mine"))?.fields["value"] == "mine", "the fetch from scratch brought A's own save")
+        }
+    }
+
     @Test func tombstones_deleteTheRecordOnOtherDevices() async throws {
         try await TestServer.with { server in
             let (deviceA, deviceB) = try await twoDevicesSharingThreeNotes(on: server)

@@ -32,14 +32,21 @@ struct SyncToken: Hashable, Sendable {
     }
 
     /// The zone's token after a `records/modify` that wrote `written` (in sequence order), for a
-    /// client holding this token: only when nothing but that request changed the zone since (same
-    /// incarnation, the zone's sequence before the write at this token's) and every row written is
-    /// one the answer carries in full (`answered` saved or deleted it; a cascaded delete is not),
-    /// so that the answer brings the client up to the token. Nil otherwise: the client fetches.
-    func afterWrite(
-        in zone: ZoneAddress, before: StoredZone, written: [StoredRecord], answered: [RecordsModifier.Outcome]
+    /// client that sent `known` (nil: it holds no token, so it knows nothing of the zone): only
+    /// when nothing but that request changed the zone after what the client knows (a token of the
+    /// zone's incarnation at the zone's sequence before the write; without a token, a zone never
+    /// written) and every row written is one the answer carries in full (`answered` saved or
+    /// deleted it; a cascaded delete is not), so that the answer brings the client up to the token.
+    /// Nil otherwise: the client fetches.
+    static func afterWrite(
+        known: SyncToken?, in zone: ZoneAddress, before: StoredZone, written: [StoredRecord],
+        answered: [RecordsModifier.Outcome]
     ) -> SyncToken? {
-        guard kind == .zone, incarnation == before.incarnation, seq == before.seq else { return nil }
+        if let known {
+            guard known.incarnation == before.incarnation, known.seq == before.seq else { return nil }
+        } else {
+            guard before.seq == 0 else { return nil }
+        }
         var names = Set<String>()
         for outcome in answered {
             switch outcome {

@@ -107,9 +107,9 @@ struct RecordsController: Sendable {
         // An atomic request with a failure saved nothing: every item is an error or a delete.
         if atomic && failed { throw AtomicFailure(results: results) }
         let fullRecords = body.desiredKeys == nil && body.operations.allSatisfy { $0.desiredKeys == nil }
-        let syncToken = knownToken.flatMap { known in
-            fullRecords ? known.afterWrite(in: zone, before: zoneBefore, written: written, answered: outcomes) : nil
-        }
+        let syncToken =
+            fullRecords
+            ? SyncToken.afterWrite(known: knownToken, in: zone, before: zoneBefore, written: written, answered: outcomes) : nil
         return try JSONResponse.make(
             RecordsResponse(records: [], syncToken: syncToken?.encoded), records: [items],
             numbersAsStrings: body.numbersAsStrings ?? false)

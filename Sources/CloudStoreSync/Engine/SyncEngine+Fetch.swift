@@ -133,7 +133,11 @@ extension SyncEngine {
     /// The next page is requested as soon as a page arrives, so it travels and decodes while the
     /// delegate applies this one; its token is stored only when that page is absorbed in turn.
     private func fetchZoneChanges(_ zoneID: ZoneID) async throws {
-        var token = state.withStorage { $0.zoneTokens[zoneID] }
+        var token = state.withStorage { storage in
+            let token = storage.zoneTokens[zoneID]
+            if token == nil { storage.setFetchingFromScratch(true, zoneID) }
+            return token
+        }
         var hasReset = false
         var next: Task<ZoneChanges, any Error>?
         defer { next?.cancel() }
@@ -158,7 +162,10 @@ extension SyncEngine {
                     await emit(.didFetchRecordZoneChanges(Event.DidFetchRecordZoneChanges(zoneID: zoneID, error: error)))
                     hasReset = true
                     token = nil
-                    state.withStorage { $0.setZoneToken(nil, for: zoneID) }
+                    state.withStorage { storage in
+                        storage.setZoneToken(nil, for: zoneID)
+                        storage.setFetchingFromScratch(true, zoneID)
+                    }
                     await emitStateUpdateIfNeeded()
                     await emit(
                         .willFetchRecordZoneChanges(Event.WillFetchRecordZoneChanges(zoneID: zoneID, fromScratch: true)))
@@ -192,6 +199,7 @@ extension SyncEngine {
             guard page.moreComing else { break }
             token = page.syncToken
         }
+        state.withStorage { $0.setFetchingFromScratch(false, zoneID) }
         await emit(.didFetchRecordZoneChanges(Event.DidFetchRecordZoneChanges(zoneID: zoneID, error: nil)))
     }
 

@@ -342,9 +342,10 @@ extension SyncEngine {
                 storage.version += 1
             }
             // The delegate gets the answers with the state below: the token moves past the writes
-            // only with them, and only from where the state still is.
+            // only with them, and only while nothing else is owed to the delegate (a fetch that
+            // broke off, from scratch or from a page's token, still brings every record).
             guard outcome.isSettled else { return }
-            for (zoneID, advance) in outcome.tokenAdvances where storage.zoneTokens[zoneID] == advance.from {
+            for (zoneID, advance) in outcome.tokenAdvances where storage.acceptsTokenAfterSend(from: advance.from, in: zoneID) {
                 storage.setZoneToken(advance.to, for: zoneID)
             }
         }

@@ -29,9 +29,10 @@ struct RecordSendOutcome: Sendable {
     var tokenAdvances: [ZoneID: TokenAdvance] = [:]
 
     /// A zone's token before and after requests of this send: the server answered `to` only
-    /// because nothing but those requests changed the zone after `from`.
+    /// because nothing but those requests changed the zone after `from` (nil: the zone was never
+    /// written before them).
     struct TokenAdvance: Hashable, Sendable {
-        var from: String
+        var from: String?
         var to: String
     }
 
@@ -65,11 +66,11 @@ struct RecordSendOutcome: Sendable {
         }
     }
 
-    /// Extends the zone's ``TokenAdvance`` by a request that carried `sent` and was answered
-    /// `answered`; a request that does not continue it (no token either way, or `sent` is not
-    /// where the advance got to) leaves it as it is.
+    /// Extends the zone's ``TokenAdvance`` by a request that carried `sent` (nil: none) and was
+    /// answered `answered`; a request that does not continue it (no token answered, or `sent` is
+    /// not where the advance got to) leaves it as it is.
     mutating func advanceToken(of zoneID: ZoneID, sent: String?, answered: String?) {
-        guard let sent, let answered else { return }
+        guard let answered else { return }
         if let advance = tokenAdvances[zoneID] {
             if advance.to == sent { tokenAdvances[zoneID]?.to = answered }
         } else {

@@ -27,18 +27,20 @@ extension SyncEngine.State {
         var databaseToken: String?
         var zoneTokens: [ZoneToken] = []
         var zonesWithUnfetchedChanges: [ZoneID] = []
+        /// Zones whose fetch from scratch began and has not completed yet.
+        var zonesFetchedFromScratch: [ZoneID] = []
         var pendingRecordZoneChanges: [SyncEngine.PendingRecordZoneChange] = []
         var pendingDatabaseChanges: [SyncEngine.PendingDatabaseChange] = []
         var hasPendingUntrackedChanges = false
 
         enum CodingKeys: String, CodingKey {
-            case format, userRecordName, databaseToken, zoneTokens, zonesWithUnfetchedChanges
+            case format, userRecordName, databaseToken, zoneTokens, zonesWithUnfetchedChanges, zonesFetchedFromScratch
             case pendingRecordZoneChanges, pendingDatabaseChanges, hasPendingUntrackedChanges
         }
 
         init(
             userRecordName: String? = nil, databaseToken: String? = nil, zoneTokens: [ZoneToken] = [],
-            zonesWithUnfetchedChanges: [ZoneID] = [],
+            zonesWithUnfetchedChanges: [ZoneID] = [], zonesFetchedFromScratch: [ZoneID] = [],
             pendingRecordZoneChanges: [SyncEngine.PendingRecordZoneChange] = [],
             pendingDatabaseChanges: [SyncEngine.PendingDatabaseChange] = [], hasPendingUntrackedChanges: Bool = false
         ) {
@@ -46,6 +48,7 @@ extension SyncEngine.State {
             self.databaseToken = databaseToken
             self.zoneTokens = zoneTokens
             self.zonesWithUnfetchedChanges = zonesWithUnfetchedChanges
+            self.zonesFetchedFromScratch = zonesFetchedFromScratch
             self.pendingRecordZoneChanges = pendingRecordZoneChanges
             self.pendingDatabaseChanges = pendingDatabaseChanges
             self.hasPendingUntrackedChanges = hasPendingUntrackedChanges
@@ -66,6 +69,7 @@ extension SyncEngine.State {
             zoneTokens = try container.decodeIfPresent([ZoneToken].self, forKey: .zoneTokens) ?? []
             zonesWithUnfetchedChanges =
                 try container.decodeIfPresent([ZoneID].self, forKey: .zonesWithUnfetchedChanges) ?? []
+            zonesFetchedFromScratch = try container.decodeIfPresent([ZoneID].self, forKey: .zonesFetchedFromScratch) ?? []
             pendingRecordZoneChanges =
                 try container.decodeIfPresent(
                     [SyncEngine.PendingRecordZoneChange].self, forKey: .pendingRecordZoneChanges) ?? []

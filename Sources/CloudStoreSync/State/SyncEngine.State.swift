@@ -131,6 +131,10 @@ extension SyncEngine.State {
         var databaseToken: String?
         var zoneTokens: [ZoneID: String]
         var zonesWithUnfetchedChanges: [ZoneID]
+        /// Zones whose fetch from scratch began and has not completed: until it completes, a
+        /// delegate may count on it to bring every record of the zone, so the token moves only with
+        /// fetched pages (``SyncEngine/apply(_:revisions:)`` takes none from a send).
+        var zonesFetchedFromScratch: Set<ZoneID>
         var recordChanges: PendingChangeList<SyncEngine.PendingRecordZoneChange>
         var databaseChanges: PendingChangeList<SyncEngine.PendingDatabaseChange>
         var hasPendingUntrackedChanges: Bool
@@ -143,6 +147,7 @@ extension SyncEngine.State {
             zoneTokens = Dictionary(
                 serialization.zoneTokens.map { ($0.zoneID, $0.syncToken) }, uniquingKeysWith: { $1 })
             zonesWithUnfetchedChanges = serialization.zonesWithUnfetchedChanges
+            zonesFetchedFromScratch = Set(serialization.zonesFetchedFromScratch)
             recordChanges = PendingChangeList(serialization.pendingRecordZoneChanges)
             databaseChanges = PendingChangeList(serialization.pendingDatabaseChanges)
             hasPendingUntrackedChanges = serialization.hasPendingUntrackedChanges
@@ -155,6 +160,9 @@ extension SyncEngine.State {
                 zoneTokens: zoneTokens.map { .init(zoneID: $0.key, syncToken: $0.value) }
                     .sorted { ($0.zoneID.zoneName, $0.zoneID.ownerRecordName ?? "") < ($1.zoneID.zoneName, $1.zoneID.ownerRecordName ?? "") },
                 zonesWithUnfetchedChanges: zonesWithUnfetchedChanges,
+                zonesFetchedFromScratch: zonesFetchedFromScratch.sorted {
+                    ($0.zoneName, $0.ownerRecordName ?? "") < ($1.zoneName, $1.ownerRecordName ?? "")
+                },
                 pendingRecordZoneChanges: recordChanges.changes,
                 pendingDatabaseChanges: databaseChanges.changes,
                 hasPendingUntrackedChanges: hasPendingUntrackedChanges)
@@ -170,6 +178,20 @@ extension SyncEngine.State {
             guard let index = zonesWithUnfetchedChanges.firstIndex(of: zoneID) else { return }
             zonesWithUnfetchedChanges.remove(at: index)
             version += 1
+        }
+
+        /// Notes that a fetch of the zone from scratch began (`true`) or that a fetch of it completed.
+        mutating func setFetchingFromScratch(_ fromScratch: Bool, _ zoneID: ZoneID) {
+            let changed = fromScratch ? zonesFetchedFromScratch.insert(zoneID).inserted : zonesFetchedFromScratch.remove(zoneID) != nil
+            if changed { version += 1 }
+        }
+
+        /// Whether a send may move the zone's token from `from` past its own writes: the state is
+        /// still at `from`, and the zone's last fetch completed (nothing unfetched, no fetch from
+        /// scratch under way).
+        func acceptsTokenAfterSend(from: String?, in zoneID: ZoneID) -> Bool {
+            zoneTokens[zoneID] == from && !zonesWithUnfetchedChanges.contains(zoneID)
+                && !zonesFetchedFromScratch.contains(zoneID)
         }
 
         mutating func setZoneToken(_ token: String?, for zoneID: ZoneID) {

@@ -37,6 +37,7 @@ public final class FaultInjectingDatabase: CloudDatabase {
     private struct Storage {
         var rules: [Rule] = []
         var log: [DatabaseOperation] = []
+        var fetchedRecordNames: [String] = []
         var stripsServerRecord = false
         var waiters: [(operation: DatabaseOperation, count: Int, continuation: CheckedContinuation<Void, Never>)] = []
 
@@ -131,8 +132,17 @@ public final class FaultInjectingDatabase: CloudDatabase {
     }
 
     public func fetchZoneChanges(_ request: ZoneChangesRequest) async throws -> ZoneChangesResponse {
-        try await perform(.changesZone) { try await base.fetchZoneChanges(request) }
+        let response = try await perform(.changesZone) { try await base.fetchZoneChanges(request) }
+        let names = response.zones.flatMap { result -> [String] in
+            guard case .changes(let page) = result else { return [] }
+            return page.records.map(\.recordName)
+        }
+        storage.withLock { $0.fetchedRecordNames += names }
+        return response
     }
+
+    /// The names of every record and tombstone `changes/zone` answers brought, in order.
+    public var fetchedRecordNames: [String] { storage.withLock { $0.fetchedRecordNames } }
 
     public func waitForChanges(since syncToken: String?, timeout: Duration) async throws -> NotificationsResponse {
         try await perform(.notifications) { try await base.waitForChanges(since: syncToken, timeout: timeout) }

@@ -78,7 +78,8 @@ public struct RecordsModifyRequest: Hashable, Sendable, Codable {
     public var desiredKeys: [String]?
     public var numbersAsStrings: Bool?
     /// **(ext)** The zone's sync token the client holds (from `changes/zone` or a previous
-    /// `records/modify`). When nothing but this request changed the zone since that token, the
+    /// `records/modify`); nil when it holds none. When nothing but this request changed the zone
+    /// since that token (with none: the zone was never written), the
     /// answer's ``RecordsResponse/syncToken`` is the zone's token after this request: the client
     /// already knows everything up to it and need not fetch its own writes back.
     public var syncToken: String?
@@ -99,8 +100,9 @@ public struct RecordsModifyRequest: Hashable, Sendable, Codable {
 /// The response of `records/modify` and `records/lookup`: one result per operation, in order.
 public struct RecordsResponse: Hashable, Sendable, Codable {
     public var records: [RecordResult]
-    /// **(ext)** Only in a `records/modify` answer, and only when the request carried the zone's
-    /// ``RecordsModifyRequest/syncToken`` and nothing but this request changed the zone since it:
+    /// **(ext)** Only in a `records/modify` answer, and only when nothing but this request changed
+    /// the zone after the request's ``RecordsModifyRequest/syncToken`` (without one: the zone was
+    /// never written):
     /// the zone's token after this request's writes, which the records of this answer bring the
     /// client up to. Absent otherwise (real CloudKit never sends it); the client then fetches.
     public var syncToken: String?

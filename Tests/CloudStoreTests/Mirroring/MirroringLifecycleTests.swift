@@ -57,6 +57,44 @@ struct MirroringLifecycleTests {
         }
     }
 
+    /// A device does not fetch its own uploads back: the server answers each batch with the zone's
+    /// token after it while nothing else changed the zone (WireProtocol.md), so A's `changes/zone`
+    /// answers hold none of the notes it uploaded, in several batches. Once B wrote, A's fetch
+    /// brings B's note.
+    @Test func aDevicesUploadsAreNotFetchedBack() async throws {
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            let counting = FaultInjectingDatabase.Box()
+            let a = try await TestDevice.make("A", server: server.baseURL) { options in
+                options.configureEngine = { configuration in
+                    guard configuration.database.scope == .private else { return }
+                    let database = FaultInjectingDatabase(configuration.database)
+                    counting.database = database
+                    configuration.database = database
+                }
+            }
+            let b = try await TestDevice.make("B", server: server.baseURL)
+            try await a.sync()
+            try await a.write { context in
+                for index in 0..<450 { try context.insert(Note(title: "mine \(index)")) }
+            }
+            try await a.sync()
+            try await a.sync()
+            let database = try #require(counting.database)
+            #expect(database.requestCount(.recordsModify) >= 3, "the notes went up in several batches")
+            #expect(database.fetchedRecordNames.isEmpty, "A fetched none of its own uploads back")
+
+            try await b.sync()
+            #expect(try b.notes().count == 450)
+            try await b.write { try $0.insert(Note(title: "from B")) }
+            try await b.sync()
+            try await a.sync()
+            #expect(try a.notes().count == 451)
+            #expect(database.fetchedRecordNames.count == 1, "only B's note came")
+            await a.close()
+            await b.close()
+        }
+    }
+
     @Test func eventsReportImportsAndExportsWithCounts() async throws {
         try await ServerProcess.with(users: TestServer.defaultUsers) { server in
             let a = try await TestDevice.make("A", server: server.baseURL)
