@@ -89,6 +89,7 @@ import Testing
             storage.setDatabaseToken("db-7")
             storage.setZoneToken("z-3", for: zone)
             storage.markUnfetched(ZoneID(zoneName: "Other"))
+            storage.setFetchingFromScratch(true, ZoneID(zoneName: "Other"))
         }
         let serialization = state.serialization
         let data = try JSONEncoder().encode(serialization)
@@ -104,6 +105,30 @@ import Testing
             #expect(storage.userRecordName == "_u1")
             #expect(storage.databaseToken == "db-7")
             #expect(storage.zoneTokens == [zone: "z-3"])
+            #expect(storage.zonesFetchedFromScratch == [ZoneID(zoneName: "Other")])
+        }
+        // A state saved before zonesFetchedFromScratch existed reads as none under way.
+        let older = try JSONDecoder().decode(SyncEngine.State.Serialization.self, from: Data(#"{"format": 1}"#.utf8))
+        #expect(older.zonesFetchedFromScratch.isEmpty)
+    }
+
+    /// A send moves a zone's token past its own writes only from where the state is, and only
+    /// once the zone's last fetch completed.
+    @Test func tokenAfterSend_onlyFromTheStatesTokenWithNoFetchUnfinished() {
+        let state = SyncEngine.State(nil)
+        state.withStorage { storage in
+            #expect(storage.acceptsTokenAfterSend(from: nil, in: zone), "a zone never fetched, never written")
+            storage.setZoneToken("z-1", for: zone)
+            #expect(storage.acceptsTokenAfterSend(from: "z-1", in: zone))
+            #expect(!storage.acceptsTokenAfterSend(from: nil, in: zone))
+            #expect(!storage.acceptsTokenAfterSend(from: "z-0", in: zone))
+            storage.markUnfetched(zone)
+            #expect(!storage.acceptsTokenAfterSend(from: "z-1", in: zone), "a fetch of the zone is owed")
+            storage.markFetched(zone)
+            storage.setFetchingFromScratch(true, zone)
+            #expect(!storage.acceptsTokenAfterSend(from: "z-1", in: zone), "a fetch from scratch broke off")
+            storage.setFetchingFromScratch(false, zone)
+            #expect(storage.acceptsTokenAfterSend(from: "z-1", in: zone))
         }
     }
 
