@@ -105,11 +105,11 @@ import Testing
             #expect(storage.userRecordName == "_u1")
             #expect(storage.databaseToken == "db-7")
             #expect(storage.zoneTokens == [zone: "z-3"])
-            #expect(storage.zonesFetchedFromScratch == [ZoneID(zoneName: "Other")])
+            #expect(storage.zonesFetchingFromScratch == [ZoneID(zoneName: "Other")])
         }
-        // A state saved before zonesFetchedFromScratch existed reads as none under way.
+        // A state saved before zonesFetchingFromScratch existed reads as none under way.
         let older = try JSONDecoder().decode(SyncEngine.State.Serialization.self, from: Data(#"{"format": 1}"#.utf8))
-        #expect(older.zonesFetchedFromScratch.isEmpty)
+        #expect(older.zonesFetchingFromScratch.isEmpty)
     }
 
     /// A send moves a zone's token past its own writes only from where the state is, and only

@@ -29,8 +29,8 @@ struct RecordSendOutcome: Sendable {
     var tokenAdvances: [ZoneID: TokenAdvance] = [:]
 
     /// A zone's token before and after requests of this send: the server answered `to` only
-    /// because nothing but those requests changed the zone after `from` (nil: the zone was never
-    /// written before them).
+    /// because nothing but those requests changed the zone after `from` (nil: the client held no
+    /// token, and the zone was never written before them).
     struct TokenAdvance: Hashable, Sendable {
         var from: String?
         var to: String

@@ -28,19 +28,19 @@ extension SyncEngine.State {
         var zoneTokens: [ZoneToken] = []
         var zonesWithUnfetchedChanges: [ZoneID] = []
         /// Zones whose fetch from scratch began and has not completed yet.
-        var zonesFetchedFromScratch: [ZoneID] = []
+        var zonesFetchingFromScratch: [ZoneID] = []
         var pendingRecordZoneChanges: [SyncEngine.PendingRecordZoneChange] = []
         var pendingDatabaseChanges: [SyncEngine.PendingDatabaseChange] = []
         var hasPendingUntrackedChanges = false
 
         enum CodingKeys: String, CodingKey {
-            case format, userRecordName, databaseToken, zoneTokens, zonesWithUnfetchedChanges, zonesFetchedFromScratch
+            case format, userRecordName, databaseToken, zoneTokens, zonesWithUnfetchedChanges, zonesFetchingFromScratch
             case pendingRecordZoneChanges, pendingDatabaseChanges, hasPendingUntrackedChanges
         }
 
         init(
             userRecordName: String? = nil, databaseToken: String? = nil, zoneTokens: [ZoneToken] = [],
-            zonesWithUnfetchedChanges: [ZoneID] = [], zonesFetchedFromScratch: [ZoneID] = [],
+            zonesWithUnfetchedChanges: [ZoneID] = [], zonesFetchingFromScratch: [ZoneID] = [],
             pendingRecordZoneChanges: [SyncEngine.PendingRecordZoneChange] = [],
             pendingDatabaseChanges: [SyncEngine.PendingDatabaseChange] = [], hasPendingUntrackedChanges: Bool = false
         ) {
@@ -48,7 +48,7 @@ extension SyncEngine.State {
             self.databaseToken = databaseToken
             self.zoneTokens = zoneTokens
             self.zonesWithUnfetchedChanges = zonesWithUnfetchedChanges
-            self.zonesFetchedFromScratch = zonesFetchedFromScratch
+            self.zonesFetchingFromScratch = zonesFetchingFromScratch
             self.pendingRecordZoneChanges = pendingRecordZoneChanges
             self.pendingDatabaseChanges = pendingDatabaseChanges
             self.hasPendingUntrackedChanges = hasPendingUntrackedChanges
@@ -69,7 +69,7 @@ extension SyncEngine.State {
             zoneTokens = try container.decodeIfPresent([ZoneToken].self, forKey: .zoneTokens) ?? []
             zonesWithUnfetchedChanges =
                 try container.decodeIfPresent([ZoneID].self, forKey: .zonesWithUnfetchedChanges) ?? []
-            zonesFetchedFromScratch = try container.decodeIfPresent([ZoneID].self, forKey: .zonesFetchedFromScratch) ?? []
+            zonesFetchingFromScratch = try container.decodeIfPresent([ZoneID].self, forKey: .zonesFetchingFromScratch) ?? []
             pendingRecordZoneChanges =
                 try container.decodeIfPresent(
                     [SyncEngine.PendingRecordZoneChange].self, forKey: .pendingRecordZoneChanges) ?? []

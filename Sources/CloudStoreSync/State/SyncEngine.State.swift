@@ -134,7 +134,7 @@ extension SyncEngine.State {
         /// Zones whose fetch from scratch began and has not completed: until it completes, a
         /// delegate may count on it to bring every record of the zone, so the token moves only with
         /// fetched pages (``SyncEngine/apply(_:revisions:)`` takes none from a send).
-        var zonesFetchedFromScratch: Set<ZoneID>
+        var zonesFetchingFromScratch: Set<ZoneID>
         var recordChanges: PendingChangeList<SyncEngine.PendingRecordZoneChange>
         var databaseChanges: PendingChangeList<SyncEngine.PendingDatabaseChange>
         var hasPendingUntrackedChanges: Bool
@@ -147,7 +147,7 @@ extension SyncEngine.State {
             zoneTokens = Dictionary(
                 serialization.zoneTokens.map { ($0.zoneID, $0.syncToken) }, uniquingKeysWith: { $1 })
             zonesWithUnfetchedChanges = serialization.zonesWithUnfetchedChanges
-            zonesFetchedFromScratch = Set(serialization.zonesFetchedFromScratch)
+            zonesFetchingFromScratch = Set(serialization.zonesFetchingFromScratch)
             recordChanges = PendingChangeList(serialization.pendingRecordZoneChanges)
             databaseChanges = PendingChangeList(serialization.pendingDatabaseChanges)
             hasPendingUntrackedChanges = serialization.hasPendingUntrackedChanges
@@ -160,7 +160,7 @@ extension SyncEngine.State {
                 zoneTokens: zoneTokens.map { .init(zoneID: $0.key, syncToken: $0.value) }
                     .sorted { ($0.zoneID.zoneName, $0.zoneID.ownerRecordName ?? "") < ($1.zoneID.zoneName, $1.zoneID.ownerRecordName ?? "") },
                 zonesWithUnfetchedChanges: zonesWithUnfetchedChanges,
-                zonesFetchedFromScratch: zonesFetchedFromScratch.sorted {
+                zonesFetchingFromScratch: zonesFetchingFromScratch.sorted {
                     ($0.zoneName, $0.ownerRecordName ?? "") < ($1.zoneName, $1.ownerRecordName ?? "")
                 },
                 pendingRecordZoneChanges: recordChanges.changes,
@@ -182,7 +182,7 @@ extension SyncEngine.State {
 
         /// Notes that a fetch of the zone from scratch began (`true`) or that a fetch of it completed.
         mutating func setFetchingFromScratch(_ fromScratch: Bool, _ zoneID: ZoneID) {
-            let changed = fromScratch ? zonesFetchedFromScratch.insert(zoneID).inserted : zonesFetchedFromScratch.remove(zoneID) != nil
+            let changed = fromScratch ? zonesFetchingFromScratch.insert(zoneID).inserted : zonesFetchingFromScratch.remove(zoneID) != nil
             if changed { version += 1 }
         }
 
@@ -191,7 +191,7 @@ extension SyncEngine.State {
         /// scratch under way).
         func acceptsTokenAfterSend(from: String?, in zoneID: ZoneID) -> Bool {
             zoneTokens[zoneID] == from && !zonesWithUnfetchedChanges.contains(zoneID)
-                && !zonesFetchedFromScratch.contains(zoneID)
+                && !zonesFetchingFromScratch.contains(zoneID)
         }
 
         mutating func setZoneToken(_ token: String?, for zoneID: ZoneID) {
