@@ -66,11 +66,19 @@ struct SyncBenchmarks {
         guard runs > 1 else { return try await bulk(count: count) }
         var all: [[Figure]] = []
         for _ in 0..<runs { all.append(try await bulk(count: count)) }
-        func rate(_ figures: [Figure]) -> Double { figures[1].value }
-        all.sort { rate($0) < rate($1) }
-        var median = all[(runs - 1) / 2]
-        median[1].detail += String(
-            format: "; median of %d runs, %.0f–%.0f records/s", runs, rate(all.first!), rate(all.last!))
+        /// The records/s row of a run's figures.
+        func rateIndex(_ figures: [Figure]) throws -> Int {
+            guard let index = figures.firstIndex(where: { $0.unit == "records/s" }) else {
+                throw BenchError("a bulk sync run reported no records/s figure")
+            }
+            return index
+        }
+        func rate(_ figures: [Figure]) throws -> Double { figures[try rateIndex(figures)].value }
+        let rates = try all.map(rate)
+        let order = rates.indices.sorted { rates[$0] < rates[$1] }
+        var median = all[order[(runs - 1) / 2]]
+        median[try rateIndex(median)].detail += String(
+            format: "; median of %d runs, %.0f–%.0f records/s", runs, rates[order.first!], rates[order.last!])
         return median
     }
 
