@@ -242,7 +242,8 @@ import Testing
     /// A delegate may keep what a fetch from scratch has not brought yet until the fetch
     /// completes, across a fetch that failed (here with `ZONE_NOT_FOUND`), and remove the rest then.
     /// Its own saves sent meanwhile must still come in that fetch: the engine takes no token from
-    /// a send while it holds none. (Found by the fault suite: the device lost its own records.)
+    /// a send while a fetch of the zone is unfinished. (Found by the fault suite: the device's
+    /// local copy lost its own records.)
     @Test func ownWrites_sentBeforeAFetchFromScratchCompletedStillComeInIt() async throws {
         try await TestServer.with { server in
             try await createZone(on: server)

@@ -68,11 +68,7 @@ struct ChangesController: Sendable {
                 zone = try call.zone(item.zoneID, in: partition)
             }
             let limit = try services.limits.pageSize(item.resultsLimit ?? body.resultsLimit)
-            let token = try item.syncToken.map { text throws(APIError) in
-                let token = try SyncToken.decode(text, as: .zone)
-                try token.checkBelongs(to: zone)
-                return token
-            }
+            let token = try item.syncToken.map { text throws(APIError) in try SyncToken.decode(text, of: zone) }
             let recordTypes = item.desiredRecordTypes ?? body.desiredRecordTypes
             // A filter: a type no record has matches nothing, but text no storage can hold is refused.
             if let bad = recordTypes?.first(where: { $0.unicodeScalars.contains { $0.properties.generalCategory == .control } }) {

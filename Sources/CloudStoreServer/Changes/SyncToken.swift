@@ -98,6 +98,13 @@ struct SyncToken: Hashable, Sendable {
         return SyncToken(kind: kind, identity: identity, incarnation: incarnation, seq: seq)
     }
 
+    /// A zone token of `zone`, read from a request: 400 when it is malformed or another zone's.
+    static func decode(_ text: String, of zone: ZoneAddress) throws(APIError) -> SyncToken {
+        let token = try decode(text, as: .zone)
+        try token.checkBelongs(to: zone)
+        return token
+    }
+
     /// Throws 400 when the token belongs to another partition or zone.
     func checkBelongs(to partition: DatabasePartition) throws(APIError) {
         guard identity == Self.identity(of: [partition.key]) else {

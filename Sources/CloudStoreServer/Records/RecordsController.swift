@@ -30,11 +30,7 @@ struct RecordsController: Sendable {
         let partition = try call.partition()
         let target = try await services.target(body.zoneID, of: call, in: partition)
         let zone = target.zone
-        let knownToken = try body.syncToken.map { text throws(APIError) in
-            let token = try SyncToken.decode(text, as: .zone)
-            try token.checkBelongs(to: zone)
-            return token
-        }
+        let knownToken = try body.syncToken.map { text throws(APIError) in try SyncToken.decode(text, of: zone) }
 
         var rules = RecordRules(zone: zone, maxRecordBytes: services.limits.maxRecordBytes)
         rules.sameZoneReferencesOnly = target.participant != nil

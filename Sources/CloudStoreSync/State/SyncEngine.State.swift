@@ -158,14 +158,17 @@ extension SyncEngine.State {
                 userRecordName: userRecordName,
                 databaseToken: databaseToken,
                 zoneTokens: zoneTokens.map { .init(zoneID: $0.key, syncToken: $0.value) }
-                    .sorted { ($0.zoneID.zoneName, $0.zoneID.ownerRecordName ?? "") < ($1.zoneID.zoneName, $1.zoneID.ownerRecordName ?? "") },
+                    .sorted { Self.persistedOrder($0.zoneID, $1.zoneID) },
                 zonesWithUnfetchedChanges: zonesWithUnfetchedChanges,
-                zonesFetchingFromScratch: zonesFetchingFromScratch.sorted {
-                    ($0.zoneName, $0.ownerRecordName ?? "") < ($1.zoneName, $1.ownerRecordName ?? "")
-                },
+                zonesFetchingFromScratch: zonesFetchingFromScratch.sorted(by: Self.persistedOrder),
                 pendingRecordZoneChanges: recordChanges.changes,
                 pendingDatabaseChanges: databaseChanges.changes,
                 hasPendingUntrackedChanges: hasPendingUntrackedChanges)
+        }
+
+        /// The order zones are persisted in, so that equal states serialize equally.
+        static func persistedOrder(_ a: ZoneID, _ b: ZoneID) -> Bool {
+            (a.zoneName, a.ownerRecordName ?? "") < (b.zoneName, b.ownerRecordName ?? "")
         }
 
         mutating func markUnfetched(_ zoneID: ZoneID) {
