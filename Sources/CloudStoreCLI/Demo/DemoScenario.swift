@@ -90,9 +90,9 @@ struct DemoScenario {
 
     /// The numbered steps of two devices of one user; answers the folder device A created.
     private func story(_ a: PersistentCloudContainer, _ b: PersistentCloudContainer) async throws -> FolderOfNotes {
-        let folder = UUID()
+        let folder = UUID.timeOrdered()
         let titles = ["Groceries", "Trip to Lisbon", "Book list"]
-        let notes = titles.map { _ in UUID() }
+        let notes = titles.map { _ in UUID.timeOrdered() }
         // Schema/Notes.v1.json has no `created`: the demo runs on either version.
         let hasCreated = schema.entity(named: "Note")?.attributes.contains { $0.name == "created" } == true
         try await a.store.write(author: "demo", contextName: "A") { context in
