@@ -39,17 +39,25 @@ struct BenchNote: Entity, Codable, FetchableRecord, PersistableRecord {
         ]),
     ])
 
-    /// Deterministic notes (ids are random, generated before timing).
-    static func make(_ count: Int) -> [BenchNote] {
-        let base = Date(timeIntervalSince1970: 1_763_700_000)
-        return (0..<count).map { index in note(index, base: base) }
+    /// How the notes' ids are made.
+    enum IDs: String {
+        /// `UUID.timeOrdered()`, as the docs recommend for new objects.
+        case timeOrdered = "time-ordered"
+        /// `UUID()`: every insert lands on a random page of each index keyed by id.
+        case random
     }
 
-    static func note(_ index: Int, base: Date) -> BenchNote {
+    /// Deterministic notes but for their ids (made before timing).
+    static func make(_ count: Int, ids: IDs = .timeOrdered) -> [BenchNote] {
+        let base = Date(timeIntervalSince1970: 1_763_700_000)
+        return (0..<count).map { index in note(index, base: base, ids: ids) }
+    }
+
+    static func note(_ index: Int, base: Date, ids: IDs = .timeOrdered) -> BenchNote {
         let created = base.addingTimeInterval(Double(index))
         let color: String? = index % 3 == 0 ? nil : "blue"
         return BenchNote(
-            id: UUID(), title: "Note \(index)", body: "The body of note \(index), with a few words in it.",
+            id: ids == .random ? UUID() : UUID.timeOrdered(), title: "Note \(index)", body: "The body of note \(index), with a few words in it.",
             pinned: index % 7 == 0, created: created, modified: created.addingTimeInterval(0.5),
             priority: Int64(index % 5), wordCount: Int64(index % 1000), rating: Double(index % 100) / 10, color: color,
             archived: false)

@@ -50,7 +50,7 @@ struct BenchOptions {
         usage: cloudstore-bench [--only GROUP,...] [--quick] [--json FILE] [--markdown FILE]
                                 [--postgres URL] [--iterations N] [--warmup N] [--filter TEXT]
                                 [--save N] [--fetch N] [--sync N,N] [--sync-runs N] [--scale N,N]
-                                [--asset MIB]
+                                [--asset MIB] [--ids time-ordered|random]
 
           --only        groups to run: \(BenchGroup.allCases.map(\.rawValue).joined(separator: ", "))
                         (default all; "history" is an alias of save)
@@ -68,6 +68,8 @@ struct BenchOptions {
                         sizes show whether the CPU per record stays flat (3000,30000)
           --sync-runs   runs of each bulk sync size (default 1); the run with the median
                         records/s is reported, with the others' range (the host's noise)
+          --ids         how the bulk sync's notes get their ids: time-ordered (default,
+                        UUID.timeOrdered(), as the docs recommend) or random (UUID())
           --scale       record counts of the bootstrap runs, smallest first (default 10000,100000)
 
         Build in release: swift build -c release --product cloudstore-bench
@@ -83,6 +85,7 @@ struct BenchOptions {
     var warmUp = 1
     var filter: String?
     var sizes = BenchSizes()
+    var ids = BenchNote.IDs.timeOrdered
 
     init(_ arguments: [String]) throws {
         var remaining = arguments[...]
@@ -132,6 +135,12 @@ struct BenchOptions {
             case "--sync": sync = try counts(argument)
             case "--sync-runs": syncRuns = try number(argument)
             case "--asset": asset = try number(argument)
+            case "--ids":
+                let name = try value(argument)
+                guard let kind = BenchNote.IDs(rawValue: name) else {
+                    throw BenchError("--ids takes time-ordered or random, not \"\(name)\"")
+                }
+                ids = kind
             default: throw BenchError("unknown argument \(argument)")
             }
         }

@@ -7,6 +7,8 @@ import Logging
 struct SyncBenchmarks {
     let directory: URL
     let server: BenchServer
+    /// How the bulk sync's notes get their ids.
+    var ids = BenchNote.IDs.timeOrdered
 
     /// A device of `user0`: a container on a fresh store file.
     func device(_ name: String, automatic: Bool = true, zoneName: String? = nil) async throws -> PersistentCloudContainer {
@@ -26,7 +28,7 @@ struct SyncBenchmarks {
         let b = try await device("bulk-b", zoneName: zone)
         try await a.waitUntilSynced()
         try await b.waitUntilSynced()
-        let notes = BenchNote.make(count)
+        let notes = BenchNote.make(count, ids: ids)
         let after = try b.store.currentHistoryToken()
         let (serverCPU, clientCPU) = (server.cpuSeconds, processCPUSeconds())
 
@@ -49,7 +51,8 @@ struct SyncBenchmarks {
         let cpu = String(format: "CPU: server %.1f s, both devices %.1f s", serverSeconds, clientSeconds)
         return [
             Figure(item: 5, "bulk sync \(count) notes A → B, \(backend): end to end", total, "s",
-                String(format: "A's save %.2f s, A's upload done at %.2f s; ", start.duration(to: saved).inSeconds,
+                "\(ids.rawValue) ids; "
+                    + String(format: "A's save %.2f s, A's upload done at %.2f s; ", start.duration(to: saved).inSeconds,
                        start.duration(to: uploadedAt).inSeconds) + cpu),
             Figure(item: 5, "bulk sync \(count) notes, \(backend): records/s end to end", Double(count) / total, "records/s",
                 "\(count) / end-to-end time", goal: .atLeast(5_000)),

@@ -114,7 +114,7 @@ for group in options.groups where group.needsServer {
             switch group {
             case .sync:
                 for count in sizes.sync {
-                    report(try await SyncBenchmarks(directory: directory, server: server).bulk(count: count, runs: sizes.syncRuns))
+                    report(try await SyncBenchmarks(directory: directory, server: server, ids: options.ids).bulk(count: count, runs: sizes.syncRuns))
                 }
             case .latency: report(try await SyncBenchmarks(directory: directory, server: server).latency(changes: sizes.latencyChanges))
             case .scale: report(try await ScaleBenchmarks(directory: directory, server: server).run(counts: sizes.scale))
