@@ -5,7 +5,7 @@ import Foundation
 /// Declare a `Codable` struct with a `UUID` `id` and one stored property per attribute; to-one
 /// relationships are `UUID?` properties holding the related object's id; a to-many relationship may be
 /// declared as `[UUID]` (the store fills it when reading and applies it when saving) or left out.
-/// Give new objects time-ordered ids (``Foundation/UUID/timeOrdered()``): any UUID works, and
+/// Give new objects time-ordered ids (`UUID.timeOrdered()`): any UUID works, and
 /// time-ordered ones keep every index keyed by id in the order objects were made.
 ///
 /// ```swift

@@ -18,9 +18,9 @@ extension UUID {
     /// Objects made one after another then sit next to each other in every index keyed by their
     /// id (the store's tables, the mirror's record metadata, the server's records), so saving,
     /// uploading and importing many of them writes a few pages where random ids write one page per
-    /// object. In the benchmark's bulk sync of 100,000 notes (`cloudstore-bench --ids`), the devices
-    /// spent 15–30% less CPU per record with time-ordered ids than with `UUID()`, and the sync ran
-    /// 15–45% faster end to end. The order holds within a process (ids made in one
+    /// object. In the benchmark's bulk sync of 100,000 notes (`cloudstore-bench --ids`), alternating
+    /// runs went 7–47% faster end to end with time-ordered ids than with `UUID()` (the README's
+    /// benchmarks). The order holds within a process (ids made in one
     /// millisecond take the counter; a clock that steps back does not make an id sort earlier);
     /// ids from different devices interleave by time.
     ///
@@ -33,7 +33,7 @@ extension UUID {
     }
 }
 
-/// What makes each time-ordered id (``Foundation/UUID/timeOrdered()``) sort after the one before:
+/// What makes each time-ordered id (`UUID.timeOrdered()`) sort after the one before:
 /// the last id's millisecond and counter. Pure; the process keeps one behind a lock.
 struct TimeOrderedIDs: Sendable {
     static let shared = Mutex(TimeOrderedIDs())
