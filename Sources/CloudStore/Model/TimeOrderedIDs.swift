@@ -20,9 +20,9 @@ extension UUID {
     /// uploading and importing many of them writes a few pages where random ids write one page per
     /// object. In the benchmark's bulk sync of 100,000 notes (`cloudstore-bench --ids`), alternating
     /// runs went 7–47% faster end to end with time-ordered ids than with `UUID()` (the README's
-    /// benchmarks). The order holds within a process (ids made in one
-    /// millisecond take the counter; a clock that steps back does not make an id sort earlier);
-    /// ids from different devices interleave by time.
+    /// benchmarks). The order holds within a process (ids made in one millisecond take the
+    /// counter; a clock that steps back does not make an id sort earlier); ids from different
+    /// devices interleave by time.
     ///
     /// The id tells whoever sees it, the people an object is shared with too, when it was made, to
     /// the millisecond. Where that matters, use `UUID()`: the store takes any UUID.
