@@ -121,3 +121,48 @@ struct PostgresRecordLookupTests {
         }
     }
 }
+
+/// The statements of `records/modify` and `changes/zone` are prepared once per connection with
+/// unqualified table names (PostgresStatements.swift); each server's connections find its own
+/// schema through `search_path`.
+@Suite(
+    "PostgreSQL: prepared statements stay in their server's schema", .serialized,
+    .enabled(
+        if: Backend.postgresURL != nil,
+        "set CLOUDSTORE_TEST_POSTGRES_URL (bash .ci/run does) to run these"))
+struct PostgresPreparedStatementTests {
+    /// Two servers on two schemas of one database write the same record names with different
+    /// titles, more times than PostgreSQL runs a prepared statement before it may plan it once for
+    /// all values (5): each server reads back only its own writes, in every page.
+    @Test func twoSchemasOfOneDatabase_keepTheirRecordsApart() async throws {
+        try await Backend.withFreshSchema { first in
+            try await Backend.withFreshSchema { second in
+                try await TestServer.with(storage: .postgres(url: first)) { one in
+                    try await TestServer.with(storage: .postgres(url: second)) { two in
+                        let clients = [("one", CloudClient(baseURL: one.baseURL)), ("two", CloudClient(baseURL: two.baseURL))]
+                        for (_, client) in clients { _ = try await client.createZone("Notes") }
+                        for batch in 0..<8 {
+                            for (server, client) in clients {
+                                _ = try await client.save((0..<3).map { note("N-\(batch)-\($0)", title: "\(server) \(batch)") })
+                            }
+                        }
+                        for (server, client) in clients {
+                            let changes = try await client.allZoneChanges(limit: 5)
+                            #expect(changes.pages == 5)
+                            #expect(changes.records.count == 24)
+                            #expect(Set(changes.records.map(\.recordName)).count == 24)
+                            #expect(
+                                changes.records.allSatisfy {
+                                    if case .string(let title)? = $0.fields["title"] { title.hasPrefix(server) } else { false }
+                                })
+                            let first = try #require(changes.records.first { $0.recordName == "N-0-0" })
+                            let updated = try await client.save(
+                                [note("N-0-0", title: "\(server) again", tag: first.recordChangeTag)], .update)
+                            #expect(updated.first?.fields["title"] == .string("\(server) again"))
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

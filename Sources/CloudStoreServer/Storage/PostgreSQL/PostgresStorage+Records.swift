@@ -138,32 +138,17 @@ extension PostgresStorage {
         return (decision, written)
     }
 
-    /// What a records/modify batch reads before it decides, in one statement: the zone's row, the
-    /// version of the container's schema, whether the zone has a share, and the rows `names` name
-    /// (live and tombstones, through ``lookup(_:_:named:)``'s index).
+    /// What a records/modify batch reads before it decides (``ModifyContextStatement``).
     private func modifyContext(_ connection: PostgresConnection, _ id: Int64, _ zone: ZoneAddress, named names: [String])
         async throws -> (zone: StoredZone?, schemaVersion: Int64?, hasShare: Bool, records: [String: StoredRecord])
     {
         let partition = zone.partition
-        let keys = names.map { Self.recordKey(id, zone.zoneName, $0) }
-        let rows = try await self.run(
-            """
-            SELECT z.name, z.seq, z.db_seq, z.incarnation, z.purged_through, z.deleted,
-                (SELECT version FROM \(unescaped: table("schema"))
-                 WHERE container = \(partition.container) AND environment = \(partition.environment.rawValue)),
-                EXISTS (SELECT 1 FROM \(unescaped: table("share")) WHERE partition_id = \(id) AND zone = \(zone.zoneName)),
-                r.name, r.type, r.seq, r.deleted_at, r.content
-            FROM (VALUES (1)) AS one (x)
-            LEFT JOIN \(unescaped: table("zone")) AS z ON z.partition_id = \(id) AND z.name = \(zone.zoneName)
-            LEFT JOIN LATERAL (
-                SELECT \(unescaped: Self.recordColumns) FROM \(unescaped: table("record"))
-                WHERE \(unescaped: Self.recordKeySQL) = ANY(\(keys))
-            ) AS r ON true
-            """, on: connection)
+        let statement = ModifyContextStatement(
+            container: partition.container, environment: partition.environment.rawValue, partitionID: id, zone: zone.zoneName,
+            keys: names.map { Self.recordKey(id, zone.zoneName, $0) })
         var context: (zone: StoredZone?, schemaVersion: Int64?, hasShare: Bool, records: [String: StoredRecord])?
         for try await (zoneName, zoneSeq, dbSeq, incarnation, purged, deleted, version, hasShare, name, type, seq, deletedAt, content)
-            in rows.decode(
-                (String?, Int64?, Int64?, Int64?, Int64?, Bool?, Int64?, Bool, String?, String?, Int64?, Int64?, String?).self)
+            in try await self.run(statement, on: connection)
         {
             if context == nil {
                 let row = Self.zone(zoneName, zoneSeq, dbSeq, incarnation, purged, deleted)
@@ -177,10 +162,8 @@ extension PostgresStorage {
 
     /// Writes a planned batch with consecutive sequences after `seq`. The references of records it
     /// replaces are removed first (``RecordWrite/mayReplaceLive(_:)``: none for a batch of
-    /// creates); then one statement raises the partition's database sequence (telling other
-    /// instances at commit), writes the rows, their new references and the zone's sequences, and
-    /// releases the assets the replaced records no longer reference while marking the kept ones
-    /// saved. `stored` holds the rows the plan read.
+    /// creates); then one statement does the rest (``WriteBatchStatement``). `stored` holds the
+    /// rows the plan read.
     private func writeBatch(
         _ writes: [RecordWrite], after seq: Int64, replacing stored: [String: StoredRecord], _ connection: PostgresConnection,
         _ id: Int64, _ zone: ZoneAddress
@@ -210,47 +193,16 @@ extension PostgresStorage {
                 """, on: connection)
         }
         let partition = zone.partition
-        let keep = Array(writes.reduce(into: Set<String>()) { $0.formUnion($1.assetIDs) })
-        let removableAt = replacing.map { assetLifetime.removableAt(after: $0.assetRelease)?.millisecondsSince1970 ?? 0 }
-        // Arrays cannot carry NULL here: -1 and '' stand for a live record's missing deletion time and
-        // a tombstone's missing content. The sub-statements touch different tables (the two asset
-        // updates different rows), so they do not need to see each other's writes.
-        let rows = try await self.run(
-            """
-            WITH bumped AS (
-                UPDATE \(unescaped: table("partition")) SET db_seq = db_seq + 1 WHERE id = \(id) RETURNING db_seq
-            ), written AS (
-                INSERT INTO \(unescaped: table("record")) (partition_id, zone, name, type, seq, deleted, deleted_at, content)
-                SELECT \(id), \(zone.zoneName), name, type, seq, deleted, NULLIF(deleted_at, -1), NULLIF(content, '')
-                FROM unnest(\(records.map(\.name)), \(records.map(\.type)), \(records.map(\.seq)), \(records.map(\.isDeleted)),
-                    \(records.map { $0.deletedAt?.millisecondsSince1970 ?? -1 }), \(records.map { $0.content?.json ?? "" }))
-                    AS row(name, type, seq, deleted, deleted_at, content)
-                ON CONFLICT (partition_id, zone, name) DO UPDATE SET type = excluded.type, seq = excluded.seq,
-                    deleted = excluded.deleted, deleted_at = excluded.deleted_at, content = excluded.content
-            ), referenced AS (
-                INSERT INTO \(unescaped: table("reference")) (partition_id, zone, source, target)
-                SELECT \(id), \(zone.zoneName), source, target FROM unnest(\(references.sources), \(references.targets)) AS pair(source, target)
-                ON CONFLICT DO NOTHING
-            ), advanced AS (
-                INSERT INTO \(unescaped: table("zone")) (partition_id, name, seq, db_seq)
-                SELECT \(id), \(zone.zoneName), \(seq + Int64(records.count)), db_seq FROM bumped
-                ON CONFLICT (partition_id, name) DO UPDATE SET seq = excluded.seq, db_seq = excluded.db_seq
-            ), released AS (
-                UPDATE \(unescaped: table("asset")) AS asset SET state = 'released', removable_at = gone.removable_at
-                FROM unnest(\(replacing.map(\.name)), \(removableAt)) AS gone(record, removable_at)
-                WHERE asset.container = \(partition.container) AND asset.environment = \(partition.environment.rawValue)
-                    AND asset.scope = \(partition.scope.rawValue) AND asset.owner = \(partition.owner)
-                    AND asset.zone = \(zone.zoneName) AND asset.record = gone.record AND asset.state = 'saved'
-                    AND NOT (asset.id = ANY(\(keep)))
-            ), kept AS (
-                UPDATE \(unescaped: table("asset")) SET state = 'saved', removable_at = NULL
-                WHERE id = ANY(\(keep)) AND container = \(partition.container) AND environment = \(partition.environment.rawValue)
-                    AND scope = \(partition.scope.rawValue) AND owner = \(partition.owner) AND zone = \(zone.zoneName)
-            )
-            SELECT bumped.db_seq FROM bumped, pg_notify(\(Self.channel), \(notification(partition)))
-            """, on: connection)
+        let statement = WriteBatchStatement(
+            partitionID: id, zone: zone.zoneName, records: records, references: references, zoneSeq: seq + Int64(records.count),
+            released: (
+                replacing.map(\.name), replacing.map { assetLifetime.removableAt(after: $0.assetRelease)?.millisecondsSince1970 ?? 0 }
+            ),
+            partition: partition, kept: Array(writes.reduce(into: Set<String>()) { $0.formUnion($1.assetIDs) }),
+            channel: Self.channel, notification: notification(partition))
+        let rows = try await self.run(statement, on: connection)
         var bumped = false
-        for try await _ in rows.decode(Int64.self) { bumped = true }
+        for try await _ in rows { bumped = true }
         guard bumped else { throw PostgresStorageError("the row of partition \(partition) vanished") }
         return records
     }
@@ -296,38 +248,19 @@ extension PostgresStorage {
         return try await zoneChangesPage(zone, after: seq, limit: limit, recordTypes: recordTypes, tombstonesBefore: cutoffMilliseconds).page
     }
 
-    /// A page of a zone's changes in one statement (one snapshot, no transaction around it): the
-    /// zone's row, whether it has tombstones deleted before `cutoff`, and the rows after `seq`.
-    /// Was eleven round trips (two read-only transactions); a fetch is on the propagation path.
+    /// A page of a zone's changes in one statement (``ZoneChangesPageStatement``). Was eleven
+    /// round trips (two read-only transactions); a fetch is on the propagation path.
     private func zoneChangesPage(
         _ zone: ZoneAddress, after seq: Int64, limit: Int, recordTypes: [String]?, tombstonesBefore cutoff: Int64
     ) async throws -> (page: ZoneChangesPage?, hasOldTombstones: Bool) {
-        let partition = zone.partition
-        let typeFilter = recordTypes != nil
-        let query: PostgresQuery = """
-            SELECT z.name, z.seq, z.db_seq, z.incarnation, z.purged_through, z.deleted,
-                EXISTS (SELECT 1 FROM \(unescaped: table("record")) AS old
-                    WHERE old.partition_id = z.partition_id AND old.zone = z.name AND old.deleted AND old.deleted_at < \(cutoff)),
-                r.name, r.type, r.seq, r.deleted_at, r.content
-            FROM (VALUES (1)) AS one (x)
-            LEFT JOIN (\(unescaped: table("partition")) AS p
-                JOIN \(unescaped: table("zone")) AS z ON z.partition_id = p.id AND z.name = \(zone.zoneName))
-                ON p.container = \(partition.container) AND p.environment = \(partition.environment.rawValue)
-                AND p.scope = \(partition.scope.rawValue) AND p.owner = \(partition.owner)
-            LEFT JOIN LATERAL (
-                SELECT \(unescaped: Self.recordColumns) FROM \(unescaped: table("record"))
-                WHERE partition_id = z.partition_id AND zone = z.name AND seq > \(seq)
-                    AND (NOT \(typeFilter) OR type = ANY(\(recordTypes ?? [])))
-                ORDER BY seq LIMIT \(limit + 1)
-            ) AS r ON true
-            """
+        let statement = ZoneChangesPageStatement(
+            cutoff: cutoff, zone: zone.zoneName, partition: zone.partition, seq: seq, recordTypes: recordTypes, limit: Int64(limit + 1))
         return try await client.withConnection { connection in
             var row: StoredZone?
             var hasOldTombstones = false
             var records: [StoredRecord] = []
             for try await (zoneName, zoneSeq, dbSeq, incarnation, purged, deleted, old, name, type, recordSeq, deletedAt, content)
-                in try await self.run(query, on: connection).decode(
-                    (String?, Int64?, Int64?, Int64?, Int64?, Bool?, Bool, String?, String?, Int64?, Int64?, String?).self)
+                in try await self.run(statement, on: connection)
             {
                 row = row ?? Self.zone(zoneName, zoneSeq, dbSeq, incarnation, purged, deleted)
                 hasOldTombstones = hasOldTombstones || old

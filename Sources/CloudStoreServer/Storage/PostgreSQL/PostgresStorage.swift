@@ -41,6 +41,8 @@ final class PostgresStorage: ServerStorage {
             tls: url.requireTLS ? .require(.makeClientConfiguration()) : .disable)
         configuration.options.maximumConnections = 16
         configuration.options.connectionIdleTimeout = .seconds(30)
+        // The prepared statements (PostgresStatements.swift) name tables without the schema.
+        configuration.options.additionalStartupParameters = [("search_path", "\"\(url.schema)\"")]
         // PostgresNIO warns when the first lease (prepare) races the pool's start (run), which is
         // harmless: the lease waits. Its own lines show at level 4 only.
         let backgroundLogger = logger.forLibrary("postgres-nio")
@@ -83,6 +85,14 @@ final class PostgresStorage: ServerStorage {
     func run(_ query: PostgresQuery, on connection: PostgresConnection) async throws -> PostgresRowSequence {
         logger.trace("sql", metadata: ["sql": "\(query.sql)"])
         return try await connection.query(query, logger: driverLogger)
+    }
+
+    /// Runs a statement prepared once per connection, its SQL logged at level 4 as ``run(_:on:)``'s.
+    func run<Statement: PostgresPreparedStatement>(_ statement: Statement, on connection: PostgresConnection) async throws
+        -> AsyncThrowingMapSequence<PostgresRowSequence, Statement.Row>
+    {
+        logger.trace("sql", metadata: ["sql": "\(Statement.sql)"])
+        return try await connection.execute(statement, logger: driverLogger)
     }
 
     /// A table name qualified by the schema (an identifier checked by ``PostgresURL``).
