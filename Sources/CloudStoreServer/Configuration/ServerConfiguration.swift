@@ -20,7 +20,9 @@ public struct ServerConfiguration: Sendable {
         case sqlite(directory: String)
         /// A PostgreSQL database, e.g. `postgres://user:password@127.0.0.1:5432/cloudstore`. The
         /// tables are created when absent. Add `?schema=name` to keep them in a schema of their own.
-        /// Several servers may share one database.
+        /// Several servers may share one database. Each connection keeps named prepared statements
+        /// and the schema as its `search_path`: a pooler in front of PostgreSQL must pool by session
+        /// (or keep prepared statements, as PgBouncer 1.21 does with `max_prepared_statements`).
         case postgres(url: String)
 
         public var description: String {
