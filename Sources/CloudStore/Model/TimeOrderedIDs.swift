@@ -1,3 +1,4 @@
+import CloudStoreWire
 import Foundation
 import Synchronization
 
@@ -27,7 +28,7 @@ extension UUID {
     /// The id tells whoever sees it, the people an object is shared with too, when it was made, to
     /// the millisecond. Where that matters, use `UUID()`: the store takes any UUID.
     public static func timeOrdered() -> UUID {
-        let milliseconds = UInt64(max(0, Date().timeIntervalSince1970 * 1000))
+        let milliseconds = UInt64(max(0, Date().millisecondsSince1970))
         var random = SystemRandomNumberGenerator()
         return TimeOrderedIDs.shared.withLock { $0.next(milliseconds: milliseconds, using: &random) }
     }

@@ -114,10 +114,7 @@ struct WriteBatchStatement: PostgresPreparedStatement {
         bindings.append(zoneSeq)
         bindings.append(released.records)
         bindings.append(released.removableAt)
-        bindings.append(partition.container)
-        bindings.append(partition.environment.rawValue)
-        bindings.append(partition.scope.rawValue)
-        bindings.append(partition.owner)
+        bindings.append(partition)
         bindings.append(kept)
         bindings.append(channel)
         bindings.append(notification)
@@ -161,10 +158,7 @@ struct ZoneChangesPageStatement: PostgresPreparedStatement {
         var bindings = PostgresBindings(capacity: 10)
         bindings.append(cutoff)
         bindings.append(zone)
-        bindings.append(partition.container)
-        bindings.append(partition.environment.rawValue)
-        bindings.append(partition.scope.rawValue)
-        bindings.append(partition.owner)
+        bindings.append(partition)
         bindings.append(seq)
         bindings.append(recordTypes != nil)
         bindings.append(recordTypes ?? [])
@@ -173,4 +167,14 @@ struct ZoneChangesPageStatement: PostgresPreparedStatement {
     }
 
     func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+}
+
+extension PostgresBindings {
+    /// A partition's columns as four parameters: container, environment, scope, owner.
+    mutating func append(_ partition: DatabasePartition) {
+        append(partition.container)
+        append(partition.environment.rawValue)
+        append(partition.scope.rawValue)
+        append(partition.owner)
+    }
 }
