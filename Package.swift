@@ -1,4 +1,5 @@
 // swift-tools-version:6.1
+import CompilerPluginSupport
 import PackageDescription
 
 let swiftSettings: [SwiftSetting] = [
@@ -36,6 +37,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.1"),
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
+        .package(url: "https://github.com/swiftlang/swift-syntax", from: "603.0.1"),
     ],
     targets: [
         // The wire contract (Sources/CloudStoreWire/CloudStoreWire.docc/WireProtocol.md): records, IDs, field values, requests, responses, errors.
@@ -59,16 +61,32 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings),
+        // The `@Model` macro and its property attributes: an entity declared once, on its Swift type.
+        .macro(
+            name: "CloudStoreMacros",
+            dependencies: [
+                .product(name: "SwiftSyntax", package: "swift-syntax"),
+                .product(name: "SwiftSyntaxBuilder", package: "swift-syntax"),
+                .product(name: "SwiftSyntaxMacros", package: "swift-syntax"),
+                .product(name: "SwiftDiagnostics", package: "swift-syntax"),
+                .product(name: "SwiftCompilerPlugin", package: "swift-syntax"),
+            ],
+            swiftSettings: swiftSettings),
         // Model, SQLite store, history, generations, migrations, mirroring, container.
         .target(
             name: "CloudStore",
             dependencies: [
                 "CloudStoreWire", "CloudStoreLogging",
-                "CloudStoreSync",
+                "CloudStoreSync", "CloudStoreMacros",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            swiftSettings: swiftSettings),
+        // The example Notes app's model (Schema/Notes.json is written from it), for the demo and the tests.
+        .target(
+            name: "NotesExample",
+            dependencies: ["CloudStore"],
             swiftSettings: swiftSettings),
         // The cloud server as a library.
         .target(
@@ -106,7 +124,7 @@ let package = Package(
             name: "CloudStoreCLI",
             dependencies: [
                 "CloudStoreWire", "CloudStoreLogging", "CloudStoreSync", "CloudStore", "CloudStoreServer",
-                "CloudStoreTesting",
+                "CloudStoreTesting", "NotesExample",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -141,7 +159,8 @@ let package = Package(
         .testTarget(
             name: "CloudStoreTests",
             dependencies: [
-                "CloudStore", "CloudStoreTesting", "CloudStoreTestHelper", .product(name: "GRDB", package: "GRDB.swift"),
+                "CloudStore", "CloudStoreTesting", "CloudStoreTestHelper", "NotesExample",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             // Store files an earlier version wrote, opened by path (read, then copied) by the tests.
@@ -160,6 +179,21 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings),
-        .testTarget(name: "CloudStoreCLITests", dependencies: ["CloudStoreCLI", "CloudStoreTesting"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "CloudStoreMacrosTests",
+            dependencies: [
+                "CloudStoreMacros",
+                .product(name: "SwiftSyntaxMacrosGenericTestSupport", package: "swift-syntax"),
+                .product(name: "SwiftSyntaxMacroExpansion", package: "swift-syntax"),
+                .product(name: "SwiftSyntax", package: "swift-syntax"),
+                .product(name: "SwiftSyntaxMacros", package: "swift-syntax"),
+            ],
+            swiftSettings: swiftSettings),
+        .testTarget(
+            name: "CloudStoreCLITests",
+            dependencies: [
+                "CloudStoreCLI", "CloudStoreTesting", "CloudStore", .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings),
     ]
 )

@@ -2,11 +2,16 @@ import Foundation
 
 /// A Swift type whose values are objects of one entity of a schema.
 ///
-/// Declare a `Codable` struct with a `UUID` `id` and one stored property per attribute; to-one
-/// relationships are `UUID?` properties holding the related object's id; a to-many relationship may be
-/// declared as `[UUID]` (the store fills it when reading and applies it when saving) or left out.
-/// Give new objects time-ordered ids (`UUID.timeOrdered()`): any UUID works, and
-/// time-ordered ones keep every index keyed by id in the order objects were made.
+/// Declare entities with `@Model` (``Model(name:originalName:mirrored:indexes:uniquenessConstraints:)``),
+/// which makes a struct an entity and derives its schema, typed queries and row code from it
+/// (``PersistentModel``). A plain `Codable` struct conforming to `Entity` works too, against an
+/// entity declared in a schema of its own, and is read and written through `Codable`.
+///
+/// Such a struct has a `UUID` `id` and one stored property per attribute; to-one relationships
+/// are `UUID?` properties holding the related object's id; a to-many relationship may be declared
+/// as `[UUID]` (the store fills it when reading and applies it when saving) or left out. Give new
+/// objects time-ordered ids (`UUID.timeOrdered()`): any UUID works, and time-ordered ones keep
+/// every index keyed by id in the order objects were made.
 ///
 /// ```swift
 /// struct Note: Entity {

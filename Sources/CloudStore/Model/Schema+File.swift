@@ -53,11 +53,53 @@ extension Schema {
         return schema
     }
 
-    /// The schema in the file format, with sorted keys.
+    /// The schema in the file format, laid out for review: one entity after another, one
+    /// attribute or relationship per line, keys in the order the format lists them.
+    ///
+    /// ```swift
+    /// let schema = Schema(name: "Notes", version: 2, entities: [Folder.self, Note.self, Tag.self])
+    /// try schema.fileData().write(to: URL(fileURLWithPath: "Schema/Notes.json"))
+    /// ```
     public func fileData() throws -> Data {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        return try encoder.encode(fileValue)
+        func line(_ members: [(String, JSONValue)]) throws -> String {
+            "{" + (try members.map { "\(try Self.jsonText(.string($0.0))): \(try Self.jsonText($0.1))" }.joined(separator: ", ")) + "}"
+        }
+        func list(_ items: [String], indent: String) -> String {
+            items.isEmpty ? "[]" : "[\n" + items.map { indent + "  " + $0 }.joined(separator: ",\n") + "\n" + indent + "]"
+        }
+        var entityTexts: [String] = []
+        for entity in entities {
+            var members = ["      \"name\": \(try Self.jsonText(.string(entity.name)))"]
+            if !entity.isMirrored { members.append("      \"mirrored\": false") }
+            if let renamedFrom = entity.renamedFrom { members.append("      \"renamedFrom\": \(try Self.jsonText(.string(renamedFrom)))") }
+            let attributes = try entity.attributes.map { try line($0.fileMembers) }
+            members.append("      \"attributes\": " + list(attributes, indent: "      "))
+            let relationships = try entity.relationships.map { try line($0.fileMembers) }
+            members.append("      \"relationships\": " + list(relationships, indent: "      "))
+            for (key, lists) in [("indexes", entity.indexes), ("uniquenessConstraints", entity.uniquenessConstraints)] where !lists.isEmpty {
+                members.append("      \"\(key)\": \(try Self.jsonText(.array(lists.map { .array($0.map(JSONValue.string)) })))")
+            }
+            entityTexts.append("    {\n" + members.joined(separator: ",\n") + "\n    }")
+        }
+        let text = """
+            {
+              "name": \(try Self.jsonText(.string(name))),
+              "version": \(version),
+              "entities": [
+            \(entityTexts.joined(separator: ",\n"))
+              ]
+            }
+
+            """
+        return Data(text.utf8)
+    }
+
+    /// A JSON value as compact text, with a space after each comma (the file's style).
+    private static func jsonText(_ value: JSONValue) throws -> String {
+        switch value {
+        case .array(let items): return "[" + (try items.map(jsonText)).joined(separator: ", ") + "]"
+        default: return try AttributeValue.canonicalJSON(value)
+        }
     }
 
     /// The schema as a JSON value of the file format.
@@ -88,6 +130,17 @@ extension EntityDescription {
 }
 
 extension AttributeDescription {
+    /// The attribute's keys in the file, in the order the format lists them.
+    var fileMembers: [(String, JSONValue)] {
+        var members: [(String, JSONValue)] = [("name", .string(name)), ("type", .string(type.rawValue))]
+        if isOptional { members.append(("optional", .bool(true))) }
+        if let defaultValue { members.append(("default", defaultValue.fileValue)) }
+        if let renamedFrom { members.append(("renamedFrom", .string(renamedFrom))) }
+        if preservesValueAfterDeletion { members.append(("preserveAfterDeletion", .bool(true))) }
+        if allowsExternalStorage { members.append(("externalStorage", .bool(true))) }
+        return members
+    }
+
     var fileValue: JSONValue {
         var object: [String: JSONValue] = ["name": .string(name), "type": .string(type.rawValue)]
         if isOptional { object["optional"] = .bool(true) }
@@ -100,6 +153,17 @@ extension AttributeDescription {
 }
 
 extension RelationshipDescription {
+    /// The relationship's keys in the file, in the order the format lists them.
+    var fileMembers: [(String, JSONValue)] {
+        var members: [(String, JSONValue)] = [
+            ("name", .string(name)), ("destination", .string(destination)), ("toMany", .bool(isToMany)),
+        ]
+        if let inverse { members.append(("inverse", .string(inverse))) }
+        members.append(("deleteRule", .string(deleteRule.rawValue)))
+        if let renamedFrom { members.append(("renamedFrom", .string(renamedFrom))) }
+        return members
+    }
+
     var fileValue: JSONValue {
         var object: [String: JSONValue] = [
             "name": .string(name), "destination": .string(destination), "toMany": .bool(isToMany),

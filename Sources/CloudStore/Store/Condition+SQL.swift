@@ -86,20 +86,33 @@ struct QueryCompiler {
         }.joined(separator: ", ")
     }
 
-    /// The id of the object (with one `?` for the related id) that a to-many relationship's
-    /// membership test needs.
-    static func containsSQL(_ relationship: RelationshipLayout, in table: EntityTable, layout: StoreLayout) throws -> String {
-        let id = "\(table.quotedName).\"id\""
+    /// Whether the object relates the object whose id is `element` (`?`, or an expression)
+    /// through a to-many relationship.
+    static func containsSQL(
+        _ relationship: RelationshipLayout, in table: EntityTable, layout: StoreLayout, element: String = "?"
+    ) throws -> String {
+        let members = try membersSQL(relationship, in: table, layout: layout)
+        return "EXISTS (SELECT 1 \(members.from) AND \(members.id) = \(element))"
+    }
+
+    /// The members of the object's to-many relationship: `FROM … WHERE <owned by the object>`, and
+    /// the column of a member's id in it.
+    static func membersSQL(
+        _ relationship: RelationshipLayout, in table: EntityTable, layout: StoreLayout
+    ) throws -> (from: String, id: String) {
+        let owner = "\(table.quotedName).\"id\""
         switch relationship.kind {
         case .oneToMany:
             let destination = try layout.table(relationship.destination)
             let inverse = relationship.inverse!.name.quotedIdentifier
-            return "\(id) = (SELECT \(inverse) FROM \(destination.quotedName) WHERE \"id\" = ?)"
+            return ("FROM \(destination.quotedName) AS cloudstore_member WHERE cloudstore_member.\(inverse) = \(owner)",
+                    "cloudstore_member.\"id\"")
         default:
             let link = relationship.link!
             let own = link.ownColumn(entity: table.name, relationship: relationship.name)
             let other = link.otherColumn(entity: table.name, relationship: relationship.name)
-            return "\(id) IN (SELECT \"\(own)\" FROM \(link.name.quotedIdentifier) WHERE \"\(other)\" = ?)"
+            return ("FROM \(link.name.quotedIdentifier) AS cloudstore_member WHERE cloudstore_member.\"\(own)\" = \(owner)",
+                    "cloudstore_member.\"\(other)\"")
         }
     }
 

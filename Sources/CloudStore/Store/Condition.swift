@@ -1,7 +1,11 @@
 import Foundation
 
-/// Which objects a fetch or count selects: comparisons of attributes and to-one relationships,
-/// membership in to-many relationships, combined with and/or/not.
+/// Which objects a fetch or count selects, by property name: comparisons of attributes and to-one
+/// relationships, membership in to-many relationships, combined with and/or/not.
+///
+/// This is the dynamic form of a query, for code that does not know the model types: the
+/// `cloudstore` command, generic tools, plain `Codable` entities. An app queries its `@Model`
+/// types with ``FetchDescriptor``, whose `#Predicate` the compiler checks.
 ///
 /// ```swift
 /// let recent = try store.read { context in

@@ -58,6 +58,9 @@ final class EntityFetch: StoredEntityValues {
 
     /// The Swift values of the rows, in order.
     func entities<E: Entity>(_ type: E.Type) throws -> [E] {
+        if let model = type as? any PersistentModel.Type {
+            return try models(model, as: type)
+        }
         let decoder = EntityDecoder(entity: table.entity, values: self)
         var result: [E] = []
         try context.db.each(sql, arguments) { statement in
@@ -75,6 +78,32 @@ final class EntityFetch: StoredEntityValues {
             for index in unaskedColumns! { _ = try read(column: index, as: table.columnTypes[index]) }
         }
         return result
+    }
+
+    /// The values of a model type, read column by column by the code `@Model` generated.
+    func models<Model: PersistentModel>(_ type: Model.Type) throws -> [Model] {
+        let layout = try context.layout.models.layout(type, in: context.layout)
+        let reader = ModelRowReader(fetch: self, layout: layout)
+        var result: [Model] = []
+        try context.db.each(sql, arguments) { statement in
+            guard let id = columnUUID(statement, 0) else { throw table.damagedID(statement) }
+            self.id = id
+            reader.moveTo(statement, id: id)
+            result.append(try Model(_modelRow: reader))
+        }
+        return result
+    }
+
+    /// `models(Model.self)` for a caller that knows the type only as an entity type `E`, which is
+    /// `Model` itself.
+    private func models<Model: PersistentModel, E: Entity>(_ model: Model.Type, as type: E.Type) throws -> [E] {
+        precondition(Model.self == E.self)
+        return unsafeBitCast(try models(Model.self), to: [E].self)
+    }
+
+    /// The bytes of an external-storage value in `column` of the current row.
+    func externalBytes(_ value: ExternalData, column: Int) throws -> Data {
+        try context.externalBytes(value, of: table, column: column, id: id)
     }
 
     private func key(_ name: String) -> Key {

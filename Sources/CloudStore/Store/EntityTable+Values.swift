@@ -31,39 +31,36 @@ extension EntityTable {
         return row
     }
 
-    /// The snapshot with the bytes of its external-storage attributes stored in files (each value
+    /// The row with the bytes of its external-storage attributes stored in files (each value
     /// becomes its ``ExternalData`` reference), and references given to inline `data` attributes
-    /// read back into bytes. Called by a unit of work before the row is written, so the files
-    /// exist before the transaction commits.
-    func externalizing(_ snapshot: EntitySnapshot, files: ExternalDataFiles?) throws -> EntitySnapshot {
-        guard !dataColumns.isEmpty else { return snapshot }
-        var snapshot = snapshot
-        for index in dataColumns {
+    /// read back into bytes; columns equal to `base` (the stored row) are left as they are. Called
+    /// by a unit of work before the row is written, so the files exist before the transaction
+    /// commits.
+    func externalizing(
+        _ row: [AttributeValue], base: [AttributeValue]?, id: UUID, files: ExternalDataFiles?
+    ) throws -> [AttributeValue] {
+        guard !dataColumns.isEmpty, let files else { return row }
+        var row = row
+        for index in dataColumns where base.map({ row[index] != $0[index] }) ?? true {
             let name = columnNames[index]
-            switch snapshot.values[name] {
-            case .data(let bytes)? where externalColumns.contains(index):
-                guard let files else { continue }
-                do {
-                    snapshot.values[name] = .externalData(try files.store(bytes))
-                } catch let error as StoreError {
-                    throw StoreError(error.code, "\(self.name).\(name) of \(snapshot.id.uuidString): \(error.message)")
+            do {
+                switch row[index] {
+                case .data(let bytes) where externalColumns.contains(index):
+                    row[index] = .externalData(try files.store(bytes))
+                case .externalData(let external) where !externalColumns.contains(index):
+                    row[index] = .data(try files.data(for: external))
+                case .externalData(let external) where !files.contains(external):
+                    throw StoreError(
+                        .externalData,
+                        "it names \(external), but the store holds no such file; save the bytes (as Data) instead")
+                default:
+                    continue
                 }
-            case .externalData(let external)? where !externalColumns.contains(index):
-                guard let files else { continue }
-                do {
-                    snapshot.values[name] = .data(try files.data(for: external))
-                } catch let error as StoreError {
-                    throw StoreError(error.code, "\(self.name).\(name) of \(snapshot.id.uuidString): \(error.message)")
-                }
-            case .externalData(let external)? where files.map({ !$0.contains(external) }) ?? false:
-                throw StoreError(
-                    .externalData,
-                    "\(self.name).\(name) of \(snapshot.id.uuidString) names \(external), but the store holds no such file; save the bytes (as Data) instead")
-            default:
-                continue
+            } catch let error as StoreError {
+                throw StoreError(error.code, "\(self.name).\(name) of \(id.uuidString): \(error.message)")
             }
         }
-        return snapshot
+        return row
     }
 
     private func checked(_ value: AttributeValue, column index: Int, id: UUID) throws -> AttributeValue {

@@ -396,6 +396,7 @@ public final class PersistentStore: Sendable {
         let tracesSQL = logger.logLevel <= .trace
         database.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
+            QueryFunctions.register(in: db)
             if tracesSQL {
                 db.trace(options: .statement) { event in
                     logger.trace("sql", metadata: ["sql": "\(event)"])

@@ -68,6 +68,9 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         /// The file of an external-storage value could not be written, or is missing or damaged
         /// when read; the message names the file and the value.
         public static let externalData = Code(rawValue: "externalData")
+        /// A typed query (``FetchDescriptor``) uses an expression the store cannot turn into SQL;
+        /// the message names it and what to write instead.
+        public static let unsupportedQuery = Code(rawValue: "unsupportedQuery")
         /// SQLite failed for another reason; the message carries SQLite's.
         public static let sqlite = Code(rawValue: "sqlite")
     }

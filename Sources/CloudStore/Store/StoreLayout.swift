@@ -18,6 +18,8 @@ struct StoreLayout: Sendable {
     let schema: Schema
     /// The files of external-storage values; nil for a layout only planned (migrations).
     var externalData: ExternalDataFiles?
+    /// Where the properties of each model type read and write, worked out on first use.
+    let models = ModelLayouts()
     /// One table per entity, in schema order.
     let tables: [EntityTable]
     let links: [LinkTable]

@@ -193,7 +193,7 @@ struct StoreMetadata {
         }
         let schemaName = try text("schemaName")
         var metadata = StoreMetadata(
-            storeIdentifier: identifier, schema: schema ?? Schema(name: schemaName, version: 1, entities: []))
+            storeIdentifier: identifier, schema: schema ?? Schema(name: schemaName, version: 1, entities: [EntityDescription]()))
         metadata.schema = schema
         metadata.format = Int(try integer("format"))
         metadata.schemaName = try text("schemaName")

@@ -184,8 +184,14 @@ public final class WriteContext: ReadContext {
     // MARK: Rows
 
     private func insertRow(_ table: EntityTable, _ snapshot: EntitySnapshot) throws {
-        let id = snapshot.id
-        let row = try table.row(from: table.externalizing(snapshot, files: layout.externalData), base: nil)
+        let row = try table.row(from: snapshot, base: nil)
+        try insertRow(table, id: snapshot.id, row: row, toMany: snapshot.toMany.map { ($0.key, $0.value) })
+    }
+
+    /// Inserts an object's row (every column, external-storage bytes not yet in files) and sets
+    /// the to-many relationships in `toMany`.
+    func insertRow(_ table: EntityTable, id: UUID, row: [AttributeValue], toMany: [(String, [UUID])]) throws {
+        let row = try table.externalizing(row, base: nil, id: id, files: layout.externalData)
         if table.hasOneToOne { try releaseOneToOne(table, id: id, row: row, old: nil) }
 
         let statement = try insertStatement(table)
@@ -212,7 +218,7 @@ public final class WriteContext: ReadContext {
                 try toOneChanged(table, id: id, table.relationships[position], old: .null, new: row[column])
             }
         }
-        for (name, ids) in snapshot.toMany {
+        for (name, ids) in toMany {
             let (_, relationship) = try toManyRelationship(table.name, name)
             try changeToMany(table, id: id, relationship, to: Set(ids), isNew: true)
         }
@@ -229,7 +235,16 @@ public final class WriteContext: ReadContext {
     private func updateRow(_ table: EntityTable, _ snapshot: EntitySnapshot, old stored: [AttributeValue]?) throws {
         let id = snapshot.id
         guard let old = try stored ?? row(table, id: id) else { throw notFound(table, id, "update") }
-        let new = try table.row(from: table.externalizing(snapshot, files: layout.externalData), base: old)
+        let new = try table.row(from: snapshot, base: old)
+        try updateRow(table, id: id, row: new, old: old, toMany: snapshot.toMany.map { ($0.key, $0.value) })
+    }
+
+    /// Updates an object's stored row `old` to `row` (external-storage bytes not yet in files),
+    /// recording the columns that changed, and sets the to-many relationships in `toMany`.
+    func updateRow(
+        _ table: EntityTable, id: UUID, row: [AttributeValue], old: [AttributeValue], toMany: [(String, [UUID])]
+    ) throws {
+        let new = try table.externalizing(row, base: old, id: id, files: layout.externalData)
         let changed = new.indices.filter { new[$0] != old[$0] }
         if !releasesExternalData {
             releasesExternalData = table.externalColumns.contains { changed.contains($0) && old[$0] != .null }
@@ -246,7 +261,7 @@ public final class WriteContext: ReadContext {
                 try toOneChanged(table, id: id, table.relationships[position], old: old[column], new: new[column])
             }
         }
-        for (name, ids) in snapshot.toMany {
+        for (name, ids) in toMany {
             let (_, relationship) = try toManyRelationship(table.name, name)
             try changeToMany(table, id: id, relationship, to: Set(ids), isNew: false)
         }
@@ -476,7 +491,7 @@ public final class WriteContext: ReadContext {
         return (table, relationship)
     }
 
-    private func notFound(_ table: EntityTable, _ id: UUID, _ operation: String) -> StoreError {
+    func notFound(_ table: EntityTable, _ id: UUID, _ operation: String) -> StoreError {
         StoreError(
             .objectNotFound,
             "cannot \(operation) \(table.name) \(id.uuidString): no such object; insert it first (or use save, which inserts or updates)")

@@ -4,8 +4,8 @@ import Testing
 
 @Suite("Swift entities become snapshots and back, checked against the schema")
 struct EntityCodingTests {
-    static func fullNote() -> Note {
-        Note(
+    static func fullNote() -> PlainNote {
+        PlainNote(
             title: "Groceries", body: "milk", pinned: true,
             created: Date(timeIntervalSince1970: 1_763_700_000.123_456), priority: 3, rating: 4.5,
             attachment: Data([0, 1, 2]), link: URL(string: "https://example.com/x?y=1"),
@@ -33,7 +33,7 @@ struct EntityCodingTests {
         #expect(snapshot["folder"] == .uuid(note.folder!))
         #expect(snapshot.toMany["tags"] == note.tags)
 
-        let back = try schema.entity(Note.self, from: snapshot) { name in
+        let back = try schema.entity(PlainNote.self, from: snapshot) { name in
             #expect(name == "tags")
             return note.tags
         }
@@ -44,20 +44,20 @@ struct EntityCodingTests {
 
     @Test func nilOptionalsAndUndeclaredRelationships() throws {
         let schema = try Schema.notes()
-        let snapshot = try schema.snapshot(of: Note())
+        let snapshot = try schema.snapshot(of: PlainNote())
         #expect(snapshot["body"] == .null)
         #expect(snapshot["metadata"] == .null)
         #expect(snapshot["folder"] == .null, "a declared to-one that is nil is stored as null")
-        let tag = try schema.snapshot(of: Tag(name: "home"))
+        let tag = try schema.snapshot(of: PlainTag(name: "home"))
         #expect(tag.values.keys.sorted() == ["color", "name"], "Tag does not declare its to-many notes")
         #expect(tag.toMany.isEmpty)
     }
 
     @Test func theNotesTypesMatchTheSchema() throws {
         let schema = try Schema.notes()
-        try schema.check(Note.self)
-        try schema.check(Folder.self)
-        try schema.check(Tag.self)
+        try schema.check(PlainNote.self)
+        try schema.check(PlainFolder.self)
+        try schema.check(PlainTag.self)
     }
 
     struct WrongNote: Entity {

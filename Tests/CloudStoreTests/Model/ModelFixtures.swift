@@ -9,8 +9,17 @@ enum RepositoryPaths {
     static let notesSchemaV1 = root.appendingPathComponent("Schema/Notes.v1.json")
 }
 
-/// The Notes app's entities as Swift types, matching Schema/Notes.json.
-struct Folder: Entity, Equatable {
+// The Notes app's model (`Folder`, `Note`, `Tag`, `NoteMetadata`), which Schema/Notes.json is
+// written from; most tests read and write it, through the code `@Model` generates.
+@_exported import NotesExample
+
+/// The example's tag, not Swift Testing's.
+typealias Tag = NotesExample.Tag
+
+/// The same entities as plain `Codable` structs, which the store reads and writes through
+/// `Codable`: what an app declared before `@Model`, and still may.
+struct PlainFolder: Entity, Equatable {
+    static let entityName = "Folder"
     var id = UUID()
     var title = ""
     var sortIndex: Int64 = 0
@@ -18,7 +27,8 @@ struct Folder: Entity, Equatable {
     var notes: [UUID] = []
 }
 
-struct Note: Entity, Equatable {
+struct PlainNote: Entity, Equatable {
+    static let entityName = "Note"
     var id = UUID()
     var title = ""
     var body: String?
@@ -35,12 +45,8 @@ struct Note: Entity, Equatable {
     var tags: [UUID] = []
 }
 
-struct NoteMetadata: Codable, Equatable, Sendable {
-    var wordCount: Int
-    var language: String
-}
-
-struct Tag: Entity, Equatable {
+struct PlainTag: Entity, Equatable {
+    static let entityName = "Tag"
     var id = UUID()
     var name = ""
     var color: String?

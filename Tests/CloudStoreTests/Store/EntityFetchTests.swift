@@ -9,14 +9,14 @@ import Testing
 @Suite struct EntityFetchTests {
     /// A folder, two tags, a note with every attribute type set that is in the folder and has both
     /// tags, and a note with nothing set.
-    static func seeded() throws -> (StoreFixture, Folder, [Tag], Note, Note) {
+    static func seeded() throws -> (StoreFixture, PlainFolder, [PlainTag], PlainNote, PlainNote) {
         let fixture = try StoreFixture()
-        let folder = Folder(title: "Inbox", sortIndex: 2, color: "blue")
-        let tags = [Tag(name: "home"), Tag(name: "work", color: "red")]
+        let folder = PlainFolder(title: "Inbox", sortIndex: 2, color: "blue")
+        let tags = [PlainTag(name: "home"), PlainTag(name: "work", color: "red")]
         var full = EntityCodingTests.fullNote()
         full.folder = folder.id
         full.tags = tags.map(\.id).sorted { $0.uuidString < $1.uuidString }
-        let empty = Note()
+        let empty = PlainNote()
         try fixture.store.write { context in
             try context.insert(folder)
             for tag in tags { try context.insert(tag) }
@@ -30,14 +30,14 @@ import Testing
     @Test func everyAttributeType_roundTripsThroughEveryFetch() throws {
         let (fixture, folder, _, full, empty) = try Self.seeded()
         try fixture.store.read { context throws in
-            #expect(try context.fetch(Note.self, id: full.id) == full)
-            #expect(try context.fetch(Note.self, id: empty.id) == empty)
-            #expect(try context.fetch(Note.self, id: UUID()) == nil)
-            #expect(try context.fetch(Note.self, where: .equals("pinned", true)) == [full])
-            #expect(try context.related(Note.self, of: Folder.self, id: folder.id, through: "notes") == [full])
+            #expect(try context.fetch(PlainNote.self, id: full.id) == full)
+            #expect(try context.fetch(PlainNote.self, id: empty.id) == empty)
+            #expect(try context.fetch(PlainNote.self, id: UUID()) == nil)
+            #expect(try context.fetch(PlainNote.self, where: .equals("pinned", true)) == [full])
+            #expect(try context.related(PlainNote.self, of: PlainFolder.self, id: folder.id, through: "notes") == [full])
             // The same value as decoding the stored snapshot.
             let snapshot = try #require(try context.fetchSnapshot(entityName: "Note", id: full.id))
-            #expect(try context.schema.entity(Note.self, from: snapshot) { _ in full.tags } == full)
+            #expect(try context.schema.entity(PlainNote.self, from: snapshot) { _ in full.tags } == full)
         }
     }
 
@@ -126,14 +126,14 @@ import Testing
 
     @Test func toManyRelationships_loadForTheFetchedObjects_withConditionSortLimitAndOffset() throws {
         let fixture = try StoreFixture()
-        let tags = (0..<3).map { Tag(name: "tag-\($0)") }
-        let folders = (0..<4).map { Folder(title: "folder-\($0)", sortIndex: Int64($0)) }
-        var notes: [Note] = []
+        let tags = (0..<3).map { PlainTag(name: "tag-\($0)") }
+        let folders = (0..<4).map { PlainFolder(title: "folder-\($0)", sortIndex: Int64($0)) }
+        var notes: [PlainNote] = []
         for index in 0..<12 {
             let folder = folders[index % 3]  // the last folder stays empty
             let tagged = tags.indices.filter { (index >> $0) & 1 == 1 }.map { tags[$0].id }
             notes.append(
-                Note(title: "note-\(index)", priority: Int64(index), folder: folder.id,
+                PlainNote(title: "note-\(index)", priority: Int64(index), folder: folder.id,
                      tags: tagged.sorted { $0.uuidString < $1.uuidString }))
         }
         try fixture.store.write { context in
@@ -141,18 +141,18 @@ import Testing
             for folder in folders { try context.insert(folder) }
             for note in notes { try context.insert(note) }
         }
-        func members(of folder: Folder) -> [UUID] {
+        func members(of folder: PlainFolder) -> [UUID] {
             notes.filter { $0.folder == folder.id }.map(\.id).sorted { $0.uuidString < $1.uuidString }
         }
         try fixture.store.read { context throws in
-            let fetchedFolders = try context.fetch(Folder.self, sortBy: [.descending("sortIndex")], limit: 3, offset: 1)
+            let fetchedFolders = try context.fetch(PlainFolder.self, sortBy: [.descending("sortIndex")], limit: 3, offset: 1)
             #expect(fetchedFolders.map(\.title) == ["folder-2", "folder-1", "folder-0"])
             #expect(fetchedFolders.map(\.notes) == [folders[2], folders[1], folders[0]].map(members))
-            #expect(try context.fetch(Folder.self, id: folders[3].id)?.notes == [])
+            #expect(try context.fetch(PlainFolder.self, id: folders[3].id)?.notes == [])
             let page = try context.fetch(
-                Note.self, where: .greaterThan("priority", 2), sortBy: [.descending("priority")], limit: 4, offset: 2)
+                PlainNote.self, where: .greaterThan("priority", 2), sortBy: [.descending("priority")], limit: 4, offset: 2)
             #expect(page == Array(notes[6...9].reversed()))
-            #expect(try context.fetch(Note.self, sortBy: [.ascending("priority")]) == notes)
+            #expect(try context.fetch(PlainNote.self, sortBy: [.ascending("priority")]) == notes)
         }
     }
 
@@ -196,13 +196,13 @@ import Testing
     @Test func sameFetchTwice_andOtherTypesInBetween_readTheirOwnColumns() throws {
         let (fixture, folder, tags, full, _) = try Self.seeded()
         try fixture.store.read { context throws in
-            // `color` is column 2 of Tag and column 3 of Folder; `title` is in Folder and Note.
+            // `color` is column 2 of PlainTag and column 3 of PlainFolder; `title` is in PlainFolder and PlainNote.
             for _ in 0..<2 {
-                #expect(try context.fetch(Tag.self, sortBy: [.ascending("name")]) == tags)
-                #expect(try context.fetch(Folder.self) == [Folder(
+                #expect(try context.fetch(PlainTag.self, sortBy: [.ascending("name")]) == tags)
+                #expect(try context.fetch(PlainFolder.self) == [PlainFolder(
                     id: folder.id, title: folder.title, sortIndex: folder.sortIndex, color: folder.color, notes: [full.id])])
                 #expect(try context.fetch(TitleOnly.self, where: .equals("pinned", true)) == [TitleOnly(id: full.id, title: full.title)])
-                #expect(try context.fetch(Note.self, id: full.id) == full)
+                #expect(try context.fetch(PlainNote.self, id: full.id) == full)
             }
         }
     }
@@ -314,8 +314,8 @@ import Testing
         let message = "Note.priority of \(full.id.uuidString) holds \"high\", which is not an int64 (a row written outside the store?); fix the row with SQL"
         try fixture.store.read { context throws in
             #expect(storeError { _ = try context.fetchSnapshot(entityName: "Note", id: full.id) }?.message == message)
-            #expect(storeError { _ = try context.fetch(Note.self, id: full.id) }?.message == message)
-            #expect(storeError { _ = try context.fetch(Note.self) }?.message == message)
+            #expect(storeError { _ = try context.fetch(PlainNote.self, id: full.id) }?.message == message)
+            #expect(storeError { _ = try context.fetch(PlainNote.self) }?.message == message)
             #expect(storeError { _ = try context.fetch(TitleOnly.self) }?.message == message)
         }
     }

@@ -1,0 +1,516 @@
+import Foundation
+
+/// Turns a `#Predicate` and `SortDescriptor`s of a model type into SQL for its table: a pure
+/// translation, checked against the model, whose result selects exactly the objects
+/// `Predicate.evaluate` accepts and orders them as `SortDescriptor.compare` does.
+///
+/// Every SQL condition it writes is true or false, never NULL, so `!` and `||` mean in SQL what
+/// they mean in Swift: equality is null-safe (`IS`), a comparison that may meet a null is wrapped
+/// in `COALESCE(…, 0)`. Values are bound as arguments, converted to the attribute type of what they
+/// are compared with. Dates, stored to the millisecond, are compared through the millisecond
+/// bounds of the Swift date (``DateBounds``), so a date with a fraction of a millisecond selects
+/// what it selects in memory. Decimals compare as numbers, through ``QueryFunctions``.
+///
+/// An expression with no SQL form throws ``StoreError/Code/unsupportedQuery``, naming it as Swift
+/// writes it and what to write instead.
+struct PredicateCompiler {
+    let model: ModelLayout
+    let layout: StoreLayout
+    private(set) var arguments: [AttributeValue] = []
+    /// What each variable of the predicate stands for: the object, or the unwrapped value of an
+    /// optional (`flatMap`, `if let`).
+    var variables: [PredicateExpressions.VariableID: SQLTerm] = [:]
+
+    init(model: ModelLayout, layout: StoreLayout) {
+        self.model = model
+        self.layout = layout
+    }
+
+    var table: EntityTable { model.table }
+
+    /// The SQL condition of a predicate's expression, whose variable is the object.
+    mutating func condition(
+        _ expression: any StandardPredicateExpression<Bool>, variable: PredicateExpressions.VariableID
+    ) throws -> String {
+        variables[variable] = SQLTerm(.object, "", description: "$0")
+        let term = try self.term(expression)
+        let condition = try boolean(term)
+        arguments += condition.arguments
+        return condition.sql
+    }
+
+    /// The `ORDER BY` terms of sort descriptors, then the id.
+    mutating func order(_ sortBy: [SortDescriptor<some PersistentModel>]) throws -> String {
+        var terms: [String] = []
+        for descriptor in sortBy {
+            guard let keyPath = descriptor.keyPath, let index = model.modelTable.index(of: keyPath) else {
+                throw unsupported(
+                    "the sort \(descriptor.keyPath.map { "\($0)" } ?? "with a comparator")",
+                    "sort by a stored property of \(table.name), as SortDescriptor(\\.title)")
+            }
+            let column = try property(index, description: "\\\(Self.memberSpelling(keyPath))")
+            guard case .column(let type, _, let isExternal) = column.kind, !isExternal else {
+                throw unsupported("the sort by \(column.description)", "sort by an attribute or a to-one relationship")
+            }
+            var sql = column.sql
+            if type == .decimal { sql += " COLLATE \(QueryFunctions.decimalCollation)" }
+            if let comparator = descriptor.stringComparator, comparator != .lexical {
+                throw unsupported(
+                    "the sort by \(column.description) with a String.StandardComparator other than .lexical",
+                    "sort with SortDescriptor(\\.property) (strings by Unicode scalars)")
+            }
+            terms.append("\(sql) \(descriptor.order == .forward ? "ASC" : "DESC")")
+        }
+        terms.append("\(table.quotedName).\"id\" ASC")
+        return terms.joined(separator: ", ")
+    }
+
+    // MARK: Terms
+
+    /// The term of any predicate expression, through its ``SQLTranslatable`` conformance.
+    mutating func term(_ expression: Any) throws -> SQLTerm {
+        guard let translatable = expression as? any SQLTranslatable else {
+            if let value = Self.constant(expression) { return Self.valueTerm(value) }
+            throw unsupported(Self.spelling(of: expression), Self.advice(for: expression))
+        }
+        return try translatable.sqlTerm(&self)
+    }
+
+    /// The term of a stored property of the object, by its number in the model.
+    func property(_ index: Int, description: String) throws -> SQLTerm {
+        switch model.slots[index] {
+        case .id:
+            return SQLTerm(.column(.uuid, isEnum: false, isExternal: false), "\(table.quotedName).\"id\"", description: description)
+        case .column(let column):
+            let stored = table.columns[column]
+            return SQLTerm(
+                .column(stored.type, isEnum: false, isExternal: stored.isExternal),
+                "\(table.quotedName).\(stored.name.quotedIdentifier)", isOptional: stored.isOptional,
+                description: description)
+        case .toMany(let name):
+            return SQLTerm(.toMany(table.relationship(named: name)!), "", description: description)
+        }
+    }
+
+    /// The term of `object.keyPath`.
+    func member(of root: SQLTerm, keyPath: AnyKeyPath, outputType: Any.Type) throws -> SQLTerm {
+        switch root.kind {
+        case .object:
+            let description = "\(root.description)\(Self.memberSpelling(keyPath))"
+            guard let index = model.modelTable.index(of: keyPath) else {
+                throw unsupported(
+                    description, "query stored properties of \(table.name) (computed and @Transient ones are not in the store)")
+            }
+            var term = try property(index, description: description)
+            if case .column(let type, _, let isExternal) = term.kind {
+                term.kind = .column(type, isEnum: Self.isEnum(outputType), isExternal: isExternal)
+            }
+            return term
+        case .column(.string, _, _) where keyPath == (\String.isEmpty as AnyKeyPath):
+            return SQLTerm(.boolean, "(\(root.sql) = '')", isOptional: root.isOptional, arguments: root.arguments,
+                           description: "\(root.description).isEmpty")
+        case .toMany(let relationship) where keyPath == (\[UUID].isEmpty as AnyKeyPath):
+            return SQLTerm(.boolean, "NOT \(try membersExist(relationship))", description: "\(root.description).isEmpty")
+        case .toMany(let relationship) where keyPath == (\[UUID].count as AnyKeyPath):
+            return SQLTerm(
+                .column(.int64, isEnum: false, isExternal: false), "(SELECT count(*) \(try membersFrom(relationship)))",
+                description: "\(root.description).count")
+        default:
+            throw unsupported(
+                "\(root.description)\(Self.memberSpelling(keyPath))",
+                "compare the stored property itself (only .isEmpty of a String, and .isEmpty and .count of a to-many relationship, have SQL forms)")
+        }
+    }
+
+    // MARK: Conditions
+
+    /// A term as a condition: a boolean, or a `Bool` property.
+    func boolean(_ term: SQLTerm) throws -> SQLTerm {
+        switch term.kind {
+        case .boolean:
+            guard term.isOptional else { return term }
+            return SQLTerm(.boolean, "COALESCE(\(term.sql), 0)", arguments: term.arguments, description: term.description)
+        case .column(.bool, _, _):
+            let sql = term.isOptional ? "COALESCE(\(term.sql) <> 0, 0)" : "(\(term.sql) <> 0)"
+            return SQLTerm(.boolean, sql, arguments: term.arguments, description: term.description)
+        case .value(let value):
+            guard let bool = value as? Bool else { break }
+            return SQLTerm(.boolean, bool ? "1" : "0", description: term.description)
+        default:
+            break
+        }
+        throw unsupported(term.description, "a predicate's result is a Bool")
+    }
+
+    /// `lhs op rhs`: a column or expression against a value, nil, or another column.
+    mutating func compare(_ lhs: SQLTerm, _ op: ComparisonOperator, _ rhs: SQLTerm, description: String) throws -> SQLTerm {
+        // The stored side on the left.
+        if lhs.isValueOrNull && !rhs.isValueOrNull { return try compare(rhs, op.flipped, lhs, description: description) }
+        guard !lhs.isValueOrNull else {
+            throw unsupported(description, "compare a stored property with a value (two values can be compared before the predicate)")
+        }
+        if case .boolean = lhs.kind {
+            // `flag.flatMap { … } == true` and the like: a condition compared with a Bool.
+            guard op == .equal || op == .notEqual, case .value(let value) = rhs.kind, let bool = Self.unwrapped(value) as? Bool? else {
+                throw unsupported(description, "compare a condition only with true, false or nil")
+            }
+            let target = bool.map { $0 ? "1" : "0" } ?? "NULL"
+            return SQLTerm(.boolean, "(\(lhs.sql) \(op == .equal ? "IS" : "IS NOT") \(target))", arguments: lhs.arguments, description: description)
+        }
+        guard case .column(let type, let isEnum, let isExternal) = lhs.kind else {
+            throw unsupported(description, "compare stored properties and values")
+        }
+        if op.isOrdering {
+            if isEnum {
+                throw unsupported(
+                    description,
+                    "\(lhs.description) is stored by raw value, whose order need not be the enum's; compare with == or !=, or test membership in a list of cases")
+            }
+            if [.bool, .data, .json, .url].contains(type) {
+                throw unsupported(description, "\(lhs.description) is \(article(type.rawValue)) \(type.rawValue), which has no order in the store; compare it with == or !=")
+            }
+        }
+        if isExternal {
+            guard case .null = Self.normalized(rhs).kind else {
+                throw unsupported(description, "\(lhs.description) keeps its bytes in a file; compare it only with nil")
+            }
+        }
+        switch Self.normalized(rhs).kind {
+        case .null:
+            guard op == .equal || op == .notEqual else { throw unsupported(description, "compare nil only with == or !=") }
+            return SQLTerm(.boolean, "(\(lhs.sql) \(op == .equal ? "IS NULL" : "IS NOT NULL"))", arguments: lhs.arguments, description: description)
+        case .value(let value):
+            let stored = try attributeValue(value, as: type, for: lhs, description: description)
+            if case .date(let date) = stored { return compareDate(lhs, op, date, description: description) }
+            if case .double(let number) = stored, number.isNaN {
+                // NaN equals nothing and orders with nothing; SQLite would bind it as NULL.
+                return SQLTerm(.boolean, op == .notEqual ? "1" : "0", description: description)
+            }
+            let collation = type == .decimal ? " COLLATE \(QueryFunctions.decimalCollation)" : ""
+            return comparison(lhs, op, "?\(collation)", [stored], description: description)
+        case .column(let otherType, _, _):
+            guard otherType == type else {
+                throw unsupported(description, "compare properties of the same type (\(lhs.description) is \(article(type.rawValue)) \(type.rawValue))")
+            }
+            let collation = type == .decimal ? " COLLATE \(QueryFunctions.decimalCollation)" : ""
+            var result = comparison(lhs, op, "\(rhs.sql)\(collation)", rhs.arguments, description: description, rightIsOptional: rhs.isOptional)
+            result.description = description
+            return result
+        default:
+            throw unsupported(description, "compare a stored property with a value, nil or another stored property")
+        }
+    }
+
+    /// `lhs op <right>` as a condition that is never NULL.
+    private func comparison(
+        _ lhs: SQLTerm, _ op: ComparisonOperator, _ right: String, _ rightArguments: [AttributeValue],
+        description: String, rightIsOptional: Bool = false
+    ) -> SQLTerm {
+        let mayBeNull = lhs.isOptional || rightIsOptional
+        let sql: String
+        switch op {
+        case .equal: sql = mayBeNull ? "(\(lhs.sql) IS \(right))" : "(\(lhs.sql) = \(right))"
+        case .notEqual: sql = mayBeNull ? "(\(lhs.sql) IS NOT \(right))" : "(\(lhs.sql) <> \(right))"
+        default:
+            let plain = "\(lhs.sql) \(op.sql) \(right)"
+            sql = mayBeNull ? "COALESCE(\(plain), 0)" : "(\(plain))"
+        }
+        return SQLTerm(.boolean, sql, arguments: lhs.arguments + rightArguments, description: description)
+    }
+
+    /// A date property against a Swift date, through the millisecond bounds of the date.
+    private func compareDate(_ lhs: SQLTerm, _ op: ComparisonOperator, _ date: Date, description: String) -> SQLTerm {
+        let bounds = DateBounds(date)
+        let column = lhs.sql
+        switch op {
+        case .equal, .notEqual:
+            guard bounds.first < bounds.afterLast else {
+                // No millisecond reads back as this date: nothing stored equals it.
+                return SQLTerm(.boolean, op == .equal ? "0" : "1", description: description)
+            }
+            let test = "\(column) >= ? AND \(column) < ?"
+            let arguments = lhs.arguments + [.int64(bounds.first)] + lhs.arguments + [.int64(bounds.afterLast)]
+            let equal = lhs.isOptional ? "COALESCE(\(test), 0)" : "(\(test))"
+            return SQLTerm(.boolean, op == .equal ? equal : "NOT \(equal)", arguments: arguments, description: description)
+        case .less: return dateBound(lhs, "<", bounds.first, description)
+        case .lessOrEqual: return dateBound(lhs, "<", bounds.afterLast, description)
+        case .greater: return dateBound(lhs, ">=", bounds.afterLast, description)
+        case .greaterOrEqual: return dateBound(lhs, ">=", bounds.first, description)
+        }
+    }
+
+    private func dateBound(_ lhs: SQLTerm, _ op: String, _ bound: Int64, _ description: String) -> SQLTerm {
+        let plain = "\(lhs.sql) \(op) ?"
+        return SQLTerm(.boolean, lhs.isOptional ? "COALESCE(\(plain), 0)" : "(\(plain))",
+                       arguments: lhs.arguments + [.int64(bound)], description: description)
+    }
+
+    /// Whether a to-many relationship of the object relates `element` (a `?` or an expression).
+    mutating func toManyContains(
+        _ relationship: RelationshipLayout, element: SQLTerm, description: String
+    ) throws -> SQLTerm {
+        let elementSQL: String
+        var elementArguments: [AttributeValue] = []
+        switch Self.normalized(element).kind {
+        case .value(let value):
+            let id = try attributeValue(value, as: .uuid, for: element, description: description)
+            guard !id.isNull else { return SQLTerm(.boolean, "0", description: description) }
+            elementSQL = "?"
+            elementArguments = [id]
+        case .column(.uuid, _, _):
+            elementSQL = element.sql
+            elementArguments = element.arguments
+        default:
+            throw unsupported(description, "test a to-many relationship's membership with an id")
+        }
+        let sql = try QueryCompiler.containsSQL(relationship, in: table, layout: layout, element: elementSQL)
+        return SQLTerm(.boolean, sql, arguments: elementArguments, description: description)
+    }
+
+    private func membersFrom(_ relationship: RelationshipLayout) throws -> String {
+        try QueryCompiler.membersSQL(relationship, in: table, layout: layout).from
+    }
+
+    private func membersExist(_ relationship: RelationshipLayout) throws -> String {
+        "EXISTS (SELECT 1 \(try membersFrom(relationship)))"
+    }
+
+    /// `element IN (values…)`: membership in a list the predicate carries.
+    mutating func listContains(_ values: [Any], element: SQLTerm, description: String) throws -> SQLTerm {
+        guard case .column(let type, _, let isExternal) = element.kind, !isExternal else {
+            throw unsupported(description, "test whether a stored property is in a list of values")
+        }
+        var placeholders: [String] = []
+        var listArguments: [AttributeValue] = []
+        var matchesNull = false
+        for value in values {
+            let stored = try attributeValue(value, as: type, for: element, description: description)
+            if stored.isNull {
+                matchesNull = true
+            } else if case .date(let date) = stored {
+                // Only a date that is a whole millisecond can equal a stored one.
+                let bounds = DateBounds(date)
+                if bounds.first < bounds.afterLast {
+                    placeholders.append("?")
+                    listArguments.append(.int64(bounds.first))
+                }
+            } else if case .double(let number) = stored, number.isNaN {
+                continue
+            } else {
+                placeholders.append("?")
+                listArguments.append(stored)
+            }
+        }
+        let collation = type == .decimal ? " COLLATE \(QueryFunctions.decimalCollation)" : ""
+        var parts: [String] = []
+        var arguments: [AttributeValue] = []
+        if !placeholders.isEmpty {
+            let test = "\(element.sql)\(collation) IN (\(placeholders.joined(separator: ", ")))"
+            parts.append(element.isOptional ? "COALESCE(\(test), 0)" : test)
+            arguments += element.arguments + listArguments
+        }
+        if matchesNull && element.isOptional {
+            parts.append("\(element.sql) IS NULL")
+            arguments += element.arguments
+        }
+        let sql = parts.isEmpty ? "0" : "(" + parts.joined(separator: " OR ") + ")"
+        return SQLTerm(.boolean, sql, arguments: arguments, description: description)
+    }
+
+    // MARK: Values
+
+    /// A Swift value of a predicate as the attribute value it is compared as.
+    func attributeValue(_ value: Any, as type: AttributeType, for term: SQLTerm, description: String) throws -> AttributeValue {
+        guard let value = Self.unwrapped(value) else { return .null }
+        if type == .json, let encodable = value as? any Encodable {
+            return .json(try AttributeValue.canonicalJSON(encodable))
+        }
+        if let storable = value as? any AttributeStorable {
+            let stored: AttributeValue
+            if let date = value as? Date {
+                stored = .date(date)  // not rounded: compared through its bounds
+            } else {
+                stored = storable.attributeValue
+            }
+            if stored.type == type { return stored }
+            if type == .double, case .int64(let integer) = stored { return .double(Double(integer)) }
+        } else if let raw = value as? any RawRepresentable, let storable = raw.rawValue as? any AttributeStorable,
+            storable.attributeValue.type == type
+        {
+            return storable.attributeValue
+        }
+        throw unsupported(
+            description,
+            "\(term.description) is \(article(type.rawValue)) \(type.rawValue) and cannot be compared with \(String(reflecting: value))")
+    }
+
+    // MARK: Errors
+
+    func unsupported(_ expression: String, _ advice: String) -> StoreError {
+        StoreError(
+            .unsupportedQuery,
+            "a query of \(table.name) uses \(expression), which the store cannot turn into SQL; \(advice)")
+    }
+}
+
+/// A translated expression: its SQL (with `?` for its arguments, in order) and what it is.
+struct SQLTerm {
+    enum Kind {
+        /// The object itself: the predicate's variable.
+        case object
+        /// A Swift value the predicate carries, converted once it meets what it is compared with.
+        case value(Any)
+        /// `nil`.
+        case null
+        /// A stored value or an expression of one attribute type.
+        case column(AttributeType, isEnum: Bool, isExternal: Bool)
+        /// A to-many relationship of the object.
+        case toMany(RelationshipLayout)
+        /// A condition.
+        case boolean
+        /// A range of values, from `..<` (`isClosed` false) or `...`.
+        case range(lower: Any, upper: Any, isClosed: Bool)
+    }
+
+    var kind: Kind
+    var sql: String
+    /// Whether the SQL may be NULL.
+    var isOptional: Bool
+    var arguments: [AttributeValue]
+    /// The expression as Swift writes it, for messages.
+    var description: String
+
+    init(_ kind: Kind, _ sql: String, isOptional: Bool = false, arguments: [AttributeValue] = [], description: String) {
+        self.kind = kind
+        self.sql = sql
+        self.isOptional = isOptional
+        self.arguments = arguments
+        self.description = description
+    }
+
+    var isValueOrNull: Bool {
+        switch kind {
+        case .value, .null: true
+        default: false
+        }
+    }
+}
+
+/// The comparisons a predicate makes.
+enum ComparisonOperator: Equatable {
+    case equal, notEqual, less, lessOrEqual, greater, greaterOrEqual
+
+    init(_ op: PredicateExpressions.ComparisonOperator) {
+        switch op {
+        case .lessThan: self = .less
+        case .lessThanOrEqual: self = .lessOrEqual
+        case .greaterThan: self = .greater
+        case .greaterThanOrEqual: self = .greaterOrEqual
+        @unknown default: self = .equal
+        }
+    }
+
+    var isOrdering: Bool { self != .equal && self != .notEqual }
+
+    /// The operator with its operands swapped.
+    var flipped: ComparisonOperator {
+        switch self {
+        case .less: .greater
+        case .lessOrEqual: .greaterOrEqual
+        case .greater: .less
+        case .greaterOrEqual: .lessOrEqual
+        default: self
+        }
+    }
+
+    var sql: String {
+        switch self {
+        case .equal: "="
+        case .notEqual: "<>"
+        case .less: "<"
+        case .lessOrEqual: "<="
+        case .greater: ">"
+        case .greaterOrEqual: ">="
+        }
+    }
+}
+
+/// The stored milliseconds that equal a Swift date when read back: `first..<afterLast` (empty when
+/// the date falls between two milliseconds). A stored date `m` is less than the date exactly when
+/// `m < first`, at most the date when `m < afterLast`.
+struct DateBounds: Equatable {
+    let first: Int64
+    let afterLast: Int64
+
+    init(_ date: Date) {
+        let range = Date.timestampRange
+        func read(_ milliseconds: Int64) -> Date { Date(millisecondsSince1970: milliseconds) }
+        let guess = date.timeIntervalSince1970 * 1000
+        guard guess.isFinite else {
+            let bound = guess > 0 ? range.upperBound + 1 : range.lowerBound
+            (first, afterLast) = (bound, bound)
+            return
+        }
+        var milliseconds = Int64(max(Double(range.lowerBound), min(Double(range.upperBound), guess.rounded(.down))))
+        // The smallest millisecond that reads back at or after the date.
+        while milliseconds > range.lowerBound && read(milliseconds - 1) >= date { milliseconds -= 1 }
+        while milliseconds <= range.upperBound && read(milliseconds) < date { milliseconds += 1 }
+        first = milliseconds
+        var after = milliseconds
+        while after <= range.upperBound && read(after) == date { after += 1 }
+        afterLast = after
+    }
+}
+
+extension PredicateCompiler {
+    /// A value without its optional wrapping; nil for nil.
+    static func unwrapped(_ value: Any) -> Any? {
+        if let optional = value as? any AnyOptional { return optional.anyWrapped.flatMap(unwrapped) }
+        return value
+    }
+
+    /// A value term that holds nil, as nil.
+    static func normalized(_ term: SQLTerm) -> SQLTerm {
+        if case .value(let value) = term.kind, unwrapped(value) == nil { return SQLTerm(.null, "", description: term.description) }
+        return term
+    }
+
+    /// Whether a property's Swift type is stored by raw value (an enum), not directly.
+    static func isEnum(_ type: Any.Type) -> Bool {
+        let wrapped = (type as? any AnyOptional.Type)?.wrappedType ?? type
+        return !(wrapped is any AttributeStorable.Type) && wrapped is any RawRepresentable.Type
+    }
+
+    /// `.title` from `\Note.title`. A computed property's key path does not say its name, so the
+    /// common ones are looked up.
+    static func memberSpelling(_ keyPath: AnyKeyPath) -> String {
+        if let known = knownMembers[keyPath] { return known }
+        let text = "\(keyPath)"
+        guard let dot = text.firstIndex(of: ".") else { return ".\(text)" }
+        let member = text[dot...]
+        if member.contains("<computed"), let open = member.lastIndex(of: "(") {
+            return ".(a computed property of type \(member[member.index(after: open)...].dropLast(2)))"
+        }
+        return String(member)
+    }
+
+    // Unsafe: immutable, its key paths are literals.
+    nonisolated(unsafe) private static let knownMembers: [AnyKeyPath: String] = [
+        \String.count: ".count", \String.isEmpty: ".isEmpty", \String.first: ".first", \String.last: ".last",
+        \String.utf8.count: ".utf8.count", \[UUID].count: ".count", \[UUID].isEmpty: ".isEmpty",
+        \[UUID].first: ".first", \Date.timeIntervalSince1970: ".timeIntervalSince1970",
+        \Date.timeIntervalSinceReferenceDate: ".timeIntervalSinceReferenceDate", \UUID.uuidString: ".uuidString",
+        \URL.absoluteString: ".absoluteString",
+    ]
+}
+
+/// `Optional`, seen without knowing its wrapped type.
+protocol AnyOptional {
+    var anyWrapped: Any? { get }
+    static var wrappedType: Any.Type { get }
+}
+
+extension Optional: AnyOptional {
+    var anyWrapped: Any? { self.map { $0 } }
+    static var wrappedType: Any.Type { Wrapped.self }
+}
