@@ -23,7 +23,8 @@ public struct DemoCommand: CloudStoreSubcommand {
         abstract: "Watch two devices sync through an embedded server, with a conflict, then share a folder.",
         discussion: """
             Starts a server on a free loopback port with SQLite in a temporary folder, opens two \
-            devices of one user on Schema/Notes.json, and narrates: device A creates a folder \
+            devices of one user with the example Notes app's model (Sources/NotesExample, written \
+            as Schema/Notes.json), and narrates: device A creates a folder \
             of notes, device B receives them, both edit the same note offline, the conflict is \
             resolved (the server's value wins) and logged, and B's history is printed. Then alice, \
             whose devices A and B are, shares the folder with bob (read-write) and carol \
@@ -41,21 +42,17 @@ public struct DemoCommand: CloudStoreSubcommand {
     @Flag(help: "Keep the server's data and both stores in the temporary folder, and print where.")
     var keep = false
 
-    @Option(help: "The schema file of the notes app; by default Schema/Notes.json of this package.")
-    var schema: String?
-
     @OptionGroup public var global: GlobalOptions
 
     public init() {}
 
     public func run(in context: CommandContext) async throws {
-        let loaded = try SchemaFile.load(schema ?? Self.notesSchemaPath())
         let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("cloudstore-demo-\(UUID().uuidString.prefix(8))", isDirectory: true)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let result: Result<DemoScenario.Summary, any Error>
         do {
-            result = .success(try await DemoScenario(schema: loaded, directory: directory, context: context).run())
+            result = .success(try await DemoScenario(directory: directory, context: context).run())
         } catch {
             result = .failure(error)
         }
@@ -70,15 +67,5 @@ public struct DemoCommand: CloudStoreSubcommand {
         let summary = try result.get()
         context.output.print(
             "Done in \(CommandOutput.seconds(summary.elapsed)): \(summary.devices) devices, \(summary.objects) objects, \(SchemaValidateCommand.count(summary.conflicts, "conflict")) resolved and logged, a folder shared with \(SchemaValidateCommand.count(summary.sharedWith, "user"))\(keep ? "" : "; \(directory.path) removed").")
-    }
-
-    /// `Schema/Notes.json` in the current directory (`swift run` from the package), else in the
-    /// package this file was built from.
-    static func notesSchemaPath() -> String {
-        let relative = "Schema/Notes.json"
-        if FileManager.default.fileExists(atPath: relative) { return relative }
-        let packageRoot = URL(fileURLWithPath: #filePath)
-            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        return packageRoot.appendingPathComponent(relative).path
     }
 }

@@ -1,5 +1,6 @@
 import CloudStore
 import Foundation
+import NotesExample
 
 extension DemoScenario {
     static let sharingStepCount = 8
@@ -24,7 +25,7 @@ extension DemoScenario {
         let invitations: [PersistentCloudContainer.Invitation] = [
             .init(user: "_bob", permission: .readWrite), .init(user: "_carol", permission: .readOnly),
         ]
-        let share = try await a.share(entityName: "Folder", id: folder.id, with: invitations, title: "Ideas")
+        let share = try await a.share(folder.folder, with: invitations, title: folder.folder.title)
         guard let guid = share.shortGUID else {
             throw CommandError("the server saved the share of folder Ideas without a short GUID: report this as a bug, with the output of --debug 3")
         }
@@ -42,9 +43,7 @@ extension DemoScenario {
         step(11, "Carol accepts too: her permission is \(carolsShare.currentUserPermission.rawValue)")
 
         let bobsTitle = "Book list: Dune, Middlemarch"
-        try await bob.store.write(author: "demo", contextName: "bob") { context in
-            try context.update(EntitySnapshot(entityName: "Note", id: bookList, values: ["title": .string(bobsTitle)]))
-        }
+        try await edit(bookList, on: bob, as: "bob") { $0.title = bobsTitle }
         try await bob.sync()
         step(12, "Bob retitles note \"Book list\" \"\(bobsTitle)\" and syncs")
 
@@ -60,9 +59,7 @@ extension DemoScenario {
 
         let carolsTitle = "Trip to Porto"
         do {
-            try await carol.store.write(author: "demo", contextName: "carol") { context in
-                try context.update(EntitySnapshot(entityName: "Note", id: lisbon, values: ["title": .string(carolsTitle)]))
-            }
+            try await edit(lisbon, on: carol, as: "carol") { $0.title = carolsTitle }
             throw CommandError("carol's edit of note \(lisbon), shared with her read-only, was saved: report this as a bug")
         } catch let error as ContainerError {
             guard case .readOnlyShare = error else { throw error }
@@ -84,14 +81,12 @@ extension DemoScenario {
     /// The titles of the notes on `device`, sorted.
     func noteTitles(on device: PersistentCloudContainer) async throws -> [String] {
         try await device.store.read { context in
-            try context.fetchSnapshots(entityName: "Note").compactMap { $0["title"].flatMap(Self.text) }.sorted()
+            try context.fetch(FetchDescriptor<Note>(sortBy: [SortDescriptor(\.title)])).map(\.title)
         }
     }
 
     /// The title of note `id` on `device`.
-    private func title(of id: UUID, on device: PersistentCloudContainer) async throws -> String? {
-        try await device.store.read { context in
-            try context.fetchSnapshot(entityName: "Note", id: id)?["title"].flatMap(Self.text)
-        }
+    private func title(of id: Note.ID, on device: PersistentCloudContainer) async throws -> String? {
+        try await device.store.read { context in try context.fetch(Note.self, id: id)?.title }
     }
 }

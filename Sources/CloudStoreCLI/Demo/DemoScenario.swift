@@ -1,6 +1,7 @@
 import CloudStore
 import CloudStoreServer
 import Foundation
+import NotesExample
 
 /// The demo's story, run against an in-process server with two devices of one user (alice) that
 /// sync only when told, so every run prints the same steps in the same order; then alice shares
@@ -18,8 +19,8 @@ struct DemoScenario {
     /// What the first chapter left: the folder "Ideas" and its notes, in the order they were created
     /// ("Groceries", "Trip to Lisbon", "Book list").
     struct FolderOfNotes {
-        var id: UUID
-        var notes: [UUID]
+        var folder: Folder
+        var notes: [Note.ID]
         /// Values that lost a conflict.
         var conflicts: Int
     }
@@ -29,13 +30,13 @@ struct DemoScenario {
     static let containerIdentifier = "iCloud.com.example.notes"
     static let stepCount = 8 + sharingStepCount
 
-    let schema: Schema
+    /// The example Notes app's schema, built from its `@Model` types (`Sources/NotesExample`).
+    let schema = NotesModel.schema
     let directory: URL
     let context: CommandContext
     let progress: ProgressReporter
 
-    init(schema: Schema, directory: URL, context: CommandContext) {
-        self.schema = schema
+    init(directory: URL, context: CommandContext) {
         self.directory = directory
         self.context = context
         self.progress = ProgressReporter("demo", total: Self.stepCount, output: context.output)
@@ -90,18 +91,12 @@ struct DemoScenario {
 
     /// The numbered steps of two devices of one user; answers the folder device A created.
     private func story(_ a: PersistentCloudContainer, _ b: PersistentCloudContainer) async throws -> FolderOfNotes {
-        let folder = UUID.timeOrdered()
+        let folder = Folder(title: "Ideas")
         let titles = ["Groceries", "Trip to Lisbon", "Book list"]
-        let notes = titles.map { _ in UUID.timeOrdered() }
-        // Schema/Notes.v1.json has no `created`: the demo runs on either version.
-        let hasCreated = schema.entity(named: "Note")?.attributes.contains { $0.name == "created" } == true
+        let notes = titles.map { Note(title: $0, created: Date(), folder: folder.id) }
         try await a.store.write(author: "demo", contextName: "A") { context in
-            try context.insert(EntitySnapshot(entityName: "Folder", id: folder, values: ["title": .string("Ideas")]))
-            for (id, title) in zip(notes, titles) {
-                var values: [String: AttributeValue] = ["title": .string(title), "folder": .uuid(folder)]
-                if hasCreated { values["created"] = .date(Date()) }
-                try context.insert(EntitySnapshot(entityName: "Note", id: id, values: values))
-            }
+            try context.insert(folder)
+            for note in notes { try context.insert(note) }
         }
         step(1, "Device A creates folder \"Ideas\" with \(titles.count) notes: \(titles.map { "\"\($0)\"" }.joined(separator: ", "))")
 
@@ -117,15 +112,13 @@ struct DemoScenario {
         let received = try await noteTitles(on: b)
         say("   B now has folder \"Ideas\" with \(received.count) notes: \(received.joined(separator: ", "))")
 
-        let groceries = notes[0]
+        let groceries = notes[0].id
         let aTitle = "Groceries for Saturday"
         let bTitle = "Groceries (bring bags)"
-        try await a.store.write(author: "demo", contextName: "A") { context in
-            try context.update(EntitySnapshot(entityName: "Note", id: groceries, values: ["title": .string(aTitle)]))
-        }
-        try await b.store.write(author: "demo", contextName: "B") { context in
-            try context.update(
-                EntitySnapshot(entityName: "Note", id: groceries, values: ["title": .string(bTitle), "pinned": .bool(true)]))
+        try await edit(groceries, on: a, as: "A") { $0.title = aTitle }
+        try await edit(groceries, on: b, as: "B") { note in
+            note.title = bTitle
+            note.pinned = true
         }
         step(4, "Both devices are offline and edit note \"Groceries\":")
         say("   A retitles it \"\(aTitle)\"; B retitles it \"\(bTitle)\" and pins it")
@@ -135,21 +128,21 @@ struct DemoScenario {
 
         try await b.sync()
         let conflicts = try b.conflicts()
-        let final = try await b.store.read { context in try context.fetchSnapshot(entityName: "Note", id: groceries) }
+        let final = try await b.store.read { context in try context.fetch(Note.self, id: groceries) }
         step(
             6,
             "Device B syncs: \(SchemaValidateCommand.count(conflicts.count, "conflict")) on Note.title, resolved by the policy \(conflicts.first?.policy ?? "serverWins")")
         say(
-            "   winner: \(final?["title"]?.commandText ?? "?") (A's, from the server); B's pin is kept, since only B changed it (pinned = \(final?["pinned"]?.description ?? "?"))")
+            "   winner: \(final.map { "\"\($0.title)\"" } ?? "?") (A's, from the server); B's pin is kept, since only B changed it (pinned = \(final.map { "\($0.pinned)" } ?? "?"))")
         say("   B's conflict log:")
         context.output.print(ConflictsCommand.table(conflicts, indent: "     "))
 
         try await a.sync()
-        let aFinal = try await a.store.read { context in try context.fetchSnapshot(entityName: "Note", id: groceries) }
-        let agree = aFinal?["title"] == final?["title"] && aFinal?["pinned"] == final?["pinned"]
+        let aFinal = try await a.store.read { context in try context.fetch(Note.self, id: groceries) }
+        let agree = aFinal != nil && aFinal?.title == final?.title && aFinal?.pinned == final?.pinned
         step(
             7,
-            "Device A syncs again: \(agree ? "both devices agree" : "the devices DISAGREE"): \(aFinal?["title"]?.commandText ?? "?"), pinned = \(aFinal?["pinned"]?.description ?? "?")")
+            "Device A syncs again: \(agree ? "both devices agree" : "the devices DISAGREE"): \(aFinal.map { "\"\($0.title)\"" } ?? "?"), pinned = \(aFinal.map { "\($0.pinned)" } ?? "?")")
 
         let history = try b.store.history(after: nil)
         step(8, "History of device B (\(SchemaValidateCommand.count(history.count, "transaction"))): its own edit and what it imported")
@@ -160,7 +153,7 @@ struct DemoScenario {
         guard agree else {
             throw CommandError("the devices did not converge on note \(groceries): report this as a bug, with the output of --debug 3")
         }
-        return FolderOfNotes(id: folder, notes: notes, conflicts: conflicts.count)
+        return FolderOfNotes(folder: folder, notes: notes.map(\.id), conflicts: conflicts.count)
     }
 
     /// Fetches into `device`; answers the changes the fetch wrote (its import transactions).
@@ -177,9 +170,16 @@ struct DemoScenario {
             .map { "\($0.value.count) \($0.key)" }.joined(separator: ", ")
     }
 
-    static func text(_ value: AttributeValue) -> String? {
-        if case .string(let text) = value { return text }
-        return nil
+    /// Changes note `id` on `device` as the app edits a note: reads it, changes it, saves it (the
+    /// update records only the properties that changed).
+    func edit(_ id: Note.ID, on device: PersistentCloudContainer, as name: String, _ change: @escaping @Sendable (inout Note) -> Void) async throws {
+        try await device.store.write(author: "demo", contextName: name) { context in
+            guard var note = try context.fetch(Note.self, id: id) else {
+                throw CommandError("note \(id) is not on device \(name): report this as a bug, with the output of --debug 3")
+            }
+            change(&note)
+            try context.update(note)
+        }
     }
 
     func step(_ number: Int, _ text: String) {
