@@ -71,3 +71,52 @@ struct BenchNote: Entity, Codable, FetchableRecord, PersistableRecord {
         ])
     }
 }
+
+/// The benchmark's note declared with `@Model`, on the same table: read and written column by
+/// column instead of through `Codable`.
+@Model(name: "Note", mirrored: false)
+struct BenchModelNote {
+    var id: UUID
+    var title: String
+    var body: String
+    var pinned: Bool
+    var created: Date
+    var modified: Date
+    var priority: Int64
+    var wordCount: Int64
+    var rating: Double
+    var color: String?
+    var archived: Bool
+
+    init(_ note: BenchNote) {
+        id = note.id
+        title = note.title
+        body = note.body
+        pinned = note.pinned
+        created = note.created
+        modified = note.modified
+        priority = note.priority
+        wordCount = note.wordCount
+        rating = note.rating
+        color = note.color
+        archived = note.archived
+    }
+}
+
+/// Another entity, for live results that must not follow its commits.
+@Model(mirrored: false)
+struct BenchTag {
+    var id = UUID.timeOrdered()
+    var name = ""
+}
+
+extension BenchNote {
+    /// The benchmark's schema with an index for the typed query's `WHERE` and `ORDER BY`, and a
+    /// second entity.
+    static let querySchema: Schema = {
+        var schema = BenchNote.schema
+        schema.entities[0].indexes = [["priority", "created"]]
+        schema.entities.append(BenchTag.entityDescription)
+        return schema
+    }()
+}

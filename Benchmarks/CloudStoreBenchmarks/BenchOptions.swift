@@ -18,8 +18,10 @@ enum BenchGroup: String, CaseIterable {
     case server
     /// Item 9: one large attachment synced as an asset: MB/s and peak memory of both devices and the server.
     case asset
+    /// Item 10: typed queries against the same query as a `Condition`, and live results.
+    case query
 
-    var needsServer: Bool { ![.save, .fetch, .generations].contains(self) }
+    var needsServer: Bool { ![.save, .fetch, .generations, .query].contains(self) }
 }
 
 /// How many records each benchmark uses: the sizes, or small ones for a quick check.
@@ -38,10 +40,12 @@ struct BenchSizes {
     var serverRequests = 50
     /// The attachment of the asset benchmark, in MiB.
     var assetMebibytes = 100
+    /// Commits of each live results run.
+    var liveCommits = 1_000
 
     static let quick = BenchSizes(
         save: 5_000, fetch: 20_000, pins: 50, generationWrites: 1_000, sync: [1_000], latencyChanges: 20,
-        scale: [1_000, 10_000], serverRequests: 5, assetMebibytes: 10)
+        scale: [1_000, 10_000], serverRequests: 5, assetMebibytes: 10, liveCommits: 100)
 }
 
 /// The command line of `cloudstore-bench`.

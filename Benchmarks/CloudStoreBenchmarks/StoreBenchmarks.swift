@@ -21,9 +21,13 @@ struct StoreBenchmarks {
     var all: [Benchmark] {
         let notes = BenchNote.make(saveCount)
         let snapshots = notes.map(\.snapshot)
+        let models = notes.map(BenchModelNote.init)
         return [
             save("save.cloudstore", "\(saveCount) notes, one unit of work, with history", history: true) { context in
                 for note in notes { try context.insert(note) }
+            },
+            save("save.cloudstore.model", "\(saveCount) @Model notes, one unit of work, with history", history: true) {
+                context in for note in models { try context.insert(note) }
             },
             save("save.cloudstore.nohistory", "the same without history", history: false) { context in
                 for note in notes { try context.insert(note) }
@@ -47,6 +51,10 @@ struct StoreBenchmarks {
             Benchmark(name: "fetch.cloudstore", summary: "\(fetchCount) rows into entities") {
                 let store = try fetchStore()
                 return { _ = try store.read { try $0.fetch(BenchNote.self) } }
+            },
+            Benchmark(name: "fetch.cloudstore.model", summary: "\(fetchCount) rows into @Model entities") {
+                let store = try fetchStore()
+                return { _ = try store.read { try $0.fetch(FetchDescriptor<BenchModelNote>()) } }
             },
             Benchmark(name: "fetch.cloudstore.snapshots", summary: "\(fetchCount) rows into EntitySnapshots") {
                 let store = try fetchStore()

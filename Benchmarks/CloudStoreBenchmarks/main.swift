@@ -76,12 +76,14 @@ if !storeGroups.isEmpty {
     report(
         [
             ratio(item: 1, "save: CloudStore with history / GRDB Codable", "save.cloudstore", "save.grdb.codable", goal: .atMost(1.5), in: measurements),
+            ratio(item: 1, "save: @Model with history / GRDB Codable", "save.cloudstore.model", "save.grdb.codable", goal: .atMost(0.7), in: measurements),
             ratio(item: 1, "save: CloudStore with history / raw SQLite", "save.cloudstore", "save.raw", in: measurements),
             ratio(item: 1, "save: GRDB Codable / raw SQLite", "save.grdb.codable", "save.raw", in: measurements),
             ratio(item: 1, "save from snapshots, with history / GRDB Codable", "save.cloudstore.snapshots", "save.grdb.codable", in: measurements),
             ratio(item: 2, "history overhead: save with / without history", "save.cloudstore", "save.cloudstore.nohistory", goal: .atMost(1.3), in: measurements),
             ratio(item: 2, "history overhead, from snapshots", "save.cloudstore.snapshots", "save.cloudstore.snapshots.nohistory", goal: .atMost(1.3), in: measurements),
             ratio(item: 3, "fetch: CloudStore entities / GRDB Codable", "fetch.cloudstore", "fetch.grdb.codable", goal: .atMost(1.0), in: measurements),
+            ratio(item: 3, "fetch: @Model entities / GRDB Codable", "fetch.cloudstore.model", "fetch.grdb.codable", goal: .atMost(0.5), in: measurements),
             ratio(item: 3, "fetch: CloudStore snapshots / GRDB Codable", "fetch.cloudstore.snapshots", "fetch.grdb.codable", in: measurements),
             ratio(item: 3, "fetch: GRDB Codable / raw SQLite", "fetch.grdb.codable", "fetch.raw", in: measurements),
         ].compactMap { $0 })
@@ -91,6 +93,27 @@ if !storeGroups.isEmpty {
                 item: 1, "commits/s, \(measurement.name)", Double(StoreBenchmarks.commitCount) / measurement.medianSeconds,
                 "commits/s", "\(measurement.summary); the store's durability setting, one commit per save")
         })
+}
+
+// Item 10: typed queries and live results.
+if options.groups.contains(.query) {
+    say("\nquery")
+    var harness = Harness()
+    harness.filter = options.filter
+    harness.iterations = options.iterations
+    harness.warmUp = options.warmUp
+    let queries = try QueryBenchmarks(directory: directory)
+    let timed = try harness.run(queries.all)
+    measurements += timed
+    report(
+        timed.map { measurement in
+            Figure(
+                item: 10, measurement.name, measurement.medianSeconds * 1_000_000 / Double(QueryBenchmarks.fetches), "µs",
+                "\(measurement.summary); per fetch, median of \(measurement.iterations)")
+        }
+            + [ratio(item: 10, "typed fetch of 20 / the same with a Condition", "query.typed20", "query.condition20", goal: .atMost(1.1), in: timed)]
+            .compactMap { $0 })
+    report(try await queries.liveResults(commits: sizes.liveCommits))
 }
 
 // Item 4: query generations.
@@ -121,7 +144,7 @@ for group in options.groups where group.needsServer {
             case .asset: report(try await AssetBenchmarks(directory: directory, server: server).run(mebibytes: sizes.assetMebibytes))
             case .server:
                 report(try await ServerBenchmarks(server: server).modifyThroughput(clients: 4, requests: sizes.serverRequests))
-            case .save, .fetch, .generations: break
+            case .save, .fetch, .generations, .query: break
             }
         } catch {
             await server.stop()

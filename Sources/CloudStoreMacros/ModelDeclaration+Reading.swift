@@ -143,7 +143,7 @@ extension ModelDeclaration {
         let initializer = binding.initializer?.value
         let isUUID: Bool
         if let type {
-            isUUID = ["UUID", "Foundation.UUID", "Self.ID", "ID"].contains(type)
+            isUUID = ["UUID", "Foundation.UUID", "Self.ID", "ID", "\(typeName).ID"].contains(type)
         } else if let initializer {
             isUUID = Self.inferredType(of: initializer) == "UUID"
         } else {

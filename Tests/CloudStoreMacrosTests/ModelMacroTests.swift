@@ -460,6 +460,39 @@ struct ModelMacroTests {
             ])
     }
 
+    @Test func aGenericType_aWrongID_andMisplacedOptions() {
+        expand(
+            """
+            @Model(name: title)
+            struct Box<Content> {
+                var id: Int
+                @Attribute(.indexed) var folder: Folder.ID?
+                @Relationship(inverse: \\Folder.notes.first) var owner: Folder.ID?
+            }
+            """,
+            """
+            struct Box<Content> {
+                var id: Int
+                var folder: Folder.ID?
+                var owner: Folder.ID?
+            }
+            """,
+            diagnostics: [
+                DiagnosticSpec(
+                    message: "a @Model type cannot be generic: its entity has one set of attribute types", line: 2, column: 11),
+                DiagnosticSpec(message: "@Model(name:) takes a string literal", line: 1, column: 14),
+                DiagnosticSpec(
+                    message: "the id must be a UUID (the object's record name); declare `var id = UUID.timeOrdered()`",
+                    line: 3, column: 13),
+                DiagnosticSpec(
+                    message: "folder is a relationship; its options go in @Relationship(deleteRule:inverse:originalName:)",
+                    line: 4, column: 5, fixIts: [FixItSpec(message: "remove @Attribute")]),
+                DiagnosticSpec(
+                    message: "@Relationship(inverse:) takes a key path to one stored property, as \\Folder.property",
+                    line: 5, column: 28),
+            ])
+    }
+
     @Test func aMarkerOutsideAModel_warnsThatItDoesNothing() {
         expand(
             """

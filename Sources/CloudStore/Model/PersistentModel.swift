@@ -54,6 +54,8 @@ struct ModelTable: @unchecked Sendable {
     // Unchecked: immutable, and its key paths are literals without captures.
     let entity: EntityDescription
     let names: [String]
+    /// Per property: whether its Swift type is stored by raw value (an enum), worked out once.
+    let isEnum: [Bool]
     private let indexByKeyPath: [AnyKeyPath: Int]
 
     private init<Model: PersistentModel>(_ type: Model.Type) {
@@ -61,6 +63,7 @@ struct ModelTable: @unchecked Sendable {
         self.entity = entity
         let properties = Model._modelProperties
         names = properties.map(\.name)
+        isEnum = properties.map { PredicateCompiler.isEnum(Swift.type(of: $0.keyPath).valueType) }
         var index: [AnyKeyPath: Int] = [:]
         for (position, property) in properties.enumerated() { index[property.keyPath] = position }
         indexByKeyPath = index

@@ -123,8 +123,8 @@ struct QueryCompiler {
                 .unknownProperty,
                 "\(table.name).\(property) is a to-many relationship; use Condition.contains(\"\(property)\", id) to test membership")
         }
-        let (_, column) = try table.column(named: property)
-        return ("\(table.quotedName).\(column.name.quotedIdentifier)", column.type)
+        let (index, column) = try table.column(named: property)
+        return (table.qualifiedColumnNames[index], column.type)
     }
 
     private func coerce(_ value: AttributeValue, to type: AttributeType, property: String) throws -> AttributeValue {

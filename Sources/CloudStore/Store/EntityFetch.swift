@@ -44,7 +44,9 @@ final class EntityFetch: StoredEntityValues {
 
     // The current row.
     private var statement: OpaquePointer?
-    private(set) var id = UUID()
+    /// The current row's id (a placeholder before the first row: `UUID()` would ask the system
+    /// for random bytes on every fetch).
+    private(set) var id = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
 
     /// A fetch of the rows of `sql`, a SELECT of `table.selectList`. `ids`, when the caller knows
     /// them, are the ids the rows can have (it spares reading them for to-many relationships).
@@ -81,8 +83,8 @@ final class EntityFetch: StoredEntityValues {
     }
 
     /// The values of a model type, read column by column by the code `@Model` generated.
-    func models<Model: PersistentModel>(_ type: Model.Type) throws -> [Model] {
-        let layout = try context.layout.models.layout(type, in: context.layout)
+    func models<Model: PersistentModel>(_ type: Model.Type, layout: ModelLayout? = nil) throws -> [Model] {
+        let layout = try layout ?? context.layout.models.layout(type, in: context.layout)
         let reader = ModelRowReader(fetch: self, layout: layout)
         var result: [Model] = []
         try context.db.each(sql, arguments) { statement in

@@ -47,9 +47,9 @@ extension ReadContext {
     public func fetch<Model: PersistentModel>(_ descriptor: FetchDescriptor<Model>) throws -> [Model] {
         let query = try compile(descriptor)
         let fetch = EntityFetch(
-            context: self, table: query.table, sql: "SELECT \(query.table.selectList) \(query.sql)",
+            context: self, table: query.model.table, sql: "SELECT \(query.model.table.selectList) \(query.sql)",
             arguments: query.arguments)
-        return try fetch.models(Model.self)
+        return try fetch.models(Model.self, layout: query.model)
     }
 
     /// How many objects a descriptor selects (after its offset, at most its limit).
@@ -64,13 +64,13 @@ extension ReadContext {
     /// The ids of the objects a descriptor selects, in its order.
     public func fetchIDs<Model: PersistentModel>(_ descriptor: FetchDescriptor<Model>) throws -> [UUID] {
         let query = try compile(descriptor)
-        return try db.uuids("SELECT \(query.table.quotedName).\"id\" \(query.sql)", query.arguments)
+        return try db.uuids("SELECT \(query.model.table.quotedName).\"id\" \(query.sql)", query.arguments)
     }
 
     /// The query of a descriptor: `FROM … WHERE … ORDER BY … LIMIT … OFFSET …` and its arguments.
     func compile<Model: PersistentModel>(
         _ descriptor: FetchDescriptor<Model>, sorted: Bool = true
-    ) throws -> (table: EntityTable, sql: String, arguments: [AttributeValue]) {
+    ) throws -> (model: ModelLayout, sql: String, arguments: [AttributeValue]) {
         let model = try layout.models.layout(Model.self, in: layout)
         var compiler = PredicateCompiler(model: model, layout: layout)
         var sql = "FROM \(model.table.quotedName)"
@@ -88,7 +88,7 @@ extension ReadContext {
             precondition(offset >= 0, "a fetch offset cannot be negative")
             sql += (descriptor.fetchLimit == nil ? " LIMIT -1" : "") + " OFFSET \(offset)"
         }
-        return (model.table, sql, compiler.arguments)
+        return (model, sql, compiler.arguments)
     }
 }
 

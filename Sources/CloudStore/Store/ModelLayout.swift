@@ -5,8 +5,9 @@ import Synchronization
 /// to-one relationships) or a to-many relationship. Worked out once per model type and store, and
 /// checked then: a property whose type, optionality or destination does not match the store's
 /// schema, or an attribute of the schema the type does not declare, is a ``SchemaError`` naming
-/// each of them.
-struct ModelLayout: Sendable {
+/// each of them. A class: a fetch, a write and a query compiler share one, without copying the
+/// table it holds.
+final class ModelLayout: Sendable {
     enum Slot: Sendable {
         /// The object's id, the row's key.
         case id

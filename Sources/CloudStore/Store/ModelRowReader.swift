@@ -14,7 +14,7 @@ public final class ModelRowReader {
     private let columns: [Int32]
     private var statement: OpaquePointer!
     /// The object's id.
-    public private(set) var id = UUID()
+    public private(set) var id = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
     private lazy var jsonDecoder = JSONDecoder()
 
     init(fetch: EntityFetch, layout: ModelLayout) {

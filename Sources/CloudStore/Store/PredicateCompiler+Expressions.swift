@@ -9,7 +9,7 @@ protocol SQLTranslatable {
 
 extension PredicateExpressions.Variable: SQLTranslatable {
     func sqlTerm(_ compiler: inout PredicateCompiler) throws -> SQLTerm {
-        guard let term = compiler.variables[key] else {
+        guard let term = compiler.variable(key) else {
             throw compiler.unsupported("a variable of a nested closure", "use the predicate's own object ($0)")
         }
         return term
@@ -23,7 +23,7 @@ extension PredicateExpressions.KeyPath: SQLTranslatable {
         if case .value = root.kind, let value = PredicateCompiler.constant(self) {
             return PredicateCompiler.valueTerm(value)
         }
-        return try compiler.member(of: root, keyPath: keyPath, outputType: Output.self)
+        return try compiler.member(of: root, keyPath: keyPath)
     }
 }
 
@@ -35,21 +35,21 @@ extension PredicateExpressions.Value: SQLTranslatable {
 
 extension PredicateExpressions.NilLiteral: SQLTranslatable {
     func sqlTerm(_ compiler: inout PredicateCompiler) throws -> SQLTerm {
-        SQLTerm(.null, "", description: "nil")
+        SQLTerm(.null, "", spelling: .text("nil"))
     }
 }
 
 extension PredicateExpressions.Equal: SQLTranslatable {
     func sqlTerm(_ compiler: inout PredicateCompiler) throws -> SQLTerm {
         let (left, right) = (try compiler.term(lhs), try compiler.term(rhs))
-        return try compiler.compare(left, .equal, right, description: "\(left.description) == \(right.description)")
+        return try compiler.compare(left, .equal, right, spelling: .infix(left, "==", right))
     }
 }
 
 extension PredicateExpressions.NotEqual: SQLTranslatable {
     func sqlTerm(_ compiler: inout PredicateCompiler) throws -> SQLTerm {
         let (left, right) = (try compiler.term(lhs), try compiler.term(rhs))
-        return try compiler.compare(left, .notEqual, right, description: "\(left.description) != \(right.description)")
+        return try compiler.compare(left, .notEqual, right, spelling: .infix(left, "!=", right))
     }
 }
 
@@ -57,7 +57,7 @@ extension PredicateExpressions.Comparison: SQLTranslatable {
     func sqlTerm(_ compiler: inout PredicateCompiler) throws -> SQLTerm {
         let (left, right) = (try compiler.term(lhs), try compiler.term(rhs))
         let op = ComparisonOperator(self.op)
-        return try compiler.compare(left, op, right, description: "\(left.description) \(op.sql) \(right.description)")
+        return try compiler.compare(left, op, right, spelling: .infix(left, op.sql, right))
     }
 }
 
@@ -66,7 +66,7 @@ extension PredicateExpressions.Conjunction: SQLTranslatable {
         let (left, right) = (try compiler.boolean(compiler.term(lhs)), try compiler.boolean(compiler.term(rhs)))
         return SQLTerm(
             .boolean, "(\(left.sql) AND \(right.sql))", arguments: left.arguments + right.arguments,
-            description: "\(left.description) && \(right.description)")
+            spelling: .infix(left, "&&", right))
     }
 }
 
@@ -75,27 +75,27 @@ extension PredicateExpressions.Disjunction: SQLTranslatable {
         let (left, right) = (try compiler.boolean(compiler.term(lhs)), try compiler.boolean(compiler.term(rhs)))
         return SQLTerm(
             .boolean, "(\(left.sql) OR \(right.sql))", arguments: left.arguments + right.arguments,
-            description: "\(left.description) || \(right.description)")
+            spelling: .infix(left, "||", right))
     }
 }
 
 extension PredicateExpressions.Negation: SQLTranslatable {
     func sqlTerm(_ compiler: inout PredicateCompiler) throws -> SQLTerm {
         let inner = try compiler.boolean(compiler.term(wrapped))
-        return SQLTerm(.boolean, "(NOT \(inner.sql))", arguments: inner.arguments, description: "!\(inner.description)")
+        return SQLTerm(.boolean, "(NOT \(inner.sql))", arguments: inner.arguments, spelling: .prefix("!", inner))
     }
 }
 
 extension PredicateExpressions.NilCoalesce: SQLTranslatable {
     func sqlTerm(_ compiler: inout PredicateCompiler) throws -> SQLTerm {
         let (left, right) = (try compiler.term(lhs), try compiler.term(rhs))
-        let description = "(\(left.description) ?? \(right.description))"
+        let spelling = Spelling.lazy { "(\(left.description) ?? \(right.description))" }
         switch left.kind {
         case .column(let type, let isEnum, let isExternal) where !isExternal:
             let fallback: (sql: String, arguments: [AttributeValue], isOptional: Bool)
             switch PredicateCompiler.normalized(right).kind {
             case .value(let value):
-                var stored = try compiler.attributeValue(value, as: type, for: left, description: description)
+                var stored = try compiler.attributeValue(value, as: type, for: left, spelling: spelling)
                 if case .date(let date) = stored { stored = .date(milliseconds: date) }
                 fallback = ("?", [stored], false)
             case .column(type, _, false):
@@ -103,41 +103,39 @@ extension PredicateExpressions.NilCoalesce: SQLTranslatable {
             case .null:
                 fallback = ("NULL", [], true)
             default:
-                throw compiler.unsupported(description, "give ?? a value of the property's type")
+                throw compiler.unsupported(spelling.text, "give ?? a value of the property's type")
             }
             return SQLTerm(
                 .column(type, isEnum: isEnum, isExternal: false), "COALESCE(\(left.sql), \(fallback.sql))",
-                isOptional: fallback.isOptional, arguments: left.arguments + fallback.arguments, description: description)
+                isOptional: fallback.isOptional, arguments: left.arguments + fallback.arguments, spelling: spelling)
         case .boolean:
             guard case .value(let value) = right.kind, let bool = value as? Bool else {
-                throw compiler.unsupported(description, "give ?? true or false")
+                throw compiler.unsupported(spelling.text, "give ?? true or false")
             }
             return SQLTerm(
-                .boolean, "COALESCE(\(left.sql), \(bool ? 1 : 0))", arguments: left.arguments, description: description)
+                .boolean, "COALESCE(\(left.sql), \(bool ? 1 : 0))", arguments: left.arguments, spelling: spelling)
         default:
-            throw compiler.unsupported(description, "use ?? on an optional stored property")
+            throw compiler.unsupported(spelling.text, "use ?? on an optional stored property")
         }
     }
 }
 
 extension PredicateExpressions.OptionalFlatMap: SQLTranslatable {
     func sqlTerm(_ compiler: inout PredicateCompiler) throws -> SQLTerm {
-        var unwrapped = try compiler.term(wrapped)
-        let optional = unwrapped
-        unwrapped.isOptional = false
-        compiler.variables[variable.key] = unwrapped
-        defer { compiler.variables[variable.key] = nil }
-        let result = try compiler.term(transform)
-        let description = "\(optional.description).flatMap { \(result.description) }"
+        let optional = try compiler.term(wrapped)
+        let unwrapped = SQLTerm(
+            optional.kind, optional.sql, isOptional: false, arguments: optional.arguments, spelling: optional.spelling)
+        let result = try compiler.binding(variable.key, to: unwrapped) { try $0.term(transform) }
+        let spelling = Spelling.lazy { "\(optional.description).flatMap { \(result.description) }" }
         guard optional.isOptional else { return result }
         switch result.kind {
         case .boolean, .column:
             // NULL where the optional is nil, else the transform.
             return SQLTerm(
                 result.kind, "(CASE WHEN \(optional.sql) IS NULL THEN NULL ELSE \(result.sql) END)", isOptional: true,
-                arguments: optional.arguments + result.arguments, description: description)
+                arguments: optional.arguments + result.arguments, spelling: spelling)
         default:
-            throw compiler.unsupported(description, "unwrap an optional stored property into a condition or a value")
+            throw compiler.unsupported(spelling.text, "unwrap an optional stored property into a condition or a value")
         }
     }
 }
@@ -145,18 +143,18 @@ extension PredicateExpressions.OptionalFlatMap: SQLTranslatable {
 extension PredicateExpressions.SequenceContains: SQLTranslatable {
     func sqlTerm(_ compiler: inout PredicateCompiler) throws -> SQLTerm {
         let (collection, member) = (try compiler.term(sequence), try compiler.term(element))
-        let description = "\(collection.description).contains(\(member.description))"
+        let spelling = Spelling.lazy { "\(collection.description).contains(\(member.description))" }
         switch collection.kind {
         case .toMany(let relationship):
-            return try compiler.toManyContains(relationship, element: member, description: description)
+            return try compiler.toManyContains(relationship, element: member, spelling: spelling)
         case .value(let value):
             guard let values = value as? any Sequence else { break }
-            return try compiler.listContains(Self.elements(of: values), element: member, description: description)
+            return try compiler.listContains(Self.elements(of: values), element: member, spelling: spelling)
         default:
             break
         }
         throw compiler.unsupported(
-            description,
+            spelling.text,
             "test membership of an id in a to-many relationship ($0.tags.contains(id)), or of a stored property in a list of values (ids.contains($0.id))")
     }
 }
@@ -169,9 +167,9 @@ extension PredicateExpressions.SequenceContains {
 extension PredicateExpressions.SequenceStartsWith: SQLTranslatable {
     func sqlTerm(_ compiler: inout PredicateCompiler) throws -> SQLTerm {
         let (string, start) = (try compiler.term(base), try compiler.term(prefix))
-        let description = "\(string.description).starts(with: \(start.description))"
+        let spelling = Spelling.lazy { "\(string.description).starts(with: \(start.description))" }
         guard case .column(.string, _, _) = string.kind else {
-            throw compiler.unsupported(description, "use starts(with:) on a String property")
+            throw compiler.unsupported(spelling.text, "use starts(with:) on a String property")
         }
         switch PredicateCompiler.normalized(start).kind {
         case .value(let value):
@@ -179,32 +177,32 @@ extension PredicateExpressions.SequenceStartsWith: SQLTranslatable {
             // GLOB: case-sensitive, and an index on the property can serve it.
             return SQLTerm(
                 .boolean, string.isOptional ? "COALESCE(\(string.sql) GLOB ?, 0)" : "(\(string.sql) GLOB ?)",
-                arguments: string.arguments + [.string(QueryCompiler.globPrefix(text))], description: description)
+                arguments: string.arguments + [.string(QueryCompiler.globPrefix(text))], spelling: spelling)
         case .column(.string, _, _):
             let test = "instr(\(string.sql), \(start.sql)) = 1"
             return SQLTerm(
                 .boolean, string.isOptional || start.isOptional ? "COALESCE(\(test), 0)" : "(\(test))",
-                arguments: string.arguments + start.arguments, description: description)
+                arguments: string.arguments + start.arguments, spelling: spelling)
         default:
             break
         }
-        throw compiler.unsupported(description, "give starts(with:) a String")
+        throw compiler.unsupported(spelling.text, "give starts(with:) a String")
     }
 }
 
 extension PredicateExpressions.CollectionContainsCollection: SQLTranslatable {
     func sqlTerm(_ compiler: inout PredicateCompiler) throws -> SQLTerm {
         let (string, part) = (try compiler.term(base), try compiler.term(other))
-        let description = "\(string.description).contains(\(part.description))"
+        let spelling = Spelling.lazy { "\(string.description).contains(\(part.description))" }
         guard case .column(.string, _, _) = string.kind else {
-            throw compiler.unsupported(description, "use contains on a String property (a to-many relationship takes one id)")
+            throw compiler.unsupported(spelling.text, "use contains on a String property (a to-many relationship takes one id)")
         }
-        let (partSQL, partArguments) = try compiler.string(part, description: description, "give contains a String")
+        let (partSQL, partArguments) = try compiler.string(part, spelling: spelling, "give contains a String")
         // instr: case-sensitive, by Unicode scalars; an empty string is in every string.
         let test = "instr(\(string.sql), \(partSQL)) > 0"
         return SQLTerm(
             .boolean, string.isOptional || part.isOptional ? "COALESCE(\(test), 0)" : "(\(test))",
-            arguments: string.arguments + partArguments, description: description)
+            arguments: string.arguments + partArguments, spelling: spelling)
     }
 }
 
@@ -212,15 +210,15 @@ extension PredicateExpressions.CollectionContainsCollection: SQLTranslatable {
 extension PredicateExpressions.StringLocalizedStandardContains: SQLTranslatable {
     func sqlTerm(_ compiler: inout PredicateCompiler) throws -> SQLTerm {
         let (string, part) = (try compiler.term(root), try compiler.term(other))
-        let description = "\(string.description).localizedStandardContains(\(part.description))"
+        let spelling = Spelling.lazy { "\(string.description).localizedStandardContains(\(part.description))" }
         guard case .column(.string, _, _) = string.kind else {
-            throw compiler.unsupported(description, "use localizedStandardContains on a String property")
+            throw compiler.unsupported(spelling.text, "use localizedStandardContains on a String property")
         }
         let (partSQL, partArguments) = try compiler.string(
-            part, description: description, "give localizedStandardContains a String")
+            part, spelling: spelling, "give localizedStandardContains a String")
         let test = "\(QueryFunctions.localizedStandardContains)(\(string.sql), \(partSQL))"
         return SQLTerm(
-            .boolean, "COALESCE(\(test), 0)", arguments: string.arguments + partArguments, description: description)
+            .boolean, "COALESCE(\(test), 0)", arguments: string.arguments + partArguments, spelling: spelling)
     }
 }
 #endif
@@ -228,20 +226,22 @@ extension PredicateExpressions.StringLocalizedStandardContains: SQLTranslatable 
 extension PredicateExpressions.RangeExpressionContains: SQLTranslatable {
     func sqlTerm(_ compiler: inout PredicateCompiler) throws -> SQLTerm {
         let (bounds, value) = (try compiler.term(range), try compiler.term(element))
-        let description = "(\(bounds.description)).contains(\(value.description))"
-        guard case .range(let lower, let upper, let isClosed) = bounds.kind else {
-            throw compiler.unsupported(description, "test a stored property against a range of values")
+        let spelling = Spelling.lazy { "(\(bounds.description)).contains(\(value.description))" }
+        guard case .value(let bound) = bounds.kind, let range = bound as? any AnyRange else {
+            throw compiler.unsupported(spelling.text, "test a stored property against a range of values")
         }
-        let low = try compiler.compare(value, .greaterOrEqual, SQLTerm(.value(lower), "", description: "\(lower)"), description: description)
+        let (lower, upper, isClosed) = (range.lower, range.upper, range.isClosed)
+        let low = try compiler.compare(value, .greaterOrEqual, SQLTerm(.value(lower), "", spelling: .value(lower)), spelling: spelling)
         let high = try compiler.compare(
-            value, isClosed ? .lessOrEqual : .less, SQLTerm(.value(upper), "", description: "\(upper)"), description: description)
-        return SQLTerm(.boolean, "(\(low.sql) AND \(high.sql))", arguments: low.arguments + high.arguments, description: description)
+            value, isClosed ? .lessOrEqual : .less, SQLTerm(.value(upper), "", spelling: .value(upper)), spelling: spelling)
+        return SQLTerm(.boolean, "(\(low.sql) AND \(high.sql))", arguments: low.arguments + high.arguments, spelling: spelling)
     }
 }
 
 extension PredicateCompiler {
     /// A string operand: a `?` with the value, or a String property's SQL.
-    func string(_ term: SQLTerm, description: String, _ advice: String) throws -> (sql: String, arguments: [AttributeValue]) {
+    func string(_ term: SQLTerm, spelling: Spelling, _ advice: String) throws -> (sql: String, arguments: [AttributeValue]) {
+        if case .value(let value) = term.kind, let text = value as? String { return ("?", [.string(text)]) }
         switch Self.normalized(term).kind {
         case .value(let value):
             if let text = Self.unwrapped(value) as? String { return ("?", [.string(text)]) }
@@ -250,15 +250,12 @@ extension PredicateCompiler {
         default:
             break
         }
-        throw unsupported(description, advice)
+        throw unsupported(spelling.text, advice)
     }
 
-    /// The term of a value the predicate carries: a range, or a value to compare with.
+    /// The term of a value the predicate carries.
     static func valueTerm(_ value: Any) -> SQLTerm {
-        if let range = value as? any AnyRange {
-            return SQLTerm(.range(lower: range.lower, upper: range.upper, isClosed: range.isClosed), "", description: "\(value)")
-        }
-        return SQLTerm(.value(value), "", description: String(reflecting: value))
+        SQLTerm(.value(value), "", spelling: .value(value))
     }
 
     /// The value of an expression that does not involve the object (`-1`, `0...42`, `ids[0]`,

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Turns a `#Predicate` and `SortDescriptor`s of a model type into SQL for its table: a pure
 /// translation, checked against the model, whose result selects exactly the objects
@@ -18,22 +19,34 @@ struct PredicateCompiler {
     let layout: StoreLayout
     private(set) var arguments: [AttributeValue] = []
     /// What each variable of the predicate stands for: the object, or the unwrapped value of an
-    /// optional (`flatMap`, `if let`).
-    var variables: [PredicateExpressions.VariableID: SQLTerm] = [:]
+    /// optional (`flatMap`, `if let`); innermost last. (A list: there are one or two.)
+    private(set) var variables: [(id: PredicateExpressions.VariableID, term: SQLTerm)] = []
+
+    /// The term a variable stands for.
+    func variable(_ id: PredicateExpressions.VariableID) -> SQLTerm? {
+        variables.last { $0.id == id }?.term
+    }
+
+    /// Binds a variable to a term for the duration of `body`.
+    mutating func binding<T>(_ id: PredicateExpressions.VariableID, to term: SQLTerm, _ body: (inout PredicateCompiler) throws -> T) rethrows -> T {
+        variables.append((id, term))
+        defer { variables.removeLast() }
+        return try body(&self)
+    }
+
+    let table: EntityTable
 
     init(model: ModelLayout, layout: StoreLayout) {
         self.model = model
         self.layout = layout
+        self.table = model.table
     }
-
-    var table: EntityTable { model.table }
 
     /// The SQL condition of a predicate's expression, whose variable is the object.
     mutating func condition(
         _ expression: any StandardPredicateExpression<Bool>, variable: PredicateExpressions.VariableID
     ) throws -> String {
-        variables[variable] = SQLTerm(.object, "", description: "$0")
-        let term = try self.term(expression)
+        let term = try binding(variable, to: SQLTerm(.object, "", spelling: .text("$0"))) { try $0.term(expression) }
         let condition = try boolean(term)
         arguments += condition.arguments
         return condition.sql
@@ -48,13 +61,13 @@ struct PredicateCompiler {
                     "the sort \(descriptor.keyPath.map { "\($0)" } ?? "with a comparator")",
                     "sort by a stored property of \(table.name), as SortDescriptor(\\.title)")
             }
-            let column = try property(index, description: "\\\(Self.memberSpelling(keyPath))")
+            let column = try property(index, spelling: .lazy { "\\\(Self.memberSpelling(keyPath))" })
             guard case .column(let type, _, let isExternal) = column.kind, !isExternal else {
                 throw unsupported("the sort by \(column.description)", "sort by an attribute or a to-one relationship")
             }
             var sql = column.sql
             if type == .decimal { sql += " COLLATE \(QueryFunctions.decimalCollation)" }
-            if let comparator = descriptor.stringComparator, comparator != .lexical {
+            if type == .string, let comparator = descriptor.stringComparator, comparator != .lexical {
                 throw unsupported(
                     "the sort by \(column.description) with a String.StandardComparator other than .lexical",
                     "sort with SortDescriptor(\\.property) (strings by Unicode scalars)")
@@ -69,41 +82,56 @@ struct PredicateCompiler {
 
     /// The term of any predicate expression, through its ``SQLTranslatable`` conformance.
     mutating func term(_ expression: Any) throws -> SQLTerm {
+        if let translate = Self.translators.withLock({ $0[ObjectIdentifier(type(of: expression))] }) {
+            return try translate(expression, &self)
+        }
         guard let translatable = expression as? any SQLTranslatable else {
             if let value = Self.constant(expression) { return Self.valueTerm(value) }
             throw unsupported(Self.spelling(of: expression), Self.advice(for: expression))
         }
-        return try translatable.sqlTerm(&self)
+        let translate = Self.translator(for: translatable)
+        Self.translators.withLock { $0[ObjectIdentifier(type(of: expression))] = translate }
+        return try translate(expression, &self)
+    }
+
+    /// How to translate an expression of a type: found by a protocol cast the first time, then a
+    /// cast to the concrete type (several times cheaper).
+    typealias Translator = @Sendable (Any, inout PredicateCompiler) throws -> SQLTerm
+    private static let translators = Mutex<[ObjectIdentifier: Translator]>([:])
+
+    private static func translator<Expression: SQLTranslatable>(for expression: Expression) -> Translator {
+        { expression, compiler in try (expression as! Expression).sqlTerm(&compiler) }
     }
 
     /// The term of a stored property of the object, by its number in the model.
-    func property(_ index: Int, description: String) throws -> SQLTerm {
+    func property(_ index: Int, spelling: Spelling) throws -> SQLTerm {
         switch model.slots[index] {
         case .id:
-            return SQLTerm(.column(.uuid, isEnum: false, isExternal: false), "\(table.quotedName).\"id\"", description: description)
+            return SQLTerm(.column(.uuid, isEnum: false, isExternal: false), "\(table.quotedName).\"id\"", spelling: spelling)
         case .column(let column):
             let stored = table.columns[column]
             return SQLTerm(
                 .column(stored.type, isEnum: false, isExternal: stored.isExternal),
-                "\(table.quotedName).\(stored.name.quotedIdentifier)", isOptional: stored.isOptional,
-                description: description)
+                table.qualifiedColumnNames[column], isOptional: stored.isOptional, spelling: spelling)
         case .toMany(let name):
-            return SQLTerm(.toMany(table.relationship(named: name)!), "", description: description)
+            return SQLTerm(.toMany(table.relationship(named: name)!), "", spelling: spelling)
         }
     }
 
     /// The term of `object.keyPath`.
-    func member(of root: SQLTerm, keyPath: AnyKeyPath, outputType: Any.Type) throws -> SQLTerm {
+    func member(of root: SQLTerm, keyPath: AnyKeyPath) throws -> SQLTerm {
         switch root.kind {
         case .object:
-            let description = "\(root.description)\(Self.memberSpelling(keyPath))"
+            let spelling = Spelling.member(root, keyPath)
             guard let index = model.modelTable.index(of: keyPath) else {
                 throw unsupported(
-                    description, "query stored properties of \(table.name) (computed and @Transient ones are not in the store)")
+                    spelling.text, "query stored properties of \(table.name) (computed and @Transient ones are not in the store)")
             }
-            var term = try property(index, description: description)
-            if case .column(let type, _, let isExternal) = term.kind {
-                term.kind = .column(type, isEnum: Self.isEnum(outputType), isExternal: isExternal)
+            let term = try property(index, spelling: spelling)
+            if case .column(let type, _, let isExternal) = term.kind, model.modelTable.isEnum[index] {
+                return SQLTerm(
+                    .column(type, isEnum: true, isExternal: isExternal), term.sql, isOptional: term.isOptional,
+                    arguments: term.arguments, spelling: spelling)
             }
             return term
         case .column(.string, _, _) where keyPath == (\String.isEmpty as AnyKeyPath):
@@ -129,13 +157,13 @@ struct PredicateCompiler {
         switch term.kind {
         case .boolean:
             guard term.isOptional else { return term }
-            return SQLTerm(.boolean, "COALESCE(\(term.sql), 0)", arguments: term.arguments, description: term.description)
+            return SQLTerm(.boolean, "COALESCE(\(term.sql), 0)", arguments: term.arguments, spelling: term.spelling)
         case .column(.bool, _, _):
             let sql = term.isOptional ? "COALESCE(\(term.sql) <> 0, 0)" : "(\(term.sql) <> 0)"
-            return SQLTerm(.boolean, sql, arguments: term.arguments, description: term.description)
+            return SQLTerm(.boolean, sql, arguments: term.arguments, spelling: term.spelling)
         case .value(let value):
             guard let bool = value as? Bool else { break }
-            return SQLTerm(.boolean, bool ? "1" : "0", description: term.description)
+            return SQLTerm(.boolean, bool ? "1" : "0", spelling: term.spelling)
         default:
             break
         }
@@ -143,68 +171,73 @@ struct PredicateCompiler {
     }
 
     /// `lhs op rhs`: a column or expression against a value, nil, or another column.
-    mutating func compare(_ lhs: SQLTerm, _ op: ComparisonOperator, _ rhs: SQLTerm, description: String) throws -> SQLTerm {
+    mutating func compare(_ lhs: SQLTerm, _ op: ComparisonOperator, _ rhs: SQLTerm, spelling: Spelling) throws -> SQLTerm {
         // The stored side on the left.
-        if lhs.isValueOrNull && !rhs.isValueOrNull { return try compare(rhs, op.flipped, lhs, description: description) }
+        if lhs.isValueOrNull && !rhs.isValueOrNull { return try compare(rhs, op.flipped, lhs, spelling: spelling) }
         guard !lhs.isValueOrNull else {
-            throw unsupported(description, "compare a stored property with a value (two values can be compared before the predicate)")
+            throw unsupported(spelling.text, "compare a stored property with a value (two values can be compared before the predicate)")
         }
         if case .boolean = lhs.kind {
             // `flag.flatMap { … } == true` and the like: a condition compared with a Bool.
             guard op == .equal || op == .notEqual, case .value(let value) = rhs.kind, let bool = Self.unwrapped(value) as? Bool? else {
-                throw unsupported(description, "compare a condition only with true, false or nil")
+                throw unsupported(spelling.text, "compare a condition only with true, false or nil")
             }
             let target = bool.map { $0 ? "1" : "0" } ?? "NULL"
-            return SQLTerm(.boolean, "(\(lhs.sql) \(op == .equal ? "IS" : "IS NOT") \(target))", arguments: lhs.arguments, description: description)
+            return SQLTerm(.boolean, "(\(lhs.sql) \(op == .equal ? "IS" : "IS NOT") \(target))", arguments: lhs.arguments, spelling: spelling)
         }
         guard case .column(let type, let isEnum, let isExternal) = lhs.kind else {
-            throw unsupported(description, "compare stored properties and values")
+            throw unsupported(spelling.text, "compare stored properties and values")
         }
         if op.isOrdering {
             if isEnum {
                 throw unsupported(
-                    description,
+                    spelling.text,
                     "\(lhs.description) is stored by raw value, whose order need not be the enum's; compare with == or !=, or test membership in a list of cases")
             }
             if [.bool, .data, .json, .url].contains(type) {
-                throw unsupported(description, "\(lhs.description) is \(article(type.rawValue)) \(type.rawValue), which has no order in the store; compare it with == or !=")
+                throw unsupported(spelling.text, "\(lhs.description) is \(article(type.rawValue)) \(type.rawValue), which has no order in the store; compare it with == or !=")
             }
         }
         if isExternal {
             guard case .null = Self.normalized(rhs).kind else {
-                throw unsupported(description, "\(lhs.description) keeps its bytes in a file; compare it only with nil")
+                throw unsupported(spelling.text, "\(lhs.description) keeps its bytes in a file; compare it only with nil")
             }
         }
-        switch Self.normalized(rhs).kind {
+        // A value converts first: nil (`.null`) compares as nil.
+        var right = rhs
+        var stored: AttributeValue?
+        if case .value(let value) = rhs.kind {
+            let converted = try attributeValue(value, as: type, for: lhs, spelling: spelling)
+            if converted.isNull { right = SQLTerm(.null, "", spelling: .text("nil")) } else { stored = converted }
+        }
+        switch right.kind {
         case .null:
-            guard op == .equal || op == .notEqual else { throw unsupported(description, "compare nil only with == or !=") }
-            return SQLTerm(.boolean, "(\(lhs.sql) \(op == .equal ? "IS NULL" : "IS NOT NULL"))", arguments: lhs.arguments, description: description)
-        case .value(let value):
-            let stored = try attributeValue(value, as: type, for: lhs, description: description)
-            if case .date(let date) = stored { return compareDate(lhs, op, date, description: description) }
+            guard op == .equal || op == .notEqual else { throw unsupported(spelling.text, "compare nil only with == or !=") }
+            return SQLTerm(.boolean, "(\(lhs.sql) \(op == .equal ? "IS NULL" : "IS NOT NULL"))", arguments: lhs.arguments, spelling: spelling)
+        case .value:
+            let stored = stored!
+            if case .date(let date) = stored { return compareDate(lhs, op, date, spelling: spelling) }
             if case .double(let number) = stored, number.isNaN {
                 // NaN equals nothing and orders with nothing; SQLite would bind it as NULL.
-                return SQLTerm(.boolean, op == .notEqual ? "1" : "0", description: description)
+                return SQLTerm(.boolean, op == .notEqual ? "1" : "0", spelling: spelling)
             }
             let collation = type == .decimal ? " COLLATE \(QueryFunctions.decimalCollation)" : ""
-            return comparison(lhs, op, "?\(collation)", [stored], description: description)
+            return comparison(lhs, op, "?\(collation)", [stored], spelling: spelling)
         case .column(let otherType, _, _):
             guard otherType == type else {
-                throw unsupported(description, "compare properties of the same type (\(lhs.description) is \(article(type.rawValue)) \(type.rawValue))")
+                throw unsupported(spelling.text, "compare properties of the same type (\(lhs.description) is \(article(type.rawValue)) \(type.rawValue))")
             }
             let collation = type == .decimal ? " COLLATE \(QueryFunctions.decimalCollation)" : ""
-            var result = comparison(lhs, op, "\(rhs.sql)\(collation)", rhs.arguments, description: description, rightIsOptional: rhs.isOptional)
-            result.description = description
-            return result
+            return comparison(lhs, op, "\(rhs.sql)\(collation)", rhs.arguments, spelling: spelling, rightIsOptional: rhs.isOptional)
         default:
-            throw unsupported(description, "compare a stored property with a value, nil or another stored property")
+            throw unsupported(spelling.text, "compare a stored property with a value, nil or another stored property")
         }
     }
 
     /// `lhs op <right>` as a condition that is never NULL.
     private func comparison(
         _ lhs: SQLTerm, _ op: ComparisonOperator, _ right: String, _ rightArguments: [AttributeValue],
-        description: String, rightIsOptional: Bool = false
+        spelling: Spelling, rightIsOptional: Bool = false
     ) -> SQLTerm {
         let mayBeNull = lhs.isOptional || rightIsOptional
         let sql: String
@@ -215,56 +248,56 @@ struct PredicateCompiler {
             let plain = "\(lhs.sql) \(op.sql) \(right)"
             sql = mayBeNull ? "COALESCE(\(plain), 0)" : "(\(plain))"
         }
-        return SQLTerm(.boolean, sql, arguments: lhs.arguments + rightArguments, description: description)
+        return SQLTerm(.boolean, sql, arguments: lhs.arguments + rightArguments, spelling: spelling)
     }
 
     /// A date property against a Swift date, through the millisecond bounds of the date.
-    private func compareDate(_ lhs: SQLTerm, _ op: ComparisonOperator, _ date: Date, description: String) -> SQLTerm {
+    private func compareDate(_ lhs: SQLTerm, _ op: ComparisonOperator, _ date: Date, spelling: Spelling) -> SQLTerm {
         let bounds = DateBounds(date)
         let column = lhs.sql
         switch op {
         case .equal, .notEqual:
             guard bounds.first < bounds.afterLast else {
                 // No millisecond reads back as this date: nothing stored equals it.
-                return SQLTerm(.boolean, op == .equal ? "0" : "1", description: description)
+                return SQLTerm(.boolean, op == .equal ? "0" : "1", spelling: spelling)
             }
             let test = "\(column) >= ? AND \(column) < ?"
             let arguments = lhs.arguments + [.int64(bounds.first)] + lhs.arguments + [.int64(bounds.afterLast)]
             let equal = lhs.isOptional ? "COALESCE(\(test), 0)" : "(\(test))"
-            return SQLTerm(.boolean, op == .equal ? equal : "NOT \(equal)", arguments: arguments, description: description)
-        case .less: return dateBound(lhs, "<", bounds.first, description)
-        case .lessOrEqual: return dateBound(lhs, "<", bounds.afterLast, description)
-        case .greater: return dateBound(lhs, ">=", bounds.afterLast, description)
-        case .greaterOrEqual: return dateBound(lhs, ">=", bounds.first, description)
+            return SQLTerm(.boolean, op == .equal ? equal : "NOT \(equal)", arguments: arguments, spelling: spelling)
+        case .less: return dateBound(lhs, "<", bounds.first, spelling)
+        case .lessOrEqual: return dateBound(lhs, "<", bounds.afterLast, spelling)
+        case .greater: return dateBound(lhs, ">=", bounds.afterLast, spelling)
+        case .greaterOrEqual: return dateBound(lhs, ">=", bounds.first, spelling)
         }
     }
 
-    private func dateBound(_ lhs: SQLTerm, _ op: String, _ bound: Int64, _ description: String) -> SQLTerm {
+    private func dateBound(_ lhs: SQLTerm, _ op: String, _ bound: Int64, _ spelling: Spelling) -> SQLTerm {
         let plain = "\(lhs.sql) \(op) ?"
         return SQLTerm(.boolean, lhs.isOptional ? "COALESCE(\(plain), 0)" : "(\(plain))",
-                       arguments: lhs.arguments + [.int64(bound)], description: description)
+                       arguments: lhs.arguments + [.int64(bound)], spelling: spelling)
     }
 
     /// Whether a to-many relationship of the object relates `element` (a `?` or an expression).
     mutating func toManyContains(
-        _ relationship: RelationshipLayout, element: SQLTerm, description: String
+        _ relationship: RelationshipLayout, element: SQLTerm, spelling: Spelling
     ) throws -> SQLTerm {
         let elementSQL: String
         var elementArguments: [AttributeValue] = []
         switch Self.normalized(element).kind {
         case .value(let value):
-            let id = try attributeValue(value, as: .uuid, for: element, description: description)
-            guard !id.isNull else { return SQLTerm(.boolean, "0", description: description) }
+            let id = try attributeValue(value, as: .uuid, for: element, spelling: spelling)
+            guard !id.isNull else { return SQLTerm(.boolean, "0", spelling: spelling) }
             elementSQL = "?"
             elementArguments = [id]
         case .column(.uuid, _, _):
             elementSQL = element.sql
             elementArguments = element.arguments
         default:
-            throw unsupported(description, "test a to-many relationship's membership with an id")
+            throw unsupported(spelling.text, "test a to-many relationship's membership with an id")
         }
         let sql = try QueryCompiler.containsSQL(relationship, in: table, layout: layout, element: elementSQL)
-        return SQLTerm(.boolean, sql, arguments: elementArguments, description: description)
+        return SQLTerm(.boolean, sql, arguments: elementArguments, spelling: spelling)
     }
 
     private func membersFrom(_ relationship: RelationshipLayout) throws -> String {
@@ -276,15 +309,15 @@ struct PredicateCompiler {
     }
 
     /// `element IN (values…)`: membership in a list the predicate carries.
-    mutating func listContains(_ values: [Any], element: SQLTerm, description: String) throws -> SQLTerm {
+    mutating func listContains(_ values: [Any], element: SQLTerm, spelling: Spelling) throws -> SQLTerm {
         guard case .column(let type, _, let isExternal) = element.kind, !isExternal else {
-            throw unsupported(description, "test whether a stored property is in a list of values")
+            throw unsupported(spelling.text, "test whether a stored property is in a list of values")
         }
         var placeholders: [String] = []
         var listArguments: [AttributeValue] = []
         var matchesNull = false
         for value in values {
-            let stored = try attributeValue(value, as: type, for: element, description: description)
+            let stored = try attributeValue(value, as: type, for: element, spelling: spelling)
             if stored.isNull {
                 matchesNull = true
             } else if case .date(let date) = stored {
@@ -314,13 +347,27 @@ struct PredicateCompiler {
             arguments += element.arguments
         }
         let sql = parts.isEmpty ? "0" : "(" + parts.joined(separator: " OR ") + ")"
-        return SQLTerm(.boolean, sql, arguments: arguments, description: description)
+        return SQLTerm(.boolean, sql, arguments: arguments, spelling: spelling)
     }
 
     // MARK: Values
 
     /// A Swift value of a predicate as the attribute value it is compared as.
-    func attributeValue(_ value: Any, as type: AttributeType, for term: SQLTerm, description: String) throws -> AttributeValue {
+    func attributeValue(_ value: Any, as type: AttributeType, for term: SQLTerm, spelling: Spelling) throws -> AttributeValue {
+        // The common values first, by casts to concrete types (which also see through an
+        // optional that holds a value), cheaper than the protocol casts below.
+        switch type {
+        case .string: if let string = value as? String { return .string(string) }
+        case .int64:
+            if let integer = value as? Int64 { return .int64(integer) }
+            if let integer = value as? Int { return .int64(Int64(integer)) }
+        case .double: if let double = value as? Double { return .double(double) }
+        case .bool: if let bool = value as? Bool { return .bool(bool) }
+        case .date: if let date = value as? Date { return .date(date) }  // not rounded: compared through its bounds
+        case .uuid: if let uuid = value as? UUID { return .uuid(uuid) }
+        case .decimal: if let decimal = value as? Decimal { return .decimal(decimal) }
+        default: break
+        }
         guard let value = Self.unwrapped(value) else { return .null }
         if type == .json, let encodable = value as? any Encodable {
             return .json(try AttributeValue.canonicalJSON(encodable))
@@ -340,7 +387,7 @@ struct PredicateCompiler {
             return storable.attributeValue
         }
         throw unsupported(
-            description,
+            spelling.text,
             "\(term.description) is \(article(type.rawValue)) \(type.rawValue) and cannot be compared with \(String(reflecting: value))")
     }
 
@@ -353,8 +400,10 @@ struct PredicateCompiler {
     }
 }
 
-/// A translated expression: its SQL (with `?` for its arguments, in order) and what it is.
-struct SQLTerm {
+/// A translated expression: its SQL (with `?` for its arguments, in order) and what it is. A
+/// class: terms are passed around and captured by their parents' spellings, and a reference is
+/// cheaper to copy than their fields.
+final class SQLTerm {
     enum Kind {
         /// The object itself: the predicate's variable.
         case object
@@ -368,30 +417,63 @@ struct SQLTerm {
         case toMany(RelationshipLayout)
         /// A condition.
         case boolean
-        /// A range of values, from `..<` (`isClosed` false) or `...`.
-        case range(lower: Any, upper: Any, isClosed: Bool)
     }
 
-    var kind: Kind
-    var sql: String
+    let kind: Kind
+    let sql: String
     /// Whether the SQL may be NULL.
-    var isOptional: Bool
-    var arguments: [AttributeValue]
-    /// The expression as Swift writes it, for messages.
-    var description: String
+    let isOptional: Bool
+    let arguments: [AttributeValue]
+    /// The expression as Swift writes it, for messages: spelled only when a message needs it (a
+    /// key path's or a value's text costs more than translating it).
+    let spelling: Spelling
+    var description: String { spelling.text }
 
-    init(_ kind: Kind, _ sql: String, isOptional: Bool = false, arguments: [AttributeValue] = [], description: String) {
+    init(
+        _ kind: Kind, _ sql: String, isOptional: Bool = false, arguments: [AttributeValue] = [], spelling: Spelling
+    ) {
         self.kind = kind
         self.sql = sql
         self.isOptional = isOptional
         self.arguments = arguments
-        self.description = description
+        self.spelling = spelling
+    }
+
+    convenience init(
+        _ kind: Kind, _ sql: String, isOptional: Bool = false, arguments: [AttributeValue] = [],
+        description: @autoclosure @escaping () -> String
+    ) {
+        self.init(kind, sql, isOptional: isOptional, arguments: arguments, spelling: .lazy(description))
     }
 
     var isValueOrNull: Bool {
         switch kind {
         case .value, .null: true
         default: false
+        }
+    }
+}
+
+/// How Swift writes an expression, kept as its parts and spelled out only for a message.
+enum Spelling {
+    case text(String)
+    case value(Any)
+    /// `root.property`.
+    case member(SQLTerm, AnyKeyPath)
+    /// `lhs op rhs`.
+    case infix(SQLTerm, String, SQLTerm)
+    /// `op operand`.
+    case prefix(String, SQLTerm)
+    case lazy(() -> String)
+
+    var text: String {
+        switch self {
+        case .text(let text): text
+        case .value(let value): String(reflecting: value)
+        case .member(let root, let keyPath): "\(root.description)\(PredicateCompiler.memberSpelling(keyPath))"
+        case .infix(let lhs, let op, let rhs): "\(lhs.description) \(op) \(rhs.description)"
+        case .prefix(let op, let operand): "\(op)\(operand.description)"
+        case .lazy(let spell): spell()
         }
     }
 }
@@ -471,7 +553,7 @@ extension PredicateCompiler {
 
     /// A value term that holds nil, as nil.
     static func normalized(_ term: SQLTerm) -> SQLTerm {
-        if case .value(let value) = term.kind, unwrapped(value) == nil { return SQLTerm(.null, "", description: term.description) }
+        if case .value(let value) = term.kind, unwrapped(value) == nil { return SQLTerm(.null, "", spelling: term.spelling) }
         return term
     }
 

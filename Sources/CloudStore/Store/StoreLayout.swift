@@ -162,8 +162,9 @@ struct RelationshipLayout: Sendable {
     var destination: String { relationship.destination }
 }
 
-/// The table of one entity.
-struct EntityTable: Sendable {
+/// The table of one entity. A class, so that the many places that look a table up share it
+/// instead of copying its two dozen fields.
+final class EntityTable: Sendable {
     let entity: EntityDescription
     /// The entity's position in the schema (a compact key for history).
     let position: Int
@@ -192,6 +193,8 @@ struct EntityTable: Sendable {
     let dataColumns: [Int]
     /// The table's name quoted for SQL, computed once (quoting searches the name each time).
     let quotedName: String
+    /// Each column qualified by the table and quoted, `"Note"."title"`, in column order.
+    let qualifiedColumnNames: [String]
     let existsSQL: String
 
     init(entity: EntityDescription, position: Int, columns: [Column], relationships: [RelationshipLayout]) {
@@ -204,6 +207,7 @@ struct EntityTable: Sendable {
         let names = ["\"id\""] + columns.map(\.name.quotedIdentifier)
         let table = entity.name.quotedIdentifier
         quotedName = table
+        qualifiedColumnNames = columns.map { "\(table).\($0.name.quotedIdentifier)" }
         existsSQL = "SELECT 1 FROM \(table) WHERE \"id\" = ?"
         selectList = names.map { "\(table).\($0)" }.joined(separator: ", ")
         let placeholders = Array(repeating: "?", count: names.count).joined(separator: ", ")

@@ -1,0 +1,123 @@
+import CloudStore
+import Foundation
+import Synchronization
+
+/// The arrays live results delivered.
+final class Delivered: Sendable {
+    let value = Mutex<[[BenchModelNote]]>([])
+}
+
+/// Item 10: what typed queries cost over the same query written with a `Condition`, and what
+/// live results do under a stream of commits.
+struct QueryBenchmarks {
+    /// Fetches in one timed run of the 20-row queries.
+    static let fetches = 1_000
+    static let notes = 10_000
+
+    let directory: URL
+    let store: PersistentStore
+
+    init(directory: URL) throws {
+        self.directory = directory
+        store = try PersistentStore(
+            url: directory.appendingPathComponent("query.sqlite"), schema: BenchNote.querySchema,
+            logger: StoreBenchmarks.quietLogger)
+        let notes = BenchNote.make(Self.notes).map(BenchModelNote.init)
+        try store.write { context in for note in notes { try context.insert(note) } }
+    }
+
+    var all: [Benchmark] {
+        let store = store
+        let fetches = Self.fetches
+        return [
+            Benchmark(name: "query.typed20", summary: "\(fetches) fetches of 20 notes: #Predicate, SortDescriptor, fetchLimit") {
+                {
+                    try store.read { context in
+                        for index in 0..<fetches {
+                            let priority = Int64(index % 5)
+                            let descriptor = FetchDescriptor<BenchModelNote>(
+                                predicate: #Predicate { $0.priority == priority && !$0.archived },
+                                sortBy: [SortDescriptor(\.created, order: .reverse)], fetchLimit: 20)
+                            guard try context.fetch(descriptor).count == 20 else { throw BenchError("expected 20 notes") }
+                        }
+                    }
+                }
+            },
+            Benchmark(name: "query.condition20", summary: "the same fetches with a Condition and SortKeys") {
+                {
+                    try store.read { context in
+                        for index in 0..<fetches {
+                            let priority = Int64(index % 5)
+                            let notes = try context.fetch(
+                                BenchModelNote.self, where: .equals("priority", priority) && .equals("archived", false),
+                                sortBy: [.descending("created"), .ascending("id")], limit: 20)
+                            guard notes.count == 20 else { throw BenchError("expected 20 notes") }
+                        }
+                    }
+                }
+            },
+        ]
+    }
+
+    /// Live results of the notes while `commits` units of work change tags, then while `commits`
+    /// change notes, each consumed as fast as they come.
+    func liveResults(commits: Int) async throws -> [Figure] {
+        let descriptor = FetchDescriptor<BenchModelNote>(
+            predicate: #Predicate { $0.pinned }, sortBy: [SortDescriptor(\.created, order: .reverse)], fetchLimit: 50)
+        let arrays = Delivered()
+        let consumer = Task { [store, arrays] in
+            for try await results in store.results(for: descriptor) {
+                arrays.value.withLock { $0.append(results) }
+            }
+        }
+        func waitFor(_ condition: @escaping @Sendable ([[BenchModelNote]]) -> Bool) async throws {
+            let deadline = ContinuousClock.now + .seconds(60)
+            while !arrays.value.withLock({ condition($0) }) {
+                guard ContinuousClock.now < deadline else { throw BenchError("live results stopped") }
+                await Task.yield()
+            }
+        }
+        try await waitFor { $0.count == 1 }
+        let base = Date(timeIntervalSince1970: 1_900_000_000)
+
+        // Commits to another entity, then one to a note: only the note's runs the query.
+        var started = ContinuousClock.now
+        for index in 0..<commits {
+            try await store.write { try $0.insert(BenchTag(name: "tag \(index)")) }
+        }
+        let marker = BenchModelNote(BenchNote.note(0, base: base))
+        var marked = marker
+        marked.pinned = true
+        let pinned = marked
+        try await store.write { try $0.insert(pinned) }
+        try await waitFor { $0.last?.first?.id == pinned.id }
+        let unrelatedTime = started.duration(to: .now)
+        let unrelatedRuns = arrays.value.withLock { $0.count } - 2
+
+        // Commits to the notes the query reads, consumed as they come: at most one array each.
+        let before = arrays.value.withLock { $0.count }
+        started = ContinuousClock.now
+        var last = pinned
+        for index in 1...commits {
+            var note = BenchModelNote(BenchNote.note(index, base: base.addingTimeInterval(Double(index))))
+            note.pinned = true
+            try await store.write { [note] in try $0.insert(note) }
+            last = note
+        }
+        let lastID = last.id
+        try await waitFor { $0.last?.first?.id == lastID }
+        let relatedTime = started.duration(to: .now)
+        let delivered = arrays.value.withLock { $0.count } - before
+        consumer.cancel()
+        return [
+            Figure(
+                item: 10, "live results: queries run for \(commits) commits to another entity", Double(unrelatedRuns), "runs",
+                "\(commits) one-tag units of work, then one note; \(String(format: "%.0f", unrelatedTime.inSeconds * 1_000_000 / Double(commits))) µs per commit",
+                goal: .atMost(0)),
+            Figure(
+                item: 10, "live results: arrays for \(commits) commits to the observed entity", Double(delivered), "arrays",
+                "\(commits) one-note units of work, consumed as they come; the last array holds the last note; \(String(format: "%.0f", relatedTime.inSeconds * 1_000_000 / Double(commits))) µs per commit",
+                goal: .atMost(Double(commits))),
+        ]
+    }
+}
