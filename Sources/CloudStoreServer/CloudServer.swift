@@ -145,7 +145,9 @@ struct AssetSweeper: Service {
                 } catch is CancellationError {
                     return
                 } catch {
-                    services.logger.warning("asset sweep failed; retrying later", metadata: ["error": "\(error)"])
+                    services.logger.warning(
+                        "asset sweep failed; retrying later",
+                        metadata: ["error": "\(StorageFailure.describe(error, doing: "removing asset bytes no record needs"))"])
                 }
             }
         }

@@ -120,8 +120,12 @@ final class PostgresStorage: ServerStorage {
                     }
                 }
             } catch {
-                if Task.isCancelled { return }
-                logger.warning("change listener failed; retrying", metadata: ["error": "\(error)"])
+                // The pool closes its connections when the server stops (also when its start
+                // failed): nothing to retry.
+                if Task.isCancelled || [.poolClosed, .clientClosedConnection].contains((error as? PSQLError)?.code) { return }
+                logger.warning(
+                    "change listener failed; retrying",
+                    metadata: ["error": "\(PostgresFailure(error, doing: "listening for other instances' changes (LISTEN \(Self.channel))"))"])
                 try? await Task.sleep(for: .seconds(1))
             }
         }
