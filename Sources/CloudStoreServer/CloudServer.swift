@@ -46,7 +46,8 @@ private func buildApplicationAndTokens(
                 clock: configuration.clock)
         case .postgres(let url):
             try PostgresStorage(
-                url: url, logger: configuration.logger, assetLifetime: assetLifetime, clock: configuration.clock)
+                url: url, logger: configuration.logger, assetLifetime: assetLifetime, clock: configuration.clock,
+                layoutSteps: configuration.postgresLayoutSteps)
         }
     let bearerTokens = BearerTokens(configuration.users, operatorToken: configuration.operatorToken)
     let services = CloudServices(
