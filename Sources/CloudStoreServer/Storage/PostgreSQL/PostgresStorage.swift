@@ -81,7 +81,7 @@ final class PostgresStorage: ServerStorage {
         } catch {
             let place = "PostgreSQL at \(url.host):\(url.port), database \(url.database ?? url.user), user \(url.user)"
             throw ServerConfigurationError(
-                "\(PostgresFailure(error, doing: "connecting to \(place)")); check the URL of --postgres (or CLOUDSTORE_POSTGRES) and that PostgreSQL runs and accepts this user")
+                "\(PostgresFailure(error, doing: "cannot reach \(place)")); check the URL of --postgres (or CLOUDSTORE_POSTGRES) and that PostgreSQL runs and accepts this user")
         }
     }
 
