@@ -83,10 +83,8 @@ private func buildApplicationAndTokens(
             middleware: RequestGate(services: services, readsBody: false)))
 
     let port = configuration.port
-    // Each container's SQLite pool holds up to 14 descriptors (a writer and readers, each with the
-    // database and its WAL); PostgreSQL's pool a handful; 64 more for the listener and logs.
     let descriptorLimit = ConnectionLimit.descriptorLimit
-    let reserved = 64 + 16 * configuration.containers.count
+    let reserved = ConnectionLimit.reservedDescriptors(for: configuration.storage, containers: configuration.containers.count)
     let connections = ConnectionLimit(
         capacity: ConnectionLimit.capacity(
             maxConnections: configuration.limits.maxConnections, descriptorLimit: descriptorLimit,
