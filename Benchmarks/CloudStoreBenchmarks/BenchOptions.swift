@@ -18,8 +18,10 @@ enum BenchGroup: String, CaseIterable {
     case server
     /// Item 9: one large attachment synced as an asset: MB/s and peak memory of both devices and the server.
     case asset
+    /// Item 10: `cloudstore serve`'s start to listening with 10 and 1,000 declared containers.
+    case startup
 
-    var needsServer: Bool { ![.save, .fetch, .generations].contains(self) }
+    var needsServer: Bool { ![.save, .fetch, .generations, .startup].contains(self) }
 }
 
 /// How many records each benchmark uses: the sizes, or small ones for a quick check.
