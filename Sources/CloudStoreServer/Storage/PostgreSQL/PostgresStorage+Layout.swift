@@ -5,9 +5,10 @@ import PostgresNIO
 /// Preparing the layout (``PostgresLayout``) at start, beside live traffic.
 ///
 /// A database whose recorded version is current costs two reads on one connection (the catalog,
-/// then `cloudstore_layout`): no DDL, no lock on any table, no wait for other instances. Only an
-/// upgrade runs DDL, under a session advisory lock that other upgraders of the schema wait for
-/// (polling it, so that they hold no snapshot a concurrent index build would wait for), each step with
+/// then `cloudstore_layout`): no DDL, no lock on any table but the read's own on
+/// `cloudstore_layout`, no wait for other instances. Only an upgrade runs DDL, under a session
+/// advisory lock that other upgraders of the schema wait for (polling it at least every second,
+/// so that they hold no snapshot a concurrent index build would wait for), each step with
 /// `lock_timeout`. A step that conflicts with live traffic is tried again after a backoff
 /// (``PostgresLayout/Retry``), resuming at the first step not recorded; anything else fails the
 /// start with a ``PostgresFailure`` that names the step.
@@ -265,7 +266,7 @@ private struct ConflictTracker {
         let since = self.since ?? now
         self.since = since
         attempts += 1
-        guard let delay = retry.delay(afterAttempt: attempts, elapsed: since.duration(to: now), random: .random(in: 0...1)) else {
+        guard var delay = retry.delay(afterAttempt: attempts, elapsed: since.duration(to: now), random: .random(in: 0...1)) else {
             guard var failure else {
                 throw PostgresStorageError(
                     "another instance has been upgrading the storage layout for \(since.duration(to: now).seconds) s (it holds the upgrade's advisory lock): check that instance's log, or stop it and start this one again")
@@ -273,6 +274,8 @@ private struct ConflictTracker {
             failure.message += " (gave up after \(attempts) attempts over \(since.duration(to: now).seconds) s)"
             throw failure
         }
+        // The lock is polled at least every second: this instance starts soon after the upgrade.
+        if failure == nil { delay = min(delay, .seconds(1)) }
         if let failure {
             logger.notice(
                 "storage layout preparation conflicted with live traffic; retrying",
