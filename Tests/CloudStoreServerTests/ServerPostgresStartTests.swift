@@ -98,6 +98,33 @@ struct ServerPostgresStartTests {
         }
     }
 
+    /// While another instance holds the upgrade's advisory lock, a start that needs an upgrade
+    /// waits for it, says so, and runs no step; once the lock is free it upgrades and serves.
+    @Test func aStartDuringAnotherInstancesUpgrade_waitsForIt() async throws {
+        try await Backend.withFreshSchema { url in
+            try await ServerPostgresRestartTests.startEarlierRelease(url, steps: Self.current - 1).shutdown()
+            let recorder = LogRecorder()
+            try await withPostgres(url) { storage, connection in
+                let lock = "\(PostgresStorage.preparationLockClass), hashtext('\(storage.schemaName)')"
+                try await storage.run(PostgresQuery(unsafeSQL: "SELECT pg_advisory_lock(\(lock))"), on: connection)
+                let start = Task {
+                    defer { recorder.logger().notice("test: the start ended") }
+                    return try await CloudServer.start(configuration: Self.configuration(url, logger: recorder.logger(level: .notice)))
+                }
+                let waiting = "waiting for another instance to upgrade the storage layout"
+                let first = Task { await recorder.waitFor(anyOf: [waiting, "test: the start ended"]) }
+                let answered = await finishes(first, within: .seconds(20))
+                let versionWhileWaiting = try await storage.recordedLayoutVersion(connection)
+                try await storage.run(PostgresQuery(unsafeSQL: "SELECT pg_advisory_unlock(\(lock))"), on: connection)
+                #expect(answered, "the start neither waited nor ended while the lock was held")
+                #expect(await first.value == waiting)
+                #expect(versionWhileWaiting == Self.current - 1, "no step ran while another instance held the lock")
+                try await start.value.shutdown()
+                #expect(try await storage.recordedLayoutVersion(connection) == Self.current)
+            }
+        }
+    }
+
     /// PostgreSQL refuses the start: the user may not create the schema, then (once it exists)
     /// may not create tables in it. `serve` exits with one line naming the SQLSTATE, PostgreSQL's
     /// message, the step, and the fix, and never the password of the URL.

@@ -19,7 +19,7 @@ extension PostgresStorage {
     /// it, or a concurrent index build waiting for that instance's snapshot would deadlock with it
     /// on every attempt. It waits on the tables instead, and the deadlock detector or the step's
     /// lock timeout settles the conflict; the step is then tried again.
-    private static let preparationLockClass: Int32 = 727273
+    static let preparationLockClass: Int32 = 727273
 
     func prepare() async throws {
         var connection: PostgresConnection? = try await connect()
