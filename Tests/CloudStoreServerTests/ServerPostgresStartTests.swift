@@ -137,8 +137,13 @@ struct ServerPostgresStartTests {
             components.user = role
             components.password = password
             let limited = try #require(components.string)
-            _ = try await withPostgres(url) { storage, connection in
-                try await storage.run(PostgresQuery(unsafeSQL: "CREATE ROLE \(role) LOGIN PASSWORD '\(password)'"), on: connection)
+            do {
+                _ = try await withPostgres(url) { storage, connection in
+                    try await storage.run(PostgresQuery(unsafeSQL: "CREATE ROLE \(role) LOGIN PASSWORD '\(password)'"), on: connection)
+                }
+            } catch {
+                throw PostgresFailure(
+                    error, doing: "creating a role without privileges for this test (the user of CLOUDSTORE_TEST_POSTGRES_URL needs CREATEROLE)")
             }
             do {
                 let root = try TemporaryDirectory(prefix: "cloudstore-refused")
