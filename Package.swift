@@ -139,7 +139,7 @@ let package = Package(
         .executableTarget(
             name: "CloudStoreBenchmarks",
             dependencies: [
-                "CloudStore", "CloudStoreServer", "CloudStoreSync", "CloudStoreTesting",
+                "CloudStore", "CloudStoreServer", "CloudStoreSync", "CloudStoreTesting", "CloudStoreCLI",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ],

@@ -20,8 +20,10 @@ enum BenchGroup: String, CaseIterable {
     case asset
     /// Item 10: typed queries against the same query as a `Condition`, and live results.
     case query
+    /// Item 11: `cloudstore serve`'s start to listening with 10 and 1,000 declared containers.
+    case startup
 
-    var needsServer: Bool { ![.save, .fetch, .generations, .query].contains(self) }
+    var needsServer: Bool { ![.save, .fetch, .generations, .query, .startup].contains(self) }
 }
 
 /// How many records each benchmark uses: the sizes, or small ones for a quick check.

@@ -3,7 +3,8 @@ import Foundation
 /// One figure of the report: a time, a rate, a size or a ratio, with the issue item it answers and,
 /// for the figures the issue sets a goal on, whether the goal is met.
 struct Figure: Codable {
-    /// The item of issue 8 (1 local save … 8 server).
+    /// The item of issue 8 (1 local save … 9 assets), 10 typed queries and live results (issue 31), or
+    /// 11 the start with many containers (issue 36).
     var item: Int
     var name: String
     var value: Double

@@ -4,6 +4,9 @@ import GRDBSQLite
 /// `cloudstore-bench [--only GROUPS] [--quick] [--json FILE] [--markdown FILE] [--postgres URL] ...`
 ///
 /// Build and run in release: `swift run -c release cloudstore-bench`. See ``BenchOptions/usage``.
+if ProcessInfo.processInfo.environment[StartupBenchmarks.childVariable] != nil {
+    await StartupBenchmarks.runAsCloudstore()
+}
 let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first {
 case "serve":
@@ -122,7 +125,22 @@ if options.groups.contains(.generations) {
     report(try GenerationBenchmarks(directory: directory, pins: sizes.pins, writes: sizes.generationWrites).run())
 }
 
-// Items 5-8: through a server child process, on each backend.
+// Item 11: start time with many containers, before the groups that need a server.
+if options.groups.contains(.startup) {
+    for backend in Backend.allCases {
+        if backend == .postgres && options.postgresURL == nil {
+            skipped.append("startup on PostgreSQL: no PostgreSQL (pass --postgres URL or set CLOUDSTORE_TEST_POSTGRES_URL)")
+            say("\nstartup, \(backend.rawValue): skipped: no PostgreSQL")
+            continue
+        }
+        say("\nstartup, \(backend.rawValue)")
+        report(
+            try await StartupBenchmarks(directory: directory, postgresURL: options.postgresURL, runs: options.quick ? 3 : 5)
+                .run(backend))
+    }
+}
+
+// Items 5-9: through a server child process, on each backend.
 for group in options.groups where group.needsServer {
     let backends = group == .scale ? [Backend.sqlite] : Backend.allCases
     for backend in backends {
@@ -144,7 +162,7 @@ for group in options.groups where group.needsServer {
             case .asset: report(try await AssetBenchmarks(directory: directory, server: server).run(mebibytes: sizes.assetMebibytes))
             case .server:
                 report(try await ServerBenchmarks(server: server).modifyThroughput(clients: 4, requests: sizes.serverRequests))
-            case .save, .fetch, .generations, .query: break
+            case .save, .fetch, .generations, .query, .startup: break
             }
         } catch {
             await server.stop()

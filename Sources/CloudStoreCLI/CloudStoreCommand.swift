@@ -61,11 +61,16 @@ public struct CloudStoreCommand: AsyncParsableCommand {
         _ arguments: [String], output: CommandOutput,
         environment: [String: String] = ProcessInfo.processInfo.environment, handlesSignals: Bool = false
     ) async -> Int32 {
-        let command: any ParsableCommand
+        var command: any ParsableCommand
+        let (arguments, containers) = ServeCommand.separatingContainers(arguments)
         do {
             command = try parseAsRoot(arguments)
         } catch {
             return report(argumentParserError: error, output: output)
+        }
+        if !containers.isEmpty, var serve = command as? ServeCommand {
+            serve.containers += containers
+            command = serve
         }
         guard let subcommand = command as? any CloudStoreSubcommand else {
             // The root, a group or `help`: their runs only print help, through ArgumentParser's errors.

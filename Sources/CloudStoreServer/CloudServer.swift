@@ -46,7 +46,8 @@ private func buildApplicationAndTokens(
                 clock: configuration.clock)
         case .postgres(let url):
             try PostgresStorage(
-                url: url, logger: configuration.logger, assetLifetime: assetLifetime, clock: configuration.clock)
+                url: url, logger: configuration.logger, assetLifetime: assetLifetime, clock: configuration.clock,
+                layoutSteps: configuration.postgresLayoutSteps)
         }
     let bearerTokens = BearerTokens(configuration.users, operatorToken: configuration.operatorToken)
     let services = CloudServices(
@@ -82,10 +83,8 @@ private func buildApplicationAndTokens(
             middleware: RequestGate(services: services, readsBody: false)))
 
     let port = configuration.port
-    // Each container's SQLite pool holds up to 14 descriptors (a writer and readers, each with the
-    // database and its WAL); PostgreSQL's pool a handful; 64 more for the listener and logs.
     let descriptorLimit = ConnectionLimit.descriptorLimit
-    let reserved = 64 + 16 * configuration.containers.count
+    let reserved = ConnectionLimit.reservedDescriptors(for: configuration.storage, containers: configuration.containers.count)
     let connections = ConnectionLimit(
         capacity: ConnectionLimit.capacity(
             maxConnections: configuration.limits.maxConnections, descriptorLimit: descriptorLimit,
@@ -145,7 +144,9 @@ struct AssetSweeper: Service {
                 } catch is CancellationError {
                     return
                 } catch {
-                    services.logger.warning("asset sweep failed; retrying later", metadata: ["error": "\(error)"])
+                    services.logger.warning(
+                        "asset sweep failed; retrying later",
+                        metadata: ["error": "\(StorageFailure.describe(error, doing: "removing asset bytes no record needs"))"])
                 }
             }
         }

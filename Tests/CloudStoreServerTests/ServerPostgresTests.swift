@@ -133,6 +133,13 @@ final class Flag: Sendable {
     private let value = Mutex(false)
     var isSet: Bool { value.withLock { $0 } }
     func set() { value.withLock { $0 = true } }
+    /// Sets the flag; true when this call set it, false when it was set already.
+    func setIfUnset() -> Bool {
+        value.withLock { value in
+            defer { value = true }
+            return !value
+        }
+    }
 }
 
 @Suite("PostgreSQL availability")

@@ -19,7 +19,9 @@ public struct ServerConfiguration: Sendable {
         /// One SQLite file per container in a directory, created when absent.
         case sqlite(directory: String)
         /// A PostgreSQL database, e.g. `postgres://user:password@127.0.0.1:5432/cloudstore`. The
-        /// tables are created when absent. Add `?schema=name` to keep them in a schema of their own.
+        /// tables are created, or upgraded, at start; the database records their layout's
+        /// version, and a server that finds it current runs no DDL and takes no lock (see
+        /// <doc:RunningSeveralInstances>). Add `?schema=name` to keep them in a schema of their own.
         /// Several servers may share one database. Each connection keeps named prepared statements
         /// and the schema as its `search_path`: a pooler in front of PostgreSQL must pool by session
         /// (or keep prepared statements, as PgBouncer 1.21 does with `max_prepared_statements`).
@@ -62,6 +64,9 @@ public struct ServerConfiguration: Sendable {
     /// Sees the size of every piece of asset bytes the server hands to or takes from its storage
     /// (tests check that transfers stream).
     var assetChunkObserver: (@Sendable (Int) -> Void)?
+    /// For tests that play an instance of an earlier release on PostgreSQL: its storage layout
+    /// ends after this many steps (``PostgresLayout/prefix(_:)``); nil: this release's.
+    var postgresLayoutSteps: Int?
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, storage: Storage, containers: Set<String>,

@@ -139,10 +139,11 @@ struct ConsoleController: Sendable {
                 return ConsoleView.failure(status: failure.status, signedIn: true, message: failure.message)
             } catch {
                 services.metrics.storageFailed()
-                context.logger.error("console page failed", metadata: ["error": "\(String(reflecting: error))"])
+                let reason = StorageFailure.describe(error, doing: "showing the console page \(request.uri.path)")
+                context.logger.error("console page failed", metadata: ["error": "\(reason)"])
                 return ConsoleView.failure(
                     status: .internalServerError, signedIn: true,
-                    message: "The storage failed to answer: \(error). Try again; the server's log has the details.")
+                    message: "The storage failed to answer: \(reason). Try again; the server's log has the details.")
             }
         }
     }

@@ -77,6 +77,17 @@ final class ConnectionLimit: Sendable {
 
     var capacity: Int { state.withLock { $0.table.capacity } }
 
+    /// Descriptors kept from connections for the storage and the process: 64 for the listener,
+    /// logs and files, and on SQLite 16 per container (its pool holds up to 14: a writer and
+    /// readers, each with the database and its WAL), on PostgreSQL 16 for its pool, however many
+    /// containers it serves.
+    static func reservedDescriptors(for storage: ServerConfiguration.Storage, containers: Int) -> Int {
+        switch storage {
+        case .sqlite: 64 + 16 * containers
+        case .postgres: 64 + 16
+        }
+    }
+
     /// The capacity for a configured maximum: at most the descriptors the process may open, less a
     /// reserve for storage files and the listener, and never below 16.
     static func capacity(maxConnections: Int, descriptorLimit: Int?, reservedDescriptors: Int) -> Int {

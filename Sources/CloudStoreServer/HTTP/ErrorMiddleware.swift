@@ -41,7 +41,7 @@ struct ErrorMiddleware: RouterMiddleware {
             metrics.storageFailed()
             context.logger.error(
                 "storage full or failing: answering 503 until writes succeed again",
-                metadata: ["error": "\(String(reflecting: error))"])
+                metadata: ["error": "\(StorageFailure.describe(error, doing: "answering \(request.method) \(request.uri.path)"))"])
             let seconds = StorageFailure.retryAfterSeconds
             var refusal = APIError(
                 .tryAgainLater, "the server's storage cannot take the write now; nothing was saved: retry in \(Int(seconds)) s",
@@ -51,7 +51,9 @@ struct ErrorMiddleware: RouterMiddleware {
             response = try refusal.response(from: request, context: context)
         } catch {
             metrics.storageFailed()
-            context.logger.error("request failed", metadata: ["error": "\(String(reflecting: error))"])
+            context.logger.error(
+                "request failed",
+                metadata: ["error": "\(StorageFailure.describe(error, doing: "answering \(request.method) \(request.uri.path)"))"])
             let failed = APIError(.internalError, "the server failed; retry later")
             failure = failed.error
             response = try failed.response(from: request, context: context)

@@ -33,8 +33,9 @@ struct OperatingController: Sendable {
         do {
             try await services.storage.checkReachable()
         } catch {
-            context.logger.error("storage unreachable", metadata: ["error": "\(error)"])
-            throw APIError(.tryAgainLater, "the storage does not answer: \(error)", retryAfter: 5)
+            let reason = StorageFailure.describe(error, doing: "checking that the storage answers")
+            context.logger.error("storage unreachable", metadata: ["error": "\(reason)"])
+            throw APIError(.tryAgainLater, "the storage does not answer: \(reason)", retryAfter: 5)
         }
         return try JSONResponse.make(["status": "ready"])
     }

@@ -19,7 +19,9 @@ import Foundation
 /// The web console's reads are those of ``ConsoleStorage``, and assets those of ``AssetStorage``,
 /// which every backend implements too.
 protocol ServerStorage: ConsoleStorage, AssetStorage {
-    /// Creates what is missing (files, tables). Runs before the server accepts requests.
+    /// Creates what is missing (files, tables) or upgrades it. Runs before the server accepts
+    /// requests; on storage another instance is serving, it must not get in that instance's way
+    /// (PostgreSQL: ``PostgresLayout``).
     func prepare() async throws
 
     /// Throws when the storage cannot be reached now (the data directory is gone or not writable,

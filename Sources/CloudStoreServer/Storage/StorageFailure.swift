@@ -23,3 +23,14 @@ enum StorageFailure: Equatable, Sendable {
     /// Seconds a client is asked to wait before retrying after ``outOfSpace``.
     static let retryAfterSeconds = 30.0
 }
+
+extension StorageFailure {
+    /// What a storage error says in a log line or an answer, with what the server was `doing`: a
+    /// PostgreSQL failure explained (``PostgresFailure``: SQLSTATE, message, detail, hint), never
+    /// PostgresNIO's redacted placeholder; anything else as it describes itself (GRDB's errors
+    /// leave out the statement's values).
+    static func describe(_ error: any Error, doing: String) -> String {
+        if error is PSQLError || error is PostgresFailure { return PostgresFailure(error, doing: doing).description }
+        return "\(doing): \(error)"
+    }
+}

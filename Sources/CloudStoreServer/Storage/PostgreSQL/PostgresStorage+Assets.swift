@@ -8,44 +8,6 @@ import PostgresNIO
 /// and states in `cloudstore_asset_upload` and `cloudstore_asset`. Each chunk is written and read
 /// with its own statement, so a transfer holds no pool connection between chunks.
 extension PostgresStorage {
-    var assetSchemaStatements: [String] {
-        let binding = """
-            container TEXT NOT NULL, environment TEXT NOT NULL, scope TEXT NOT NULL, owner TEXT NOT NULL,
-            zone TEXT NOT NULL, record TEXT NOT NULL, field TEXT NOT NULL, caller TEXT NOT NULL
-            """
-        return [
-            """
-            CREATE TABLE IF NOT EXISTS \(table("asset_upload")) (
-                id TEXT PRIMARY KEY, \(binding), expires_at BIGINT NOT NULL)
-            """,
-            "CREATE INDEX IF NOT EXISTS cloudstore_asset_upload_by_expiry ON \(table("asset_upload")) (expires_at)",
-            """
-            CREATE TABLE IF NOT EXISTS \(table("asset")) (
-                id TEXT PRIMARY KEY, \(binding),
-                receipt TEXT UNIQUE,
-                checksum TEXT NOT NULL DEFAULT '',
-                size BIGINT NOT NULL DEFAULT 0,
-                state TEXT NOT NULL,
-                expires_at BIGINT NOT NULL,
-                removable_at BIGINT)
-            """,
-            """
-            CREATE INDEX IF NOT EXISTS cloudstore_asset_by_record
-            ON \(table("asset")) (container, environment, scope, owner, zone, record) WHERE state = 'saved'
-            """,
-            """
-            CREATE INDEX IF NOT EXISTS cloudstore_asset_removable ON \(table("asset")) (removable_at)
-            WHERE removable_at IS NOT NULL
-            """,
-            """
-            CREATE TABLE IF NOT EXISTS \(table("asset_chunk")) (
-                asset_id TEXT NOT NULL, seq INTEGER NOT NULL, bytes BYTEA NOT NULL, PRIMARY KEY (asset_id, seq))
-            """,
-            // Bytes of files are mostly compressed already: store them out of line, uncompressed.
-            "ALTER TABLE \(table("asset_chunk")) ALTER COLUMN bytes SET STORAGE EXTERNAL",
-        ]
-    }
-
     private static let bindingColumns = "container, environment, scope, owner, zone, record, field, caller"
 
     private typealias BindingRow = (String, String, String, String, String, String, String, String)

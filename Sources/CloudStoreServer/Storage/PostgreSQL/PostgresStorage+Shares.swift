@@ -6,36 +6,6 @@ import PostgresNIO
 /// `cloudstore_share` and `cloudstore_share_participant`. A participant's shared partition is
 /// locked (to raise its sequence) only after the owner's partition, in order of user.
 extension PostgresStorage {
-    var shareSchemaStatements: [String] {
-        [
-            """
-            CREATE TABLE IF NOT EXISTS \(table("share")) (
-                partition_id BIGINT NOT NULL,
-                zone TEXT NOT NULL,
-                short_guid TEXT NOT NULL UNIQUE,
-                owner_participant_id TEXT NOT NULL,
-                public_permission TEXT NOT NULL,
-                PRIMARY KEY (partition_id, zone))
-            """,
-            """
-            CREATE TABLE IF NOT EXISTS \(table("share_participant")) (
-                partition_id BIGINT NOT NULL,
-                zone TEXT NOT NULL,
-                user_name TEXT NOT NULL,
-                participant_id TEXT NOT NULL,
-                permission TEXT NOT NULL,
-                status TEXT NOT NULL,
-                shared_partition_id BIGINT NOT NULL,
-                db_seq BIGINT NOT NULL DEFAULT 0,
-                PRIMARY KEY (partition_id, zone, user_name))
-            """,
-            """
-            CREATE INDEX IF NOT EXISTS cloudstore_share_participant_by_db_seq
-            ON \(table("share_participant")) (shared_partition_id, db_seq)
-            """,
-        ]
-    }
-
     static func participant(_ row: (String, String, String, String)) throws -> StoredParticipant {
         guard let permission = SharePermission(rawValue: row.2), let status = ShareParticipant.AcceptanceStatus(rawValue: row.3)
         else { throw PostgresStorageError("a participant row has an unknown permission or status") }

@@ -27,6 +27,10 @@ final class PostgresStorage: ServerStorage {
     /// The server's clock, for the assets a zone deletion releases.
     let clock: ServerClock
     private let url: PostgresURL
+    /// The tables and indexes this release needs (``prepare()``).
+    let layout: PostgresLayout
+    /// How the preparation waits out conflicts with live traffic.
+    let layoutRetry: PostgresLayout.Retry
     /// The last schema read of each container and environment (`container|environment`), with its
     /// version. A version is written once: every change raises it, a `records/modify` that extends
     /// a development schema too (``RecordWritePlan/schema``), and
@@ -34,8 +38,16 @@ final class PostgresStorage: ServerStorage {
     /// write that finds the same version uses this copy without reading and decoding the JSON again.
     private let schemas = Mutex<[String: CloudSchema]>([:])
 
-    init(url text: String, logger: Logger, assetLifetime: AssetLifetime = AssetLifetime(), clock: ServerClock = .system) throws {
+    /// - Parameter layoutSteps: for tests that play an earlier release: the layout ends after this
+    ///   many steps (``PostgresLayout/prefix(_:)``); nil: this release's.
+    init(
+        url text: String, logger: Logger, assetLifetime: AssetLifetime = AssetLifetime(), clock: ServerClock = .system,
+        layoutSteps: Int? = nil, layoutRetry: PostgresLayout.Retry = PostgresLayout.Retry()
+    ) throws {
         let url = try PostgresURL(text)
+        let layout = PostgresLayout(schema: url.schema)
+        self.layout = layoutSteps.map { layout.prefix($0) } ?? layout
+        self.layoutRetry = layoutRetry
         var configuration = PostgresClient.Configuration(
             host: url.host, port: url.port, username: url.user, password: url.password, database: url.database,
             tls: url.requireTLS ? .require(.makeClientConfiguration()) : .disable)
@@ -55,29 +67,22 @@ final class PostgresStorage: ServerStorage {
         self.clock = clock
     }
 
-    /// Connects once, directly, before the pool is used: an unreachable PostgreSQL, or one that
-    /// refuses the user or the database, is one clear error within 10 s (the connect timeout)
-    /// rather than the pool's retries. The message names host, port and database, never the password.
-    private func probe() async throws {
+    /// Connects directly, outside the pool, for the preparation of the layout (``prepare()``):
+    /// an unreachable PostgreSQL, or one that refuses the user or the database, is one clear
+    /// error within 10 s (the connect timeout) rather than the pool's retries. The message names
+    /// host, port, database and user, never the password.
+    func connect() async throws -> PostgresConnection {
         var configuration = PostgresConnection.Configuration(
             host: url.host, port: url.port, username: url.user, password: url.password, database: url.database,
             tls: url.requireTLS ? .require(try .init(configuration: .makeClientConfiguration())) : .disable)
         configuration.options.connectTimeout = .seconds(10)
         do {
-            let connection = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: driverLogger)
-            try await connection.close()
+            return try await PostgresConnection.connect(configuration: configuration, id: 0, logger: driverLogger)
         } catch {
+            let place = "PostgreSQL at \(url.host):\(url.port), database \(url.database ?? url.user), user \(url.user)"
             throw ServerConfigurationError(
-                "cannot reach PostgreSQL at \(url.host):\(url.port), database \(url.database ?? url.user), user \(url.user): \(Self.reason(error)); check the URL of --postgres (or CLOUDSTORE_POSTGRES) and that PostgreSQL runs and accepts this user")
+                "\(PostgresFailure(error, doing: "cannot reach \(place)")); check the URL of --postgres (or CLOUDSTORE_POSTGRES) and that PostgreSQL runs and accepts this user")
         }
-    }
-
-    /// What went wrong, in words, from PostgresNIO's error (whose description hides everything).
-    private static func reason(_ error: any Error) -> String {
-        guard let error = error as? PSQLError else { return "\(error)" }
-        if let message = error.serverInfo?[.message] { return message }
-        if let underlying = error.underlying { return "\(underlying)" }
-        return "\(error.code)"
     }
 
     /// Runs a query, its SQL logged at level 4 as the SQLite backend logs its statements.
@@ -120,8 +125,12 @@ final class PostgresStorage: ServerStorage {
                     }
                 }
             } catch {
-                if Task.isCancelled { return }
-                logger.warning("change listener failed; retrying", metadata: ["error": "\(error)"])
+                // The pool closes its connections when the server stops (also when its start
+                // failed): nothing to retry.
+                if Task.isCancelled || [.poolClosed, .clientClosedConnection].contains((error as? PSQLError)?.code) { return }
+                logger.warning(
+                    "change listener failed; retrying",
+                    metadata: ["error": "\(PostgresFailure(error, doing: "listening for other instances' changes (LISTEN \(Self.channel))"))"])
                 try? await Task.sleep(for: .seconds(1))
             }
         }
@@ -131,84 +140,6 @@ final class PostgresStorage: ServerStorage {
         _ = try await client.withConnection { connection in
             try await self.run("SELECT 1", on: connection)
         }
-    }
-
-    func prepare() async throws {
-        try await probe()
-        try await transaction { connection in
-            // One lock per schema: servers preparing the same schema take turns, servers of other
-            // schemas (each test's own) do not wait for each other.
-            try await self.run("SELECT pg_advisory_xact_lock(727272, hashtext(\(self.schemaName)))", on: connection)
-            for statement in self.schemaStatements {
-                try await self.run(PostgresQuery(unsafeSQL: statement), on: connection)
-            }
-        }
-    }
-
-    private var schemaStatements: [String] {
-        [
-            "CREATE SCHEMA IF NOT EXISTS \"\(schemaName)\"",
-            """
-            CREATE TABLE IF NOT EXISTS \(table("partition")) (
-                id BIGSERIAL PRIMARY KEY,
-                container TEXT NOT NULL,
-                environment TEXT NOT NULL,
-                scope TEXT NOT NULL,
-                owner TEXT NOT NULL,
-                db_seq BIGINT NOT NULL DEFAULT 0,
-                UNIQUE (container, environment, scope, owner))
-            """,
-            """
-            CREATE TABLE IF NOT EXISTS \(table("zone")) (
-                partition_id BIGINT NOT NULL REFERENCES \(table("partition")) (id),
-                name TEXT NOT NULL,
-                seq BIGINT NOT NULL DEFAULT 0,
-                db_seq BIGINT NOT NULL DEFAULT 0,
-                incarnation BIGINT NOT NULL DEFAULT 0,
-                purged_through BIGINT NOT NULL DEFAULT 0,
-                deleted BOOLEAN NOT NULL DEFAULT FALSE,
-                PRIMARY KEY (partition_id, name))
-            """,
-            "CREATE INDEX IF NOT EXISTS cloudstore_zone_by_db_seq ON \(table("zone")) (partition_id, db_seq)",
-            """
-            CREATE TABLE IF NOT EXISTS \(table("record")) (
-                partition_id BIGINT NOT NULL,
-                zone TEXT NOT NULL,
-                name TEXT NOT NULL,
-                type TEXT NOT NULL,
-                seq BIGINT NOT NULL,
-                deleted BOOLEAN NOT NULL DEFAULT FALSE,
-                deleted_at BIGINT,
-                content TEXT,
-                PRIMARY KEY (partition_id, zone, name))
-            """,
-            "CREATE INDEX IF NOT EXISTS cloudstore_record_by_seq ON \(table("record")) (partition_id, zone, seq)",
-            "CREATE INDEX IF NOT EXISTS cloudstore_record_by_type ON \(table("record")) (partition_id, zone, type)",
-            // The lookup of a batch by name (``lookup(_:_:named:)``); a store from before it gets it
-            // when a server first starts on it (writes wait while it is built).
-            "CREATE UNIQUE INDEX IF NOT EXISTS cloudstore_record_by_key ON \(table("record")) (\(Self.recordKeySQL))",
-            """
-            CREATE INDEX IF NOT EXISTS cloudstore_record_tombstones ON \(table("record")) (partition_id, zone, deleted_at)
-            WHERE deleted
-            """,
-            """
-            CREATE TABLE IF NOT EXISTS \(table("reference")) (
-                partition_id BIGINT NOT NULL,
-                zone TEXT NOT NULL,
-                source TEXT NOT NULL,
-                target TEXT NOT NULL,
-                PRIMARY KEY (partition_id, zone, source, target))
-            """,
-            "CREATE INDEX IF NOT EXISTS cloudstore_reference_by_target ON \(table("reference")) (partition_id, zone, target)",
-            """
-            CREATE TABLE IF NOT EXISTS \(table("schema")) (
-                container TEXT NOT NULL,
-                environment TEXT NOT NULL,
-                version BIGINT NOT NULL,
-                content TEXT NOT NULL,
-                PRIMARY KEY (container, environment))
-            """,
-        ] + assetSchemaStatements + shareSchemaStatements
     }
 
     // MARK: - Transactions
