@@ -27,7 +27,7 @@ import Foundation
 /// ```
 ///
 /// The entity's name defaults to the type's name; override ``entityName`` when they differ.
-/// Property types are checked against the schema when a store opens (see ``Schema/check(_:)``):
+/// Property types are checked against the schema when a store opens (see ``Schema/check(_:)-aq32``):
 /// a property whose type or optionality does not match its attribute is an error that names it.
 public protocol Entity: Codable, Sendable, Identifiable where ID == UUID {
     /// The name of the schema entity this type stores.

@@ -5,7 +5,7 @@ import Synchronization
 /// ``Model(name:originalName:mirrored:indexes:uniquenessConstraints:)``).
 ///
 /// A model knows its entity description, so a ``Schema`` is built from the types
-/// (``Schema/init(name:version:entities:)-(_,_,[any PersistentModel.Type])``), and the key paths of its stored
+/// (``Schema/init(name:version:entities:)-555rg``), and the key paths of its stored
 /// properties name them in typed queries (``FetchDescriptor``). The store reads and writes its
 /// values column by column, without `Codable`. Do not conform to it by hand: `@Model` writes the
 /// requirements whose names start with an underscore.

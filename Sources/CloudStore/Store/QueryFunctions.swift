@@ -40,7 +40,7 @@ extension StringProtocol {
 extension PredicateExpressions {
     /// `localizedStandardContains` in a `#Predicate`, which Foundation on Linux does not offer:
     /// whether a string contains another, ignoring case and diacritics. The store evaluates it
-    /// with the same Swift function (``QueryFunctions``).
+    /// with the same Swift function, so a query and `Predicate.evaluate` agree.
     public struct StringLocalizedStandardContains<Root: PredicateExpression, Other: PredicateExpression>:
         StandardPredicateExpression
     where Root.Output: StringProtocol, Other.Output: StringProtocol, Root: StandardPredicateExpression,
