@@ -27,9 +27,12 @@ public protocol PersistentModel: Entity {
 public struct ModelProperty<Model>: @unchecked Sendable {
     // Unchecked: a key path literal without captures, immutable, is safe to share (what
     // `KeyPath & Sendable` says where the compiler can check it).
+    /// The property's name, which is its attribute's or relationship's name in the entity.
     public let name: String
+    /// The key path to the stored property.
     public let keyPath: PartialKeyPath<Model>
 
+    /// The property `name` at `keyPath`; `@Model` lists one per stored property.
     public init(_ name: String, _ keyPath: PartialKeyPath<Model>) {
         self.name = name
         self.keyPath = keyPath
