@@ -27,6 +27,7 @@ public enum ContainerError: Error, Sendable, CustomStringConvertible {
     /// A sharing call could not be done as asked: the message names what and what to do.
     case sharing(String)
 
+    /// What failed and what to do, naming the records, objects or users concerned.
     public var description: String {
         switch self {
         case .localOnly:

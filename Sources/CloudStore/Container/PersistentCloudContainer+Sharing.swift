@@ -110,7 +110,7 @@ extension PersistentCloudContainer {
     ///
     /// ```swift
     /// let share = try await container.acceptShare(shortGUID: guid)
-    /// let folders = try container.store.read { try $0.fetch(Folder.self) }   // alice's folder is here
+    /// let folders = try await container.store.read { try $0.fetch(Folder.self) }   // alice's folder is here
     /// ```
     ///
     /// - Throws: ``ContainerError/sharing(_:)`` with the server's reason when the short GUID names

@@ -16,6 +16,7 @@ extension PersistentCloudContainer {
     /// }
     /// ```
     public struct Event: Sendable, Hashable, Identifiable, CustomStringConvertible {
+        /// Which work the event is about.
         public enum Kind: String, Sendable, Hashable {
             /// Opening the mirror: metadata, the sync engine, the first look at local history.
             case setup
@@ -31,17 +32,27 @@ extension PersistentCloudContainer {
 
         /// Where the work is: just started, under way with ``counts`` so far, or ended.
         public enum Phase: String, Sendable, Hashable {
-            case started, progress, ended
+            /// The work began; nothing is counted yet.
+            case started
+            /// The work sent a batch or applied a page; ``counts`` holds what it did so far.
+            case progress
+            /// The work is over: ``endDate``, ``succeeded`` and ``error`` say how it went.
+            case ended
         }
 
+        /// The same for every event of one piece of work, from `started` to `ended`.
         public let id: UUID
+        /// Which work this is.
         public let kind: Kind
+        /// Where the work is.
         public let phase: Phase
+        /// When the work started.
         public let startDate: Date
         /// Nil while the work runs.
         public let endDate: Date?
         /// False when the work ended with an error.
         public let succeeded: Bool
+        /// Why the work failed, once it ended without success; nil otherwise.
         public let error: SyncFailure?
         /// What the work did so far.
         public let counts: MirrorCounts
@@ -56,6 +67,8 @@ extension PersistentCloudContainer {
         /// Records handled so far: saved, deleted, or refused for good.
         public var completed: Int { counts.saved + counts.deleted + counts.failed }
 
+        /// One line for logs: the kind, the phase and the counts (`export succeeded: 3 saved, …`),
+        /// or what happened to a share.
         public var description: String {
             let state: String
             switch phase {
@@ -72,13 +85,17 @@ extension PersistentCloudContainer {
     public struct SyncFailure: Error, Sendable, Hashable, CustomStringConvertible {
         /// The server's error code, when the server answered.
         public var code: ServerErrorCode?
+        /// What went wrong, as the server or the network said it.
         public var message: String
         /// Seconds the server asked to wait (throttling).
         public var retryAfter: Double?
         /// The record concerned, for a refused upload.
         public var recordName: String?
+        /// When the failure happened.
         public var date: Date
 
+        /// A failure with `message`, for tests and tools; the container makes its own from the
+        /// server's answers.
         public init(code: ServerErrorCode? = nil, message: String, retryAfter: Double? = nil, recordName: String? = nil, date: Date = Date()) {
             self.code = code
             self.message = message
@@ -97,6 +114,7 @@ extension PersistentCloudContainer {
                 recordName: error.recordName, date: date)
         }
 
+        /// The message.
         public var description: String { message }
     }
 
@@ -116,8 +134,12 @@ extension PersistentCloudContainer {
         public var refusedUploads: Int
         /// The server's database token this device has fetched up to.
         public var serverChangeToken: String?
+        /// When an import last finished without error; nil before the first.
         public var lastImport: Date?
+        /// When an export last finished without error; nil before the first.
         public var lastExport: Date?
+        /// The last failure: this container's own since it opened, else the one the store file
+        /// recorded (its message and date only).
         public var lastError: SyncFailure?
         /// Entries in the conflict log.
         public var conflictCount: Int

@@ -14,6 +14,8 @@ extension PersistentCloudContainer {
         public var url: URL
         /// The container identifier, e.g. `iCloud.com.example.notes`.
         public var containerIdentifier: String
+        /// The container's environment: `development` (the default; the server's schema grows as
+        /// records arrive) or `production`.
         public var environment: CloudEnvironment
         /// The user's bearer token.
         public var token: String
@@ -22,6 +24,7 @@ extension PersistentCloudContainer {
         /// user has: a record last written by this ID is taken for this device's own write.
         public var deviceID: String?
 
+        /// The server at `url`, as the user whose bearer token is `token`.
         public init(
             url: URL, containerIdentifier: String, environment: CloudEnvironment = .development, token: String,
             deviceID: String? = nil
@@ -80,7 +83,9 @@ extension PersistentCloudContainer {
         public var exportDebounce: Duration = .milliseconds(10)
         /// How often to fetch when the server's push does not answer.
         public var pollInterval: Duration = .seconds(60)
+        /// What to do when the store's zone is deleted on the server (`deleteLocalData` by default).
         public var zoneDeletionPolicy: ZoneDeletionPolicy = .deleteLocalData
+        /// What to do when the server reports another user (`replaceLocalData` by default).
         public var accountChangePolicy: AccountChangePolicy = .replaceLocalData
         /// Records per fetched page (at most 200).
         public var fetchPageSize: Int?
@@ -90,6 +95,8 @@ extension PersistentCloudContainer {
         /// Changes the sync engine; applied last, for settings these options do not cover.
         public var configureEngine: (@Sendable (inout SyncEngine.Configuration) -> Void)?
 
+        /// Options that mirror to `server` (none: a local store only) with `conflictPolicy`, and
+        /// the defaults above for the rest.
         public init(server: Server? = nil, conflictPolicy: ConflictPolicy = .serverWins) {
             self.server = server
             self.conflictPolicy = conflictPolicy

@@ -29,8 +29,9 @@ extension PersistentCloudContainer {
         public var participants: [Participant]
         /// What the current user may do with the shared objects.
         public var currentUserPermission: SharePermission
-        /// The shared object the share was made from, on the device that made it.
+        /// The entity of the shared object the share was made from, on the device that made it.
         public var rootEntityName: String?
+        /// The id of the shared object the share was made from, on the device that made it.
         public var rootID: UUID?
         /// Whether a change of the share made here has not reached the server yet.
         public var hasPendingChanges: Bool
@@ -38,6 +39,7 @@ extension PersistentCloudContainer {
         /// Whether the current user owns the share.
         public var isOwnedByCurrentUser: Bool { owner == nil }
 
+        /// The zone, the owner and each participant with permission and status, for logs.
         public var description: String {
             let who = participants.map { "\($0.user) (\($0.permission.rawValue), \($0.status.rawValue))" }.joined(separator: ", ")
             return "share of \(zoneID) owned by \(owner ?? "me"): \(who)"
@@ -46,9 +48,13 @@ extension PersistentCloudContainer {
 
     /// One person in a share.
     public struct Participant: Sendable, Hashable {
+        /// The participant's user record name on the server (`_bob`).
         public var user: String
+        /// What the participant may do with the shared objects.
         public var permission: SharePermission
+        /// Whether the participant was invited, joined, or was removed.
         public var status: ShareParticipant.AcceptanceStatus
+        /// Whether this is the share's owner.
         public var isOwner: Bool
     }
 
@@ -63,6 +69,7 @@ extension PersistentCloudContainer {
         /// `SharePermission.readOnly` or `SharePermission.readWrite`.
         public var permission: SharePermission
 
+        /// An invitation for `user` with `permission`.
         public init(user: String, permission: SharePermission) {
             self.user = user
             self.permission = permission
@@ -91,6 +98,7 @@ extension PersistentCloudContainer {
     /// activity log (``PersistentCloudContainer/shareActivity(after:)``) and sent as a
     /// ``Event/Kind/sharing`` event, as the "Activity" list of a shared shopping list shows it.
     public struct ShareActivity: Sendable, Hashable, CustomStringConvertible {
+        /// What happened.
         public enum Change: String, Sendable, Hashable {
             /// A user was invited (not joined yet).
             case invited
@@ -111,9 +119,11 @@ extension PersistentCloudContainer {
 
         /// The log's sequence number (0 until stored).
         public var sequence: Int64
+        /// When this store recorded it: when the change was made here or arrived from the server.
         public var date: Date
         /// The shared zone, as this user names it.
         public var zoneID: ZoneID
+        /// What happened.
         public var change: Change
         /// The user concerned (nil for ``Change/stopped``).
         public var user: String?
@@ -132,6 +142,7 @@ extension PersistentCloudContainer {
             self.permission = permission
         }
 
+        /// One line for logs: who, what, with which permission, in which zone.
         public var description: String {
             "\(user ?? "the owner") \(change.rawValue)\(permission.map { " (\($0.rawValue))" } ?? "") in \(zoneID)"
         }

@@ -31,8 +31,12 @@ import Logging
 /// user's objects) and its shared database (what others share with this user) with one sync engine
 /// each, into one store. See <doc:Sharing>.
 public final class PersistentCloudContainer: Sendable {
+    /// The local store: read and write through it as with any ``PersistentStore``; its saves are
+    /// uploaded and other devices' changes are imported into it.
     public let store: PersistentStore
+    /// The schema the container was opened with.
     public let schema: Schema
+    /// The options the container was opened with.
     public let options: Options
     /// The zone the store's records live in.
     public let zoneID: ZoneID
@@ -40,6 +44,17 @@ public final class PersistentCloudContainer: Sendable {
     let hub: EventHub
 
     /// Opens (creating or migrating) the store at `url` and starts mirroring it.
+    ///
+    /// ```swift
+    /// let container = try await PersistentCloudContainer(
+    ///     url: URL(fileURLWithPath: "notes.sqlite"),
+    ///     schema: Schema(name: "Notes", version: 1, entities: [Folder.self, Note.self]),
+    ///     options: .init(server: .init(url: serverURL, containerIdentifier: "iCloud.com.example.notes",
+    ///                                  token: userToken)))
+    /// ```
+    ///
+    /// It returns once the store is open and mirroring has started; it does not wait for the
+    /// server (``waitUntilSynced(timeout:)`` does).
     ///
     /// - Parameters:
     ///   - url: the store's SQLite file; created when it does not exist.
@@ -106,12 +121,30 @@ public final class PersistentCloudContainer: Sendable {
         try await store.write(author: MirrorAuthor.import) { context in try MirrorMetadata.deviceID(context.db) }
     }
 
-    /// A stream of mirroring events: each setup, import and export when it starts and when it ends.
+    /// A stream of mirroring events: each setup, import and export when it starts, as it
+    /// progresses and when it ends, and what happens to shares. Each call makes a new stream that
+    /// starts with the next event; it finishes when the container closes.
+    ///
+    /// ```swift
+    /// Task {
+    ///     for await event in container.events() where event.phase == .ended && !event.succeeded {
+    ///         showSyncProblem(event.error)
+    ///     }
+    /// }
+    /// ```
     public func events() -> AsyncStream<Event> {
         hub.subscribe()
     }
 
-    /// Sends local changes, then fetches the server's, now.
+    /// Sends local changes, then fetches the server's, now: pull to refresh, or each step of a
+    /// test with `automaticallySync` off. A request that fails as a whole (no network, throttling)
+    /// throws its `CloudError` and what it carried stays pending; rejected credentials throw
+    /// ``ContainerError/syncFailed(_:)``, and a container without a server
+    /// ``ContainerError/localOnly``.
+    ///
+    /// ```swift
+    /// try await container.sync()
+    /// ```
     public func sync() async throws {
         try await mirror.syncNow()
     }
@@ -133,7 +166,12 @@ public final class PersistentCloudContainer: Sendable {
         try await mirror.waitUntilSynced(timeout: timeout)
     }
 
-    /// Where mirroring stands.
+    /// Where mirroring stands: pending and refused uploads, the last import, export and failure.
+    ///
+    /// ```swift
+    /// let status = try await container.status()
+    /// if status.pendingUploads > 0 { showBadge("\(status.pendingUploads) changes not uploaded yet") }
+    /// ```
     public func status() async throws -> SyncStatus {
         var status = try Self.status(of: store)
         status.isMirroring = options.server != nil

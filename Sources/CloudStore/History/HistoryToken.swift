@@ -38,6 +38,7 @@ public struct HistoryToken: Hashable, Sendable, Comparable, CustomStringConverti
         self.init(storeIdentifier: store, transactionNumber: number)
     }
 
+    /// The text form, `<transaction>@<store identifier>`, which ``init(_:)`` reads back.
     public var description: String { "\(transactionNumber)@\(storeIdentifier.uuidString)" }
 
     /// Orders tokens of the same store by commit order.
@@ -48,6 +49,7 @@ public struct HistoryToken: Hashable, Sendable, Comparable, CustomStringConverti
 
 /// Encoded as its text form, a single string.
 extension HistoryToken: Codable {
+    /// Decodes the text form; text that is not a token throws `DecodingError.dataCorrupted`.
     public init(from decoder: any Decoder) throws {
         let text = try decoder.singleValueContainer().decode(String.self)
         do {
@@ -58,6 +60,7 @@ extension HistoryToken: Codable {
         }
     }
 
+    /// Encodes the text form, as a single string.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(description)

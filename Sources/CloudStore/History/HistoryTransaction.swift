@@ -22,8 +22,10 @@ public struct HistoryTransaction: Hashable, Sendable, Identifiable {
     /// The changes, one per object, in the order the unit of work first touched each object.
     public var changes: [HistoryChange]
 
+    /// The transaction's token, which identifies it.
     public var id: HistoryToken { token }
 
+    /// A transaction with these values, for tests; the store makes the real ones.
     public init(token: HistoryToken, timestamp: Date, author: String?, contextName: String?, changes: [HistoryChange]) {
         self.token = token
         self.timestamp = timestamp
@@ -38,12 +40,21 @@ public struct HistoryTransaction: Hashable, Sendable, Identifiable {
 
 /// What one transaction did to one object (like `NSPersistentHistoryChange`).
 public struct HistoryChange: Hashable, Sendable {
+    /// Whether the object was inserted, updated or deleted.
     public enum ChangeType: String, Hashable, Sendable, Codable {
-        case insert, update, delete
+        /// The object was created.
+        case insert
+        /// Some of the object's attributes or relationships changed (``HistoryChange/updatedProperties``).
+        case update
+        /// The object was deleted, by the write itself or by a cascade.
+        case delete
     }
 
+    /// The entity of the changed object.
     public var entityName: String
+    /// The changed object's id.
     public var objectID: UUID
+    /// What happened to the object.
     public var changeType: ChangeType
     /// For an update: the attributes and relationships whose value changed. A to-many relationship
     /// is listed when its membership changed (for many-to-many links, on both objects).
@@ -51,6 +62,7 @@ public struct HistoryChange: Hashable, Sendable {
     /// For a delete: the values of the attributes marked `preserveAfterDeletion`, as they were.
     public var tombstone: [String: AttributeValue]
 
+    /// A change with these values, for tests; the store makes the real ones.
     public init(
         entityName: String, objectID: UUID, changeType: ChangeType, updatedProperties: Set<String> = [],
         tombstone: [String: AttributeValue] = [:]
@@ -79,6 +91,7 @@ public struct HistoryFilter: Hashable, Sendable {
     /// At most this many transactions.
     public var limit: Int?
 
+    /// A filter of the given conditions; the defaults let everything through.
     public init(
         authors: Set<String>? = nil, excludingAuthors: Set<String> = [], entities: Set<String>? = nil, limit: Int? = nil
     ) {

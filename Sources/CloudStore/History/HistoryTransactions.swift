@@ -28,16 +28,19 @@ extension PersistentStore {
 
 /// An endless sequence of committed history transactions; see ``PersistentStore/transactions(after:matching:)``.
 public struct HistoryTransactions: AsyncSequence, Sendable {
+    /// Each element is one committed transaction.
     public typealias Element = HistoryTransaction
 
     let store: PersistentStore
     let start: HistoryToken?
     let filter: HistoryFilter
 
+    /// Starts reading after the sequence's token; each iterator keeps its own position.
     public func makeAsyncIterator() -> AsyncIterator {
         AsyncIterator(store: store, position: start, filter: filter)
     }
 
+    /// Reads the history in pages and waits for new commits once it has delivered them all.
     public struct AsyncIterator: AsyncIteratorProtocol {
         let store: PersistentStore
         var position: HistoryToken?

@@ -34,15 +34,18 @@ extension PersistentStore {
 
 /// The live results of a typed query; see ``PersistentStore/results(for:)``.
 public struct LiveResults<Model: PersistentModel>: AsyncSequence, Sendable {
+    /// Each element is the query's whole result, in its sort order.
     public typealias Element = [Model]
 
     let store: PersistentStore
     let descriptor: FetchDescriptor<Model>
 
+    /// Starts following the store; each iterator delivers its own first array.
     public func makeAsyncIterator() -> AsyncIterator {
         AsyncIterator(store: store, descriptor: descriptor)
     }
 
+    /// Runs the query, then waits for a commit that changed its entity and runs it again.
     public struct AsyncIterator: AsyncIteratorProtocol {
         let store: PersistentStore
         let descriptor: FetchDescriptor<Model>
@@ -129,6 +132,8 @@ public final class ObservedResults<Model: PersistentModel>: Observable, Sendable
     private let registrar = ObservationRegistrar()
     private let state = Mutex(State())
 
+    /// Starts following `descriptor`'s results in `store` (every object of the model, unsorted,
+    /// by default).
     public init(store: PersistentStore, _ descriptor: FetchDescriptor<Model> = FetchDescriptor()) {
         let task = Task { [weak self] in
             do {

@@ -27,12 +27,15 @@ public struct MigrationStep: Sendable {
     public var name: String
     let action: Action
 
+    /// A step that runs `sql` (one or more statements) when the store migrates to `version`.
     public init(version: Int, name: String, sql: String) {
         self.version = version
         self.name = name
         self.action = .sql(sql)
     }
 
+    /// A step that runs `body` on the migration's connection when the store migrates to
+    /// `version`; a throw fails the migration and leaves the store unchanged.
     public init(version: Int, name: String, _ body: @escaping @Sendable (Database) throws -> Void) {
         self.version = version
         self.name = name
@@ -50,8 +53,11 @@ public struct MigrationStep: Sendable {
 /// let store = try PersistentStore(url: url, schema: schema, migrations: plan)
 /// ```
 public struct MigrationPlan: Sendable {
+    /// The steps, in any order: each runs when a migration passes its version, in version then
+    /// name order.
     public var steps: [MigrationStep]
 
+    /// A plan of these steps; with none, the store migrates with the automatic changes alone.
     public init(_ steps: [MigrationStep] = []) {
         self.steps = steps
     }

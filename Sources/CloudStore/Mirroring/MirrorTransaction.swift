@@ -141,8 +141,10 @@ public struct MirrorCounts: Hashable, Sendable {
     /// Uploads the server refused for good (see the status's last error).
     public var failed = 0
 
+    /// Counts of zero.
     public init() {}
 
+    /// The two counts added up, field by field.
     public static func + (lhs: MirrorCounts, rhs: MirrorCounts) -> MirrorCounts {
         var sum = lhs
         sum.saved += rhs.saved
@@ -152,10 +154,14 @@ public struct MirrorCounts: Hashable, Sendable {
         return sum
     }
 
+    /// Whether nothing was counted.
     public var isEmpty: Bool { self == MirrorCounts() }
 }
 
 /// The author of every write mirroring makes to objects; its transactions are never uploaded.
 public enum MirrorAuthor {
+    /// `"cloudstore.import"`: the author of the history transactions that apply other devices'
+    /// changes; filter history with it to tell them from this device's own edits
+    /// (`HistoryFilter(excludingAuthors: [MirrorAuthor.import])`).
     public static let `import` = "cloudstore.import"
 }

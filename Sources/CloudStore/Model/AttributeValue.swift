@@ -4,22 +4,32 @@ import Foundation
 /// The value of one attribute (or to-one relationship) of an object, independent of Swift types,
 /// SQLite columns and record fields. The store, history, conflict log and record mapping all speak it.
 public enum AttributeValue: Hashable, Sendable {
+    /// No value: an optional attribute left empty, or a to-one relationship to nothing.
     case null
+    /// A `string` attribute's text.
     case string(String)
+    /// An `int64` attribute's integer, whatever integer type the Swift property has.
     case int64(Int64)
+    /// A `double` attribute's number.
     case double(Double)
+    /// A `bool` attribute's value.
     case bool(Bool)
     /// A date, kept to the millisecond (as records carry it).
     case date(Date)
+    /// A `data` attribute's bytes, kept in its row.
     case data(Data)
     /// Bytes of an attribute with external storage, kept in a file beside the store.
     case externalData(ExternalData)
+    /// A `uuid` attribute's value, or the related object's id for a to-one relationship.
     case uuid(UUID)
+    /// A `url` attribute's value.
     case url(URL)
+    /// A `decimal` attribute's exact value.
     case decimal(Decimal)
     /// A JSON document, as canonical text (sorted keys), so equal values compare equal.
     case json(String)
 
+    /// Whether this is ``null``.
     public var isNull: Bool { self == .null }
 
     /// The attribute type this value belongs to; nil for `null`.
@@ -46,6 +56,8 @@ public enum AttributeValue: Hashable, Sendable {
 }
 
 extension AttributeValue: CustomStringConvertible {
+    /// The value as logs and messages show it: strings quoted, dates in ISO 8601 with
+    /// milliseconds, bytes as a count.
     public var description: String {
         switch self {
         case .null: "null"
@@ -71,6 +83,7 @@ extension AttributeValue: Codable {
         case string, int64, double, bool, date, data, externalData, uuid, url, decimal, json
     }
 
+    /// Decodes the tagged form; `null` decodes as ``null``.
     public init(from decoder: any Decoder) throws {
         if let single = try? decoder.singleValueContainer(), single.decodeNil() {
             self = .null
@@ -114,6 +127,7 @@ extension AttributeValue: Codable {
         }
     }
 
+    /// Encodes the tagged form: one key naming the type, dates in milliseconds, bytes in base64.
     public func encode(to encoder: any Encoder) throws {
         if case .null = self {
             var single = encoder.singleValueContainer()
@@ -141,10 +155,15 @@ extension AttributeValue: Codable {
 extension AttributeValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral,
     ExpressibleByBooleanLiteral, ExpressibleByNilLiteral
 {
+    /// A string literal as ``string(_:)``.
     public init(stringLiteral value: String) { self = .string(value) }
+    /// An integer literal as ``int64(_:)``.
     public init(integerLiteral value: Int64) { self = .int64(value) }
+    /// A floating-point literal as ``double(_:)``.
     public init(floatLiteral value: Double) { self = .double(value) }
+    /// `true` or `false` as ``bool(_:)``.
     public init(booleanLiteral value: Bool) { self = .bool(value) }
+    /// `nil` as ``null``.
     public init(nilLiteral: ()) { self = .null }
 }
 

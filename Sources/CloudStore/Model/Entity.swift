@@ -27,7 +27,7 @@ import Foundation
 /// ```
 ///
 /// The entity's name defaults to the type's name; override ``entityName`` when they differ.
-/// Property types are checked against the schema when a store opens (see ``Schema/check(_:)``):
+/// Property types are checked against the schema when a store opens (see ``Schema/check(_:)-aq32``):
 /// a property whose type or optionality does not match its attribute is an error that names it.
 public protocol Entity: Codable, Sendable, Identifiable where ID == UUID {
     /// The name of the schema entity this type stores.
@@ -35,19 +35,30 @@ public protocol Entity: Codable, Sendable, Identifiable where ID == UUID {
 }
 
 extension Entity {
+    /// The type's name: `Note` stores objects of the entity `Note`.
     public static var entityName: String { String(describing: Self.self) }
 }
 
 /// The values of one object, independent of its Swift type: what the store saves and reads, what
 /// history and conflicts talk about, and what records are made from.
+///
+/// ```swift
+/// let snapshot = EntitySnapshot(entityName: "Note", id: UUID.timeOrdered(), values: ["title": "Groceries"])
+/// try store.write { context in try context.insert(snapshot) }
+/// let title = try store.read { try $0.fetchSnapshot(entityName: "Note", id: snapshot.id)?["title"] }
+/// ```
 public struct EntitySnapshot: Hashable, Sendable {
+    /// The entity the object belongs to.
     public var entityName: String
+    /// The object's id.
     public var id: UUID
     /// Attributes and to-one relationships (as `.uuid` or `.null`), by name.
     public var values: [String: AttributeValue]
     /// To-many relationships the Swift type declared, as the related objects' ids.
     public var toMany: [String: [UUID]]
 
+    /// The object `id` of `entityName` with these values; an insert fills the attributes left out
+    /// with their defaults.
     public init(
         entityName: String, id: UUID, values: [String: AttributeValue] = [:], toMany: [String: [UUID]] = [:]
     ) {
@@ -57,6 +68,8 @@ public struct EntitySnapshot: Hashable, Sendable {
         self.toMany = toMany
     }
 
+    /// The value of the attribute or to-one relationship `name`; nil when the snapshot does not
+    /// carry it (an update then leaves it as it is).
     public subscript(name: String) -> AttributeValue? {
         get { values[name] }
         set { values[name] = newValue }
@@ -70,16 +83,21 @@ public struct EntitySnapshot: Hashable, Sendable {
 /// Note.priority: the Swift property is a String but the attribute is an int64; declare it as Int64
 /// ```
 public struct EntityError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The entity (or Swift type) concerned.
     public var entity: String
+    /// The property concerned, when the error is about one.
     public var property: String?
+    /// What does not fit, and what to change.
     public var message: String
 
+    /// An error about `entity`, and `property` when given.
     public init(entity: String, property: String? = nil, _ message: String) {
         self.entity = entity
         self.property = property
         self.message = message
     }
 
+    /// `Entity.property: message`, or `Entity: message`.
     public var description: String {
         property.map { "\(entity).\($0): \(message)" } ?? "\(entity): \(message)"
     }

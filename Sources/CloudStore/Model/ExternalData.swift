@@ -16,6 +16,8 @@ public struct ExternalData: Hashable, Sendable, CustomStringConvertible {
     /// The number of bytes.
     public var size: Int64
 
+    /// A reference to the bytes whose SHA-256, in base64, is `checksum`; the store makes these
+    /// when it saves a `data` value with external storage.
     public init(checksum: String, size: Int64) {
         self.checksum = checksum
         self.size = size
@@ -36,5 +38,6 @@ public struct ExternalData: Hashable, Sendable, CustomStringConvertible {
         self.init(checksum: checksum, size: size)
     }
 
+    /// The size and checksum, as in `<1048576 bytes in a file, SHA-256 …>`; never the bytes.
     public var description: String { "<\(size) bytes in a file, SHA-256 \(checksum)>" }
 }

@@ -75,7 +75,7 @@ public macro Attribute(_ options: AttributeDescription.Option..., originalName: 
 /// ```
 ///
 /// Declare the inverse on one side of each pair; the schema fills in the other side
-/// (``Schema/init(name:version:entities:)-(_,_,[any PersistentModel.Type])``). Declaring it on
+/// (``Schema/init(name:version:entities:)-555rg``). Declaring it on
 /// both sides of a pair makes each side's attribute refer to the other's, which the compiler
 /// reports as a circular reference.
 @attached(peer)

@@ -5,7 +5,7 @@ import Synchronization
 /// ``Model(name:originalName:mirrored:indexes:uniquenessConstraints:)``).
 ///
 /// A model knows its entity description, so a ``Schema`` is built from the types
-/// (``Schema/init(name:version:entities:)-(_,_,[any PersistentModel.Type])``), and the key paths of its stored
+/// (``Schema/init(name:version:entities:)-555rg``), and the key paths of its stored
 /// properties name them in typed queries (``FetchDescriptor``). The store reads and writes its
 /// values column by column, without `Codable`. Do not conform to it by hand: `@Model` writes the
 /// requirements whose names start with an underscore.
@@ -27,9 +27,12 @@ public protocol PersistentModel: Entity {
 public struct ModelProperty<Model>: @unchecked Sendable {
     // Unchecked: a key path literal without captures, immutable, is safe to share (what
     // `KeyPath & Sendable` says where the compiler can check it).
+    /// The property's name, which is its attribute's or relationship's name in the entity.
     public let name: String
+    /// The key path to the stored property.
     public let keyPath: PartialKeyPath<Model>
 
+    /// The property `name` at `keyPath`; `@Model` lists one per stored property.
     public init(_ name: String, _ keyPath: PartialKeyPath<Model>) {
         self.name = name
         self.keyPath = keyPath

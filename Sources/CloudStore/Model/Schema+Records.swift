@@ -3,9 +3,12 @@ import Foundation
 /// An object read from a record: its snapshot, and the fields the schema does not know (written by
 /// a newer version of the app), which are kept so they survive the next upload.
 public struct RecordContent: Hashable, Sendable {
+    /// The object's values, as the schema knows them.
     public var snapshot: EntitySnapshot
+    /// Fields the schema does not declare, by name, as the record carries them.
     public var unknownFields: [String: FieldValue]
 
+    /// The content of a record: a snapshot and the fields left over.
     public init(snapshot: EntitySnapshot, unknownFields: [String: FieldValue] = [:]) {
         self.snapshot = snapshot
         self.unknownFields = unknownFields

@@ -2,11 +2,15 @@ import Foundation
 
 /// The shape of an app's data: its entities, their attributes and relationships.
 ///
-/// A schema is a value. Build it in Swift or load it from a schema file (see ``Schema/load(contentsOf:)``);
-/// both give the same thing, and ``validate()`` checks it against the rules a mirrored store needs.
+/// A schema is a value. Build it from `@Model` types, describe it in Swift, or load it from a
+/// schema file (see ``Schema/load(contentsOf:)``); all give the same thing, and ``validate()``
+/// checks it against the rules a mirrored store needs.
 ///
 /// ```swift
-/// let schema = Schema(name: "Notes", version: 1, entities: [
+/// let schema = Schema(name: "Notes", version: 1, entities: [Folder.self, Note.self])
+///
+/// // The same entities described by hand, for code that has no model types:
+/// let described = Schema(name: "Notes", version: 1, entities: [
 ///     EntityDescription("Folder",
 ///         attributes: [.init("title", .string, default: .string(""))],
 ///         relationships: [.toMany("notes", to: "Note", inverse: "folder", deleteRule: .cascade)]),
@@ -15,14 +19,19 @@ import Foundation
 ///                      .init("body", .string, optional: true)],
 ///         relationships: [.toOne("folder", to: "Folder", inverse: "notes")]),
 /// ])
-/// try schema.validate()
+/// try described.validate()
 /// ```
 public struct Schema: Hashable, Sendable {
+    /// The schema's name (`"Notes"`): the store records it, and opening a store written under
+    /// another name fails.
     public var name: String
     /// Increases with every change an app ships; the store migrates when it opens with a newer one.
     public var version: Int
+    /// The entities, in the order they were given.
     public var entities: [EntityDescription]
 
+    /// A schema of entities described by hand; ``init(name:version:entities:)-555rg`` builds one
+    /// from `@Model` types.
     public init(name: String, version: Int, entities: [EntityDescription]) {
         self.name = name
         self.version = version
@@ -41,8 +50,11 @@ public struct Schema: Hashable, Sendable {
 /// One entity of a schema: a kind of object with attributes and relationships. Every object also
 /// has an implicit `id` (a UUID), which is its record name in the cloud.
 public struct EntityDescription: Hashable, Sendable {
+    /// The entity's name: its table's name in the store and its record type in the cloud.
     public var name: String
+    /// The entity's attributes, in declaration order.
     public var attributes: [AttributeDescription]
+    /// The entity's relationships, in declaration order.
     public var relationships: [RelationshipDescription]
     /// Indexes, each a list of attribute or to-one relationship names.
     public var indexes: [[String]]
@@ -54,6 +66,7 @@ public struct EntityDescription: Hashable, Sendable {
     /// The entity's name in the previous schema version, when it was renamed.
     public var renamedFrom: String?
 
+    /// An entity named `name`, mirrored unless `isMirrored` is false.
     public init(
         _ name: String, attributes: [AttributeDescription] = [], relationships: [RelationshipDescription] = [],
         indexes: [[String]] = [], uniquenessConstraints: [[String]] = [], isMirrored: Bool = true,
@@ -68,10 +81,12 @@ public struct EntityDescription: Hashable, Sendable {
         self.renamedFrom = renamedFrom
     }
 
+    /// The attribute with this name, if the entity has one.
     public func attribute(named name: String) -> AttributeDescription? {
         attributes.first { $0.name == name }
     }
 
+    /// The relationship with this name, if the entity has one.
     public func relationship(named name: String) -> RelationshipDescription? {
         relationships.first { $0.name == name }
     }
@@ -85,8 +100,11 @@ public struct EntityDescription: Hashable, Sendable {
 
 /// One attribute of an entity.
 public struct AttributeDescription: Hashable, Sendable {
+    /// The attribute's name: its column in the store and its field in records.
     public var name: String
+    /// The kind of value it holds.
     public var type: AttributeType
+    /// Whether an object may have no value for it (null).
     public var isOptional: Bool
     /// The value of a new object that does not set it.
     public var defaultValue: AttributeValue?
@@ -99,6 +117,8 @@ public struct AttributeDescription: Hashable, Sendable {
     /// Core Data's "Allows External Storage". Entities still read and write `Data`.
     public var allowsExternalStorage: Bool
 
+    /// An attribute named `name` of type `type`: required unless `optional`, with no default unless
+    /// one is given.
     public init(
         _ name: String, _ type: AttributeType, optional: Bool = false, default defaultValue: AttributeValue? = nil,
         renamedFrom: String? = nil, preservesValueAfterDeletion: Bool = false, externalStorage: Bool = false
@@ -120,15 +140,21 @@ public struct AttributeDescription: Hashable, Sendable {
 /// One relationship of an entity. Relationships are always optional: a to-one may be nil and a
 /// to-many may be empty.
 public struct RelationshipDescription: Hashable, Sendable {
+    /// The relationship's name.
     public var name: String
+    /// The name of the entity it relates to.
     public var destination: String
+    /// Whether it relates many objects (true) or at most one (false).
     public var isToMany: Bool
     /// The relationship on the destination that points back. Required in a mirrored schema.
     public var inverse: String?
+    /// What deleting an object does to the objects this relationship relates (`nullify` by default).
     public var deleteRule: DeleteRule
     /// The relationship's name in the previous schema version, when it was renamed.
     public var renamedFrom: String?
 
+    /// A relationship named `name` to `destination`; ``toOne(_:to:inverse:deleteRule:)`` and
+    /// ``toMany(_:to:inverse:deleteRule:)`` read better.
     public init(
         _ name: String, destination: String, toMany: Bool, inverse: String?, deleteRule: DeleteRule = .nullify,
         renamedFrom: String? = nil

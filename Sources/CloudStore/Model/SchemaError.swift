@@ -7,6 +7,7 @@ public struct SchemaProblem: Hashable, Sendable, CustomStringConvertible {
     /// What is wrong and, where it helps, how to fix it.
     public var message: String
 
+    /// A problem with `message`, in `entity` and `property` when given.
     public init(entity: String? = nil, property: String? = nil, _ message: String) {
         self.entity = entity
         self.property = property
@@ -35,13 +36,16 @@ public struct SchemaProblem: Hashable, Sendable, CustomStringConvertible {
 public struct SchemaError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The schema's name, or the file it came from.
     public var schema: String
+    /// Every problem found, in the order they were found.
     public var problems: [SchemaProblem]
 
+    /// An error listing `problems` of `schema`.
     public init(schema: String, problems: [SchemaProblem]) {
         self.schema = schema
         self.problems = problems
     }
 
+    /// A heading with the schema and the number of problems, then one line per problem.
     public var description: String {
         let count = problems.count == 1 ? "1 problem" : "\(problems.count) problems"
         return (["schema \"\(schema)\" has \(count):"] + problems.map { "  - \($0)" }).joined(separator: "\n")

@@ -27,6 +27,7 @@ public struct FetchDescriptor<Model: PersistentModel>: Sendable {
     /// Skip this many objects first.
     public var fetchOffset: Int?
 
+    /// A query of `Model`: every object, in no particular order, unless told otherwise.
     public init(
         predicate: Predicate<Model>? = nil, sortBy: [SortDescriptor<Model>] = [], fetchLimit: Int? = nil,
         fetchOffset: Int? = nil

@@ -30,63 +30,77 @@ public final class ModelRowReader {
 
     // MARK: Direct reads of the common types
 
+    /// Reads a `String` property numbered `property`; a stored null throws.
     public func read(_ type: String.Type, at property: Int) throws -> String {
         let column = try nonNull(property)
         return columnText(statement, column)
     }
 
+    /// Reads the optional `String` property numbered `property`: nil for a stored null.
     public func read(_ type: String?.Type, at property: Int) throws -> String? {
         columnTextOrNil(statement, columns[property])
     }
 
+    /// Reads an `Int64` property numbered `property`; a stored null throws.
     public func read(_ type: Int64.Type, at property: Int) throws -> Int64 {
         try integer(nonNull(property), property)
     }
 
+    /// Reads the optional `Int64` property numbered `property`: nil for a stored null.
     public func read(_ type: Int64?.Type, at property: Int) throws -> Int64? {
         let column = columns[property]
         return sqlite3_column_type(statement, column) == SQLITE_NULL ? nil : try integer(column, property)
     }
 
+    /// Reads an `Int` property numbered `property`; a stored null throws.
     public func read(_ type: Int.Type, at property: Int) throws -> Int {
         try Int(integer(nonNull(property), property))
     }
 
+    /// Reads the optional `Int` property numbered `property`: nil for a stored null.
     public func read(_ type: Int?.Type, at property: Int) throws -> Int? {
         try read(Int64?.self, at: property).map { Int($0) }
     }
 
+    /// Reads a `Double` property numbered `property`; a stored null throws.
     public func read(_ type: Double.Type, at property: Int) throws -> Double {
         try double(nonNull(property), property)
     }
 
+    /// Reads the optional `Double` property numbered `property`: nil for a stored null.
     public func read(_ type: Double?.Type, at property: Int) throws -> Double? {
         let column = columns[property]
         return sqlite3_column_type(statement, column) == SQLITE_NULL ? nil : try double(column, property)
     }
 
+    /// Reads a `Bool` property numbered `property`; a stored null throws.
     public func read(_ type: Bool.Type, at property: Int) throws -> Bool {
         try integer(nonNull(property), property) != 0
     }
 
+    /// Reads the optional `Bool` property numbered `property`: nil for a stored null.
     public func read(_ type: Bool?.Type, at property: Int) throws -> Bool? {
         try read(Int64?.self, at: property).map { $0 != 0 }
     }
 
+    /// Reads a `Date` property numbered `property`; a stored null throws.
     public func read(_ type: Date.Type, at property: Int) throws -> Date {
         try Date(millisecondsSince1970: integer(nonNull(property), property))
     }
 
+    /// Reads the optional `Date` property numbered `property`: nil for a stored null.
     public func read(_ type: Date?.Type, at property: Int) throws -> Date? {
         try read(Int64?.self, at: property).map { Date(millisecondsSince1970: $0) }
     }
 
+    /// Reads a `UUID` property numbered `property`; a stored null throws.
     public func read(_ type: UUID.Type, at property: Int) throws -> UUID {
         let column = try nonNull(property)
         guard let uuid = columnUUID(statement, column) else { throw damaged(property) }
         return uuid
     }
 
+    /// Reads the optional `UUID` property numbered `property`: nil for a stored null.
     public func read(_ type: UUID?.Type, at property: Int) throws -> UUID? {
         let column = columns[property]
         guard sqlite3_column_type(statement, column) != SQLITE_NULL else { return nil }
@@ -96,11 +110,14 @@ public final class ModelRowReader {
 
     // MARK: Any attribute type, raw-value enums and JSON
 
+    /// Reads a property of an ``AttributeStorable`` type numbered `property`; a stored null throws.
     public func read<T: AttributeStorable>(_ type: T.Type, at property: Int) throws -> T {
         guard let value = try read(T?.self, at: property) else { throw null(property) }
         return value
     }
 
+    /// Reads an optional property of an ``AttributeStorable`` type numbered `property`: nil for a
+    /// stored null; a value the type cannot hold (too large, say) throws.
     public func read<T: AttributeStorable>(_ type: T?.Type, at property: Int) throws -> T? {
         let stored = try value(property, as: T.attributeType)
         if stored.isNull { return nil }
@@ -112,12 +129,16 @@ public final class ModelRowReader {
         return value
     }
 
+    /// Reads a raw-value enum property numbered `property`, stored as its raw value; a stored null,
+    /// or a raw value the enum has no case for, throws.
     public func read<T: RawRepresentable & Codable>(_ type: T.Type, at property: Int) throws -> T
     where T.RawValue: AttributeStorable {
         guard let value = try read(T?.self, at: property) else { throw null(property) }
         return value
     }
 
+    /// Reads an optional raw-value enum property numbered `property`: nil for a stored null; a raw
+    /// value the enum has no case for throws.
     public func read<T: RawRepresentable & Codable>(_ type: T?.Type, at property: Int) throws -> T?
     where T.RawValue: AttributeStorable {
         guard let raw = try read(T.RawValue?.self, at: property) else { return nil }
@@ -129,11 +150,15 @@ public final class ModelRowReader {
         return value
     }
 
+    /// Reads a `Codable` property numbered `property`, decoded from its stored JSON; a stored null
+    /// throws.
     public func read<T: Codable>(_ type: T.Type, at property: Int) throws -> T {
         guard let value = try read(T?.self, at: property) else { throw null(property) }
         return value
     }
 
+    /// Reads an optional `Codable` property numbered `property`, decoded from its stored JSON: nil
+    /// for a stored null.
     public func read<T: Codable>(_ type: T?.Type, at property: Int) throws -> T? {
         let column = columns[property]
         guard sqlite3_column_type(statement, column) != SQLITE_NULL else { return nil }

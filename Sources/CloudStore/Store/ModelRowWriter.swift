@@ -18,28 +18,35 @@ public struct ModelRowWriter {
         if case .column(let index) = layout.slots[property] { row[index] = value }
     }
 
+    /// Writes a property of an ``AttributeStorable`` type numbered `property`.
     public mutating func write<T: AttributeStorable>(_ value: T, at property: Int) throws {
         set(value.attributeValue, at: property)
     }
 
+    /// Writes an optional property of an ``AttributeStorable`` type numbered `property`; nil is null.
     public mutating func write<T: AttributeStorable>(_ value: T?, at property: Int) throws {
         set(value?.attributeValue ?? .null, at: property)
     }
 
+    /// Writes a raw-value enum property numbered `property` as its raw value.
     public mutating func write<T: RawRepresentable & Codable>(_ value: T, at property: Int) throws
     where T.RawValue: AttributeStorable {
         set(value.rawValue.attributeValue, at: property)
     }
 
+    /// Writes an optional raw-value enum property numbered `property` as its raw value; nil is null.
     public mutating func write<T: RawRepresentable & Codable>(_ value: T?, at property: Int) throws
     where T.RawValue: AttributeStorable {
         set(value?.rawValue.attributeValue ?? .null, at: property)
     }
 
+    /// Writes a `Codable` property numbered `property` as canonical JSON; a value that cannot be
+    /// encoded throws.
     public mutating func write<T: Codable>(_ value: T, at property: Int) throws {
         set(try json(value, property), at: property)
     }
 
+    /// Writes an optional `Codable` property numbered `property` as canonical JSON; nil is null.
     public mutating func write<T: Codable>(_ value: T?, at property: Int) throws {
         set(try value.map { try json($0, property) } ?? .null, at: property)
     }

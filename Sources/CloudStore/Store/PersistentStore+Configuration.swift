@@ -45,6 +45,7 @@ extension PersistentStore {
         /// The clock history timestamps come from.
         public var now: @Sendable () -> Date = { Date() }
 
+        /// The defaults: durable commits, history recorded, 4 readers, a 10-second busy timeout.
         public init() {}
     }
 }

@@ -16,6 +16,8 @@ public struct StoreFileInfo: Sendable, Hashable {
     public var schemaName: String
     /// The version of the schema the store was last opened (created or migrated) with.
     public var schemaVersion: Int
+    /// That schema's ``Schema/schemaHash``: opening the store with a schema of the same version
+    /// but another hash fails, since the schema changed without a new version.
     public var schemaHash: String
     /// The schema the store was last opened with, as the store keeps it for migrations; nil when
     /// the stored copy cannot be read.

@@ -10,13 +10,15 @@ import Synchronization
 /// others), query generations and schema migrations.
 ///
 /// ```swift
-/// let schema = try Schema.load(contentsOf: URL(fileURLWithPath: "Schema/Notes.json"))
+/// let schema = Schema(name: "Notes", version: 2, entities: [Folder.self, Note.self])
 /// let store = try PersistentStore(url: URL(fileURLWithPath: "notes.sqlite"), schema: schema,
-///                                 migrations: try MigrationPlan.load(directory: migrationsURL, schema: schema))
+///                                 migrations: try MigrationPlan.load(directory: migrationsURL, schemaName: "Notes"))
 /// try store.write(author: "app", contextName: "editor") { context in
 ///     try context.insert(Note(title: "Hello"))
 /// }
-/// let notes = try store.read { context in try context.fetch(Note.self, sortBy: [.ascending("title")]) }
+/// let notes = try store.read { context in
+///     try context.fetch(FetchDescriptor<Note>(sortBy: [SortDescriptor(\.title)]))
+/// }
 /// ```
 ///
 /// The file is a WAL-mode SQLite database (GRDB `DatabasePool`): one writer at a time, many
@@ -29,6 +31,7 @@ public final class PersistentStore: Sendable {
     public let url: URL
     /// The schema the store was opened with.
     public let schema: Schema
+    /// How the store was opened and commits.
     public let configuration: Configuration
     /// Whether the store was opened for inspection, read-only: its writes throw
     /// ``StoreError/Code/readOnly``.

@@ -37,29 +37,37 @@ extension StringProtocol {
 }
 
 #if !canImport(Darwin)
+/// The `localizedStandardContains` expression CloudStore adds to `#Predicate` on Linux.
 extension PredicateExpressions {
     /// `localizedStandardContains` in a `#Predicate`, which Foundation on Linux does not offer:
     /// whether a string contains another, ignoring case and diacritics. The store evaluates it
-    /// with the same Swift function (``QueryFunctions``).
+    /// with the same Swift function, so a query and `Predicate.evaluate` agree.
     public struct StringLocalizedStandardContains<Root: PredicateExpression, Other: PredicateExpression>:
         StandardPredicateExpression
     where Root.Output: StringProtocol, Other.Output: StringProtocol, Root: StandardPredicateExpression,
         Other: StandardPredicateExpression
     {
+        /// Whether `other` is in `root`.
         public typealias Output = Bool
+        /// The string searched.
         public let root: Root
+        /// The string searched for.
         public let other: Other
 
+        /// The expression `root.localizedStandardContains(other)`; `#Predicate` builds it.
         public init(root: Root, other: Other) {
             self.root = root
             self.other = other
         }
 
+        /// Whether `other` is in `root`, ignoring case and diacritics; an empty `other` is in
+        /// every string.
         public func evaluate(_ bindings: PredicateBindings) throws -> Bool {
             try root.evaluate(bindings).cloudStoreLocalizedStandardContains(try other.evaluate(bindings))
         }
     }
 
+    /// What `#Predicate` calls for `localizedStandardContains` in a predicate's body.
     public static func build_localizedStandardContains<Root, Other>(
         _ root: Root, _ other: Other
     ) -> StringLocalizedStandardContains<Root, Other> {

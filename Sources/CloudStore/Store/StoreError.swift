@@ -15,8 +15,11 @@ import GRDB
 public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The kind of failure.
     public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        /// The code's name, as in `historyTokenExpired`.
         public var rawValue: String
+        /// The code named `rawValue`; use the constants below.
         public init(rawValue: String) { self.rawValue = rawValue }
+        /// The code's name.
         public var description: String { rawValue }
 
         /// The file is not a CloudStore store: not SQLite at all, or SQLite without CloudStore's metadata.
@@ -75,15 +78,18 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let sqlite = Code(rawValue: "sqlite")
     }
 
+    /// The kind of failure, to match on.
     public var code: Code
     /// What went wrong and what to do, naming the file, entity, property or step.
     public var message: String
 
+    /// An error of `code` with `message`.
     public init(_ code: Code, _ message: String) {
         self.code = code
         self.message = message
     }
 
+    /// The message.
     public var description: String { message }
 }
 

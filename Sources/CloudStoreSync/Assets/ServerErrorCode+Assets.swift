@@ -1,5 +1,6 @@
 import CloudStoreWire
 
+/// The codes a failed asset upload reports in a record's error.
 extension ServerErrorCode {
     /// (client) A record's asset names a local file (`fileURL`) the engine cannot read: it is
     /// missing, or not readable. The record was not sent; the error's `reason` names the record,

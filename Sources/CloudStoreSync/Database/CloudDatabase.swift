@@ -11,19 +11,38 @@ public protocol CloudDatabase: Sendable {
     /// Which database of the container this is.
     var scope: DatabaseScope { get }
 
+    /// `POST zones/modify`: creates and deletes zones; one result per operation, in order.
+    /// Creating a zone that exists succeeds.
     func modifyZones(_ request: ZonesModifyRequest) async throws -> ZonesResponse
+    /// `GET zones/list`: every zone of the database.
     func listZones() async throws -> ZonesResponse
+    /// `POST zones/lookup`: the named zones, each a zone or an error such as `ZONE_NOT_FOUND`.
     func lookupZones(_ request: ZonesLookupRequest) async throws -> ZonesResponse
+    /// `POST records/modify`: saves and deletes records of one zone; one result per operation, in
+    /// order. A failed atomic request returns its per-record results (the culprit's error, and
+    /// `ATOMIC_ERROR` for the others) instead of throwing.
     func modifyRecords(_ request: RecordsModifyRequest) async throws -> RecordsResponse
+    /// `POST records/lookup`: the named records, each a record or an error such as `NOT_FOUND`.
     func lookupRecords(_ request: RecordsLookupRequest) async throws -> RecordsResponse
+    /// `POST records/query`: one page of the records of a type that match the filters, with a
+    /// continuation marker when more follow. A query is not a way to sync: use the changes calls.
     func queryRecords(_ request: RecordsQueryRequest) async throws -> RecordsQueryResponse
+    /// `POST changes/database`: one page of the zones changed or deleted since the request's
+    /// database token (every zone without one), and the token to ask with next.
     func fetchDatabaseChanges(_ request: DatabaseChangesRequest) async throws -> DatabaseChangesResponse
+    /// `POST changes/zone`: per zone asked for, one page of the records changed or deleted since
+    /// its token (every live record without one) and the token to ask with next. A token older
+    /// than the server's tombstone horizon throws a ``CloudError`` with `CHANGE_TOKEN_EXPIRED`.
     func fetchZoneChanges(_ request: ZoneChangesRequest) async throws -> ZoneChangesResponse
     /// Long-polls until the database changes after `since` (a database token) or `timeout` passes.
     func waitForChanges(since syncToken: String?, timeout: Duration) async throws -> NotificationsResponse
     /// Who the credentials belong to.
     func caller() async throws -> CallerResponse
+    /// `POST schema/modify`: adds the record types and fields of `schema` to the container's
+    /// schema and returns the schema as it now is, with its version. In `production`, changes must
+    /// be additive.
     func modifySchema(_ schema: CloudSchema) async throws -> CloudSchema
+    /// `GET schema`: the container's record types and fields, with the schema's version.
     func fetchSchema() async throws -> CloudSchema
 
     /// `POST assets/upload`: an upload URL for each asset field about to be saved.
@@ -46,6 +65,7 @@ public protocol CloudDatabase: Sendable {
 
 /// Why a request to a ``CloudDatabase`` failed as a whole.
 public struct CloudError: Error, Sendable, CustomStringConvertible {
+    /// How the request failed: the server's error, or no usable answer.
     public enum Kind: Sendable, Equatable {
         /// The server answered with a non-2xx status and an error body.
         case server(ServerError)
@@ -59,17 +79,21 @@ public struct CloudError: Error, Sendable, CustomStringConvertible {
         case cancelled
     }
 
+    /// How the request failed.
     public var kind: Kind
     /// The HTTP status, when a response arrived.
     public var httpStatus: Int?
+    /// What went wrong, for logs and people: the server's error, or the request and the cause.
     public var message: String
 
+    /// Makes an error of `kind`; ``server(_:httpStatus:)`` makes one from a server's answer.
     public init(_ kind: Kind, httpStatus: Int? = nil, message: String) {
         self.kind = kind
         self.httpStatus = httpStatus
         self.message = message
     }
 
+    /// The error of a server's non-2xx answer, its message the server's error.
     public static func server(_ error: ServerError, httpStatus: Int) -> CloudError {
         CloudError(.server(error), httpStatus: httpStatus, message: error.description)
     }
@@ -80,6 +104,7 @@ public struct CloudError: Error, Sendable, CustomStringConvertible {
         return nil
     }
 
+    /// The server's error code (`CONFLICT`, `ZONE_NOT_FOUND`, …); nil when no server error arrived.
     public var code: ServerErrorCode? { serverError?.serverErrorCode }
 
     /// Whether the same request may succeed later: network failures, timeouts, 429, 503, 500.
@@ -94,6 +119,7 @@ public struct CloudError: Error, Sendable, CustomStringConvertible {
     /// Seconds the server asked the client to wait.
     public var retryAfter: Double? { serverError?.retryAfter }
 
+    /// The message, after the HTTP status when a response arrived (`HTTP 503: …`).
     public var description: String {
         if let httpStatus { return "HTTP \(httpStatus): \(message)" }
         return message

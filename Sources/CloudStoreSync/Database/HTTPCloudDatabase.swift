@@ -25,21 +25,27 @@ import NIOHTTP1
 /// Requests are logged at `.info` (method, path, status, duration); bodies at `.trace`. The
 /// bearer token never appears in logs or errors.
 public struct HTTPCloudDatabase: CloudDatabase, EncodedRecordsModifying {
+    /// Which database of the container the requests go to: `private`, `shared` or `public`.
     public let scope: DatabaseScope
     /// The server's root, e.g. `http://127.0.0.1:8080`.
     public let baseURL: String
+    /// The container and environment, which make the `/database/1/{container}/{environment}` path.
     public let route: DatabaseRoute
     /// Sent as `X-CloudStore-Device`; the server stamps it into the records this device writes.
     public let deviceID: String
     /// How long one request may take; the long poll gets its own wait on top.
     public let requestTimeout: Duration
-    /// Largest response body accepted.
+    /// Largest response body accepted, in bytes (64 MiB by default); a larger answer fails with
+    /// `.invalidResponse`.
     public var maxResponseBytes = 64 * 1024 * 1024
     private let token: String?
     private let httpClient: HTTPClient
     private let logger: Logger
     private let clientInternalsLogger: Logger
 
+    /// Makes a database that sends its requests to the server at `baseURL`, as the user `token`
+    /// names, from the device `deviceID`. Nothing is sent until the first call.
+    ///
     /// - Parameters:
     ///   - baseURL: the server's root, e.g. `http://127.0.0.1:8080`, without the `/database/1/...` path.
     ///   - container: the container identifier, e.g. `iCloud.com.example.notes`.

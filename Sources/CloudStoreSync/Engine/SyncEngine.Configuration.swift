@@ -16,10 +16,14 @@ extension SyncEngine {
     /// let engine = SyncEngine(configuration)
     /// ```
     public struct Configuration: Sendable {
+        /// 200 operations: the most one `records/modify` request may carry, and the default and
+        /// upper bound of ``maxBatchCount``.
         public static let defaultMaxBatchCount = 200
-        /// 1.5 MiB: well under the server's 4 MiB request limit.
+        /// 1.5 MiB: well under the server's 4 MiB request limit; the default of ``maxBatchBytes``.
         public static let defaultMaxBatchBytes = 1_572_864
 
+        /// The database to sync with, usually an ``HTTPCloudDatabase`` for the user's private
+        /// database.
         public var database: any CloudDatabase
         /// The last state the app saved, or nil on first launch.
         public var stateSerialization: State.Serialization?
@@ -56,6 +60,8 @@ extension SyncEngine {
         public var longPollTimeout: Duration = .seconds(50)
         /// The first back-off delay after a failure; it doubles with each further failure.
         public var backoffBase: Duration = .seconds(1)
+        /// The longest back-off delay, however many failures came before (5 minutes by default); a
+        /// server's `retryAfter` is waited for as it is.
         public var backoffMax: Duration = .seconds(300)
         /// At most this many operations per `records/modify` request (at most 200).
         public var maxBatchCount: Int = Configuration.defaultMaxBatchCount {
@@ -81,6 +87,8 @@ extension SyncEngine {
         /// ```
         public var assetDirectory: URL?
 
+        /// A configuration with the defaults above: pass the state saved last time (nil on first
+        /// launch) and the delegate, which the engine holds weakly.
         public init(
             database: any CloudDatabase, stateSerialization: State.Serialization?,
             delegate: any SyncEngineDelegate, automaticallySync: Bool = true

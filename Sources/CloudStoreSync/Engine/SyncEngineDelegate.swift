@@ -61,11 +61,13 @@ public protocol SyncEngineDelegate: AnyObject, Sendable {
 }
 
 extension SyncEngineDelegate {
+    /// Fetches what the scheduler chose: every zone with changes.
     public func nextFetchChangesOptions(_ context: SyncEngine.FetchChangesContext, syncEngine: SyncEngine) async
         -> SyncEngine.FetchChangesOptions
     {
         context.options
     }
 
+    /// Answers nil: the engine downloads every asset.
     public func existingFile(for asset: Asset, syncEngine: SyncEngine) async -> URL? { nil }
 }

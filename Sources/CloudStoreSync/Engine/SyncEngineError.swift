@@ -9,6 +9,7 @@
 /// }
 /// ```
 public struct SyncEngineError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What kind of failure it is; compare with the constants below.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         let name: String
         /// The server rejected the credentials; the engine stopped for good.
@@ -18,12 +19,16 @@ public struct SyncEngineError: Error, Sendable, Hashable, CustomStringConvertibl
         /// The delegate was released; the engine has no one to hand events to.
         public static let delegateReleased = Code(name: "delegateReleased")
 
+        /// The code's name, as in `stopped`.
         public var description: String { name }
     }
 
+    /// What kind of failure it is.
     public let code: Code
+    /// What happened and what to do about it.
     public let message: String
 
+    /// The code and the message, as in `stopped: the sync engine stopped because …`.
     public var description: String { "\(code): \(message)" }
 
     static func stopped(because cause: CloudError?) -> SyncEngineError {

@@ -22,19 +22,36 @@ extension SyncEngine {
     /// }
     /// ```
     public enum Event: Sendable, CustomStringConvertible {
+        /// The state changed (pending changes, tokens, the user): save its serialization.
         case stateUpdate(StateUpdate)
+        /// The user signed in, switched, or the server rejected the credentials and the engine
+        /// stopped.
         case accountChange(AccountChange)
+        /// A page of the database's changed and deleted zones.
         case fetchedDatabaseChanges(FetchedDatabaseChanges)
+        /// A page of one zone's changed and deleted records, with the state after it: save both in
+        /// one transaction.
         case fetchedRecordZoneChanges(FetchedRecordZoneChanges)
+        /// What the server did with the zone saves and deletes of a send.
         case sentDatabaseChanges(SentDatabaseChanges)
+        /// What became of one batch of record saves and deletes, with the state after it: save the
+        /// acknowledged records and the state in one transaction.
         case sentRecordZoneChanges(SentRecordZoneChanges)
+        /// A fetch begins.
         case willFetchChanges(WillFetchChanges)
+        /// The fetch of one zone's records begins.
         case willFetchRecordZoneChanges(WillFetchRecordZoneChanges)
+        /// The fetch of one zone's records ended, completed or with an error.
         case didFetchRecordZoneChanges(DidFetchRecordZoneChanges)
+        /// A fetch ended, completed or with an error.
         case didFetchChanges(DidFetchChanges)
+        /// A send begins.
         case willSendChanges(WillSendChanges)
+        /// A send ended, whether or not everything was sent.
         case didSendChanges(DidSendChanges)
 
+        /// The event's name and counts, for logs (`sentRecordZoneChanges(3 saved, 0 failed saves, …)`);
+        /// no record contents.
         public var description: String {
             switch self {
             case .stateUpdate: "stateUpdate"
@@ -65,12 +82,15 @@ extension SyncEngine {
 extension SyncEngine.Event {
     /// The state changed: persist ``stateSerialization``.
     public struct StateUpdate: Sendable {
+        /// The engine's state as it is now; pass it to the next engine's
+        /// ``SyncEngine/Configuration/stateSerialization``.
         public let stateSerialization: SyncEngine.State.Serialization
     }
 
     /// The user the server reports for the engine's credentials differs from the saved state's,
     /// or the server rejected the credentials.
     public struct AccountChange: Sendable {
+        /// Which change happened, with the user record names involved.
         public enum ChangeType: Sendable, Hashable, CustomStringConvertible {
             /// First sync of this state: `currentUser` is signed in.
             case signIn(currentUser: String)
@@ -83,6 +103,7 @@ extension SyncEngine.Event {
             /// and pending changes, as CKSyncEngine does; delete or re-upload local data per policy.
             case switchAccounts(previousUser: String, currentUser: String)
 
+            /// The change and its users, for logs (`switchAccounts(_u1 → _u2)`).
             public var description: String {
                 switch self {
                 case .signIn(let user): "signIn(\(user))"
@@ -92,20 +113,26 @@ extension SyncEngine.Event {
             }
         }
 
+        /// What changed.
         public let changeType: ChangeType
     }
 
     /// Zones that changed or were deleted on the server since the last fetch.
     public struct FetchedDatabaseChanges: Sendable {
+        /// A zone deleted on the server, and why.
         public struct Deletion: Hashable, Sendable {
+            /// The deleted zone, without an owner when it is the signed-in user's.
             public let zoneID: ZoneID
-            /// `.deleted` (an app deleted it: re-upload or wipe per policy) or `.purged` (the user
-            /// purged their data: wipe the local copy and do not re-upload).
+            /// `.deleted` (an app deleted it: re-upload or wipe per policy), `.purged` (the user
+            /// purged their data: wipe the local copy and do not re-upload) or `.unshared` (a zone
+            /// shared with the user that they can no longer reach: remove the local copy and do
+            /// not re-upload).
             public let reason: Zone.DeletionReason
         }
 
         /// Zones with changes; the engine fetches their records next.
         public let modifications: [ZoneID]
+        /// Zones deleted on the server; the engine forgot their tokens.
         public let deletions: [Deletion]
     }
 
@@ -115,30 +142,47 @@ extension SyncEngine.Event {
     /// records and this state in one transaction, so the token is never ahead of the data it
     /// covers.
     public struct FetchedRecordZoneChanges: Sendable {
+        /// A record deleted on the server.
         public struct Deletion: Hashable, Sendable {
+            /// The deleted record.
             public let recordID: RecordID
             /// The deleted record's type, when the server sent it.
             public let recordType: String?
         }
 
+        /// The zone the page belongs to.
         public let zoneID: ZoneID
         /// Records in their latest server state, with their change tags.
         public let modifications: [Record]
+        /// Records deleted on the server since the previous page's token.
         public let deletions: [Deletion]
+        /// The state with the zone's token after this page: save it with the page's records.
         public let stateSerialization: SyncEngine.State.Serialization
     }
 
     /// The result of sending pending zone changes.
+    ///
+    /// Failed saves and deletes are no longer pending: transient failures never appear here (those
+    /// changes stay pending and the engine retries them). A delete of a zone the server does not
+    /// have counts as deleted.
     public struct SentDatabaseChanges: Sendable {
+        /// A zone the server refused to create.
         public struct FailedZoneSave: Sendable {
+            /// The zone, as the pending change named it.
             public let zoneID: ZoneID
+            /// Why the server refused it.
             public let error: ServerError
         }
 
+        /// Zones the server created (or already had), named as the pending changes named them.
         public let savedZones: [Zone]
+        /// Zone saves the server refused for good.
         public let failedZoneSaves: [FailedZoneSave]
+        /// Zones deleted; the engine forgot their tokens.
         public let deletedZoneIDs: [ZoneID]
+        /// Zone deletes the server refused for good, with its error.
         public let failedZoneDeletes: [ZoneID: ServerError]
+        /// The state without the settled zone changes.
         public let stateSerialization: SyncEngine.State.Serialization
     }
 
@@ -154,6 +198,7 @@ extension SyncEngine.Event {
     /// ``stateSerialization`` is the state after the acknowledged changes were removed: save the
     /// records' new change tags and this state in one transaction.
     public struct SentRecordZoneChanges: Sendable {
+        /// A record save the server refused for good, or that could not be sent.
         public struct FailedRecordSave: Sendable {
             /// The record as the engine tried to save it.
             public let record: Record
@@ -166,18 +211,29 @@ extension SyncEngine.Event {
             public let error: ServerError
         }
 
+        /// The server's copies of the saved records, with their new change tags.
         public let savedRecords: [Record]
+        /// Saves that failed for good: merge, fix or give up, and add them again to retry.
         public let failedRecordSaves: [FailedRecordSave]
+        /// Records deleted (or already gone) on the server.
         public let deletedRecordIDs: [RecordID]
+        /// Deletes that failed for good, with the server's error: `CONFLICT` when the record
+        /// changed since the version the batch named (``SyncEngine/RecordZoneChangeBatch/recordChangeTagsToDelete``).
         public let failedRecordDeletes: [RecordID: ServerError]
+        /// The state without the acknowledged and failed changes: save it with the saved records.
         public let stateSerialization: SyncEngine.State.Serialization
     }
 
+    /// A fetch begins: ``SyncEngine/Event/didFetchChanges(_:)`` ends it.
     public struct WillFetchChanges: Sendable {
+        /// Why the engine fetches, and what.
         public let context: SyncEngine.FetchChangesContext
     }
 
+    /// The fetch of one zone's records begins; its pages follow, then
+    /// ``SyncEngine/Event/didFetchRecordZoneChanges(_:)``.
     public struct WillFetchRecordZoneChanges: Sendable {
+        /// The zone about to be fetched.
         public let zoneID: ZoneID
         /// True when the engine fetches the zone without a token: its first fetch, or a refetch
         /// after the server rejected the token (`CHANGE_TOKEN_EXPIRED`, `BAD_REQUEST`). The pages
@@ -186,13 +242,19 @@ extension SyncEngine.Event {
         public let fromScratch: Bool
     }
 
+    /// The fetch of one zone's records ended. With `ZONE_NOT_FOUND` the zone is gone from the
+    /// server and the engine forgot its token; after a rejected token, the zone is fetched again
+    /// from scratch right away (a new ``SyncEngine/Event/willFetchRecordZoneChanges(_:)`` follows).
     public struct DidFetchRecordZoneChanges: Sendable {
+        /// The zone that was fetched.
         public let zoneID: ZoneID
         /// Why the zone's fetch stopped early; nil when it completed.
         public let error: CloudError?
     }
 
+    /// A fetch ended, after every zone it fetched.
     public struct DidFetchChanges: Sendable {
+        /// The fetch's context, as ``SyncEngine/Event/willFetchChanges(_:)`` gave it.
         public let context: SyncEngine.FetchChangesContext
         /// Why the fetch stopped early (the network, the server); nil when it completed. A zone
         /// that failed on its own is reported by ``SyncEngine/Event/didFetchRecordZoneChanges(_:)``.
@@ -204,11 +266,16 @@ extension SyncEngine.Event {
         }
     }
 
+    /// A send begins: ``SyncEngine/Event/didSendChanges(_:)`` ends it.
     public struct WillSendChanges: Sendable {
+        /// Why the engine sends, and what.
         public let context: SyncEngine.SendChangesContext
     }
 
+    /// A send ended: everything in scope was sent, or it stopped on a failure and what is left stays
+    /// pending.
     public struct DidSendChanges: Sendable {
+        /// The send's context, as ``SyncEngine/Event/willSendChanges(_:)`` gave it.
         public let context: SyncEngine.SendChangesContext
     }
 }

@@ -19,9 +19,11 @@ extension SyncEngine {
     /// let batch = SyncEngine.RecordZoneChangeBatch(recordsToSave: [note], recordIDsToDelete: [oldID])
     /// ```
     public struct RecordZoneChangeBatch: Sendable {
+        /// The records to save, in order: each as the server should have it after the save.
         public var recordsToSave: [Record] {
             didSet { encodedSaves = [:] }
         }
+        /// The records to delete.
         public var recordIDsToDelete: [RecordID]
         /// The change tag of the version each delete is meant for, where the app knows it: such a
         /// delete fails with `CONFLICT` (in ``SyncEngine/Event/SentRecordZoneChanges/failedRecordDeletes``,
@@ -34,6 +36,9 @@ extension SyncEngine {
         /// ``recordsToSave`` changes.
         var encodedSaves: [RecordID: [UInt8]] = [:]
 
+        /// A batch of exactly these saves and deletes, with no record loaded lazily; the engine
+        /// splits it into requests within its limits. Each record should appear once: a record
+        /// named twice is sent the first time only.
         public init(recordsToSave: [Record] = [], recordIDsToDelete: [RecordID] = [], atomicByZone: Bool = false) {
             self.recordsToSave = recordsToSave
             self.recordIDsToDelete = recordIDsToDelete

@@ -7,6 +7,7 @@ extension SyncEngine {
     /// try await engine.sendChanges(.init(scope: .zoneIDs([notesZone])))
     /// ```
     public struct SendChangesOptions: Hashable, Sendable {
+        /// The pending changes a send may send.
         public enum Scope: Hashable, Sendable {
             /// Every pending change.
             case all
@@ -33,12 +34,17 @@ extension SyncEngine {
                 }
             }
 
+            /// Whether a pending record change falls in the scope: filter
+            /// ``SyncEngine/State/pendingRecordZoneChanges`` with it when building a batch.
             public func contains(_ change: PendingRecordZoneChange) -> Bool { contains(change.recordID) }
+            /// Whether a pending zone change falls in the scope.
             public func contains(_ change: PendingDatabaseChange) -> Bool { contains(change.zoneID) }
         }
 
+        /// The pending changes to send; every one by default.
         public var scope: Scope
 
+        /// Options that send the pending changes in `scope`.
         public init(scope: Scope = .all) {
             self.scope = scope
         }
@@ -54,6 +60,7 @@ extension SyncEngine {
 
     /// What the engine is sending, passed to ``SyncEngineDelegate/nextRecordZoneChangeBatch(_:syncEngine:)``.
     public struct SendChangesContext: Hashable, Sendable {
+        /// Whether the scheduler or the app started the send.
         public let reason: SyncReason
         /// The scope the batch must respect: return only changes it contains.
         public let options: SendChangesOptions

@@ -6,15 +6,19 @@ extension SyncEngine {
     /// The engine keeps only the record's ID; it asks the delegate for the record itself when it
     /// builds a batch (``SyncEngineDelegate/nextRecordZoneChangeBatch(_:syncEngine:)``).
     public enum PendingRecordZoneChange: Hashable, Sendable, Codable, CustomStringConvertible {
+        /// Save the record: the delegate hands over its current version when a batch is built.
         case saveRecord(RecordID)
+        /// Delete the record from the server.
         case deleteRecord(RecordID)
 
+        /// The record the change is about.
         public var recordID: RecordID {
             switch self {
             case .saveRecord(let recordID), .deleteRecord(let recordID): recordID
             }
         }
 
+        /// The change as logs show it: `save <record>` or `delete <record>`.
         public var description: String {
             switch self {
             case .saveRecord(let recordID): "save \(recordID)"
@@ -25,15 +29,19 @@ extension SyncEngine {
 
     /// A zone change the app wants sent to the server, as CKSyncEngine's `PendingDatabaseChange`.
     public enum PendingDatabaseChange: Hashable, Sendable, Codable, CustomStringConvertible {
+        /// Create the zone on the server; creating a zone that exists succeeds.
         case saveZone(ZoneID)
+        /// Delete the zone and every record in it from the server.
         case deleteZone(ZoneID)
 
+        /// The zone the change is about.
         public var zoneID: ZoneID {
             switch self {
             case .saveZone(let zoneID), .deleteZone(let zoneID): zoneID
             }
         }
 
+        /// The change as logs show it: `save zone <zone>` or `delete zone <zone>`.
         public var description: String {
             switch self {
             case .saveZone(let zoneID): "save zone \(zoneID)"

@@ -54,6 +54,8 @@ extension SyncEngine.State {
             self.hasPendingUntrackedChanges = hasPendingUntrackedChanges
         }
 
+        /// Decodes a saved state; throws `DecodingError` for a state that a newer CloudStoreSync
+        /// wrote, in a format this one does not know.
         public init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
             format = try container.decode(Int.self, forKey: .format)

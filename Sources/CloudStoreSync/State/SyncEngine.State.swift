@@ -98,6 +98,7 @@ extension SyncEngine {
             storage.withLock { $0.serialization }
         }
 
+        /// Counts of the pending changes and zone tokens, and the user, for logs.
         public var description: String {
             storage.withLock { storage in
                 "State(\(storage.recordChanges.count) record changes, \(storage.databaseChanges.count) zone changes, "
