@@ -52,8 +52,9 @@ extension PersistentModel {
 }
 
 /// What the store and typed queries need of a model type, worked out once per type: the
-/// properties' names and kinds, and its key paths by property.
-struct ModelTable: @unchecked Sendable {
+/// properties' names and kinds, and its key paths by property. A class: it is shared by every
+/// layout and query of the type, and read on every fetch.
+final class ModelTable: @unchecked Sendable {
     // Unchecked: immutable, and its key paths are literals without captures.
     let entity: EntityDescription
     let names: [String]

@@ -73,7 +73,7 @@ extension ReadContext {
         _ descriptor: FetchDescriptor<Model>, sorted: Bool = true
     ) throws -> (model: ModelLayout, sql: String, arguments: [AttributeValue]) {
         let model = try layout.models.layout(Model.self, in: layout)
-        var compiler = PredicateCompiler(model: model, layout: layout)
+        let compiler = PredicateCompiler(model: model, layout: layout)
         var sql = "FROM \(model.table.quotedName)"
         if let predicate = descriptor.predicate {
             sql += " WHERE " + (try compiler.condition(predicate.expression, variable: predicate.variable.key))

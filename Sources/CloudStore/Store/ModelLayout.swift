@@ -21,6 +21,10 @@ final class ModelLayout: Sendable {
     /// Per property: the column in the statement of a fetch (`id` is column 0), or -1.
     let statementColumns: [Int32]
     let modelTable: ModelTable
+    /// Per property: its term in a predicate (`$0.title`), made once rather than per query.
+    /// Unsafe: immutable, and a property's term holds no Swift value or closure (those make
+    /// terms non-`Sendable`).
+    nonisolated(unsafe) let propertyTerms: [SQLTerm]
 
     init<Model: PersistentModel>(_ type: Model.Type, table: EntityTable, schema: Schema) throws {
         self.table = table
@@ -81,6 +85,21 @@ final class ModelLayout: Sendable {
             case .id: 0
             case .column(let index): Int32(index + 1)
             case .toMany: -1
+            }
+        }
+        propertyTerms = zip(slots, zip(model.names, model.isEnum)).map { slot, property in
+            let (name, isEnum) = property
+            let spelling = Spelling.text("$0.\(name)")
+            switch slot {
+            case .id:
+                return SQLTerm(.column(.uuid, isEnum: false, isExternal: false), "\(table.quotedName).\"id\"", spelling: spelling)
+            case .column(let column):
+                let stored = table.columns[column]
+                return SQLTerm(
+                    .column(stored.type, isEnum: isEnum, isExternal: stored.isExternal),
+                    table.qualifiedColumnNames[column], isOptional: stored.isOptional, spelling: spelling)
+            case .toMany(let name):
+                return SQLTerm(.toMany(table.relationship(named: name)!), "", spelling: spelling)
             }
         }
     }

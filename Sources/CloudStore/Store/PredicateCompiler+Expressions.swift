@@ -4,11 +4,11 @@ import Foundation
 /// itself and asks the compiler for its operands' terms, so an operand the store cannot translate
 /// is reported as itself, not as the expression around it.
 protocol SQLTranslatable {
-    func sqlTerm(_ compiler: inout PredicateCompiler) throws -> SQLTerm
+    func sqlTerm(_ compiler: PredicateCompiler) throws -> SQLTerm
 }
 
 extension PredicateExpressions.Variable: SQLTranslatable {
-    func sqlTerm(_ compiler: inout PredicateCompiler) throws -> SQLTerm {
+    func sqlTerm(_ compiler: PredicateCompiler) throws -> SQLTerm {
         guard let term = compiler.variable(key) else {
             throw compiler.unsupported("a variable of a nested closure", "use the predicate's own object ($0)")
         }
@@ -17,7 +17,7 @@ extension PredicateExpressions.Variable: SQLTranslatable {
 }
 
 extension PredicateExpressions.KeyPath: SQLTranslatable {
-    func sqlTerm(_ compiler: inout PredicateCompiler) throws -> SQLTerm {
+    func sqlTerm(_ compiler: PredicateCompiler) throws -> SQLTerm {
         let root = try compiler.term(root)
         // A property of a captured value (`folder.id`) is a value.
         if case .value = root.kind, let value = PredicateCompiler.constant(self) {
@@ -28,33 +28,33 @@ extension PredicateExpressions.KeyPath: SQLTranslatable {
 }
 
 extension PredicateExpressions.Value: SQLTranslatable {
-    func sqlTerm(_ compiler: inout PredicateCompiler) throws -> SQLTerm {
+    func sqlTerm(_ compiler: PredicateCompiler) throws -> SQLTerm {
         PredicateCompiler.valueTerm(value)
     }
 }
 
 extension PredicateExpressions.NilLiteral: SQLTranslatable {
-    func sqlTerm(_ compiler: inout PredicateCompiler) throws -> SQLTerm {
+    func sqlTerm(_ compiler: PredicateCompiler) throws -> SQLTerm {
         SQLTerm(.null, "", spelling: .text("nil"))
     }
 }
 
 extension PredicateExpressions.Equal: SQLTranslatable {
-    func sqlTerm(_ compiler: inout PredicateCompiler) throws -> SQLTerm {
+    func sqlTerm(_ compiler: PredicateCompiler) throws -> SQLTerm {
         let (left, right) = (try compiler.term(lhs), try compiler.term(rhs))
         return try compiler.compare(left, .equal, right, spelling: .infix(left, "==", right))
     }
 }
 
 extension PredicateExpressions.NotEqual: SQLTranslatable {
-    func sqlTerm(_ compiler: inout PredicateCompiler) throws -> SQLTerm {
+    func sqlTerm(_ compiler: PredicateCompiler) throws -> SQLTerm {
         let (left, right) = (try compiler.term(lhs), try compiler.term(rhs))
         return try compiler.compare(left, .notEqual, right, spelling: .infix(left, "!=", right))
     }
 }
 
 extension PredicateExpressions.Comparison: SQLTranslatable {
-    func sqlTerm(_ compiler: inout PredicateCompiler) throws -> SQLTerm {
+    func sqlTerm(_ compiler: PredicateCompiler) throws -> SQLTerm {
         let (left, right) = (try compiler.term(lhs), try compiler.term(rhs))
         let op = ComparisonOperator(self.op)
         return try compiler.compare(left, op, right, spelling: .infix(left, op.sql, right))
@@ -62,7 +62,7 @@ extension PredicateExpressions.Comparison: SQLTranslatable {
 }
 
 extension PredicateExpressions.Conjunction: SQLTranslatable {
-    func sqlTerm(_ compiler: inout PredicateCompiler) throws -> SQLTerm {
+    func sqlTerm(_ compiler: PredicateCompiler) throws -> SQLTerm {
         let (left, right) = (try compiler.boolean(compiler.term(lhs)), try compiler.boolean(compiler.term(rhs)))
         return SQLTerm(
             .boolean, "(\(left.sql) AND \(right.sql))", arguments: left.arguments + right.arguments,
@@ -71,7 +71,7 @@ extension PredicateExpressions.Conjunction: SQLTranslatable {
 }
 
 extension PredicateExpressions.Disjunction: SQLTranslatable {
-    func sqlTerm(_ compiler: inout PredicateCompiler) throws -> SQLTerm {
+    func sqlTerm(_ compiler: PredicateCompiler) throws -> SQLTerm {
         let (left, right) = (try compiler.boolean(compiler.term(lhs)), try compiler.boolean(compiler.term(rhs)))
         return SQLTerm(
             .boolean, "(\(left.sql) OR \(right.sql))", arguments: left.arguments + right.arguments,
@@ -80,14 +80,14 @@ extension PredicateExpressions.Disjunction: SQLTranslatable {
 }
 
 extension PredicateExpressions.Negation: SQLTranslatable {
-    func sqlTerm(_ compiler: inout PredicateCompiler) throws -> SQLTerm {
+    func sqlTerm(_ compiler: PredicateCompiler) throws -> SQLTerm {
         let inner = try compiler.boolean(compiler.term(wrapped))
         return SQLTerm(.boolean, "(NOT \(inner.sql))", arguments: inner.arguments, spelling: .prefix("!", inner))
     }
 }
 
 extension PredicateExpressions.NilCoalesce: SQLTranslatable {
-    func sqlTerm(_ compiler: inout PredicateCompiler) throws -> SQLTerm {
+    func sqlTerm(_ compiler: PredicateCompiler) throws -> SQLTerm {
         let (left, right) = (try compiler.term(lhs), try compiler.term(rhs))
         let spelling = Spelling.lazy { "(\(left.description) ?? \(right.description))" }
         switch left.kind {
@@ -121,7 +121,7 @@ extension PredicateExpressions.NilCoalesce: SQLTranslatable {
 }
 
 extension PredicateExpressions.OptionalFlatMap: SQLTranslatable {
-    func sqlTerm(_ compiler: inout PredicateCompiler) throws -> SQLTerm {
+    func sqlTerm(_ compiler: PredicateCompiler) throws -> SQLTerm {
         let optional = try compiler.term(wrapped)
         let unwrapped = SQLTerm(
             optional.kind, optional.sql, isOptional: false, arguments: optional.arguments, spelling: optional.spelling)
@@ -141,7 +141,7 @@ extension PredicateExpressions.OptionalFlatMap: SQLTranslatable {
 }
 
 extension PredicateExpressions.SequenceContains: SQLTranslatable {
-    func sqlTerm(_ compiler: inout PredicateCompiler) throws -> SQLTerm {
+    func sqlTerm(_ compiler: PredicateCompiler) throws -> SQLTerm {
         let (collection, member) = (try compiler.term(sequence), try compiler.term(element))
         let spelling = Spelling.lazy { "\(collection.description).contains(\(member.description))" }
         switch collection.kind {
@@ -165,7 +165,7 @@ extension PredicateExpressions.SequenceContains {
 }
 
 extension PredicateExpressions.SequenceStartsWith: SQLTranslatable {
-    func sqlTerm(_ compiler: inout PredicateCompiler) throws -> SQLTerm {
+    func sqlTerm(_ compiler: PredicateCompiler) throws -> SQLTerm {
         let (string, start) = (try compiler.term(base), try compiler.term(prefix))
         let spelling = Spelling.lazy { "\(string.description).starts(with: \(start.description))" }
         guard case .column(.string, _, _) = string.kind else {
@@ -191,7 +191,7 @@ extension PredicateExpressions.SequenceStartsWith: SQLTranslatable {
 }
 
 extension PredicateExpressions.CollectionContainsCollection: SQLTranslatable {
-    func sqlTerm(_ compiler: inout PredicateCompiler) throws -> SQLTerm {
+    func sqlTerm(_ compiler: PredicateCompiler) throws -> SQLTerm {
         let (string, part) = (try compiler.term(base), try compiler.term(other))
         let spelling = Spelling.lazy { "\(string.description).contains(\(part.description))" }
         guard case .column(.string, _, _) = string.kind else {
@@ -208,7 +208,7 @@ extension PredicateExpressions.CollectionContainsCollection: SQLTranslatable {
 
 #if !canImport(Darwin)
 extension PredicateExpressions.StringLocalizedStandardContains: SQLTranslatable {
-    func sqlTerm(_ compiler: inout PredicateCompiler) throws -> SQLTerm {
+    func sqlTerm(_ compiler: PredicateCompiler) throws -> SQLTerm {
         let (string, part) = (try compiler.term(root), try compiler.term(other))
         let spelling = Spelling.lazy { "\(string.description).localizedStandardContains(\(part.description))" }
         guard case .column(.string, _, _) = string.kind else {
@@ -224,7 +224,7 @@ extension PredicateExpressions.StringLocalizedStandardContains: SQLTranslatable 
 #endif
 
 extension PredicateExpressions.RangeExpressionContains: SQLTranslatable {
-    func sqlTerm(_ compiler: inout PredicateCompiler) throws -> SQLTerm {
+    func sqlTerm(_ compiler: PredicateCompiler) throws -> SQLTerm {
         let (bounds, value) = (try compiler.term(range), try compiler.term(element))
         let spelling = Spelling.lazy { "(\(bounds.description)).contains(\(value.description))" }
         guard case .value(let bound) = bounds.kind, let range = bound as? any AnyRange else {

@@ -14,7 +14,10 @@ import Synchronization
 ///
 /// An expression with no SQL form throws ``StoreError/Code/unsupportedQuery``, naming it as Swift
 /// writes it and what to write instead.
-struct PredicateCompiler {
+///
+/// A class, used for one translation: every node of the expression is handed the compiler, and a
+/// reference is cheaper to hand down than the layouts it holds.
+final class PredicateCompiler {
     let model: ModelLayout
     let layout: StoreLayout
     let table: EntityTable
@@ -29,10 +32,10 @@ struct PredicateCompiler {
     }
 
     /// Binds a variable to a term for the duration of `body`.
-    mutating func binding<T>(_ id: PredicateExpressions.VariableID, to term: SQLTerm, _ body: (inout PredicateCompiler) throws -> T) rethrows -> T {
+    func binding<T>(_ id: PredicateExpressions.VariableID, to term: SQLTerm, _ body: (PredicateCompiler) throws -> T) rethrows -> T {
         variables.append((id, term))
         defer { variables.removeLast() }
-        return try body(&self)
+        return try body(self)
     }
 
     init(model: ModelLayout, layout: StoreLayout) {
@@ -42,11 +45,14 @@ struct PredicateCompiler {
     }
 
     /// The SQL condition of a predicate's expression, whose variable is the object.
-    mutating func condition(
+    func condition(
         _ expression: any StandardPredicateExpression<Bool>, variable: PredicateExpressions.VariableID
     ) throws -> String {
-        let term = try binding(variable, to: SQLTerm(.object, "", spelling: .text("$0"))) { try $0.term(expression) }
-        let condition = try boolean(term)
+        // Opens the existential, so that `term` sees the expression's own type.
+        func root(_ expression: some StandardPredicateExpression<Bool>) throws -> SQLTerm {
+            try binding(variable, to: SQLTerm(.object, "", spelling: .text("$0"))) { try $0.term(expression) }
+        }
+        let condition = try boolean(root(expression))
         arguments += condition.arguments
         return condition.sql
     }
@@ -60,15 +66,15 @@ struct PredicateCompiler {
                     "the sort \(descriptor.keyPath.map { "\($0)" } ?? "with a comparator")",
                     "sort by a stored property of \(table.name), as SortDescriptor(\\.title)")
             }
-            let column = try property(index, spelling: .lazy { "\\\(Self.memberSpelling(keyPath))" })
+            let column = model.propertyTerms[index]
             guard case .column(let type, _, let isExternal) = column.kind, !isExternal else {
-                throw unsupported("the sort by \(column.description)", "sort by an attribute or a to-one relationship")
+                throw unsupported("the sort by \\\(Self.memberSpelling(keyPath))", "sort by an attribute or a to-one relationship")
             }
             var sql = column.sql
             if type == .decimal { sql += " COLLATE \(QueryFunctions.decimalCollation)" }
             if type == .string, let comparator = descriptor.stringComparator, comparator != .lexical {
                 throw unsupported(
-                    "the sort by \(column.description) with a String.StandardComparator other than .lexical",
+                    "the sort by \\\(Self.memberSpelling(keyPath)) with a String.StandardComparator other than .lexical",
                     "sort with SortDescriptor(\\.property) (strings by Unicode scalars)")
             }
             terms.append("\(sql) \(descriptor.order == .forward ? "ASC" : "DESC")")
@@ -80,59 +86,46 @@ struct PredicateCompiler {
     // MARK: Terms
 
     /// The term of any predicate expression, through its ``SQLTranslatable`` conformance.
-    mutating func term(_ expression: Any) throws -> SQLTerm {
-        if let translate = Self.translators.withLock({ $0[ObjectIdentifier(type(of: expression))] }) {
-            return try translate(expression, &self)
+    func term<Expression>(_ expression: Expression) throws -> SQLTerm {
+        // An expression's children have their own types (`Conjunction<LHS, RHS>`), so the
+        // translation of a type is found once and then called with the value where it is,
+        // without boxing it in `Any` and casting it back: several times cheaper per node.
+        let isConcrete = type(of: expression) == Expression.self
+        if isConcrete, let translate = Self.translators.withLock({ $0[ObjectIdentifier(Expression.self)] }) {
+            return try withUnsafePointer(to: expression) { try translate(UnsafeRawPointer($0), self) }
         }
         guard let translatable = expression as? any SQLTranslatable else {
             if let value = Self.constant(expression) { return Self.valueTerm(value) }
             throw unsupported(Self.spelling(of: expression), Self.advice(for: expression))
         }
-        let translate = Self.translator(for: translatable)
-        Self.translators.withLock { $0[ObjectIdentifier(type(of: expression))] = translate }
-        return try translate(expression, &self)
+        if isConcrete {
+            let translate = Self.translator(for: translatable)
+            Self.translators.withLock { $0[ObjectIdentifier(Expression.self)] = translate }
+        }
+        return try translatable.sqlTerm(self)
     }
 
-    /// How to translate an expression of a type: found by a protocol cast the first time, then a
-    /// cast to the concrete type (several times cheaper).
-    typealias Translator = @Sendable (Any, inout PredicateCompiler) throws -> SQLTerm
+    /// How to translate an expression of one type, given a pointer to it: made for that type and
+    /// kept under its `ObjectIdentifier`, so the pointer always points to a value of the type the
+    /// translator was made for (an existential's content is never kept: `term` checks that the
+    /// static type is the dynamic one).
+    typealias Translator = @Sendable (UnsafeRawPointer, PredicateCompiler) throws -> SQLTerm
     private static let translators = Mutex<[ObjectIdentifier: Translator]>([:])
 
-    private static func translator<Expression: SQLTranslatable>(for expression: Expression) -> Translator {
-        { expression, compiler in try (expression as! Expression).sqlTerm(&compiler) }
-    }
-
-    /// The term of a stored property of the object, by its number in the model.
-    func property(_ index: Int, spelling: Spelling) throws -> SQLTerm {
-        switch model.slots[index] {
-        case .id:
-            return SQLTerm(.column(.uuid, isEnum: false, isExternal: false), "\(table.quotedName).\"id\"", spelling: spelling)
-        case .column(let column):
-            let stored = table.columns[column]
-            return SQLTerm(
-                .column(stored.type, isEnum: false, isExternal: stored.isExternal),
-                table.qualifiedColumnNames[column], isOptional: stored.isOptional, spelling: spelling)
-        case .toMany(let name):
-            return SQLTerm(.toMany(table.relationship(named: name)!), "", spelling: spelling)
-        }
+    private static func translator<Translatable: SQLTranslatable>(for expression: Translatable) -> Translator {
+        { pointer, compiler in try pointer.assumingMemoryBound(to: Translatable.self).pointee.sqlTerm(compiler) }
     }
 
     /// The term of `object.keyPath`.
     func member(of root: SQLTerm, keyPath: AnyKeyPath) throws -> SQLTerm {
         switch root.kind {
         case .object:
-            let spelling = Spelling.member(root, keyPath)
             guard let index = model.modelTable.index(of: keyPath) else {
                 throw unsupported(
-                    spelling.text, "query stored properties of \(table.name) (computed and @Transient ones are not in the store)")
+                    Spelling.member(root, keyPath).text,
+                    "query stored properties of \(table.name) (computed and @Transient ones are not in the store)")
             }
-            let term = try property(index, spelling: spelling)
-            if case .column(let type, _, let isExternal) = term.kind, model.modelTable.isEnum[index] {
-                return SQLTerm(
-                    .column(type, isEnum: true, isExternal: isExternal), term.sql, isOptional: term.isOptional,
-                    arguments: term.arguments, spelling: spelling)
-            }
-            return term
+            return model.propertyTerms[index]
         case .column(.string, _, _) where keyPath == (\String.isEmpty as AnyKeyPath):
             return SQLTerm(.boolean, "(\(root.sql) = '')", isOptional: root.isOptional, arguments: root.arguments,
                            description: "\(root.description).isEmpty")
@@ -170,7 +163,7 @@ struct PredicateCompiler {
     }
 
     /// `lhs op rhs`: a column or expression against a value, nil, or another column.
-    mutating func compare(_ lhs: SQLTerm, _ op: ComparisonOperator, _ rhs: SQLTerm, spelling: Spelling) throws -> SQLTerm {
+    func compare(_ lhs: SQLTerm, _ op: ComparisonOperator, _ rhs: SQLTerm, spelling: Spelling) throws -> SQLTerm {
         // The stored side on the left.
         if lhs.isValueOrNull && !rhs.isValueOrNull { return try compare(rhs, op.flipped, lhs, spelling: spelling) }
         guard !lhs.isValueOrNull else {
@@ -278,7 +271,7 @@ struct PredicateCompiler {
     }
 
     /// Whether a to-many relationship of the object relates `element` (a `?` or an expression).
-    mutating func toManyContains(
+    func toManyContains(
         _ relationship: RelationshipLayout, element: SQLTerm, spelling: Spelling
     ) throws -> SQLTerm {
         let elementSQL: String
@@ -308,7 +301,7 @@ struct PredicateCompiler {
     }
 
     /// `element IN (values…)`: membership in a list the predicate carries.
-    mutating func listContains(_ values: [Any], element: SQLTerm, spelling: Spelling) throws -> SQLTerm {
+    func listContains(_ values: [Any], element: SQLTerm, spelling: Spelling) throws -> SQLTerm {
         guard case .column(let type, _, let isExternal) = element.kind, !isExternal else {
             throw unsupported(spelling.text, "test whether a stored property is in a list of values")
         }
