@@ -62,10 +62,10 @@ struct BenchOptions {
                         (default all; "history" is an alias of save)
           --quick       small sizes (a tenth or less) for a check that everything runs
           --json        write every figure, the machine and the command line as JSON
-          --markdown    write the results table as Markdown (the README's table)
+          --markdown    write the results table as Markdown (Benchmarks/README.md's table)
           --postgres    a PostgreSQL URL for the PostgreSQL server rows; default
                         $CLOUDSTORE_TEST_POSTGRES_URL; without one those rows are skipped
-          --iterations  timed runs of each store benchmark (default 3, quick 2)
+          --iterations  timed runs of each store benchmark (default 3, quick 2; the queries run three times as many)
           --warmup      untimed runs before them (default 1)
           --filter      only store benchmarks whose name contains TEXT (e.g. save.raw)
           --save, --fetch  rows for the store benchmarks (default 50000 and 200000)

@@ -32,33 +32,42 @@ struct Harness {
         return exact.isEmpty ? benchmarks.filter { $0.name.contains(filter) } : exact
     }
 
-    func run(_ benchmarks: [Benchmark]) throws -> [Measurement] {
-        var results: [Measurement] = []
-        for benchmark in selected(benchmarks) {
-            var times: [Double] = []
+    /// Runs each benchmark `warmUp + iterations` times: one after the other, or alternating
+    /// (one run of each in turn), so that a ratio of two benchmarks is not skewed by the host
+    /// slowing down between them.
+    func run(_ benchmarks: [Benchmark], alternating: Bool = false) throws -> [Measurement] {
+        let selected = selected(benchmarks)
+        var times = Array(repeating: [Double](), count: selected.count)
+        func runOnce(_ index: Int, _ run: Int) throws {
+            let body = try selected[index].prepare()
+            let elapsed = try measured(body)
+            if run >= warmUp { times[index].append(elapsed.inSeconds) }
+        }
+        if alternating {
             for run in 0..<(warmUp + iterations) {
-                let body = try benchmark.prepare()
-                let elapsed = try measured(body)
-                if run >= warmUp {
-                    times.append(elapsed.inSeconds)
-                }
+                for index in selected.indices { try runOnce(index, run) }
             }
-            times.sort()
+        } else {
+            for index in selected.indices {
+                for run in 0..<(warmUp + iterations) { try runOnce(index, run) }
+            }
+        }
+        return zip(selected, times).map { benchmark, times in
+            let times = times.sorted()
             let measurement = Measurement(
                 name: benchmark.name, summary: benchmark.summary, iterations: iterations,
                 medianSeconds: times[times.count / 2], minimumSeconds: times[0])
             say(
                 "  " + benchmark.name.padding(toLength: 38, withPad: " ", startingAt: 0)
                     + String(format: "median %8.1f ms   min %8.1f ms", measurement.medianSeconds * 1000, measurement.minimumSeconds * 1000))
-            results.append(measurement)
+            return measurement
         }
-        return results
     }
 }
 
 /// Runs a benchmark's timed body. Not inlined, so that `valgrind --tool=callgrind
 /// --collect-atstart=no --toggle-collect='*measured*'` counts the instructions of the timed part
-/// only (see the README's Benchmarks section).
+/// only (see Benchmarks/README.md).
 @inline(never)
 func measured(_ body: () throws -> Void) throws -> Duration {
     let start = ContinuousClock.now

@@ -131,7 +131,7 @@ struct Report: Codable {
         return lines.joined(separator: "\n")
     }
 
-    /// The same table in Markdown, for the README.
+    /// The same table in Markdown, for Benchmarks/README.md.
     func markdown() -> String {
         var lines = ["| # | Figure | Value | Goal | Met | How |", "|---|---|---:|---|---|---|"]
         for row in figures {

@@ -103,10 +103,11 @@ if options.groups.contains(.query) {
     say("\nquery")
     var harness = Harness()
     harness.filter = options.filter
-    harness.iterations = options.iterations
+    // Runs of 1,000 fetches take about 40 ms: more of them, alternating typed and Condition.
+    harness.iterations = options.iterations * 3
     harness.warmUp = options.warmUp
     let queries = try QueryBenchmarks(directory: directory)
-    let timed = try harness.run(queries.all)
+    let timed = try harness.run(queries.all, alternating: true)
     measurements += timed
     report(
         timed.map { measurement in
