@@ -36,15 +36,15 @@ struct ReadmeQuickStartTests {
             // --- as in the README, with the server's URL and the files in a temporary folder ---
             let schema = Schema(name: "Notes", version: 1, entities: [Folder.self, Note.self])
 
-            func device(_ name: String) async throws -> PersistentCloudContainer {
+            func device(_ name: String, _ schema: Schema) async throws -> PersistentCloudContainer {
                 try await PersistentCloudContainer(
                     url: directory.file("\(name).sqlite"), schema: schema,
                     options: .init(server: .init(url: serverURL, containerIdentifier: "iCloud.com.example.notes",
                                                  token: "alice-token")),
                     logger: quiet)
             }
-            let phone = try await device("phone")
-            let laptop = try await device("laptop")
+            let phone = try await device("phone", schema)
+            let laptop = try await device("laptop", schema)
 
             let folder = Folder(title: "Ideas")
             try await phone.store.write(author: "app") { context in

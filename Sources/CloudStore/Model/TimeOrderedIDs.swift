@@ -20,8 +20,8 @@ extension UUID {
     /// id (the store's tables, the mirror's record metadata, the server's records), so saving,
     /// uploading and importing many of them writes a few pages where random ids write one page per
     /// object. In the benchmark's bulk sync of 100,000 notes (`cloudstore-bench --ids`), alternating
-    /// runs went 7–47% faster end to end with time-ordered ids than with `UUID()` (the README's
-    /// benchmarks). The order holds within a process (ids made in one millisecond take the
+    /// runs went 7–47% faster end to end with time-ordered ids than with `UUID()` (the repository's
+    /// Benchmarks/README.md). The order holds within a process (ids made in one millisecond take the
     /// counter; a clock that steps back does not make an id sort earlier); ids from different
     /// devices interleave by time.
     ///

@@ -4,7 +4,7 @@ import Foundation
 import GRDB
 import Testing
 
-/// The README promises that an acknowledged save survives a power loss: `synchronous = FULL` on
+/// The "Durability" article promises that an acknowledged save survives a power loss: `synchronous = FULL` on
 /// every connection of the store unless the app asks for `NORMAL`. GRDB's `DatabasePool` sets
 /// `NORMAL` on its writer when it turns WAL on, after `prepareDatabase`, so this reads the
 /// setting back from the connections themselves.
