@@ -400,7 +400,7 @@ extension ModelDeclaration {
     /// A fix-it that removes one attribute from a declaration.
     private func removal(of attribute: AttributeSyntax, in variable: VariableDeclSyntax, _ message: String) -> FixIt {
         let kept = variable.attributes.filter { $0.as(AttributeSyntax.self) != attribute }
-        return .replace("removeAttribute", message, variable, with: variable.with(\.attributes, AttributeListSyntax(kept)))
+        return .replace("removeAttribute", message, variable, with: variable.with(\.attributes, kept))
     }
 
     // MARK: Indexes

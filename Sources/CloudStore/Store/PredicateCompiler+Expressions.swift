@@ -3,7 +3,7 @@ import Foundation
 /// A `#Predicate` expression the store can turn into SQL. Each conforming expression translates
 /// itself and asks the compiler for its operands' terms, so an operand the store cannot translate
 /// is reported as itself, not as the expression around it.
-protocol SQLTranslatable {
+protocol SQLTranslatable: SendableMetatype {
     func sqlTerm(_ compiler: PredicateCompiler) throws -> SQLTerm
 }
 
