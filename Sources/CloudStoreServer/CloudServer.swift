@@ -76,6 +76,8 @@ private func buildApplicationAndTokens(
     NotificationsController(services: services).register(on: database)
     SchemaController(services: services).register(on: database)
     UsersController(services: services).register(on: database)
+    UnsupportedOperations.register(
+        on: database, device: router.group("device/1/:container/:environment").add(middleware: RequestGate(services: services)))
     let assets = AssetsController(services: services)
     assets.register(on: database)
     assets.registerTransfers(

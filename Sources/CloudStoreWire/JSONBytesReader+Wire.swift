@@ -15,15 +15,19 @@ extension ZoneID: JSONBytesReadable {
     package init(from reader: inout JSONBytesReader) throws(JSONBytesReader.Declined) {
         var zoneName: String?
         var owner: String?
+        var ownerName: String?
         var seen = KeysSeen()
         try reader.readObject { reader, key throws(JSONBytesReader.Declined) in
             switch key {
             case "zoneName" where seen.first(0): zoneName = try reader.readOptionalString()
             case "ownerRecordName" where seen.first(1): owner = try reader.readOptionalString()
+            case "ownerName" where seen.first(2): ownerName = try reader.readOptionalString()
             default: try reader.skipValue()
             }
         }
-        self.init(zoneName: zoneName ?? Self.defaultZoneName, ownerRecordName: owner)
+        // Two different owners: Codable's decoder names the problem.
+        if let owner, let ownerName, owner != ownerName { throw JSONBytesReader.Declined() }
+        self.init(zoneName: zoneName ?? Self.defaultZoneName, ownerRecordName: owner ?? ownerName)
     }
 }
 

@@ -45,7 +45,7 @@ struct ServerAssetsTests {
             AssetUploadRequest(
                 zoneID: ZoneID(zoneName: zone), tokens: [.init(recordName: record, recordType: "Note", fieldName: field)]))
         let url = try #require(urls.tokens.first?.url)
-        #expect(url.hasPrefix("/database/1/iCloud.test/development/\(scope.rawValue)/assets/upload/"))
+        #expect(url.hasPrefix(server.baseURL.absoluteString + "/database/1/iCloud.test/development/\(scope.rawValue)/assets/upload/"))
         let source = try file(bytes)
         defer { try? FileManager.default.removeItem(at: source) }
         return try await database.uploadAsset(from: source, to: url)

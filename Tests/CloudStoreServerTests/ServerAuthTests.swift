@@ -129,6 +129,28 @@ struct ServerAuthTests {
             #expect(otherPath.error?.serverErrorCode == .authenticationFailed)
         }
     }
+
+    /// MistKit signs a request without a body with an empty hash, not the hash of no bytes.
+    @Test(arguments: Backend.all)
+    func serverToServer_requestWithoutBodyVerifiesWithEitherEmptyHash(_ backend: Backend) async throws {
+        let key = P256.Signing.PrivateKey()
+        let clock = ManualClock()
+        try await withServer(backend, serverKeys: ["key-1": key.publicKey.pemRepresentation], clock: clock) {
+            _, client in
+            let signer = Signer(key: key, keyID: "key-1", client: client.asUser(nil))
+            let list = client.path(.public, .zonesList)
+            let hashed = try await signer.send(list, body: Data(), date: clock.now, method: .GET)
+            #expect(hashed.status == 200, "\(hashed.text)")
+            let empty = try await signer.send(list, body: Data(), date: clock.now, method: .GET, bodyHash: "")
+            #expect(empty.status == 200, "\(empty.text)")
+            #expect(try empty.decode(ZonesResponse.self).zones.count == 1, "the public default zone")
+
+            let query = client.path(.public, .recordsQuery)
+            let body = try WireCoding.encode(RecordsQueryRequest(query: .init(recordType: "Note")))
+            let unhashed = try await signer.send(query, body: body, date: clock.now, bodyHash: "")
+            #expect(unhashed.status == 401, "a request with a body must sign its hash")
+        }
+    }
 }
 
 /// Signs requests the way CloudKit's server-to-server keys do.
@@ -139,10 +161,10 @@ struct Signer {
 
     func send(
         _ path: String, body: Data, date: Date, method: HTTPMethod = .POST, sendBody: Data? = nil,
-        signedPath: String? = nil
+        signedPath: String? = nil, bodyHash: String? = nil
     ) async throws -> Answer {
         let dateText = ServerToServerSignature.dateString(date)
-        let hash = Data(SHA256.hash(data: body)).base64EncodedString()
+        let hash = bodyHash ?? Data(SHA256.hash(data: body)).base64EncodedString()
         let message = ServerToServerSignature.message(date: dateText, bodySHA256Base64: hash, path: signedPath ?? path)
         let signature = try key.signature(for: Data(message.utf8)).derRepresentation.base64EncodedString()
         return try await client.send(

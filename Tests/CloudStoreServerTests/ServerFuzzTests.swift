@@ -53,6 +53,10 @@ struct ServerFuzzTests {
             #"{"zoneID": {"zoneName": "Fuzz", "ownerRecordName": "_alice"}, "atomic": false, "operations": [{"operationType": "forceUpdate", "record": \#(fuzzRecord)}, {"operationType": "forceDelete", "record": {"recordName": "cloudkit.zoneshare"}}]}"#,
         ], database: .shared, token: "bob-token"),
         Route(operation: .changesZone, examples: [#"{"zones": [{"zoneID": {"zoneName": "Fuzz", "ownerRecordName": "_alice"}, "resultsLimit": 10}]}"#], database: .shared, token: "bob-token"),
+        Route(operation: .recordsChanges, examples: [#"{"zoneID": {"zoneName": "Fuzz", "ownerName": "_alice"}, "resultsLimit": 10, "desiredKeys": ["title"], "syncToken": null}"#]),
+        Route(operation: .recordsChanges, examples: [#"{"zoneID": {"zoneName": "Fuzz", "ownerName": "_alice"}, "resultsLimit": 10}"#], database: .shared, token: "bob-token"),
+        Route(operation: .zonesChanges, examples: [#"{"metaSyncToken": null, "resultsLimit": 10}"#]),
+        Route(operation: .zonesChanges, examples: [#"{"syncToken": null}"#], database: .shared, token: "bob-token"),
         Route(operation: .changesDatabase, examples: [#"{"resultsLimit": 10}"#], database: .shared, token: "bob-token"),
         Route(operation: .zonesLookup, examples: [#"{"zones": [{"zoneName": "Fuzz", "ownerRecordName": "_alice"}, {"zoneName": "Notes"}]}"#], database: .shared, token: "bob-token"),
     ]

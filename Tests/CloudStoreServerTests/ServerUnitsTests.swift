@@ -12,6 +12,27 @@ import Testing
 struct ServerUnitsTests {
     let partition = DatabasePartition(container: "c", environment: .development, scope: .private, owner: "_u1")
 
+    /// What a value sent without a type becomes as the type the schema declares (nil: refused).
+    @Test(arguments: [
+        (FieldValue.int64(1_767_225_600_000), FieldType.timestamp, FieldValue?.some(.timestamp(Date(millisecondsSince1970: 1_767_225_600_000)))),
+        (.double(1_500.6), .timestamp, .timestamp(Date(millisecondsSince1970: 1_501))),
+        (.int64(8_640_000_000_000_001), .timestamp, nil),
+        (.double(9e15), .timestamp, nil),
+        (.int64(2), .double, .double(2)),
+        (.double(2.5), .int64, nil),
+        (.string("aGk="), .bytes, .bytes(Data("hi".utf8))),
+        (.string("not base64!"), .bytes, nil),
+        (.string("12"), .int64, nil),
+        (.string("x"), .string, .string("x")),
+        (.list([.int64(1), .int64(2)]), .list(.timestamp), .list([.timestamp(Date(millisecondsSince1970: 1)), .timestamp(Date(millisecondsSince1970: 2))])),
+        (.list([.string("aGk="), .string("%")]), .list(.bytes), nil),
+        (.list([]), .list(.double), .list([])),
+        (.int64(1), .reference, nil),
+    ])
+    func schemaRules_retypeUntypedValues(_ value: FieldValue, _ declared: FieldType, _ expected: FieldValue?) {
+        #expect(SchemaRules.retype(value, as: declared) == expected)
+    }
+
     @Test func syncToken_roundTripsAndRefusesForeignOrMalformedTokens() throws {
         let zone = partition.zone("Notes")
         let stored = StoredZone(name: "Notes", seq: 9, dbSeq: 3, incarnation: 4, purgedThrough: 0, deleted: false)

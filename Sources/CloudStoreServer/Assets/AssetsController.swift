@@ -6,6 +6,10 @@ import NIOCore
 /// Assets (WireProtocol.md §7): `assets/upload` issues upload URLs; the upload URL receives the
 /// bytes and answers a receipt; the download URL serves them.
 ///
+/// Upload URLs are absolute (``RequestOrigin``) and their own authority, as Apple's are: a client
+/// posts the bytes without credentials and acts as the caller the URL was issued to
+/// (``RequestGate``); with credentials, they must be that caller's.
+///
 /// The bytes stream both ways: an upload goes to the storage as it arrives while its SHA-256 is
 /// computed, a download leaves the storage in chunks of at most ``AssetStorageChunk/bytes``. The
 /// byte routes sit behind a gate that leaves the body unread, so the 4 MiB JSON body limit does not
@@ -62,12 +66,13 @@ struct AssetsController: Sendable {
         }
         try await services.storage.addAssetUploads(uploads)
         context.logger.info("asset uploads issued", metadata: ["zone": "\(zone)", "count": "\(uploads.count)"])
+        let origin = RequestOrigin.of(request) ?? ""
         return try JSONResponse.make(
             AssetUploadResponse(
                 tokens: uploads.map {
                     .init(
                         recordName: $0.recordName, fieldName: $0.fieldName,
-                        url: AssetLocation.uploadPath(zone.partition, uploadID: $0.id))
+                        url: origin + AssetLocation.uploadPath(zone.partition, uploadID: $0.id))
                 }))
     }
 

@@ -17,6 +17,17 @@ public enum Caller: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// The caller of a ``userRecordName``.
+    init(userRecordName name: String) {
+        if name == Caller.operator.userRecordName {
+            self = .operator
+        } else if name.hasPrefix("_serverKey_") {
+            self = .serverKey(String(name.dropFirst("_serverKey_".count)))
+        } else {
+            self = .user(name)
+        }
+    }
+
     /// A server-to-server key or the operator: the public database's records and the production
     /// schema are theirs to change (WireProtocol.md §1).
     public var isTrusted: Bool {

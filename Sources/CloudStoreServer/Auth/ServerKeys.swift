@@ -6,7 +6,7 @@ import Foundation
 ///
 /// A signed request carries `X-Apple-CloudKit-Request-KeyID`, `-ISO8601Date` and `-SignatureV1`;
 /// the signature is base64(DER(ECDSA-P256-SHA256(`date:base64(sha256(body)):path`))) where `path`
-/// has no query string. A request dated more than ten minutes from the server clock is refused.
+/// has no query string; a request without a body may sign an empty hash instead. A request dated more than ten minutes from the server clock is refused.
 struct ServerKeys: Sendable {
     private let keys: [String: P256.Signing.PublicKey]
 
@@ -64,14 +64,23 @@ struct ServerKeys: Sendable {
                 .authenticationFailed,
                 "the request is dated more than 10 minutes from the server clock: sign it again with the current time")
         }
-        let bodyHash = Data(SHA256.hash(data: body)).base64EncodedString()
-        let message = ServerToServerSignature.message(date: dateText, bodySHA256Base64: bodyHash, path: path)
         guard let der = Data(base64Encoded: signatureText),
             let ecdsa = try? P256.Signing.ECDSASignature(derRepresentation: der),
-            key.isValidSignature(ecdsa, for: Data(message.utf8))
+            Self.bodyHashes(body).contains(where: { bodyHash in
+                let message = ServerToServerSignature.message(date: dateText, bodySHA256Base64: bodyHash, path: path)
+                return key.isValidSignature(ecdsa, for: Data(message.utf8))
+            })
         else {
             throw APIError(.authenticationFailed, "the request signature does not verify")
         }
         return signature.keyID
+    }
+
+    /// The body hashes a signature may cover: base64(sha256(body)); for a request without a body
+    /// also the empty string, which clients that hash no body at all sign (MistKit does, for GET).
+    /// Either way the date and path are signed, so accepting both forms admits nothing unsigned.
+    static func bodyHashes(_ body: [UInt8]) -> [String] {
+        let hash = Data(SHA256.hash(data: body)).base64EncodedString()
+        return body.isEmpty ? [hash, ""] : [hash]
     }
 }

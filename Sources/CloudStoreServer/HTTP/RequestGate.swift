@@ -14,7 +14,8 @@ import Logging
 ///
 /// The routes of asset bytes (uploads and downloads, WireProtocol.md §7) stream their bodies
 /// themselves: their gate has `readsBody` false and leaves the body unread (a signed request there
-/// must be a `GET`, whose empty body is what the signature covers).
+/// must be a `GET`, whose empty body is what the signature covers). An upload without credentials
+/// acts as the caller its upload URL was issued to.
 struct RequestGate: RouterMiddleware {
     typealias Context = CloudRequestContext
 
@@ -29,7 +30,7 @@ struct RequestGate: RouterMiddleware {
         let body = readsBody ? try await readBody(of: request, context: context) : []
         let caller: Caller
         do {
-            caller = try authenticate(request, body: body)
+            caller = try await authenticate(request, body: body, container: container, parameters: context.parameters)
         } catch {
             try throttle(key: "address \(context.clientAddress ?? "unknown")", what: "failed sign-ins from this address")
             throw error
@@ -100,7 +101,9 @@ struct RequestGate: RouterMiddleware {
         return body
     }
 
-    private func authenticate(_ request: Request, body: [UInt8]) throws(APIError) -> Caller {
+    private func authenticate(
+        _ request: Request, body: [UInt8], container: String, parameters: Parameters
+    ) async throws -> Caller {
         let headers = request.headers
         if let keyID = headers[named: WireHeader.keyID] {
             guard readsBody || request.method == .get else {
@@ -126,6 +129,8 @@ struct RequestGate: RouterMiddleware {
             token = String(authorization.dropFirst(7)).trimmingCharacters(in: .whitespaces)
         } else if let queryToken = request.uri.queryParameters["ckWebAuthToken"] {
             token = String(queryToken)
+        } else if !readsBody, request.method == .post, let uploadID = parameters.get("uploadID") {
+            return try await uploadURLCaller(uploadID, container: container)
         } else {
             throw APIError(
                 .authenticationRequired,
@@ -135,6 +140,19 @@ struct RequestGate: RouterMiddleware {
             throw APIError(.authenticationFailed, "the bearer token is not known to this server")
         }
         return caller
+    }
+
+    /// The caller an upload URL was issued to: the URL is its own authority, as Apple's are, so a
+    /// client posts the bytes to it without credentials. Its identifier is 128 random bits, it
+    /// lasts 15 minutes and is bound to one caller, zone, record and field (``AssetsController``
+    /// checks the rest); a guessed one is a failed sign-in like a guessed token.
+    private func uploadURLCaller(_ uploadID: String, container: String) async throws -> Caller {
+        guard AssetLocation.isIdentifier(uploadID),
+            let upload = try await services.storage.assetUpload(uploadID, container: container)
+        else {
+            throw APIError(.notFound, "this upload URL is unknown (or expired and forgotten): request one with assets/upload")
+        }
+        return Caller(userRecordName: upload.caller)
     }
 
     /// Takes a token from the rate limiter's bucket for `key`; throws 429 when it is empty.

@@ -47,7 +47,7 @@ struct RecordsController: Sendable {
                 timestamp: services.clock.now(), userRecordName: call.caller.userRecordName, deviceID: call.deviceID),
             environment: call.environment, onlyCreatorMayChange: partition.scope == .public && !call.caller.isTrusted,
             rules: rules, present: { try $0.presented(in: zone) }, participant: target.participant,
-            shareRules: services.shareRules)
+            shareRules: services.shareRules, untypedFields: UntypedFields(body: call.body))
         guard
             let ((outcomes, sharedDatabases, share, zoneBefore), written) = try await services.storage.modifyRecords(
                 in: zone, loading: modifier.snapshotRequest,

@@ -42,6 +42,8 @@ struct RecordsModifier: Sendable {
     var participant: String? = nil
     /// The rules of the zone's share record.
     var shareRules = ShareRules()
+    /// Which fields the request sent without a `type`, to be typed by the schema.
+    var untypedFields = UntypedFields(body: [])
 
     /// The rows a plan needs: every named record, validating targets, and what deletes may cascade to.
     var snapshotRequest: RecordSnapshotRequest {
@@ -150,7 +152,13 @@ struct RecordsModifier: Sendable {
         }
         if let live, type.checksChangeTag {
             guard let tag = sent.recordChangeTag else {
-                return .failure(conflict(.conflict, "\(type.rawValue) of \(name) needs its recordChangeTag", live))
+                // As Apple's reference: update, replace and delete need the tag; the force forms do not.
+                let force = "force" + type.rawValue.prefix(1).uppercased() + type.rawValue.dropFirst()
+                return .failure(
+                    conflict(
+                        .conflict,
+                        "\(type.rawValue) of \(name) needs its recordChangeTag: send the tag of the copy you last read (serverRecord has the current one), or use \(force) to skip the check",
+                        live))
             }
             guard tag == live.changeTag else {
                 return .failure(
@@ -173,9 +181,14 @@ struct RecordsModifier: Sendable {
         if let content = liveContent, type == .update || type == .forceUpdate {
             fields = content.fields
         }
+        let typedFields: [String: FieldValue]
+        switch typedBySchema(sent.fields, recordType: recordType, schema: schema, recordName: name) {
+        case .success(let typed): typedFields = typed
+        case .failure(let error): return .failure(error)
+        }
         let assets = AssetRules(zone: rules.zone, caller: stamp.userRecordName ?? "", now: stamp.timestamp)
         let sentFields: [String: FieldValue]
-        switch assets.resolve(sent.fields, recordName: name, stored: liveContent?.fields, receipts: snapshot.receipts) {
+        switch assets.resolve(typedFields, recordName: name, stored: liveContent?.fields, receipts: snapshot.receipts) {
         case .success(let resolved): sentFields = resolved
         case .failure(let problem): return .failure(rules.failure(.badRequest, problem.reason, name))
         }
@@ -201,6 +214,52 @@ struct RecordsModifier: Sendable {
                 name: name, type: recordType,
                 change: .save(content: content, fields: fields, deleteSelfTargets: deleteSelfTargets(of: fields)),
                 time: stamp.timestamp))
+    }
+
+    /// The sent fields with each value sent without a `type` typed as the schema declares its
+    /// field (``SchemaRules/retype(_:as:)``); a value that cannot be that type fails the record,
+    /// naming the first such field. A value sent with a type is left as it is, for
+    /// ``SchemaRules/admit(recordType:fields:into:environment:)`` to judge.
+    func typedBySchema(
+        _ fields: [String: FieldValue], recordType: String, schema: CloudSchema, recordName: String
+    ) -> Result<[String: FieldValue], ServerError> {
+        guard let declared = schema.recordTypes.first(where: { $0.name == recordType }) else { return .success(fields) }
+        let misfits = fields.compactMap { name, value -> (name: String, type: FieldType)? in
+            guard let valueType = value.type, let type = declared.field(named: name)?.type, !type.accepts(valueType) else {
+                return nil
+            }
+            return (name, type)
+        }
+        guard !misfits.isEmpty else { return .success(fields) }
+        var typed = fields
+        for misfit in misfits.sorted(by: { $0.name < $1.name })
+        where untypedFields.contains(record: recordName, field: misfit.name) {
+            guard let value = typed[misfit.name].flatMap({ SchemaRules.retype($0, as: misfit.type) }) else {
+                return .failure(
+                    rules.failure(
+                        .badRequest,
+                        "field \(recordType).\(misfit.name) is \(misfit.type.rawValue) in the schema and its value, sent without a type, is not one: send a \(misfit.type.rawValue) value (\(Self.example(of: misfit.type)))",
+                        recordName))
+            }
+            typed[misfit.name] = value
+        }
+        return .success(typed)
+    }
+
+    /// How a value of `type` looks on the wire, for an error that asks for one.
+    static func example(of type: FieldType) -> String {
+        switch type {
+        case .string: "text"
+        case .int64: "an integer"
+        case .double: "a number"
+        case .timestamp: "integer milliseconds since 1970"
+        case .bytes: "base64 text"
+        case .reference: #"{"recordName": …}"#
+        case .location: #"{"latitude": …, "longitude": …}"#
+        case .asset: "the dictionary an asset upload answers"
+        case .list(let element): "an array of \(example(of: element))"
+        case .unknownList: "an array"
+        }
     }
 
     func conflict(_ code: ServerErrorCode, _ reason: String, _ live: StoredRecord) -> ServerError {

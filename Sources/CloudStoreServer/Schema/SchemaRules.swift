@@ -1,4 +1,5 @@
 import CloudStoreWire
+import Foundation
 
 /// How records and schema changes meet the schema of an environment.
 ///
@@ -52,6 +53,39 @@ enum SchemaRules {
             guard let valueType = value.type else { return true }
             guard let declared = type.fields.first(where: { $0.name == name })?.type else { return false }
             return declared.accepts(valueType) && (declared != .unknownList || valueType == .unknownList)
+        }
+    }
+
+    /// The value a field sent without a `type` has as the type the schema declares, or nil when
+    /// it cannot be one. The wire decoder typed it by its JSON (``FieldValue`` infers `INT64` for
+    /// an integer, `DOUBLE` for a fraction, `STRING` for text); a client that leaves the type out
+    /// means the schema's: an integer or a fraction is a `TIMESTAMP` in milliseconds (rounded) or a
+    /// `DOUBLE`, text is `BYTES` when it is base64, and a list takes the element type the same way.
+    /// Nothing else converts: text is never a number, a fraction never an `INT64`.
+    static func retype(_ value: FieldValue, as declared: FieldType) -> FieldValue? {
+        if let type = value.type, declared.accepts(type) { return value }
+        switch (value, declared) {
+        case (.int64(let milliseconds), .timestamp):
+            guard Date.timestampRange.contains(milliseconds) else { return nil }
+            return .timestamp(Date(millisecondsSince1970: milliseconds))
+        case (.double(let milliseconds), .timestamp):
+            let rounded = milliseconds.rounded()
+            guard abs(rounded) <= 8.64e15 else { return nil }
+            return .timestamp(Date(millisecondsSince1970: Int64(rounded)))
+        case (.int64(let number), .double):
+            return .double(Double(number))
+        case (.string(let text), .bytes):
+            return Data(base64Encoded: text).map(FieldValue.bytes)
+        case (.list(let elements), .list(let element)):
+            var typed: [FieldValue] = []
+            typed.reserveCapacity(elements.count)
+            for value in elements {
+                guard let value = retype(value, as: element) else { return nil }
+                typed.append(value)
+            }
+            return .list(typed)
+        default:
+            return nil
         }
     }
 

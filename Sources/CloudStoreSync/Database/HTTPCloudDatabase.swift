@@ -293,10 +293,16 @@ public struct HTTPCloudDatabase: CloudDatabase, EncodedRecordsModifying {
     }
 
     /// A request to an asset's upload or download URL: a path-absolute reference resolves against
-    /// ``baseURL``; an absolute `http`/`https` URL is used as it is.
+    /// ``baseURL``, and so does an absolute URL on this container's route (the server names itself
+    /// by the host it was reached by, which a proxy in front may have rewritten); any other
+    /// absolute `http`/`https` URL is used as it is.
     private func transferRequest(_ method: HTTPMethod, _ url: String) throws(CloudError) -> HTTPClientRequest {
         let lowercased = url.lowercased()
         if lowercased.hasPrefix("http://") || lowercased.hasPrefix("https://") {
+            if let components = URLComponents(string: url), components.percentEncodedPath.hasPrefix(route.basePath + "/") {
+                let query = components.percentEncodedQuery.map { "?" + $0 } ?? ""
+                return authorizedRequest(method, baseURL + components.percentEncodedPath + query)
+            }
             return authorizedRequest(method, url)
         }
         guard url.hasPrefix("/") else {

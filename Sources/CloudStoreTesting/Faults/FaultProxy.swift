@@ -457,6 +457,11 @@ public final class FaultProxy: Sendable {
         defer { timeout.cancel() }
 
         var request = head
+        // As a reverse proxy tells the server the host its client used, so that the URLs the
+        // server hands out (asset uploads) lead back through the proxy.
+        if let original = request.headers.first(name: "Host"), !request.headers.contains(name: "X-Forwarded-Host") {
+            request.headers.add(name: "X-Forwarded-Host", value: original)
+        }
         request.headers.replaceOrAdd(name: "Host", value: "\(host):\(port)")
         request.headers.remove(name: "Transfer-Encoding")
         request.headers.replaceOrAdd(name: "Content-Length", value: String(body.readableBytes))

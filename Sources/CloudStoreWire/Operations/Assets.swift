@@ -18,12 +18,24 @@ public struct AssetUploadRequest: Hashable, Sendable, Codable {
         }
     }
 
+    /// The zone of the records; a request without one means the default zone, as in Apple's
+    /// reference.
     public var zoneID: ZoneID
     public var tokens: [Token]
 
     public init(zoneID: ZoneID, tokens: [Token]) {
         self.zoneID = zoneID
         self.tokens = tokens
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case zoneID, tokens
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        zoneID = try container.decodeIfPresent(ZoneID.self, forKey: .zoneID) ?? .default
+        tokens = try container.decode([Token].self, forKey: .tokens)
     }
 }
 

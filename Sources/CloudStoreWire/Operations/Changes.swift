@@ -102,6 +102,107 @@ public struct ZoneChangesResponse: Hashable, Sendable, Codable {
     public init(zones: [ZoneChangesResult]) { self.zones = zones }
 }
 
+/// `POST /{db}/records/changes`: one zone's changed records since its token, the older form of
+/// `changes/zone` that CloudKit Web Services clients still call (Apple's "Fetching Record Changes").
+///
+/// The request is one zone of ``ZoneChangesRequest`` with its keys at the top level; the answer is
+/// that zone's page, a ``ZoneChanges`` not wrapped in a zone list. A zone problem (it does not
+/// exist, it is not shared with the caller) answers for the request.
+///
+/// ```json
+/// {"zoneID": {"zoneName": "Notes"}, "syncToken": "<omit for everything>", "resultsLimit": 200}
+/// ```
+public struct RecordChangesRequest: Hashable, Sendable, Codable {
+    /// The zone, its token and the page's options.
+    public var zone: ZoneChangesRequest.Zone
+    public var numbersAsStrings: Bool?
+
+    public init(_ zone: ZoneChangesRequest.Zone, numbersAsStrings: Bool? = nil) {
+        self.zone = zone
+        self.numbersAsStrings = numbersAsStrings
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case numbersAsStrings
+    }
+
+    public init(from decoder: any Decoder) throws {
+        zone = try ZoneChangesRequest.Zone(from: decoder)
+        numbersAsStrings = try decoder.container(keyedBy: CodingKeys.self).decodeIfPresent(Bool.self, forKey: .numbersAsStrings)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        try zone.encode(to: encoder)
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encodeIfPresent(numbersAsStrings, forKey: .numbersAsStrings)
+    }
+}
+
+/// `POST /{db}/zones/changes`: which zones changed since a token, the older form of
+/// `changes/database` that CloudKit Web Services clients still call (Apple's "Fetching Zone
+/// Changes").
+///
+/// Apple's reference names the token `metaSyncToken`, clients send `syncToken` as often: either
+/// is read (the same token twice is fine, two different ones are refused), and the answer carries
+/// both. The tokens are `changes/database` tokens, so a client may switch between the two.
+public struct ZonesChangesRequest: Hashable, Sendable, Codable {
+    /// Omit the first time to get every zone.
+    public var syncToken: String?
+    public var resultsLimit: Int?
+
+    public init(syncToken: String? = nil, resultsLimit: Int? = nil) {
+        self.syncToken = syncToken
+        self.resultsLimit = resultsLimit
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case syncToken, metaSyncToken, resultsLimit
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let syncToken = try container.decodeIfPresent(String.self, forKey: .syncToken)
+        let metaSyncToken = try container.decodeIfPresent(String.self, forKey: .metaSyncToken)
+        if let syncToken, let metaSyncToken, syncToken != metaSyncToken {
+            throw DecodingError.dataCorruptedError(
+                forKey: .metaSyncToken, in: container,
+                debugDescription: "syncToken and metaSyncToken differ: send the token once, under either name")
+        }
+        self.syncToken = syncToken ?? metaSyncToken
+        resultsLimit = try container.decodeIfPresent(Int.self, forKey: .resultsLimit)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encodeIfPresent(syncToken, forKey: .syncToken)
+        try container.encodeIfPresent(resultsLimit, forKey: .resultsLimit)
+    }
+}
+
+/// The answer of `zones/changes`: a ``DatabaseChangesResponse`` with its token also as
+/// `metaSyncToken`, the name Apple's reference gives it.
+public struct ZonesChangesResponse: Hashable, Sendable, Codable {
+    public var changes: DatabaseChangesResponse
+
+    public init(_ changes: DatabaseChangesResponse) {
+        self.changes = changes
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case metaSyncToken
+    }
+
+    public init(from decoder: any Decoder) throws {
+        changes = try DatabaseChangesResponse(from: decoder)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        try changes.encode(to: encoder)
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(changes.syncToken, forKey: .metaSyncToken)
+    }
+}
+
 /// The answer of the long-poll `GET /{db}/notifications?since=<db token>&timeout=<s>` (ext).
 ///
 /// Push is a hint only: a client always fetches with the changes endpoints.

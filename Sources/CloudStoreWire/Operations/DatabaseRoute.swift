@@ -26,6 +26,14 @@ public enum DatabaseOperation: String, Hashable, Sendable, CaseIterable {
     case recordsAccept = "records/accept"
     /// `POST /public/records/resolve`: preview shares by short GUID without joining (§6).
     case recordsResolve = "records/resolve"
+    /// `POST /{db}/records/changes`: one zone's changes, the older form of `changes/zone`.
+    case recordsChanges = "records/changes"
+    /// `POST /{db}/zones/changes`: the changed zones, the older form of `changes/database`.
+    case zonesChanges = "zones/changes"
+    /// `POST /{db}/users/discover`: identities of users named by lookup info (``UsersLookupRequest``).
+    case usersDiscover = "users/discover"
+    /// `POST /{db}/users/lookup/id`: identities of users named by record name.
+    case usersLookupID = "users/lookup/id"
 
     /// The HTTP method: GET for `zones/list`, the users endpoints and the long poll, POST otherwise.
     public var method: String {

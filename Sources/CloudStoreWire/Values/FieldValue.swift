@@ -220,9 +220,8 @@ extension FieldValue: Codable {
         case .bool(let value):
             return .bool(value)
         case .number(let value):
-            if value.rounded() == value, abs(value) < 9.2e18,
-                let integer = try? decoder.singleValueContainer().decode(Int64.self)
-            {
+            // Read again as an integer: the tree holds a Double, which rounds above 2^53.
+            if value.rounded() == value, let integer = try? decoder.singleValueContainer().decode(Int64.self) {
                 return .int64(integer)
             }
             return .double(try finite(value, in: decoder))

@@ -1,7 +1,8 @@
 /// Identifies a record zone: its name and the user who owns it.
 ///
-/// On the wire: `{"zoneName": "Notes", "ownerRecordName": "_u1"}`. A missing `zoneName` means the
-/// default zone; a missing owner means the caller, which is how a client names its own zones.
+/// On the wire: `{"zoneName": "Notes", "ownerRecordName": "_u1"}` (the owner is also read as
+/// `ownerName`, as CloudKit clients send it). A missing `zoneName` means the default zone; a missing
+/// owner means the caller, which is how a client names its own zones.
 ///
 /// ```swift
 /// let zone = ZoneID(zoneName: "Notes")            // the caller's "Notes" zone
@@ -32,13 +33,22 @@ public struct ZoneID: Hashable, Sendable, Codable, CustomStringConvertible {
     }
 
     enum CodingKeys: String, CodingKey {
-        case zoneName, ownerRecordName
+        case zoneName, ownerRecordName, ownerName
     }
 
+    /// Reads the owner as `ownerRecordName` (Apple's reference) or `ownerName` (what CloudKit
+    /// clients such as MistKit send); both with different users is refused.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         zoneName = try container.decodeIfPresent(String.self, forKey: .zoneName) ?? Self.defaultZoneName
-        ownerRecordName = try container.decodeIfPresent(String.self, forKey: .ownerRecordName)
+        let ownerRecordName = try container.decodeIfPresent(String.self, forKey: .ownerRecordName)
+        let ownerName = try container.decodeIfPresent(String.self, forKey: .ownerName)
+        if let ownerRecordName, let ownerName, ownerRecordName != ownerName {
+            throw DecodingError.dataCorruptedError(
+                forKey: .ownerName, in: container,
+                debugDescription: "ownerRecordName and ownerName name different users: name the zone's owner once")
+        }
+        self.ownerRecordName = ownerRecordName ?? ownerName
     }
 
     public func encode(to encoder: any Encoder) throws {

@@ -122,12 +122,13 @@ struct CloudClient: Sendable {
         DatabaseRoute(container: container, environment: environment).path(database, operation)
     }
 
-    /// Sends raw bytes to a path (which may carry a query).
+    /// Sends raw bytes to a path (which may carry a query), or to an absolute URL the server
+    /// handed out.
     func send(
         _ method: HTTPMethod, _ path: String, body: Data? = nil, headers: [(String, String)] = [],
         timeout: TimeAmount? = nil, chunked: Bool = false
     ) async throws -> Answer {
-        var request = HTTPClientRequest(url: baseURL.absoluteString + path)
+        var request = HTTPClientRequest(url: path.hasPrefix("http") ? path : baseURL.absoluteString + path)
         request.method = method
         if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
         if let device { request.headers.add(name: WireHeader.device, value: device) }
