@@ -49,7 +49,8 @@ private func buildApplicationAndTokens(
                 url: url, logger: configuration.logger, assetLifetime: assetLifetime, clock: configuration.clock,
                 layoutSteps: configuration.postgresLayoutSteps)
         }
-    let bearerTokens = BearerTokens(configuration.users, operatorToken: configuration.operatorToken)
+    let bearerTokens = BearerTokens(
+        configuration.users, operatorToken: configuration.operatorToken, apiTokens: configuration.apiTokens)
     let services = CloudServices(
         storage: storage, broker: ChangeBroker(), limits: configuration.limits, clock: configuration.clock,
         containers: configuration.containers,
@@ -247,6 +248,12 @@ public final class CloudServer: Sendable {
     /// see only the new tokens; requests in flight (a waiting long poll) are not disturbed.
     public func replaceUsers(_ users: [String: String]) {
         bearerTokens.replaceUsers(users)
+    }
+
+    /// Replaces the API tokens (container → name → token) while the server runs: a removed token
+    /// is refused from the next request on (``ServerConfiguration/apiTokens``).
+    public func replaceAPITokens(_ tokens: [String: [String: String]]) {
+        bearerTokens.replaceAPITokens(tokens)
     }
 
     /// Removes the asset bytes no record needs any more, now (the server also does so every

@@ -238,6 +238,76 @@ struct ServerClientCompatibilityTests {
         }
     }
 
+    /// `?ckAPIToken=` alone reads the public database as CloudKit's anonymous users do; anything
+    /// else needs a user. An unknown or revoked token is refused whatever else comes with it.
+    @Test(arguments: Backend.all)
+    func apiToken_aloneReadsThePublicDatabaseOnly(_ backend: Backend) async throws {
+        try await withServer(backend) { server, alice in
+            let readable = try await alice.call(
+                .public, .recordsModify, RecordsModifyRequest(operations: [.init(.create, note("P-1", title: "for everyone"))]))
+            try #require(readable.status == 200, "\(readable.text)")
+            // Before the container has API tokens, ckAPIToken is ignored, as before they existed.
+            let anonymous = alice.asUser(nil)
+            let query = client(anonymous, .public, .recordsQuery, apiToken: "web-secret")
+            let ignored = try await anonymous.send(.POST, query, body: Data(#"{"query":{"recordType":"Note"}}"#.utf8))
+            #expect(ignored.status == 421, "\(ignored.text)")
+
+            server.server.replaceAPITokens(["iCloud.test": ["website": "web-secret"], "iCloud.test.sync": ["x": "other-secret"]])
+            let read = try await anonymous.send(.POST, query, body: Data(#"{"query":{"recordType":"Note"}}"#.utf8))
+            try #require(read.status == 200, "\(read.text)")
+            #expect(try read.decode(RecordsQueryResponse.self).records.compactMap(\.record?.recordName) == ["P-1"])
+            let lookup = try await anonymous.send(
+                .POST, client(anonymous, .public, .recordsLookup, apiToken: "web-secret"),
+                body: Data(#"{"records":[{"recordName":"P-1"}]}"#.utf8))
+            #expect(lookup.status == 200, "\(lookup.text)")
+
+            for (database, operation, body) in [
+                (DatabaseScope.public, DatabaseOperation.recordsModify, #"{"operations":[{"operationType":"create","record":{"recordName":"P-2","recordType":"Note"}}]}"#),
+                (.public, .assetsUpload, #"{"tokens":[{"recordName":"P-2","fieldName":"f"}]}"#),
+                (.private, .recordsQuery, #"{"query":{"recordType":"Note"}}"#),
+                (.public, .usersCaller, ""),
+            ] {
+                let path = client(anonymous, database, operation, apiToken: "web-secret")
+                let answer = try await anonymous.send(
+                    operation.method == "GET" ? .GET : .POST, path, body: body.isEmpty ? nil : Data(body.utf8))
+                #expect(answer.status == 421, "\(operation.rawValue) in \(database): \(answer.text)")
+                #expect(answer.error?.serverErrorCode == .authenticationRequired)
+            }
+
+            // With a user's token the request acts as the user.
+            let asAlice = try await alice.send(
+                .POST, client(alice, .public, .recordsModify, apiToken: "web-secret"),
+                body: Data(#"{"operations":[{"operationType":"create","record":{"recordName":"P-3","recordType":"Note"}}]}"#.utf8))
+            #expect(asAlice.status == 200, "\(asAlice.text)")
+            for token in ["wrong", "other-secret"] {
+                let refused = try await alice.send(
+                    .POST, client(alice, .public, .recordsQuery, apiToken: token), body: Data(#"{"query":{"recordType":"Note"}}"#.utf8))
+                #expect(refused.status == 401, "\(token): \(refused.text)")
+                #expect(refused.error?.reason?.contains("API token") == true)
+            }
+
+            server.server.replaceAPITokens(["iCloud.test": ["website-2": "web-secret-2"]])
+            let revoked = try await anonymous.send(.POST, query, body: Data(#"{"query":{"recordType":"Note"}}"#.utf8))
+            #expect(revoked.status == 401, "a revoked token is refused at once: \(revoked.text)")
+        }
+    }
+
+    func client(_ client: CloudClient, _ database: DatabaseScope, _ operation: DatabaseOperation, apiToken: String) -> String {
+        client.path(database, operation) + "?ckAPIToken=" + apiToken
+    }
+
+    @Test
+    func apiTokenAccess_allowsReadsOfThePublicDatabaseOnly() {
+        let base = "/database/1/iCloud.test/development"
+        #expect(APITokenAccess.allows(.post, path: base + "/public/records/query"))
+        #expect(APITokenAccess.allows(.get, path: base + "/public/assets/download/" + String(repeating: "a", count: 32)))
+        #expect(!APITokenAccess.allows(.post, path: base + "/public/records/modify"))
+        #expect(!APITokenAccess.allows(.post, path: base + "/private/records/query"))
+        #expect(!APITokenAccess.allows(.post, path: base + "/public/assets/upload"))
+        #expect(!APITokenAccess.allows(.post, path: base + "/schema/modify"))
+        #expect(!APITokenAccess.allows(.get, path: "/console/public/records/query"))
+    }
+
     @Test
     func requestOrigin_prefersTheProxysHeadersAndRefusesWhatIsNotAHost() {
         #expect(RequestOrigin.origin(scheme: nil, forwardedHost: nil, host: "127.0.0.1:8080") == "http://127.0.0.1:8080")

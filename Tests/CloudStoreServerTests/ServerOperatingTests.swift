@@ -63,10 +63,12 @@ struct ServerOperatedProcessTests {
         let directory = try TemporaryDirectory(prefix: "cloudstore-operated")
         let tokens = directory.file("tokens.json")
         try WireCoding.encode(["alice-token": "_alice"]).write(to: tokens)
+        let apiTokens = directory.file("api-tokens.json")
+        try WireCoding.encode(["iCloud.test": ["website": "api-secret-1"]]).write(to: apiTokens)
         let config = directory.file("serve.json")
         let settings: [String: Any] = [
             "host": "127.0.0.1", "port": 0, "data": directory.file("data").path, "tokens": tokens.path,
-            "containers": ["iCloud.test"],
+            "apiTokens": apiTokens.path, "containers": ["iCloud.test"],
         ]
         try JSONSerialization.data(withJSONObject: settings).write(to: config)
         let child = try await ServerProcess.launch(
@@ -87,10 +89,20 @@ struct ServerOperatedProcessTests {
         async let poll = alice.send(.GET, alice.path(.private, .notifications) + "?timeout=50&since=\(start.syncToken)")
         await child.waitForOutput("long poll waiting")
 
+        let publicQuery = alice.path(.public, .recordsQuery)
+        let queryBody = Data(#"{"query":{"recordType":"Note"}}"#.utf8)
+        let anonymous = alice.asUser(nil)
+        #expect(try await anonymous.send(.POST, publicQuery + "?ckAPIToken=api-secret-1", body: queryBody).status == 200)
+
         try WireCoding.encode(["new-alice-token": "_alice"]).write(to: tokens)
+        try WireCoding.encode(["iCloud.test": ["website-2": "api-secret-2"]]).write(to: apiTokens)
         child.signal(SIGHUP)
-        await child.waitForOutput("tokens reloaded")
+        await child.waitForOutput("API tokens reloaded")
         #expect(try await alice.send(.GET, alice.path(.private, .zonesList)).status == 401, "the old token is refused")
+        #expect(
+            try await anonymous.send(.POST, publicQuery + "?ckAPIToken=api-secret-1", body: queryBody).status == 401,
+            "a revoked API token is refused")
+        #expect(try await anonymous.send(.POST, publicQuery + "?ckAPIToken=api-secret-2", body: queryBody).status == 200)
         let renewed = alice.asUser("new-alice-token")
         try await renewed.save([note("N-3")])
         let answer = try await poll
@@ -101,5 +113,6 @@ struct ServerOperatedProcessTests {
         #expect(await child.waitForExit() == 0, "\(child.output)")
         #expect(child.output.contains("shutting down gracefully"))
         #expect(!child.output.contains("the-operator"), "the operator token is never logged")
+        #expect(!child.output.contains("api-secret"), "nor are API tokens")
     }
 }

@@ -6,7 +6,7 @@ import Logging
 import UnixSignals
 
 /// `cloudstore serve`: runs the CloudStore server until SIGTERM or SIGINT (then shuts down
-/// gracefully: in-flight requests finish); SIGHUP reloads the tokens file.
+/// gracefully: in-flight requests finish); SIGHUP reloads the tokens and API tokens files.
 ///
 /// ```sh
 /// cloudstore serve --data ./data --tokens tokens.json --container iCloud.com.example.notes
@@ -20,7 +20,7 @@ public struct ServeCommand: CloudStoreSubcommand {
         discussion: """
             Serves the CloudKit Web Services database API for the containers it declares \
             (--container, repeatable) until SIGTERM or SIGINT, then finishes the requests in flight \
-            and exits. SIGHUP reloads the tokens file without dropping connections. Stores in SQLite under --data (one file per container), or in PostgreSQL with \
+            and exits. SIGHUP reloads the tokens and API tokens files without dropping connections. Stores in SQLite under --data (one file per container), or in PostgreSQL with \
             --postgres. Users sign in with the bearer tokens of --tokens. Prints "cloudstore: \
             listening on http://HOST:PORT (storage: ...)" once it accepts connections; --debug 2 \
             logs each request.
@@ -53,6 +53,11 @@ public struct ServeCommand: CloudStoreSubcommand {
 
     @Option(help: "A JSON file of users: {\"<bearer token>\": \"<userRecordName>\"}. Without it no user can sign in.")
     var tokens: String?
+
+    @Option(
+        name: .customLong("api-tokens"),
+        help: "A JSON file of API tokens by container and name: {\"<container>\": {\"<name>\": \"<token>\"}}. ?ckAPIToken= alone then reads that container's public database; an unknown token is 401. SIGHUP reloads it.")
+    var apiTokens: String?
 
     @Option(
         name: .customLong("container"),
@@ -111,6 +116,7 @@ public struct ServeCommand: CloudStoreSubcommand {
             host: settings.host, port: settings.port, storage: storage, containers: Set(settings.containers),
             users: try settings.tokens.map(Self.loadTokens) ?? [:],
             serverKeys: try Self.loadServerKeys(settings.serverKeys.map(Self.splitServerKey)),
+            apiTokens: try settings.apiTokens.map { try Self.loadAPITokens($0, containers: Set(settings.containers)) } ?? [:],
             operatorToken: settings.operatorToken, limits: settings.limits, console: settings.console,
             logger: context.logger("server"))
         let logger = context.logger("server")
@@ -121,6 +127,9 @@ public struct ServeCommand: CloudStoreSubcommand {
             guard context.handlesSignals else { return }
             for await _ in await UnixSignalsSequence(trapping: .sighup) {
                 Self.reloadTokens(settings.tokens, into: server, logger: logger)
+                if let path = settings.apiTokens {
+                    Self.reloadAPITokens(path, containers: Set(settings.containers), into: server, logger: logger)
+                }
             }
         }
         defer { reloading.cancel() }
@@ -147,6 +156,19 @@ public struct ServeCommand: CloudStoreSubcommand {
         }
     }
 
+    /// On SIGHUP: reads the API tokens file again and replaces the API tokens; a file that cannot
+    /// be read keeps the previous ones, with an error line.
+    static func reloadAPITokens(_ path: String, containers: Set<String>, into server: CloudServer, logger: Logger) {
+        do {
+            let tokens = try loadAPITokens(path, containers: containers)
+            server.replaceAPITokens(tokens)
+            logger.notice(
+                "API tokens reloaded", metadata: ["file": "\(path)", "tokens": "\(tokens.values.reduce(0) { $0 + $1.count })"])
+        } catch {
+            logger.error("API tokens not reloaded; the previous ones stay in effect", metadata: ["error": "\(error)"])
+        }
+    }
+
     /// The options given on the command line, as settings.
     private var commandLineOptions: [ServeSettings.Key: ConfigContent] {
         var options: [ServeSettings.Key: ConfigContent] = [:]
@@ -155,6 +177,7 @@ public struct ServeCommand: CloudStoreSubcommand {
         options[.data] = data.map { .string($0) }
         options[.postgres] = postgres.map { .string($0) }
         options[.tokens] = tokens.map { .string($0) }
+        options[.apiTokens] = apiTokens.map { .string($0) }
         options[.containers] = containers.isEmpty ? nil : .stringArray(containers)
         options[.serverKeys] = serverKeys.isEmpty ? nil : .stringArray(serverKeys)
         options[.operatorTokenFile] = operatorTokenFile.map { .string($0) }
@@ -226,6 +249,29 @@ public struct ServeCommand: CloudStoreSubcommand {
                 "the tokens file \(path) has an empty token or user (user \"\(bad.value)\"): give every token a user")
         }
         return users
+    }
+
+    /// Reads an API tokens file: container → name → token, for containers this server serves.
+    static func loadAPITokens(_ path: String, containers: Set<String>) throws -> [String: [String: String]] {
+        let data: Data
+        do {
+            data = try Data(contentsOf: URL(fileURLWithPath: path))
+        } catch {
+            throw CommandError("cannot read the API tokens file \(path): \(error.localizedDescription)")
+        }
+        guard let tokens = try? JSONDecoder().decode([String: [String: String]].self, from: data) else {
+            throw CommandError(
+                "the API tokens file \(path) is not a JSON object like {\"iCloud.com.example.notes\": {\"website\": \"<token>\"}}")
+        }
+        if let container = tokens.keys.sorted().first(where: { !containers.contains($0) }) {
+            throw CommandError(
+                "the API tokens file \(path) has tokens for container \(container), which this server does not serve: declare it with --container, or remove its tokens")
+        }
+        for (container, names) in tokens where names.contains(where: { $0.key.isEmpty || $0.value.isEmpty }) {
+            throw CommandError(
+                "the API tokens file \(path) has an empty name or token for container \(container): give each token a name and a secret")
+        }
+        return tokens
     }
 
     /// Reads each key's PEM file: key ID → PEM.

@@ -7,6 +7,9 @@ public enum Caller: Hashable, Sendable, CustomStringConvertible {
     /// Whoever holds the operator token of the server's configuration: reaches the public database
     /// as a server-to-server key does, and may change the production schema.
     case `operator`
+    /// An app known only by one of its container's API tokens (`ckAPIToken` without a user's
+    /// token), by the token's name: reads the public database, as CloudKit's anonymous users do.
+    case apiToken(String)
 
     /// The name written in `created`/`modified` stamps and answered by `users/caller`.
     public var userRecordName: String {
@@ -14,6 +17,7 @@ public enum Caller: Hashable, Sendable, CustomStringConvertible {
         case .user(let name): name
         case .serverKey(let keyID): "_serverKey_\(keyID)"
         case .operator: "_operator"
+        case .apiToken(let name): "_apiToken_\(name)"
         }
     }
 
@@ -32,7 +36,7 @@ public enum Caller: Hashable, Sendable, CustomStringConvertible {
     /// schema are theirs to change (WireProtocol.md §1).
     public var isTrusted: Bool {
         switch self {
-        case .user: false
+        case .user, .apiToken: false
         case .serverKey, .operator: true
         }
     }
@@ -42,6 +46,7 @@ public enum Caller: Hashable, Sendable, CustomStringConvertible {
         case .user(let name): "user \(name)"
         case .serverKey(let keyID): "server key \(keyID)"
         case .operator: "the operator"
+        case .apiToken(let name): "API token \(name)"
         }
     }
 }

@@ -49,6 +49,12 @@ public struct ServerConfiguration: Sendable {
     /// Server-to-server key ID → its P-256 public key in PEM. Signed requests reach the public
     /// database only.
     public var serverKeys: [String: String]
+    /// Each container's API tokens, by name (container → name → token), as CloudKit's API tokens
+    /// for web services: `?ckAPIToken=` alone reads that container's public database (records,
+    /// zones, changes, asset downloads; 421 for anything else), and with a user's token the
+    /// request acts as that user. Where a container has API tokens, a request that names an
+    /// unknown one is 401 whatever else it carries; where it has none, `ckAPIToken` is ignored.
+    public var apiTokens: [String: [String: String]]
     /// The operator's bearer token: it may change the production schema, which no user's token
     /// may, and reaches the public database as a server-to-server key does. Nil: no operator.
     public var operatorToken: String?
@@ -70,8 +76,8 @@ public struct ServerConfiguration: Sendable {
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, storage: Storage, containers: Set<String>,
-        users: [String: String] = [:], serverKeys: [String: String] = [:], operatorToken: String? = nil,
-        limits: ServerLimits = ServerLimits(), clock: ServerClock = .system, activity: ServerActivity = ServerActivity(),
+        users: [String: String] = [:], serverKeys: [String: String] = [:], apiTokens: [String: [String: String]] = [:],
+        operatorToken: String? = nil, limits: ServerLimits = ServerLimits(), clock: ServerClock = .system, activity: ServerActivity = ServerActivity(),
         console: Bool = false, logger: Logger = Logger(label: "cloudstore.server")
     ) {
         self.host = host
@@ -80,6 +86,7 @@ public struct ServerConfiguration: Sendable {
         self.containers = containers
         self.users = users
         self.serverKeys = serverKeys
+        self.apiTokens = apiTokens
         self.operatorToken = operatorToken
         self.limits = limits
         self.clock = clock
@@ -109,6 +116,16 @@ extension ServerConfiguration {
         if let operatorToken, operatorToken.isEmpty || users[operatorToken] != nil {
             throw ServerConfigurationError(
                 "the operator token is empty or is also a user's token: give the operator a token of its own")
+        }
+        if let container = apiTokens.keys.sorted().first(where: { !containers.contains($0) }) {
+            throw ServerConfigurationError(
+                "API tokens for container \(container.prefix(140)), which this server does not serve: declare it, or remove its tokens")
+        }
+        for (container, names) in apiTokens.sorted(by: { $0.key < $1.key }) {
+            if let name = names.keys.sorted().first(where: { $0.isEmpty || names[$0]!.isEmpty }) {
+                throw ServerConfigurationError(
+                    "API token \"\(name.prefix(64))\" of container \(container) has an empty name or token: give each token a name and a secret")
+            }
         }
         if console, operatorToken == nil {
             throw ServerConfigurationError(

@@ -110,6 +110,10 @@ struct AuthenticatedCall: Sendable {
             throw APIError(
                 .accessDenied,
                 "\(caller) reaches the public database only; use a user's bearer token for the \(scope.rawValue) database")
+        case (_, .apiToken):
+            throw APIError(
+                .authenticationRequired,
+                "the \(scope.rawValue) database needs a signed-in user: send the user's ckWebAuthToken (or a bearer token) with the API token")
         }
     }
 

@@ -104,6 +104,7 @@ struct RequestGate: RouterMiddleware {
     private func authenticate(
         _ request: Request, body: [UInt8], container: String, parameters: Parameters
     ) async throws -> Caller {
+        _ = try apiTokenName(of: request, container: container)
         let headers = request.headers
         if let keyID = headers[named: WireHeader.keyID] {
             guard readsBody || request.method == .get else {
@@ -131,6 +132,13 @@ struct RequestGate: RouterMiddleware {
             token = String(queryToken)
         } else if !readsBody, request.method == .post, let uploadID = parameters.get("uploadID") {
             return try await uploadURLCaller(uploadID, container: container)
+        } else if let name = try apiTokenName(of: request, container: container) {
+            guard APITokenAccess.allows(request.method, path: request.uri.path) else {
+                throw APIError(
+                    .authenticationRequired,
+                    "an API token alone reads the public database only: send a signed-in user's ckWebAuthToken (or a bearer token) to change anything or to reach a private or shared database")
+            }
+            return .apiToken(name)
         } else {
             throw APIError(
                 .authenticationRequired,
@@ -140,6 +148,20 @@ struct RequestGate: RouterMiddleware {
             throw APIError(.authenticationFailed, "the bearer token is not known to this server")
         }
         return caller
+    }
+
+    /// The name of the request's `ckAPIToken`, checked against the container's API tokens; nil
+    /// without one, or when the container has none (then the token is not checked, as before API
+    /// tokens existed). An unknown token is 401, whatever else the request carries.
+    private func apiTokenName(of request: Request, container: String) throws(APIError) -> String? {
+        guard let token = request.uri.queryParameters["ckAPIToken"], services.bearerTokens.hasAPITokens(for: container)
+        else { return nil }
+        guard let name = services.bearerTokens.apiTokenName(String(token), in: container) else {
+            throw APIError(
+                .authenticationFailed,
+                "the API token is not one of container \(container)'s (it may have been revoked): use a current one")
+        }
+        return name
     }
 
     /// The caller an upload URL was issued to: the URL is its own authority, as Apple's are, so a
