@@ -104,7 +104,7 @@ struct RequestGate: RouterMiddleware {
     private func authenticate(
         _ request: Request, body: [UInt8], container: String, parameters: Parameters
     ) async throws -> Caller {
-        _ = try apiTokenName(of: request, container: container)
+        let apiToken = try apiTokenName(of: request, container: container)
         let headers = request.headers
         if let keyID = headers[named: WireHeader.keyID] {
             guard readsBody || request.method == .get else {
@@ -132,7 +132,7 @@ struct RequestGate: RouterMiddleware {
             token = String(queryToken)
         } else if !readsBody, request.method == .post, let uploadID = parameters.get("uploadID") {
             return try await uploadURLCaller(uploadID, container: container)
-        } else if let name = try apiTokenName(of: request, container: container) {
+        } else if let name = apiToken {
             guard APITokenAccess.allows(request.method, path: request.uri.path) else {
                 throw APIError(
                     .authenticationRequired,
