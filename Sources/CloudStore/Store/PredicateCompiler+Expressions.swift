@@ -63,19 +63,28 @@ extension PredicateExpressions.Comparison: SQLTranslatable {
 
 extension PredicateExpressions.Conjunction: SQLTranslatable {
     func sqlTerm(_ compiler: PredicateCompiler) throws -> SQLTerm {
-        let (left, right) = (try compiler.boolean(compiler.term(lhs)), try compiler.boolean(compiler.term(rhs)))
-        return SQLTerm(
-            .boolean, "(\(left.sql) AND \(right.sql))", arguments: left.arguments + right.arguments,
-            spelling: .infix(left, "&&", right))
+        try compiler.junction(compiler.term(lhs), "AND", "&&", compiler.term(rhs))
     }
 }
 
 extension PredicateExpressions.Disjunction: SQLTranslatable {
     func sqlTerm(_ compiler: PredicateCompiler) throws -> SQLTerm {
-        let (left, right) = (try compiler.boolean(compiler.term(lhs)), try compiler.boolean(compiler.term(rhs)))
+        try compiler.junction(compiler.term(lhs), "OR", "||", compiler.term(rhs))
+    }
+}
+
+extension PredicateCompiler {
+    /// `&&` or `||` of two boolean terms: `(left AND right)`, spelled with Swift's operator. The
+    /// right side is translated after the left is known to be a condition, so the first problem
+    /// reported is the left's.
+    func junction(
+        _ lhs: SQLTerm, _ sqlOperator: String, _ swiftOperator: String, _ rhs: @autoclosure () throws -> SQLTerm
+    ) throws -> SQLTerm {
+        let left = try boolean(lhs)
+        let right = try boolean(rhs())
         return SQLTerm(
-            .boolean, "(\(left.sql) OR \(right.sql))", arguments: left.arguments + right.arguments,
-            spelling: .infix(left, "||", right))
+            .boolean, "(\(left.sql) \(sqlOperator) \(right.sql))", arguments: left.arguments + right.arguments,
+            spelling: .infix(left, swiftOperator, right))
     }
 }
 
