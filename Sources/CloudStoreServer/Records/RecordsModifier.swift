@@ -182,9 +182,11 @@ struct RecordsModifier: Sendable {
             fields = content.fields
         }
         let typedFields: [String: FieldValue]
-        switch typedBySchema(sent.fields, recordType: recordType, schema: schema, recordName: name) {
+        switch SchemaRules.typed(sent.fields, recordType: recordType, schema: schema, isUntyped: {
+            untypedFields.contains(record: name, field: $0)
+        }) {
         case .success(let typed): typedFields = typed
-        case .failure(let error): return .failure(error)
+        case .failure(let misfit): return .failure(rules.failure(.badRequest, misfit.reason, name))
         }
         let assets = AssetRules(zone: rules.zone, caller: stamp.userRecordName ?? "", now: stamp.timestamp)
         let sentFields: [String: FieldValue]
@@ -214,52 +216,6 @@ struct RecordsModifier: Sendable {
                 name: name, type: recordType,
                 change: .save(content: content, fields: fields, deleteSelfTargets: deleteSelfTargets(of: fields)),
                 time: stamp.timestamp))
-    }
-
-    /// The sent fields with each value sent without a `type` typed as the schema declares its
-    /// field (``SchemaRules/retype(_:as:)``); a value that cannot be that type fails the record,
-    /// naming the first such field. A value sent with a type is left as it is, for
-    /// ``SchemaRules/admit(recordType:fields:into:environment:)`` to judge.
-    func typedBySchema(
-        _ fields: [String: FieldValue], recordType: String, schema: CloudSchema, recordName: String
-    ) -> Result<[String: FieldValue], ServerError> {
-        guard let declared = schema.recordTypes.first(where: { $0.name == recordType }) else { return .success(fields) }
-        let misfits = fields.compactMap { name, value -> (name: String, type: FieldType)? in
-            guard let valueType = value.type, let type = declared.field(named: name)?.type, !type.accepts(valueType) else {
-                return nil
-            }
-            return (name, type)
-        }
-        guard !misfits.isEmpty else { return .success(fields) }
-        var typed = fields
-        for misfit in misfits.sorted(by: { $0.name < $1.name })
-        where untypedFields.contains(record: recordName, field: misfit.name) {
-            guard let value = typed[misfit.name].flatMap({ SchemaRules.retype($0, as: misfit.type) }) else {
-                return .failure(
-                    rules.failure(
-                        .badRequest,
-                        "field \(recordType).\(misfit.name) is \(misfit.type.rawValue) in the schema and its value, sent without a type, is not one: send a \(misfit.type.rawValue) value (\(Self.example(of: misfit.type)))",
-                        recordName))
-            }
-            typed[misfit.name] = value
-        }
-        return .success(typed)
-    }
-
-    /// How a value of `type` looks on the wire, for an error that asks for one.
-    static func example(of type: FieldType) -> String {
-        switch type {
-        case .string: "text"
-        case .int64: "an integer"
-        case .double: "a number"
-        case .timestamp: "integer milliseconds since 1970"
-        case .bytes: "base64 text"
-        case .reference: #"{"recordName": …}"#
-        case .location: #"{"latitude": …, "longitude": …}"#
-        case .asset: "the dictionary an asset upload answers"
-        case .list(let element): "an array of \(example(of: element))"
-        case .unknownList: "an array"
-        }
     }
 
     func conflict(_ code: ServerErrorCode, _ reason: String, _ live: StoredRecord) -> ServerError {

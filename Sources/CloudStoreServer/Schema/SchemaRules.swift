@@ -56,6 +56,57 @@ enum SchemaRules {
         }
     }
 
+    /// The fields of a record with each value sent without a `type` (`isUntyped` of its name)
+    /// typed as the schema declares its field (``retype(_:as:)``); a value that cannot be that type
+    /// is a ``Misfit`` naming the first such field by name. A value sent with a type is left as it
+    /// is, for ``admit(recordType:fields:into:environment:)`` to judge; `isUntyped` is asked only
+    /// of fields whose value does not fit.
+    static func typed(
+        _ fields: [String: FieldValue], recordType: String, schema: CloudSchema, isUntyped: (String) -> Bool
+    ) -> Result<[String: FieldValue], Misfit> {
+        guard let declared = schema.recordTypes.first(where: { $0.name == recordType }) else { return .success(fields) }
+        let misfits = fields.compactMap { name, value -> (name: String, type: FieldType)? in
+            guard let valueType = value.type, let type = declared.field(named: name)?.type, !type.accepts(valueType) else {
+                return nil
+            }
+            return (name, type)
+        }
+        guard !misfits.isEmpty else { return .success(fields) }
+        var typed = fields
+        for misfit in misfits.sorted(by: { $0.name < $1.name }) where isUntyped(misfit.name) {
+            guard let value = typed[misfit.name].flatMap({ retype($0, as: misfit.type) }) else {
+                return .failure(
+                    Misfit(
+                        reason:
+                            "field \(recordType).\(misfit.name) is \(misfit.type.rawValue) in the schema and its value, sent without a type, is not one: send a \(misfit.type.rawValue) value (\(example(of: misfit.type)))"
+                    ))
+            }
+            typed[misfit.name] = value
+        }
+        return .success(typed)
+    }
+
+    /// Why a value sent without a type cannot be the type its field is declared with.
+    struct Misfit: Error, Equatable {
+        var reason: String
+    }
+
+    /// How a value of `type` looks on the wire, for an error that asks for one.
+    static func example(of type: FieldType) -> String {
+        switch type {
+        case .string: "text"
+        case .int64: "an integer"
+        case .double: "a number"
+        case .timestamp: "integer milliseconds since 1970"
+        case .bytes: "base64 text"
+        case .reference: #"{"recordName": …}"#
+        case .location: #"{"latitude": …, "longitude": …}"#
+        case .asset: "the dictionary an asset upload answers"
+        case .list(let element): "an array of \(example(of: element))"
+        case .unknownList: "an array"
+        }
+    }
+
     /// The value a field sent without a `type` has as the type the schema declares, or nil when
     /// it cannot be one. The wire decoder typed it by its JSON (``FieldValue`` infers `INT64` for
     /// an integer, `DOUBLE` for a fraction, `STRING` for text); a client that leaves the type out
