@@ -245,8 +245,11 @@ public final class CloudServer: Sendable {
     }
 
     /// Replaces the users (bearer token → userRecordName) while the server runs: later requests
-    /// see only the new tokens; requests in flight (a waiting long poll) are not disturbed.
-    public func replaceUsers(_ users: [String: String]) {
+    /// see only the new tokens; requests in flight (a waiting long poll) are not disturbed. Users
+    /// the configuration would refuse (``ServerConfiguration/usersProblem(_:)``) are refused here
+    /// too, and the previous users stay.
+    public func replaceUsers(_ users: [String: String]) throws(ServerConfigurationError) {
+        if let problem = ServerConfiguration.usersProblem(users) { throw ServerConfigurationError(problem) }
         bearerTokens.replaceUsers(users)
     }
 

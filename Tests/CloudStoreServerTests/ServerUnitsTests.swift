@@ -33,6 +33,30 @@ struct ServerUnitsTests {
         #expect(SchemaRules.retype(value, as: declared) == expected)
     }
 
+    @Test func schemaRules_typedConvertsOnlyUntypedMisfitsAndNamesTheFirstThatCannotBe() throws {
+        let schema = CloudSchema(recordTypes: [
+            .init(name: "Event", fields: [.init(name: "at", type: .timestamp), .init(name: "b", type: .bytes)])
+        ])
+        let fields: [String: FieldValue] = ["at": .int64(5), "b": .string("aGk="), "new": .int64(1)]
+        let all = SchemaRules.typed(fields, recordType: "Event", schema: schema, isUntyped: { _ in true })
+        #expect(try all.get() == ["at": .timestamp(Date(millisecondsSince1970: 5)), "b": .bytes(Data("hi".utf8)), "new": .int64(1)])
+        var asked: [String] = []
+        let typedOnes = SchemaRules.typed(fields, recordType: "Event", schema: schema, isUntyped: { asked.append($0); return false })
+        #expect(try typedOnes.get() == fields, "values sent with a type are left for admit to judge")
+        #expect(asked.sorted() == ["at", "b"], "only misfits are asked about")
+        let bad = SchemaRules.typed(["b": .string("%%"), "at": .string("x")], recordType: "Event", schema: schema, isUntyped: { _ in true })
+        guard case .failure(let misfit) = bad else { Issue.record("expected a misfit"); return }
+        #expect(misfit.reason.hasPrefix("field Event.at is TIMESTAMP in the schema"), "the first misfit by name")
+        #expect(try SchemaRules.typed(fields, recordType: "Other", schema: schema, isUntyped: { _ in true }).get() == fields)
+    }
+
+    @Test func configuration_refusesUsersNamedLikeCallersThatAreNotUsers() {
+        for name in ["_serverKey_k1", "_apiToken_web", "_operator", "_defaultOwner", ""] {
+            #expect(ServerConfiguration.usersProblem(["t": name]) != nil, "\(name)")
+        }
+        #expect(ServerConfiguration.usersProblem(["t": "_alice", "u": "serverKey_k"]) == nil)
+    }
+
     @Test func syncToken_roundTripsAndRefusesForeignOrMalformedTokens() throws {
         let zone = partition.zone("Notes")
         let stored = StoredZone(name: "Notes", seq: 9, dbSeq: 3, incarnation: 4, purgedThrough: 0, deleted: false)

@@ -149,7 +149,7 @@ public struct ServeCommand: CloudStoreSubcommand {
         }
         do {
             let users = try loadTokens(path)
-            server.replaceUsers(users)
+            try server.replaceUsers(users)
             logger.notice("tokens reloaded", metadata: ["file": "\(path)", "users": "\(Set(users.values).count)"])
         } catch {
             logger.error("tokens not reloaded; the previous tokens stay in effect", metadata: ["error": "\(error)"])

@@ -97,6 +97,25 @@ public struct ServerConfiguration: Sendable {
 }
 
 extension ServerConfiguration {
+    /// What is wrong with a table of users (bearer token → userRecordName), or nil: a name must be
+    /// 1 to 255 characters and must not be one the server writes for callers that are not users
+    /// (`_serverKey_…`, `_apiToken_…`, `_operator`, the public database's `_defaultOwner`), or a
+    /// user so named would pass for a server key as a record's creator.
+    public static func usersProblem(_ users: [String: String]) -> String? {
+        for name in users.values.sorted() {
+            if name.isEmpty || name.utf8.count > 255 {
+                return "user \"\(name.prefix(64))\" is not a valid userRecordName: use 1 to 255 characters"
+            }
+            let reserved = [Caller.serverKey("").userRecordName, Caller.apiToken("").userRecordName]
+            if reserved.contains(where: name.hasPrefix)
+                || name == Caller.operator.userRecordName || name == DatabasePartition.publicOwner
+            {
+                return "user \"\(name.prefix(64))\" has a name the server keeps for callers that are not users: name the user otherwise"
+            }
+        }
+        return nil
+    }
+
     /// Throws when the configuration cannot serve anyone: no containers, an invalid container name
     /// or user name, a limit that cannot work.
     func validate() throws(ServerConfigurationError) {
@@ -109,10 +128,7 @@ extension ServerConfiguration {
             throw ServerConfigurationError(
                 "container \"\(bad.prefix(140))\" is invalid: use 1 to 128 of A-Z a-z 0-9 . _ -")
         }
-        if let bad = users.values.first(where: { $0.isEmpty || $0.utf8.count > 255 }) {
-            throw ServerConfigurationError(
-                "user \"\(bad.prefix(64))\" is not a valid userRecordName: use 1 to 255 characters")
-        }
+        if let problem = Self.usersProblem(users) { throw ServerConfigurationError(problem) }
         if let operatorToken, operatorToken.isEmpty || users[operatorToken] != nil {
             throw ServerConfigurationError(
                 "the operator token is empty or is also a user's token: give the operator a token of its own")
