@@ -12,6 +12,7 @@ import Foundation
 /// | deleted an object | edited it | ``deletionAgainstEdit(of:writtenByThisDevice:)`` |
 /// | added a link | deleted it | ``linkAgainstDeletion(_:)`` |
 /// | removed a link | saved it | ``linkDeletionAgainstSave(_:)`` |
+/// | a reference (or the server's) | deleted its target | ``referenceAgainstDeletion(of:property:target:side:)`` |
 /// | its own write whose answer was lost | that write | ``ancestor(_:server:writtenBy:thisDevice:)`` |
 /// | changed an object in a zone shared with it | its access to the zone ended | ``accessEnded(of:pending:recordKeys:local:)`` |
 ///
@@ -203,6 +204,17 @@ struct ConflictResolution {
             return (.local, [record(object, link.relationship, .server, lost: .uuid(link.target), won: .null)])
         }
         return (.server, [record(object, link.relationship, .local, lost: .null, won: .uuid(link.target))])
+    }
+
+    // MARK: References to deleted objects
+
+    /// A to-one reference whose target was deleted: the object stays (nothing its writer did not
+    /// see is deleted), the reference is cleared, and its value is logged as lost. `side` is whose
+    /// value it was: this device's, when an import deletes the parent of an object here (the
+    /// deleting device's cascade did not know the object was in it), or the server's, when a
+    /// fetched object refers to one deleted meanwhile, so the reference is never set here.
+    func referenceAgainstDeletion(of object: Object, property: String, target: UUID, side: ConflictRecord.Side) -> ConflictRecord {
+        record(object, property, side, lost: .uuid(target), won: .null)
     }
 
     // MARK: Own unheard write

@@ -185,7 +185,7 @@ extension MirrorTransaction {
         }
         guard let id = UUID(text: name) else { return }
         // References that wait for this object wait for nothing now, and so will later ones.
-        _ = try db.takeUnresolvedReferences(to: id)
+        try dropUnresolvedReferences(to: id)
         deletedOnServer.insert(id)
         guard var row else {
             // Never mirrored here; delete the object if this device has it anyway.
@@ -221,6 +221,11 @@ extension MirrorTransaction {
                 values[relationship.name] = .null
                 if deletedOnServer.contains(target) {
                     try db.removeUnresolvedReferences(of: entity.name, id: id, relationship: relationship.name)
+                    try log([
+                        resolution.referenceAgainstDeletion(
+                            of: ConflictResolution.Object(entityName: entity.name, id: id), property: relationship.name,
+                            target: target, side: .server)
+                    ])
                 } else {
                     try db.addUnresolvedReference(entity: entity.name, id: id, relationship: relationship.name, target: target)
                 }
@@ -240,6 +245,20 @@ extension MirrorTransaction {
         for link in try db.linkMetadata(of: id) where try link.pendingUpload != .delete {
             if let ends = link.link { try applyLocally(ends) }
         }
+    }
+
+    /// Forgets the references that waited for `target`, which was deleted: each is a value another
+    /// device wrote (an object created in, or moved into, a parent deleted meanwhile) that lost to
+    /// the deletion, and is logged.
+    private func dropUnresolvedReferences(to target: UUID) throws {
+        var lost: [ConflictRecord] = []
+        for waiting in try db.takeUnresolvedReferences(to: target) where try context.exists(entityName: waiting.entity, id: waiting.id) {
+            lost.append(
+                resolution.referenceAgainstDeletion(
+                    of: ConflictResolution.Object(entityName: waiting.entity, id: waiting.id), property: waiting.relationship,
+                    target: target, side: .server))
+        }
+        try log(lost)
     }
 
     /// Adds a link locally when both of its objects are here.
@@ -341,9 +360,9 @@ extension MirrorTransaction {
                 snapshot.values[orphan.property] == nil || snapshot.values[orphan.property] == .null
             else { continue }
             lost.append(
-                ConflictRecord(
-                    date: now, entityName: orphan.entityName, objectID: orphan.id, property: orphan.property,
-                    losingSide: .local, losingValue: .uuid(orphan.parent), winningValue: .null, policy: policy.name))
+                resolution.referenceAgainstDeletion(
+                    of: ConflictResolution.Object(entityName: orphan.entityName, id: orphan.id), property: orphan.property,
+                    target: orphan.parent, side: .local))
         }
         try log(lost)
     }

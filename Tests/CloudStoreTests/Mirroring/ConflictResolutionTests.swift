@@ -225,6 +225,19 @@ struct ConflictResolutionTests {
         #expect(resolution(.localWins).linkDeletionAgainstSave(link).0 == .local)
     }
 
+    @Test func referenceAgainstDeletion_logsTheReferenceWhateverThePolicy() {
+        let folder = UUID()
+        let object = ConflictResolution.Object(entityName: "Note", id: id)
+        for policy in [ConflictPolicy.serverWins, .localWins, .lastWriterWins] {
+            for side in [ConflictRecord.Side.local, .server] {
+                let logged = resolution(policy).referenceAgainstDeletion(of: object, property: "folder", target: folder, side: side)
+                #expect(logged.objectID == id && logged.property == "folder")
+                #expect(logged.losingValue == .uuid(folder) && logged.winningValue == .null)
+                #expect(logged.losingSide == side)
+            }
+        }
+    }
+
     // MARK: Own unheard write
 
     @Test func ownUnheardWrite_isTheAncestorOnlyWhenThisDeviceWroteIt() {

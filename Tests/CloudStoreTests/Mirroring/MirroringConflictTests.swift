@@ -170,6 +170,44 @@ struct MirroringConflictTests {
         }
     }
 
+    /// Found by the randomised convergence test (seed 13144666446474696070): B created a note in a
+    /// folder that A, not knowing the note, deleted. A's sync fetched the note and the folder's
+    /// tombstone in one page; the reference waiting for the folder was dropped without a trace, A
+    /// then moved the note elsewhere, and B's reference was gone from every log. Now the device
+    /// that drops a reference to a deleted object logs it as the server's value that lost.
+    @Test func aNoteCreatedInAFolderDeletedElsewhere_theDeletingDeviceLogsTheReferenceItDrops() async throws {
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            let a = try await TestDevice.make("A", server: server.baseURL)
+            let b = try await TestDevice.make("B", server: server.baseURL)
+            let folder = Folder(title: "Old")
+            let elsewhere = Folder(title: "New")
+            try await a.write { context in
+                try context.insert(folder)
+                try context.insert(elsewhere)
+            }
+            try await a.sync()
+            try await b.sync()
+            let note = Note(title: "created in Old", folder: folder.id)
+            try await b.write { try $0.insert(note) }
+            try await b.sync()
+            try await a.write { try $0.delete(Folder.self, id: folder.id) }  // A does not know the note
+            try await a.sync()
+            #expect(try a.note(note.id)?.folder == nil, "the note stays, outside any folder")
+            let logged = try a.container.conflicts().filter { $0.objectID == note.id }
+            #expect(logged.map(\.property) == ["folder"])
+            #expect(logged.first?.losingValue == .uuid(folder.id))
+            #expect(logged.first?.losingSide == .server)
+
+            try await a.write { try $0.move(note: note.id, to: elsewhere.id) }
+            try await a.sync()
+            try await b.sync()
+            #expect(try b.note(note.id)?.folder == elsewhere.id)
+            #expect(try a.contents() == b.contents())
+            await a.close()
+            await b.close()
+        }
+    }
+
     /// Found by the randomised convergence test: a fetch that landed before export had folded a
     /// local save applied the server's value over it without a trace. Now the import folds local
     /// history first, so the save is merged (and, losing to serverWins, logged).

@@ -160,6 +160,9 @@ struct MirroringConvergenceTests {
             }
             #expect(waiting == 0, "no reference waits for a folder that has a tombstone")
             #expect(try fresh.folders().isEmpty)
+            #expect(
+                try fresh.container.conflicts().map { [$0.property, "\($0.losingValue)"] } == [["folder", "\(AttributeValue.uuid(folder.id))"]],
+                "the reference it dropped is logged")
             for device in [a, b, fresh] { await device.close() }
         }
     }
