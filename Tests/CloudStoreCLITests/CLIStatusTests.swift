@@ -48,6 +48,42 @@ struct CLIStatusTests {
         }
     }
 
+    @Test func failed_listsTheRefusedUploadsWithWhy() async throws {
+        try await TemporaryDirectory.with { directory in
+            let (url, refused) = try await StoreFixtures.refusedStore(in: directory)
+            let summary = await cloudstore("status", "--store", url.path)
+            #expect(summary.standardOutput.contains("refused uploads   1\n"), "\(summary.standardOutput)")
+
+            let result = await cloudstore("status", "--store", url.path, "--failed")
+            #expect(result.status == 0, "\(result.standardError)")
+            let lines = result.outputLines
+            #expect(lines.count == 2, "a header and the one refused note: \(lines)")
+            #expect(lines.first?.split(separator: " ", omittingEmptySubsequences: true) == ["ENTITY", "OBJECT", "ZONE", "PENDING", "ERROR", "REASON"])
+            let row = lines.last ?? ""
+            #expect(row.hasPrefix("Note    \(refused.uuidString)  Notes  whole object  LIMIT_EXCEEDED  "), "\(row)")
+
+            let json = await cloudstore("status", "--store", url.path, "--failed", "--json")
+            let objects = try #require(try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [[String: Any]])
+            #expect(objects.count == 1)
+            #expect(objects.first?["id"] as? String == refused.uuidString)
+            #expect(objects.first?["code"] as? String == "LIMIT_EXCEEDED")
+            #expect(objects.first?["pending"] as? String == "save")
+            #expect((objects.first?["reason"] as? String)?.isEmpty == false)
+        }
+    }
+
+    @Test func failed_withNothingRefusedSaysSo() async throws {
+        try await TemporaryDirectory.with { directory in
+            let (url, _, _) = try StoreFixtures.notesStore(in: directory)
+            let result = await cloudstore("status", "--store", url.path, "--failed")
+            #expect(result.status == 0, "\(result.standardError)")
+            #expect(result.outputLines == ["no refused uploads"])
+            let json = await cloudstore("status", "--store", url.path, "--failed", "--json")
+            let objects = try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [Any]
+            #expect(objects?.isEmpty == true, "\(json.standardOutput)")
+        }
+    }
+
     @Test func badInputs() async throws {
         try await TemporaryDirectory.with { directory in
             let (url, _, _) = try StoreFixtures.notesStore(in: directory)

@@ -157,15 +157,7 @@ extension PersistentCloudContainer {
     public func sharing(entityName: String, id: UUID) throws -> ObjectSharing {
         let primary = zoneID
         return try store.read { context in
-            let key = try context.db.recordMetadata(id.uuidString)?.zone ?? .primary
-            let zoneID = key.zoneID(primary: primary)
-            guard !key.isPrimary else {
-                return ObjectSharing(zoneID: zoneID, owner: nil, permission: .readWrite, isShared: false)
-            }
-            let zone = try context.db.mirrorZone(zoneID)
-            return ObjectSharing(
-                zoneID: zoneID, owner: key.owner, permission: key.owner == nil ? .readWrite : zone?.permission ?? .readOnly,
-                isShared: key.owner != nil || zone?.share != nil)
+            try MirrorMetadata.sharing(context.db, of: try context.db.recordMetadata(id.uuidString)?.zone ?? .primary, primary: primary)
         }
     }
 

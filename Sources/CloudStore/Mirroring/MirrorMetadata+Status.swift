@@ -28,6 +28,48 @@ extension MirrorMetadata {
             conflictCount: try Int.fetchOne(db, sql: "SELECT count(*) FROM cloudstore_mirror_conflict") ?? 0)
     }
 
+    /// Where a record of `zone` lives and what the current user may do with it.
+    static func sharing(_ db: Database, of zone: MirrorZone.Key, primary: ZoneID) throws -> PersistentCloudContainer.ObjectSharing {
+        let zoneID = zone.zoneID(primary: primary)
+        guard !zone.isPrimary else {
+            return PersistentCloudContainer.ObjectSharing(zoneID: zoneID, owner: nil, permission: .readWrite, isShared: false)
+        }
+        let row = try db.mirrorZone(zoneID)
+        return PersistentCloudContainer.ObjectSharing(
+            zoneID: zoneID, owner: zone.owner, permission: zone.owner == nil ? .readWrite : row?.permission ?? .readOnly,
+            isShared: zone.owner != nil || row?.share != nil)
+    }
+
+    /// What mirroring knows of one object, from its record's metadata; nil when there is none, or
+    /// the record is of another entity.
+    static func syncState(_ db: Database, entityName: String, id: UUID, primary: ZoneID) throws -> PersistentCloudContainer.ObjectSyncState? {
+        guard let row = try db.recordMetadata(id.uuidString), row.link == nil, row.entityName == entityName else { return nil }
+        return try syncState(of: row, id: id, db, primary: primary)
+    }
+
+    /// The objects whose pending upload the server refused, by record name.
+    static func refusedUploads(_ db: Database, primary: ZoneID) throws -> [PersistentCloudContainer.ObjectSyncState] {
+        try db.refusedRecordMetadata().compactMap { row in
+            guard row.link == nil, let id = UUID(text: row.recordName) else { return nil }
+            return try syncState(of: row, id: id, db, primary: primary)
+        }
+    }
+
+    private static func syncState(
+        of row: RecordMetadata, id: UUID, _ db: Database, primary: ZoneID
+    ) throws -> PersistentCloudContainer.ObjectSyncState {
+        let upload: PersistentCloudContainer.ObjectSyncState.Upload? =
+            switch try row.pendingUpload {
+            case .save(let full, let keys)?: .save(keys: Set(keys.keys), wholeObject: full)
+            case .delete?: .delete
+            case nil: nil
+            }
+        return PersistentCloudContainer.ObjectSyncState(
+            entityName: row.entityName, id: id, sharing: try sharing(db, of: row.zone, primary: primary),
+            changeTag: row.changeTag, serverModified: row.serverModified.map { Date(millisecondsSince1970: $0) },
+            pendingUpload: upload, refusal: row.refusal)
+    }
+
     /// This device's identifier, made (a UUID) the first time the store mirrors.
     static func deviceID(_ db: Database) throws -> String {
         try create(db)

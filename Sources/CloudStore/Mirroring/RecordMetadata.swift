@@ -218,14 +218,12 @@ extension Database {
 
     /// The pending uploads the server refused for good, by record name.
     func refusedUploads() throws -> [String: ServerError] {
-        var refused: [String: ServerError] = [:]
-        for row in try Row.fetchAll(
-            self,
-            sql: "SELECT record_name, refusal FROM cloudstore_record_metadata WHERE pending_upload IS NOT NULL AND refusal IS NOT NULL")
-        {
-            refused[row["record_name"]] = try MirrorMetadata.decode(ServerError.self, row["refusal"])
-        }
-        return refused
+        Dictionary(uniqueKeysWithValues: try refusedRecordMetadata().compactMap { row in row.refusal.map { (row.recordName, $0) } })
+    }
+
+    /// The metadata of the records whose pending upload the server refused for good, by record name.
+    func refusedRecordMetadata() throws -> [RecordMetadata] {
+        try recordMetadata(RecordMetadata.select + "pending_upload IS NOT NULL AND refusal IS NOT NULL ORDER BY record_name")
     }
 
     /// The names of the records of a zone that are on the server with nothing to upload here

@@ -2,8 +2,9 @@ import ArgumentParser
 import CloudStore
 import Foundation
 
-/// `cloudstore status --store PATH [--schema FILE] [--json]`: where a store's mirroring stands,
-/// read from the store file (no server needed).
+/// `cloudstore status --store PATH [--schema FILE] [--failed] [--json]`: where a store's
+/// mirroring stands, read from the store file (no server needed); with `--failed`, the objects
+/// whose upload the server refused, with why.
 ///
 /// ```sh
 /// $ cloudstore status --store notes.sqlite
@@ -11,6 +12,9 @@ import Foundation
 /// mirroring                yes, user _alice
 /// pending uploads          0
 /// …
+/// $ cloudstore status --store notes.sqlite --failed
+/// ENTITY  OBJECT                                ZONE   PENDING       ERROR           REASON
+/// Note    6F1C0A52-…                            Notes  whole object  LIMIT_EXCEEDED  record 6F1C0A52-… has 1500124 bytes of fields; the limit is 1048576: make it smaller
 /// ```
 public struct StatusCommand: CloudStoreSubcommand {
     public static let configuration = CommandConfiguration(
@@ -28,9 +32,14 @@ public struct StatusCommand: CloudStoreSubcommand {
             the move, cloudstore migrate, which the app does too when it first opens the store. \
             cloudstore history and conflicts read such a store as it is.
 
+            --failed lists every object whose upload the server refused for good (too large, \
+            say), with the server's error code and reason: such an upload is not sent again \
+            until the app changes the object.
+
             Example:
               cloudstore status --store notes.sqlite
               cloudstore status --store notes.sqlite --schema Schema/Notes.json --json
+              cloudstore status --store notes.sqlite --failed
             """)
 
     @Option(help: "The store file (SQLite).")
@@ -38,6 +47,12 @@ public struct StatusCommand: CloudStoreSubcommand {
 
     @Option(help: "The schema file to open the store with; by default the schema the store keeps.")
     var schema: String?
+
+    @Flag(help: "List the objects whose upload the server refused, with why, instead of the summary.")
+    var failed = false
+
+    @Option(help: "With --failed: the zone the store mirrors to, if the app names one (by default the schema's name).")
+    var zone: String?
 
     @Flag(help: "Print JSON instead of text.")
     var json = false
@@ -55,6 +70,10 @@ public struct StatusCommand: CloudStoreSubcommand {
         } catch StoreError.Code.needsUpgrade {
             throw CommandError(
                 "\(store) holds mirroring metadata written by the previous CloudStore release, whose unsent changes are counted only once moved to this release's layout: run cloudstore migrate --store \(store) --schema \(schema ?? "<its schema file>") (or open it with the app once), then status again")
+        }
+        if failed {
+            try printRefused(try PersistentCloudContainer.refusedUploads(in: opened, primaryZone: zone.map { ZoneID(zoneName: $0) }), in: context)
+            return
         }
         let report = StatusJSON(store: store, schema: opened.schema, status: status)
         if json {
@@ -75,6 +94,71 @@ public struct StatusCommand: CloudStoreSubcommand {
                 ["last error", status.lastError.map { "\($0.message) (\(CommandOutput.timestamp($0.date)))" } ?? "none"],
                 ["conflicts logged", String(status.conflictCount)],
             ]))
+    }
+}
+
+extension StatusCommand {
+    private func printRefused(_ refused: [PersistentCloudContainer.ObjectSyncState], in context: CommandContext) throws {
+        if json {
+            try context.output.printJSON(refused.map(RefusedUploadJSON.init))
+            return
+        }
+        guard !refused.isEmpty else {
+            context.output.print("no refused uploads")
+            return
+        }
+        var table = TextTable([["ENTITY", "OBJECT", "ZONE", "PENDING", "ERROR", "REASON"]])
+        for state in refused {
+            table.append([
+                state.entityName, state.id.uuidString, Self.zone(state.sharing), state.pendingUpload.map(Self.text) ?? "nothing",
+                state.refusal?.code.rawValue ?? "", state.refusal?.reason ?? "",
+            ])
+        }
+        context.output.print(table)
+    }
+
+    static func zone(_ sharing: PersistentCloudContainer.ObjectSharing) -> String {
+        sharing.owner.map { "\(sharing.zoneID.zoneName) (owner \($0))" } ?? sharing.zoneID.zoneName
+    }
+
+    static func text(_ upload: PersistentCloudContainer.ObjectSyncState.Upload) -> String {
+        switch upload {
+        case .save(_, wholeObject: true): "whole object"
+        case .save(let keys, wholeObject: false): keys.sorted().joined(separator: ",")
+        case .delete: "delete"
+        }
+    }
+}
+
+/// An object whose upload the server refused, as `status --failed --json` prints it.
+private struct RefusedUploadJSON: Encodable {
+    var entity: String
+    var id: UUID
+    var zone: String
+    var zoneOwner: String?
+    var changeTag: String?
+    var pending: String?
+    var pendingKeys: [String]?
+    var code: String?
+    var reason: String?
+
+    init(_ state: PersistentCloudContainer.ObjectSyncState) {
+        entity = state.entityName
+        id = state.id
+        zone = state.sharing.zoneID.zoneName
+        zoneOwner = state.sharing.owner
+        changeTag = state.changeTag
+        switch state.pendingUpload {
+        case .save(let keys, let whole)?:
+            pending = whole ? "save" : "update"
+            pendingKeys = whole ? nil : keys.sorted()
+        case .delete?:
+            pending = "delete"
+        case nil:
+            pending = nil
+        }
+        code = state.refusal?.code.rawValue
+        reason = state.refusal?.reason
     }
 }
 

@@ -84,6 +84,23 @@ enum StoreFixtures {
         return (directory.appendingPathComponent("A.sqlite"), directory.appendingPathComponent("B.sqlite"), note)
     }
 
+    /// The store file of a device whose note "large" (1.5 MB of body) the server refused, beside
+    /// a note "small" it took.
+    static func refusedStore(in directory: URL) async throws -> (url: URL, refused: UUID) {
+        let refused = UUID()
+        try await devices(["A"], users: ["alice-token": "_alice"], in: directory) { devices in
+            try await devices[0].write { context in
+                try context.insert(
+                    EntitySnapshot(
+                        entityName: "Note", id: refused,
+                        values: ["title": .string("large"), "body": .string(String(repeating: "x", count: 1_500_000))]))
+                try context.insert(EntitySnapshot(entityName: "Note", id: UUID(), values: ["title": .string("small")]))
+            }
+            try await devices[0].container.sendChanges()
+        }
+        return (directory.appendingPathComponent("A.sqlite"), refused)
+    }
+
     /// The store files of three users who shared through an in-process server: alice shared
     /// folder "Shopping" (notes "Milk" and "Eggs") with bob (`READ_WRITE`) and carol
     /// (`READ_ONLY`); bob and carol accepted by the short GUID, alice synced (both joined), then

@@ -71,17 +71,46 @@ struct MirroringPendingUploadTests {
             #expect(errors.keys.sorted() == [note.id.uuidString])
             #expect(errors.values.first?.code == .limitExceeded)
             #expect(try await a.container.status().refusedUploads == 1)
+            // The object's own state says the same, and the list of refused uploads names it.
+            let refusedState = try #require(try a.container.syncState(of: Note.self, id: note.id))
+            #expect(refusedState.refusal?.code == .limitExceeded)
+            #expect(refusedState.refusal?.reason?.isEmpty == false)
+            #expect(refusedState.pendingUpload == .save(keys: refusedState.pendingUpload.map(Self.keys) ?? [], wholeObject: true))
+            #expect(refusedState.changeTag == nil && !refusedState.isSynced)
+            #expect(refusedState.sharing.zoneID == a.container.zoneID && !refusedState.sharing.isShared)
+            #expect(try a.container.refusedUploads() == [refusedState])
 
             note.body = "short now"
             try await a.write { [note] in try $0.update(note) }
             try await a.container.waitUntilSynced(timeout: .seconds(30))
             #expect(try await a.container.status().refusedUploads == 0)
+            #expect(try a.container.refusedUploads().isEmpty)
+            let synced = try #require(try a.container.syncState(of: Note.self, id: note.id))
+            #expect(synced.isSynced && synced.refusal == nil && synced.serverModified != nil)
+
             let b = try await TestDevice.make("B", server: server.baseURL)
             try await b.sync()
             #expect(try b.notes().map(\.body) == ["short now"])
+
+            note.title = "renamed"
+            try await a.write { [note] in try $0.update(note) }
+            let edited = try #require(try a.container.syncState(of: Note.self, id: note.id))
+            #expect(edited.pendingUpload.map(Self.keys)?.contains("title") == true)
+            #expect(edited.pendingUpload.map(Self.keys)?.contains("body") == false, "only what changed since the server's version")
+            #expect(edited.changeTag == synced.changeTag)
+            try await a.write { [note] in try $0.delete(note) }
+            #expect(try a.container.syncState(of: Note.self, id: note.id)?.pendingUpload == .delete, "a delete waits to go up")
+            try await a.sync()
+            #expect(try a.container.syncState(of: Note.self, id: note.id) == nil, "nothing is known of it once deleted on the server")
+            #expect(try a.container.syncState(entityName: "Folder", id: note.id) == nil, "not a folder")
             await a.close()
             await b.close()
         }
+    }
+
+    static func keys(_ upload: PersistentCloudContainer.ObjectSyncState.Upload) -> Set<String> {
+        if case .save(let keys, _) = upload { return keys }
+        return []
     }
 
     /// Through a real `cloudstore serve`: a token the server does not know makes waitUntilSynced
