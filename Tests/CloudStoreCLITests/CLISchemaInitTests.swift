@@ -10,19 +10,7 @@ import Testing
 struct CLISchemaInitTests {
     /// Runs `body` with a server on a free loopback port whose only user is `alice-token`.
     func withServer(_ body: (URL) async throws -> Void) async throws {
-        try await TemporaryDirectory.with { directory in
-            let server = try await CloudServer.start(
-                configuration: ServerConfiguration(
-                    port: 0, storage: .sqlite(directory: directory.path), containers: ["iCloud.cli.test"],
-                    users: ["alice-token": "_alice"]))
-            do {
-                try await body(server.baseURL)
-            } catch {
-                try await server.shutdown()
-                throw error
-            }
-            try await server.shutdown()
-        }
+        try await withCLITestServer { server in try await body(server.baseURL) }
     }
 
     @Test func dryRun_printsTheRecordTypesAndContactsNothing() async throws {

@@ -242,6 +242,23 @@ public final class PersistentCloudContainer: Sendable {
         return try await mirror.modifySchema(cloudSchema)
     }
 
+    /// How this app's record types meet the schema the server has, fetched now: what the server
+    /// lacks or types otherwise, and what only it has (another app version's fields, which this
+    /// app keeps and sends back unchanged). Ask before the first sync of a new app version
+    /// against a production server, whose schema must hold every field first (the CLI's
+    /// `schema diff`).
+    ///
+    /// ```swift
+    /// let difference = try await container.serverSchemaDifference()
+    /// for problem in difference.refusals(in: .production) { logger.error("\(problem)") }
+    /// ```
+    ///
+    /// - Throws: ``ContainerError/localOnly`` without a server; the server's or the network's
+    ///   ``CloudError``.
+    public func serverSchemaDifference() async throws -> CloudSchema.Difference {
+        schema.cloudSchema.difference(from: try await mirror.fetchSchema())
+    }
+
     /// Stops mirroring and closes the store.
     public func close() async throws {
         await mirror.stop()

@@ -93,4 +93,9 @@ extension CloudMirror {
         guard let engine else { throw ContainerError.localOnly }
         return try await engine.database.modifySchema(schema)
     }
+
+    func fetchSchema() async throws -> CloudSchema {
+        guard let engine else { throw ContainerError.localOnly }
+        return try await engine.database.fetchSchema()
+    }
 }

@@ -128,7 +128,14 @@ public struct SchemaInitCommand: CloudStoreSubcommand {
 
     /// The server's or the network's failure as one line that says what to do (never the token).
     private func explain(_ error: any Error) -> any Error {
-        guard let error = error as? CloudError, let server else { return error }
+        guard let server else { return error }
+        return Self.explain(error, server: server, doing: "did not save the schema")
+    }
+
+    /// A failure to reach `server` or of its answer as one line that says what to do (never the
+    /// token); `doing` ends "the server at URL …" for any other server error.
+    static func explain(_ error: any Error, server: String, doing: String) -> any Error {
+        guard let error = error as? CloudError else { return error }
         switch error.kind {
         case .network, .timeout:
             return CommandError(
@@ -138,7 +145,7 @@ public struct SchemaInitCommand: CloudStoreSubcommand {
             return CommandError(
                 "the server at \(server) refused the token (\(error.description)): check --token")
         default:
-            return CommandError("the server at \(server) did not save the schema: \(error.description)")
+            return CommandError("the server at \(server) \(doing): \(error.description)")
         }
     }
 }

@@ -1,4 +1,6 @@
 import CloudStoreCLI
+import CloudStoreServer
+import CloudStoreTesting
 import Foundation
 import Testing
 
@@ -47,4 +49,22 @@ enum Fixtures {
     /// A mirrored store as the previous release wrote it (see the README beside it): copy it
     /// before use.
     static let previousReleaseStore = root.appendingPathComponent("Tests/CloudStoreTests/Fixtures/LegacyMirror/A.sqlite")
+}
+
+/// Runs `body` with an in-process server on a free loopback port, container `iCloud.cli.test`,
+/// whose only user is `alice-token`, and shuts it down after.
+func withCLITestServer(operatorToken: String? = nil, _ body: (CloudServer) async throws -> Void) async throws {
+    try await TemporaryDirectory.with { directory in
+        let server = try await CloudServer.start(
+            configuration: ServerConfiguration(
+                port: 0, storage: .sqlite(directory: directory.path), containers: ["iCloud.cli.test"],
+                users: ["alice-token": "_alice"], operatorToken: operatorToken))
+        do {
+            try await body(server)
+        } catch {
+            try await server.shutdown()
+            throw error
+        }
+        try await server.shutdown()
+    }
 }

@@ -130,6 +130,51 @@ struct MirroringConvergenceTests {
         }
     }
 
+    /// An app version whose schema lacks fields a newer version added (Notes v1 has no `priority`,
+    /// `created` or `metadata`) edits a note the newer version wrote: the newer fields' values
+    /// survive its edits, the ones it sends alone and the ones it merges with a concurrent edit.
+    @Test func anOlderAppVersionEditsANoteAndTheNewerFieldsSurvive() async throws {
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            let newer = try await TestDevice.make("New", server: server.baseURL)
+            let older = try await TestDevice.make(
+                "Old", schema: try Schema.load(contentsOf: RepositoryPaths.notesSchemaV1), server: server.baseURL)
+            let created = Date(timeIntervalSince1970: 1_700_000_000)
+            var note = Note(title: "v2 note", created: created, priority: 7)
+            let id = note.id
+            try await newer.write { [note] in try $0.insert(note) }
+            try await newer.sync()
+            try await older.sync()
+            try await older.store.write(author: "app") { context in
+                try context.update(EntitySnapshot(entityName: "Note", id: id, values: ["title": .string("edited by v1")]))
+            }
+            try await older.sync()
+            try await newer.sync()
+            note = try #require(try newer.note(note.id))
+            #expect(note.title == "edited by v1")
+            #expect(note.priority == 7 && note.created == created, "the fields v1 does not know are kept")
+
+            // Both edit at once: v2 the priority, v1 the body; both edits land.
+            try await newer.edit(note) { $0.priority = 9 }
+            try await older.store.write(author: "app") { context in
+                try context.update(EntitySnapshot(entityName: "Note", id: id, values: ["body": .string("v1 body")]))
+            }
+            try await newer.sync()
+            try await older.sync()
+            try await newer.sync()
+            note = try #require(try newer.note(note.id))
+            #expect(note.priority == 9 && note.body == "v1 body" && note.created == created)
+            #expect(try newer.container.conflicts().isEmpty && older.container.conflicts().isEmpty)
+            // Each version can ask how it meets the server's schema: development adds fields as
+            // saves carry them, so neither is refused anything, and v1 lacks v2's fields.
+            #expect(try await newer.container.serverSchemaDifference().refusals(in: .development).isEmpty)
+            let olderDifference = try await older.container.serverSchemaDifference()
+            #expect(olderDifference.refusals(in: .development).isEmpty)
+            #expect(olderDifference.serverOnlyFields.contains("Note.priority") && olderDifference.mismatches.isEmpty)
+            await newer.close()
+            await older.close()
+        }
+    }
+
     /// A note moved into a folder that another device deleted meanwhile still names the folder on
     /// the server. A fresh device that fetches the folder's tombstone before the note (pages of
     /// one record) clears the reference instead of keeping it waiting for a folder that will never
