@@ -72,6 +72,21 @@ struct CLIStatusTests {
         }
     }
 
+    @Test func aPendingDecisionAboutLocalData_isShown() async throws {
+        try await TemporaryDirectory.with { directory in
+            let url = try await StoreFixtures.zoneDeletedStore(in: directory)
+            let result = await cloudstore("status", "--store", url.path)
+            #expect(result.status == 0, "\(result.standardError)")
+            #expect(
+                result.outputLines.last
+                    == "decision needed   zone Notes was deleted on the server; this device holds 2 object(s) and 1 change(s) not uploaded (the app decides; syncing waits)",
+                "\(result.standardOutput)")
+            let json = await cloudstore("status", "--store", url.path, "--json")
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [String: Any])
+            #expect((object["localDataDecision"] as? String)?.hasPrefix("zone Notes was deleted on the server") == true)
+        }
+    }
+
     @Test func failed_withNothingRefusedSaysSo() async throws {
         try await TemporaryDirectory.with { directory in
             let (url, _, _) = try StoreFixtures.notesStore(in: directory)

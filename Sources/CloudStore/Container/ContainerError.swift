@@ -26,6 +26,11 @@ public enum ContainerError: Error, Sendable, CustomStringConvertible {
     case readOnlyShare(entityName: String, id: UUID, owner: String)
     /// A sharing call could not be done as asked: the message names what and what to do.
     case sharing(String)
+    /// Syncing waits for the app to decide what happens to the local data (the zone was deleted
+    /// on the server, or another user signed in): call ``PersistentCloudContainer/decide(_:)``.
+    case localDataDecisionNeeded(PersistentCloudContainer.LocalDataDecision)
+    /// ``PersistentCloudContainer/decide(_:)`` was called with no decision pending.
+    case noLocalDataDecision
 
     /// What failed and what to do, naming the records, objects or users concerned.
     public var description: String {
@@ -43,6 +48,10 @@ public enum ContainerError: Error, Sendable, CustomStringConvertible {
             return "\(entityName) \(id.uuidString) is in a zone \(owner) shares with you read-only: nothing of this unit of work was saved; you may read it but not change it (ask \(owner) for READ_WRITE)"
         case .sharing(let message):
             return message
+        case .localDataDecisionNeeded(let decision):
+            return "syncing waits for the app to decide what happens to this device's data: \(decision); call decide(.uploadAgain), decide(.keepLocalOnly) or decide(.deleteLocalData)"
+        case .noLocalDataDecision:
+            return "no decision about local data is pending: decide(_:) answers one that status().localDataDecision or a localDataDecision event announced"
         }
     }
 

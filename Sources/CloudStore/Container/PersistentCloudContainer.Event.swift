@@ -28,6 +28,10 @@ extension PersistentCloudContainer {
             /// permission changed, sharing stopped, or this user's access ended (``activity``).
             /// Delivered once, ended.
             case sharing
+            /// Syncing stopped until the app decides what happens to the local data
+            /// (``localDataDecision``): answer with ``PersistentCloudContainer/decide(_:)``.
+            /// Delivered once, ended.
+            case localDataDecision
         }
 
         /// Where the work is: just started, under way with ``counts`` so far, or ended.
@@ -63,6 +67,8 @@ extension PersistentCloudContainer {
 
         /// For ``Kind/sharing``: what happened, in order.
         public let activity: [ShareActivity]
+        /// For ``Kind/localDataDecision``: what the app is asked to decide.
+        public let localDataDecision: LocalDataDecision?
 
         /// Records handled so far: saved, deleted, or refused for good.
         public var completed: Int { counts.saved + counts.deleted + counts.failed }
@@ -77,6 +83,7 @@ extension PersistentCloudContainer {
             case .ended: state = succeeded ? "succeeded" : "failed (\(error?.description ?? "unknown error"))"
             }
             if kind == .sharing { return "sharing: " + activity.map(\.description).joined(separator: "; ") }
+            if kind == .localDataDecision { return "local data decision needed: \(localDataDecision?.description ?? "")" }
             return "\(kind.rawValue) \(state): \(counts.saved) saved, \(counts.deleted) deleted, \(counts.conflicts) conflicts"
         }
     }
@@ -143,6 +150,9 @@ extension PersistentCloudContainer {
         public var lastError: SyncFailure?
         /// Entries in the conflict log.
         public var conflictCount: Int
+        /// What the app is asked to decide about the local data before syncing resumes; nil
+        /// when nothing waits (``PersistentCloudContainer/decide(_:)``).
+        public var localDataDecision: LocalDataDecision? = nil
 
         /// Whether this device has nothing left to upload (it says nothing about the server having
         /// newer changes: ``PersistentCloudContainer/waitUntilSynced(timeout:)`` checks both).

@@ -39,19 +39,30 @@ extension PersistentCloudContainer {
 
     /// What to do with local data when the store's zone disappears from the server.
     public enum ZoneDeletionPolicy: String, Sendable, Hashable {
-        /// Delete the local copy of the mirrored data (always the case when the user purged it).
+        /// Delete the local copy of the mirrored data, changes not uploaded included (also when
+        /// the zone was purged).
         case deleteLocalData
-        /// Recreate the zone and upload the local data again.
+        /// Recreate the zone and upload the local data again (a purged zone's local data is
+        /// deleted instead: a purge is a deliberate erase).
         case reupload
+        /// Stop syncing the private database and ask the app (``PersistentCloudContainer/LocalDataDecision``,
+        /// answered with ``PersistentCloudContainer/decide(_:)``). The default: nothing this
+        /// device did not upload is deleted without a call the app made.
+        case ask
     }
 
     /// What to do with local data when the server reports a different user than the store's.
     public enum AccountChangePolicy: String, Sendable, Hashable {
         /// Delete the previous user's local copy (including changes it had not uploaded) and import
-        /// the new user's data. The default: one user's data never reaches another's account.
+        /// the new user's data: one user's data never reaches another's account.
         case replaceLocalData
         /// Keep the local data and upload all of it to the new user's account.
         case keepLocalData
+        /// Stop syncing and ask the app (``PersistentCloudContainer/LocalDataDecision``), keeping
+        /// the previous user's data and unsent changes; if that user signs in again before the
+        /// app decides, syncing resumes and the changes go up. The default: nothing of either
+        /// user is lost or mixed without a call the app made.
+        case ask
     }
 
     /// How a container mirrors.
@@ -83,10 +94,10 @@ extension PersistentCloudContainer {
         public var exportDebounce: Duration = .milliseconds(10)
         /// How often to fetch when the server's push does not answer.
         public var pollInterval: Duration = .seconds(60)
-        /// What to do when the store's zone is deleted on the server (`deleteLocalData` by default).
-        public var zoneDeletionPolicy: ZoneDeletionPolicy = .deleteLocalData
-        /// What to do when the server reports another user (`replaceLocalData` by default).
-        public var accountChangePolicy: AccountChangePolicy = .replaceLocalData
+        /// What to do when the store's zone is deleted or purged on the server (`ask` by default).
+        public var zoneDeletionPolicy: ZoneDeletionPolicy = .ask
+        /// What to do when the server reports another user (`ask` by default).
+        public var accountChangePolicy: AccountChangePolicy = .ask
         /// Records per fetched page (at most 200).
         public var fetchPageSize: Int?
         /// How the local store opens and commits (`synchronous`, reader count, the clock its

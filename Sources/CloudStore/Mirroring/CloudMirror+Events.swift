@@ -9,6 +9,12 @@ import Logging
 /// import and export events the container reports.
 extension CloudMirror {
     func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {
+        // An engine stopped for a decision about local data may finish a step: nothing of it is
+        // applied or saved (its state is another user's).
+        guard engines[syncEngine.database.scope] === syncEngine else {
+            logger.debug("sync event of a stopped engine ignored", metadata: ["event": "\(event)"])
+            return
+        }
         do {
             try await handle(event, scope: syncEngine.database.scope)
         } catch let error as StoreError where error.code == .closed {
@@ -26,8 +32,15 @@ extension CloudMirror {
         case .stateUpdate(let update):
             try await saveEngineState(update.stateSerialization, scope: scope)
         case .accountChange(let change):
-            // Both engines see the same account; the private one's report is acted on.
-            if scope == .private { try await accountChanged(change.changeType) }
+            // Both engines see the same account; the private one's report is acted on, and either
+            // one's report of another user stops both when the app is to decide.
+            if scope == .private {
+                try await accountChanged(change.changeType)
+            } else if case .switchAccounts(let previous, let current) = change.changeType,
+                LocalDataRules.accountChanged(policy: options.accountChangePolicy) == .ask
+            {
+                try await askForDecision(.accountChanged(previousUser: previous, currentUser: current))
+            }
         case .fetchedDatabaseChanges(let changes):
             try await databaseChanged(changes, scope: scope)
         case .fetchedRecordZoneChanges(let page):
@@ -37,6 +50,7 @@ extension CloudMirror {
         case .sentRecordZoneChanges(let sent):
             try await acknowledge(sent, scope: scope)
         case .willFetchChanges:
+            if scope == .private { try await confirmUserReturned() }
             sessions[scope]?.deletedInFetch = []
             sessions[scope]?.unheardCreates.fetchBegan()
             sessions[scope]?.zoneFetchFailed = false
@@ -63,9 +77,15 @@ extension CloudMirror {
             let released = session.unheardCreates.waiting.count < held
             sessions[scope]?.unheardCreates = session.unheardCreates
             if released { signal.uploadsPending() }
+            if scope == .private, primaryZoneMissing, event.error == nil, !session.zoneFetchFailed {
+                // The fetch did not report the zone deleted: the server lost it.
+                primaryZoneMissing = false
+                try await recreateZone(zoneID)
+            }
             try await importEnded(scope)
         case .willSendChanges:
             if scope == .private {
+                try await confirmUserReturned()
                 let pending = try await store.read { try $0.db.pendingUploadCount() }
                 startTracking(\.exportTracker, .export, total: pending, in: scope)
             }
@@ -98,6 +118,14 @@ extension CloudMirror {
     /// user that went away (unshared, deleted) takes its local copy with it.
     private func databaseChanged(_ changes: SyncEngine.Event.FetchedDatabaseChanges, scope: DatabaseScope) async throws {
         startTracking(\.importTracker, .import, in: scope)
+        if scope == .private, !signal.isZoneSaved(zoneID), changes.modifications.contains(zoneID),
+            !changes.deletions.contains(where: { $0.zoneID == zoneID })
+        {
+            // The primary zone is on the server (another device made it): this device does not
+            // save it again, which would bring it back if it were deleted later.
+            try await transaction { try $0.db.setMirrorState(.zoneSaved, encoding: true) }
+            signal.setZoneSaved(zoneID, true)
+        }
         let appeared = changes.modifications.filter { $0 != zoneID }
         if !appeared.isEmpty {
             try await transaction { transaction in
@@ -165,6 +193,7 @@ extension CloudMirror {
             for zone in saved {
                 if zone == primary {
                     try transaction.db.setMirrorState(.zoneSaved, encoding: true)
+                    try transaction.db.setMirrorState(.purgedZone, nil)
                 } else if var row = try transaction.db.mirrorZone(zone) {
                     row.saved = true
                     try transaction.db.save(row)
@@ -203,7 +232,15 @@ extension CloudMirror {
             fail(failure)
             logger.error("the server refused an upload", metadata: ["record": "\(name)", "error": "\(error)"])
         }
-        for zone in missing.sorted(by: { $0.description < $1.description }) { try await recreateZone(zone) }
+        for zone in missing.sorted(by: { $0.description < $1.description }) {
+            guard zone == zoneID else {
+                try await recreateZone(zone)
+                continue
+            }
+            // Deleted on another device, or lost by the server: the next fetch tells which.
+            primaryZoneMissing = true
+            if let engine { requestFetch(engine) }
+        }
     }
 
     /// A zone is gone from the server: the primary zone or an owned share's is created again and
@@ -213,6 +250,7 @@ extension CloudMirror {
             try await shareZoneDeleted(zone, reason: .deleted)
             return
         }
+        if zone == zoneID { primaryZoneMissing = false }
         logger.warning("the zone is missing on the server; creating it and uploading everything", metadata: ["zone": "\(zone)"])
         signal.setZoneSaved(zone, false)
         let primary = zoneID
@@ -244,20 +282,26 @@ extension CloudMirror {
         }
     }
 
+    /// The primary zone was deleted or purged on the server: the policy, or the app, decides what
+    /// happens to the local data (``LocalDataRules``).
     private func zoneDeleted(reason: Zone.DeletionReason) async throws {
-        let policy = reason == .deleted ? options.zoneDeletionPolicy : .deleteLocalData
+        primaryZoneMissing = false
+        let ownPurge = try await transaction { transaction -> Bool in
+            guard try transaction.db.mirrorState(.purgedZone, as: Bool.self) == true else { return false }
+            try transaction.db.setMirrorState(.purgedZone, nil)
+            return true
+        }.value
+        if ownPurge {
+            logger.notice("the zone's deletion is this device's purge", metadata: ["zone": "\(zoneID.zoneName)"])
+            return
+        }
+        let action = LocalDataRules.zoneDeleted(purged: reason == .purged, policy: options.zoneDeletionPolicy)
         logger.notice(
             "the zone was deleted on the server",
-            metadata: ["zone": "\(zoneID.zoneName)", "reason": "\(reason)", "policy": "\(policy)"])
-        switch policy {
-        case .deleteLocalData:
-            signal.setZoneSaved(zoneID, false)
-            try await transaction { transaction in
-                try transaction.db.setMirrorState(.zoneSaved, encoding: false)
-                try transaction.deleteMirroredData()
-            }
-        case .reupload:
-            try await recreateZone(zoneID)
+            metadata: ["zone": "\(zoneID.zoneName)", "reason": "\(reason)", "policy": "\(options.zoneDeletionPolicy)"])
+        switch action {
+        case .ask: try await askForDecision(reason == .purged ? .zonePurged : .zoneDeleted)
+        case .apply(let choice): try await applyZoneChoice(choice)
         }
     }
 
@@ -283,21 +327,10 @@ extension CloudMirror {
         case .signOut:
             fail(PersistentCloudContainer.SyncFailure(code: .authenticationFailed, message: ContainerError.credentialsRejected))
             try await transaction { try $0.db.setMirrorState(.accountStatus, encoding: "signedOut") }
-        case .switchAccounts(_, let current):
-            signal.setZoneSaved(zoneID, false)
-            let policy = options.accountChangePolicy
-            try await transaction { transaction in
-                try transaction.db.setMirrorState(.userRecordName, encoding: current)
-                try transaction.db.setMirrorState(.accountStatus, nil)
-                try transaction.db.setMirrorState(.zoneSaved, encoding: false)
-                switch policy {
-                case .replaceLocalData: try transaction.deleteMirroredData(allZones: true)
-                case .keepLocalData:
-                    // Another user's shares are not this user's to keep; this user's own objects
-                    // all go back to the primary zone of the new account.
-                    try transaction.dropShares()
-                    try transaction.uploadEverythingAgain()
-                }
+        case .switchAccounts(let previous, let current):
+            switch LocalDataRules.accountChanged(policy: options.accountChangePolicy) {
+            case .ask: try await askForDecision(.accountChanged(previousUser: previous, currentUser: current))
+            case .apply(let choice): try await applyAccountChoice(choice, newUser: current)
             }
         }
     }

@@ -5,6 +5,7 @@ import GRDB
 extension CloudMirror {
     /// The engines, private first; throws when the container has no server.
     private func allEngines() throws -> [SyncEngine] {
+        try checkNoDecisionPending()
         guard let engine else { throw ContainerError.localOnly }
         return [engine] + (engines[.shared].map { [$0] } ?? [])
     }
@@ -28,13 +29,16 @@ extension CloudMirror {
     func syncNow() async throws {
         try await sendNow()
         let held = heldBackCreates
+        let missing = primaryZoneMissing
         try await fetchNow()
-        if heldBackCreates < held { try await sendNow() }
+        // Creates released, or a zone the send found missing created again: send what waits.
+        if heldBackCreates < held || (missing && !primaryZoneMissing && pausedDecision == nil) { try await sendNow() }
     }
 
     /// Sends and fetches until nothing is left in either direction, retrying transient failures
     /// until `timeout`.
     func waitUntilSynced(timeout: Duration) async throws {
+        try checkNoDecisionPending()
         guard engine != nil else { return }
         let engines = try allEngines()
         _ = try await retrying(timeout: timeout) { () -> Bool? in
@@ -86,15 +90,21 @@ extension CloudMirror {
         } catch let error as SyncEngineError where error.code == .stopped {
             throw ContainerError.syncFailed(
                 PersistentCloudContainer.SyncFailure(code: .authenticationFailed, message: ContainerError.credentialsRejected))
+        } catch {
+            // An operation stopped because the app is to decide about local data says so.
+            try checkNoDecisionPending()
+            throw error
         }
     }
 
     func modifySchema(_ schema: CloudSchema) async throws -> CloudSchema {
+        try checkNoDecisionPending()
         guard let engine else { throw ContainerError.localOnly }
         return try await engine.database.modifySchema(schema)
     }
 
     func fetchSchema() async throws -> CloudSchema {
+        try checkNoDecisionPending()
         guard let engine else { throw ContainerError.localOnly }
         return try await engine.database.fetchSchema()
     }

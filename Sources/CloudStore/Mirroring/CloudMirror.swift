@@ -23,7 +23,7 @@ actor CloudMirror: SyncEngineDelegate {
     let signal: PendingUploadSignal
     /// One engine per database, as CKSyncEngine: the private database's mirrors the primary zone
     /// and the shares this user owns, the shared database's the zones others shared with this user.
-    private(set) var engines: [DatabaseScope: SyncEngine] = [:]
+    var engines: [DatabaseScope: SyncEngine] = [:]
     /// Each engine's bookkeeping of the fetch or send under way.
     var sessions: [DatabaseScope: EngineSession] = [:]
     /// This device's ID as the server records it in `modified.deviceID`.
@@ -33,6 +33,21 @@ actor CloudMirror: SyncEngineDelegate {
     var lastFailure: PersistentCloudContainer.SyncFailure?
     /// Share changes the server refused for good, until the call that made them reads them.
     var shareRefusals: [ZoneID: ServerError] = [:]
+    /// The databases the engines sync through, to make them again after a decision.
+    var databases: [DatabaseScope: any CloudDatabase] = [:]
+    /// The decision about local data that stops syncing until the app makes it: a copy of the
+    /// one the store keeps (``MirrorStateKey/localDataDecision``), set once that is committed.
+    var pausedDecision: PersistentCloudContainer.LocalDataDecision?
+    /// Whether the store keeps a decision about an account change that the engine has not
+    /// confirmed since the container opened: the credentials may be the previous user's again.
+    var unconfirmedAccountDecision = false
+    /// Whether a send found the primary zone missing on the server and a fetch is to say why: a
+    /// deletion another device made (then the policy or the app decides) or data the server lost
+    /// (then the zone is created again).
+    var primaryZoneMissing = false
+    /// Whether this device's copy was purged (``PersistentCloudContainer/PurgeScope/thisDevice``):
+    /// syncing waits until the container is opened again.
+    var purgedLocally = false
 
     /// The private database's engine.
     var engine: SyncEngine? { engines[.private] }
@@ -85,7 +100,7 @@ actor CloudMirror: SyncEngineDelegate {
             store.add(PendingUploadRecorder(schema: schema, primaryZone: zoneID, signal: signal))
             let (store, schema, zoneID, policy, logger) = (store, schema, zoneID, options.conflictPolicy, logger)
             let now = store.configuration.now()
-            let (states, zoneSaved, unsavedZones, pending, unheard) = try await store.write(author: MirrorAuthor.import) { context in
+            let (states, zoneSaved, unsavedZones, pending, unheard, decision) = try await store.write(author: MirrorAuthor.import) { context in
                 let firstMirroring = try MirrorMetadata.prepare(context, store: store, schema: schema)
                 if firstMirroring {
                     // Objects saved before the store first mirrored: each is an upload to make,
@@ -104,9 +119,21 @@ actor CloudMirror: SyncEngineDelegate {
                     try context.db.mirrorState(.zoneSaved, as: Bool.self) ?? false,
                     try context.db.mirrorZones().filter { $0.role == .ownedShare && !$0.saved }.map(\.zoneID),
                     try context.db.pendingUploadCount(),
-                    try context.db.unheardCreateNames()
+                    try context.db.unheardCreateNames(),
+                    try context.db.mirrorState(.localDataDecision, as: PersistentCloudContainer.LocalDataDecision.self)
                 )
             }
+            if let decision {
+                // A deleted zone waits for the app; an account change is checked again by the
+                // engine, which may find the previous user's credentials.
+                if case .accountChanged = decision.reason {
+                    unconfirmedAccountDecision = true
+                } else {
+                    pausedDecision = decision
+                    signal.setZoneHeld(zoneID, true)
+                }
+            }
+            self.databases = databases
             signal.setZoneSaved(zoneID, zoneSaved)
             for zone in unsavedZones { signal.setZoneSaved(zone, false) }
             for (scope, database) in databases.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
@@ -128,7 +155,7 @@ actor CloudMirror: SyncEngineDelegate {
         }
     }
 
-    private func makeEngine(_ database: any CloudDatabase, state: SyncEngine.State.Serialization?) {
+    func makeEngine(_ database: any CloudDatabase, state: SyncEngine.State.Serialization?) {
         let observed = ObservedDatabase(base: database) { [weak self] error in
             Task { await self?.requestFailed(error) }
         }
@@ -197,6 +224,10 @@ actor CloudMirror: SyncEngineDelegate {
         _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
     ) async -> SyncEngine.RecordZoneChangeBatch? {
         let scope = syncEngine.database.scope
+        // An engine stopped for a decision about local data sends nothing more.
+        guard engines[scope] === syncEngine else { return nil }
+        // While the app decides about the deleted primary zone, its records wait.
+        let heldZones: Set<MirrorZone.Key> = pausedDecision == nil ? [] : [.primary]
         // Creates in flight are skipped anyway (the engine prepares the next batch while one is in
         // flight); only those handed out and never answered wait for a fetch.
         let inFlightNames = Set(context.recordIDsToSkip.map(\.recordName))
@@ -208,7 +239,7 @@ actor CloudMirror: SyncEngineDelegate {
         let (limit, skipping) = (context.maxRecordCount, context.recordIDsToSkip)
         do {
             prepared = try await transaction {
-                try $0.prepareUploads(scope: scope, limit: limit, skipping: skipping, holding: held)
+                try $0.prepareUploads(scope: scope, limit: limit, skipping: skipping, holding: held, holdingZones: heldZones)
             }.value
         } catch {
             logger.error("reading the pending uploads failed", metadata: ["error": "\(error)"])
@@ -262,7 +293,7 @@ actor CloudMirror: SyncEngineDelegate {
 
     /// Asks the engine for a fetch, so creates held back until one covers them go out soon. Only
     /// when syncing automatically: otherwise the app drives fetches (`sync()` fetches after it sends).
-    private func requestFetch(_ engine: SyncEngine) {
+    func requestFetch(_ engine: SyncEngine) {
         let scope = engine.database.scope
         guard options.automaticallySync, sessions[scope]?.fetchRequested == false else { return }
         sessions[scope]?.fetchRequested = true

@@ -60,14 +60,21 @@ struct EventTracker {
         PersistentCloudContainer.Event(
             id: id, kind: kind, phase: phase, startDate: startDate, endDate: endDate,
             succeeded: phase != .ended || failure == nil, error: phase == .ended ? failure : nil, counts: counts,
-            total: total, activity: [])
+            total: total, activity: [], localDataDecision: nil)
     }
 
     /// The event that reports share activity (``PersistentCloudContainer/Event/Kind/sharing``).
     static func sharing(_ activity: [ShareActivity], at date: Date = Date()) -> PersistentCloudContainer.Event {
         PersistentCloudContainer.Event(
             id: UUID(), kind: .sharing, phase: .ended, startDate: date, endDate: date, succeeded: true, error: nil,
-            counts: MirrorCounts(), total: nil, activity: activity)
+            counts: MirrorCounts(), total: nil, activity: activity, localDataDecision: nil)
+    }
+
+    /// The event that asks the app to decide about local data (``PersistentCloudContainer/Event/Kind/localDataDecision``).
+    static func localDataDecision(_ decision: PersistentCloudContainer.LocalDataDecision) -> PersistentCloudContainer.Event {
+        PersistentCloudContainer.Event(
+            id: UUID(), kind: .localDataDecision, phase: .ended, startDate: decision.date, endDate: decision.date,
+            succeeded: true, error: nil, counts: MirrorCounts(), total: nil, activity: [], localDataDecision: decision)
     }
 
     /// The level-1 line for work under way: running totals and the rate since the start.

@@ -25,7 +25,17 @@ extension MirrorMetadata {
             serverChangeToken: engine?.databaseSyncToken,
             lastImport: try db.mirrorState(.lastImport, as: Date.self),
             lastExport: try db.mirrorState(.lastExport, as: Date.self), lastError: lastError,
-            conflictCount: try Int.fetchOne(db, sql: "SELECT count(*) FROM cloudstore_mirror_conflict") ?? 0)
+            conflictCount: try Int.fetchOne(db, sql: "SELECT count(*) FROM cloudstore_mirror_conflict") ?? 0,
+            localDataDecision: try db.mirrorState(.localDataDecision, as: PersistentCloudContainer.LocalDataDecision.self))
+    }
+
+    /// How many mirrored objects this device holds and how many of their changes wait to go up:
+    /// of the primary zone, or of every zone.
+    static func localDataCounts(_ db: Database, allZones: Bool) throws -> (objects: Int, unsent: Int) {
+        let zone = allZones ? "" : " AND zone_name IS NULL"
+        let objects = try Int.fetchOne(db, sql: "SELECT count(*) FROM cloudstore_record_metadata WHERE link_source IS NULL" + zone) ?? 0
+        let unsent = try Int.fetchOne(db, sql: "SELECT count(*) FROM cloudstore_record_metadata WHERE pending_upload IS NOT NULL" + zone) ?? 0
+        return (objects, unsent)
     }
 
     /// Where a record of `zone` lives and what the current user may do with it.

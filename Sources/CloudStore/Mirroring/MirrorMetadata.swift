@@ -153,6 +153,12 @@ enum MirrorStateKey: String {
     case deviceID = "device_id"
     /// The last upload revision handed out (``Database/nextUploadRevision()``).
     case uploadRevision = "upload_revision"
+    /// The ``PersistentCloudContainer/LocalDataDecision`` the app is asked for, until it decides.
+    case localDataDecision = "local_data_decision"
+    /// True from this device's purge of the primary zone on the server until the deletion comes
+    /// back in a fetch (or the zone is saved again): that deletion is this device's own, nothing
+    /// to decide.
+    case purgedZone = "purged_zone"
 }
 
 extension Database {

@@ -323,6 +323,17 @@ extension MirrorTransaction {
     }
 }
 
+extension MirrorTransaction {
+    /// Forgets what the server had of the primary zone's records, keeping the objects: nothing of
+    /// them is mirrored or pending any more, and one the app changes later is uploaded whole with
+    /// that change (``PersistentCloudContainer/LocalDataChoice/keepLocalOnly``).
+    func forgetMirroredRecords() throws {
+        try db.execute(sql: "DELETE FROM cloudstore_record_metadata WHERE zone_name IS NULL")
+        try db.execute(sql: "DELETE FROM cloudstore_mirror_moved_record WHERE zone_name IS NULL")
+        try db.execute(sql: "DELETE FROM cloudstore_mirror_foreign_record")
+    }
+}
+
 /// An object whose to-one parent an import deleted: kept, with the reference cleared.
 struct Orphan {
     var entityName: String

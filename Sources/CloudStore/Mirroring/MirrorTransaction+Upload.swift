@@ -32,19 +32,22 @@ struct SentUpload: Sendable {
 extension MirrorTransaction {
     /// The next pending uploads through the database of `scope`, in upload order, leaving out
     /// `skipping` (records the engine will not send again in this pass) and the records named in
-    /// `holding` (their saves, and the deletes of copies they left without a change tag): share
+    /// `holding` (their saves, and the deletes of copies they left without a change tag), and the
+    /// records of the zones in `holdingZones` (one whose deletion waits for the app's decision): share
     /// changes first, then each save with the record to send and each delete,
     /// deletes from zones objects moved out of after the saves of the same revision. Every record
     /// handed out is marked as possibly on the server from now on, in this transaction, before it
     /// is sent.
     func prepareUploads(
-        scope: DatabaseScope = .private, limit: Int, skipping: Set<RecordID>, holding: Set<String> = []
+        scope: DatabaseScope = .private, limit: Int, skipping: Set<RecordID>, holding: Set<String> = [],
+        holdingZones: Set<MirrorZone.Key> = []
     ) throws -> [PreparedUpload] {
         var prepared = try prepareShareUploads(scope: scope, skipping: skipping)
         var rows: [PreparedUpload] = []
         var revisions: [Int64] = []
         let pending = try db.pendingUploads(limit: limit, scope: scope) { name, zone in
-            holding.contains(name) || skipping.contains(RecordID(recordName: name, zoneID: zoneID(zone)))
+            holding.contains(name) || holdingZones.contains(zone)
+                || skipping.contains(RecordID(recordName: name, zoneID: zoneID(zone)))
         }
         for var metadata in pending {
             let recordID = recordID(metadata)

@@ -37,6 +37,8 @@ final class PendingUploadSignal: Sendable {
         var states: [DatabaseScope: SyncEngine.State] = [:]
         /// Zones of the private database not on the server yet.
         var unsaved: Set<ZoneID> = []
+        /// Zones not to save whatever they hold: one deleted on the server while the app decides.
+        var held: Set<ZoneID> = []
     }
 
     private let target: Mutex<Target>
@@ -58,8 +60,20 @@ final class PendingUploadSignal: Sendable {
         }
     }
 
+    /// Whether the zone is known to be on the server.
+    func isZoneSaved(_ zoneID: ZoneID) -> Bool {
+        target.withLock { !$0.unsaved.contains(zoneID) }
+    }
+
+    /// Holds a zone's saves (or lets them go again).
+    func setZoneHeld(_ zoneID: ZoneID, _ held: Bool) {
+        target.withLock { target in
+            if held { target.held.insert(zoneID) } else { target.held.remove(zoneID) }
+        }
+    }
+
     func uploadsPending(in scopes: Set<DatabaseScope> = [.private, .shared]) {
-        let (states, saveZones) = target.withLock { target in (target.states, target.unsaved) }
+        let (states, saveZones) = target.withLock { target in (target.states, target.unsaved.subtracting(target.held)) }
         for scope in scopes {
             guard let state = states[scope] else { continue }
             if scope == .private, !saveZones.isEmpty {

@@ -81,19 +81,22 @@ public struct StatusCommand: CloudStoreSubcommand {
             return
         }
         let never = "never"
-        context.output.print(
-            TextTable([
-                ["store", "\(store) (schema \"\(report.schemaName)\" version \(report.schemaVersion))"],
-                ["mirroring", status.isMirroring ? "yes" + (status.user.map { ", user \($0)" } ?? "") : "no (never synced)"],
-                ["signed out", status.isSignedOut ? "yes: the server refused the credentials" : "no"],
-                ["pending uploads", String(status.pendingUploads)],
-                ["refused uploads", String(status.refusedUploads)],
-                ["server token", status.serverChangeToken ?? "none"],
-                ["last import", status.lastImport.map(CommandOutput.timestamp) ?? never],
-                ["last export", status.lastExport.map(CommandOutput.timestamp) ?? never],
-                ["last error", status.lastError.map { "\($0.message) (\(CommandOutput.timestamp($0.date)))" } ?? "none"],
-                ["conflicts logged", String(status.conflictCount)],
-            ]))
+        var table = TextTable([
+            ["store", "\(store) (schema \"\(report.schemaName)\" version \(report.schemaVersion))"],
+            ["mirroring", status.isMirroring ? "yes" + (status.user.map { ", user \($0)" } ?? "") : "no (never synced)"],
+            ["signed out", status.isSignedOut ? "yes: the server refused the credentials" : "no"],
+            ["pending uploads", String(status.pendingUploads)],
+            ["refused uploads", String(status.refusedUploads)],
+            ["server token", status.serverChangeToken ?? "none"],
+            ["last import", status.lastImport.map(CommandOutput.timestamp) ?? never],
+            ["last export", status.lastExport.map(CommandOutput.timestamp) ?? never],
+            ["last error", status.lastError.map { "\($0.message) (\(CommandOutput.timestamp($0.date)))" } ?? "none"],
+            ["conflicts logged", String(status.conflictCount)],
+        ])
+        if let decision = status.localDataDecision {
+            table.append(["decision needed", "\(decision) (the app decides; syncing waits)"])
+        }
+        context.output.print(table)
     }
 }
 
@@ -183,6 +186,7 @@ private struct StatusJSON: Encodable {
     var lastExport: Date?
     var lastError: Failure?
     var conflictCount: Int
+    var localDataDecision: String?
 
     init(store: String, schema: Schema, status: PersistentCloudContainer.SyncStatus) {
         self.store = store
@@ -198,5 +202,6 @@ private struct StatusJSON: Encodable {
         lastExport = status.lastExport
         lastError = status.lastError.map { Failure(code: $0.code?.rawValue, message: $0.message, date: $0.date) }
         conflictCount = status.conflictCount
+        localDataDecision = status.localDataDecision?.description
     }
 }

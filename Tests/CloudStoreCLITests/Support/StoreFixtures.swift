@@ -1,4 +1,5 @@
 import CloudStore
+import CloudStoreSync
 import CloudStoreTesting
 import Foundation
 import Logging
@@ -99,6 +100,23 @@ enum StoreFixtures {
             try await devices[0].container.sendChanges()
         }
         return (directory.appendingPathComponent("A.sqlite"), refused)
+    }
+
+    /// The store file of a device whose zone was deleted on the server (by another device) while
+    /// it held a note it had not sent: it waits for the app's decision.
+    static func zoneDeletedStore(in directory: URL) async throws -> URL {
+        try await devices(["A"], users: ["alice-token": "_alice"], in: directory) { devices in
+            let device = devices[0]
+            try await device.write { try $0.insert(EntitySnapshot(entityName: "Note", id: UUID(), values: ["title": .string("sent")])) }
+            try await device.sync()
+            try await device.write { try $0.insert(EntitySnapshot(entityName: "Note", id: UUID(), values: ["title": .string("unsent")])) }
+            let server = try #require(device.container.options.server)
+            let database = HTTPCloudDatabase(
+                baseURL: server.url, container: server.containerIdentifier, token: "alice-token", deviceID: "elsewhere")
+            _ = try await database.modifyZones(ZonesModifyRequest(operations: [.init(.delete, device.container.zoneID)]))
+            try await device.container.fetchChanges()
+        }
+        return directory.appendingPathComponent("A.sqlite")
     }
 
     /// The store files of three users who shared through an in-process server: alice shared

@@ -174,9 +174,12 @@ struct MirroringLifecycleTests {
         }
     }
 
-    @Test func aMissingZoneIsRecreatedAndEverythingUploadedAgain() async throws {
+    /// With `reupload`, a zone deleted on the server (here by a raw request, as another device's
+    /// reset would) comes back with everything the device holds: the send that finds it missing
+    /// waits for the fetch that says it was deleted, and the policy puts it back.
+    @Test func aDeletedZoneWithReuploadIsRecreatedAndEverythingUploadedAgain() async throws {
         try await ServerProcess.with(users: TestServer.defaultUsers) { server in
-            let a = try await TestDevice.make("A", server: server.baseURL)
+            let a = try await TestDevice.make("A", server: server.baseURL) { $0.zoneDeletionPolicy = .reupload }
             try await a.write { context in
                 for index in 0..<3 { try context.insert(Note(title: "z\(index)")) }
             }
@@ -186,8 +189,7 @@ struct MirroringLifecycleTests {
                 baseURL: server.baseURL, container: TestDevice.containerIdentifier, token: "alice-token", deviceID: "admin")
             _ = try await database.modifyZones(ZonesModifyRequest(operations: [.init(.delete, ZoneID(zoneName: "Notes"))]))
             try await a.write { try $0.insert(Note(title: "z3")) }
-            try await a.container.sendChanges()
-            try await a.container.sendChanges()
+            try await a.sync()
             let b = try await TestDevice.make("B", server: server.baseURL)
             try await b.sync()
             #expect(try b.notes().map(\.title) == ["z0", "z1", "z2", "z3"])
@@ -227,9 +229,9 @@ struct MirroringLifecycleTests {
         }
     }
 
-    @Test func aDeletedZoneRemovesTheLocalCopyOnOtherDevices() async throws {
+    @Test func aDeletedZoneWithDeleteLocalDataRemovesTheLocalCopy() async throws {
         try await ServerProcess.with(users: TestServer.defaultUsers) { server in
-            let a = try await TestDevice.make("A", server: server.baseURL)
+            let a = try await TestDevice.make("A", server: server.baseURL) { $0.zoneDeletionPolicy = .deleteLocalData }
             try await a.write { try $0.insert(Note(title: "shared")) }
             try await a.sync()
             let database = HTTPCloudDatabase(
@@ -241,7 +243,7 @@ struct MirroringLifecycleTests {
         }
     }
 
-    @Test func switchingAccountsReplacesTheLocalCopy() async throws {
+    @Test func switchingAccountsWithReplaceLocalDataReplacesTheLocalCopy() async throws {
         try await ServerProcess.with(users: TestServer.defaultUsers) { server in
             let bob = try await TestDevice.make("bob", server: server.baseURL, token: "bob-token")
             try await bob.write { try $0.insert(Note(title: "Bob's")) }
@@ -252,7 +254,9 @@ struct MirroringLifecycleTests {
             try await alice.sync()
             await alice.close()
             // The same store file, now signed in as Bob.
-            let switched = try await TestDevice.make("device", server: server.baseURL, token: "bob-token", directory: directory)
+            let switched = try await TestDevice.make("device", server: server.baseURL, token: "bob-token", directory: directory) {
+                $0.accountChangePolicy = .replaceLocalData
+            }
             try await switched.sync()
             try await switched.sync()
             #expect(try switched.notes().map(\.title) == ["Bob's"])

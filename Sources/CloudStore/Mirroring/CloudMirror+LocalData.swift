@@ -1,0 +1,174 @@
+import CloudStoreSync
+import Foundation
+import GRDB
+
+/// Decisions about local data (``PersistentCloudContainer/LocalDataDecision``): the primary zone
+/// deleted or purged on the server, or another user's credentials. ``LocalDataRules`` says
+/// whether the policy decides or the app is asked; this carries either out. The decision the
+/// app is asked for lives in the store (``MirrorStateKey/localDataDecision``), written in the
+/// transaction that learns it and cleared in the one that applies the app's choice.
+extension CloudMirror {
+    /// Throws the decision that stops syncing, if one does.
+    func checkNoDecisionPending() throws {
+        if let pausedDecision { throw ContainerError.localDataDecisionNeeded(pausedDecision) }
+        if purgedLocally {
+            throw ContainerError.syncFailed(
+                PersistentCloudContainer.SyncFailure(
+                    message: "this device's copy of the mirrored data was purged; syncing resumes when the container is opened again"))
+        }
+    }
+
+    /// Stops syncing what the decision is about and asks the app: the decision is stored with
+    /// what it concerns, the primary zone's uploads are held (or, for another user, both engines
+    /// stop), and the app gets an event. Nothing local is changed.
+    func askForDecision(_ reason: PersistentCloudContainer.LocalDataDecision.Reason) async throws {
+        let accountChanged: Bool
+        if case .accountChanged = reason { accountChanged = true } else { accountChanged = false }
+        if let pausedDecision, pausedDecision.reason == reason { return }
+        let (zoneID, date) = (zoneID, store.configuration.now())
+        let decision = try await transaction { transaction in
+            let counts = try MirrorMetadata.localDataCounts(transaction.db, allZones: accountChanged)
+            let decision = PersistentCloudContainer.LocalDataDecision(
+                reason: reason, zoneID: zoneID, localObjects: counts.objects, unsentChanges: counts.unsent, date: date)
+            try transaction.db.setMirrorState(.localDataDecision, encoding: decision)
+            return decision
+        }.value
+        pausedDecision = decision
+        unconfirmedAccountDecision = false
+        // A save of the zone, pending or to come, would bring it back before the app decides.
+        signal.setZoneHeld(zoneID, true)
+        engine?.state.remove(pendingDatabaseChanges: [.saveZone(zoneID)])
+        if accountChanged {
+            // The engines hold the new user's state now: none of it is saved, and nothing is
+            // fetched into the previous user's data. New engines start once the app decides.
+            let stopped = engines.values
+            engines = [:]
+            for engine in stopped { await engine.cancelOperations() }
+        }
+        logger.warning(
+            "syncing waits for the app to decide about local data",
+            metadata: ["decision": "\(decision)", "count": "\(decision.unsentChanges)"])
+        events.send(EventTracker.localDataDecision(decision))
+    }
+
+    /// The engine began a fetch or a send without reporting another user while the store keeps a
+    /// decision about an account change: the previous user's credentials are back, so the data
+    /// is theirs and nothing is to decide.
+    func confirmUserReturned() async throws {
+        guard unconfirmedAccountDecision else { return }
+        unconfirmedAccountDecision = false
+        try await transaction { try $0.db.setMirrorState(.localDataDecision, nil) }
+        logger.notice("the user whose data the store holds signed in again; syncing resumes")
+    }
+
+    /// Applies the app's choice for the decision the store keeps, and syncs again.
+    func decide(_ choice: PersistentCloudContainer.LocalDataChoice) async throws {
+        guard !databases.isEmpty else { throw ContainerError.localOnly }
+        let stored = try await store.read {
+            try $0.db.mirrorState(.localDataDecision, as: PersistentCloudContainer.LocalDataDecision.self)
+        }
+        guard let decision = stored else { throw ContainerError.noLocalDataDecision }
+        logger.notice("the app decided about local data", metadata: ["decision": "\(decision)", "choice": "\(choice.rawValue)"])
+        switch decision.reason {
+        case .zoneDeleted, .zonePurged:
+            try await applyZoneChoice(choice)
+        case .accountChanged(_, let current):
+            // The engines start again as the new user's, whether they stopped for the decision
+            // or started since (a restart) with the previous user's state.
+            try await applyAccountChoice(choice, newUser: current, restartingEngines: true)
+        }
+    }
+
+    /// Carries out a choice for the local data of a deleted or purged primary zone.
+    func applyZoneChoice(_ choice: PersistentCloudContainer.LocalDataChoice) async throws {
+        signal.setZoneSaved(zoneID, false)
+        try await transaction { transaction in
+            try transaction.db.setMirrorState(.zoneSaved, encoding: false)
+            switch choice {
+            case .uploadAgain: try transaction.uploadEverythingAgain()
+            case .keepLocalOnly: try transaction.forgetMirroredRecords()
+            case .deleteLocalData: try transaction.deleteMirroredData()
+            }
+            try transaction.db.setMirrorState(.localDataDecision, nil)
+        }
+        pausedDecision = nil
+        signal.setZoneHeld(zoneID, false)
+        signal.uploadsPending()
+    }
+
+    /// Carries out a choice for the previous user's local data when another user signed in.
+    /// Engines stopped for the decision start again with no state, as the new user's.
+    func applyAccountChoice(
+        _ choice: PersistentCloudContainer.LocalDataChoice, newUser: String, restartingEngines: Bool = false
+    ) async throws {
+        signal.setZoneSaved(zoneID, false)
+        try await transaction { transaction in
+            try transaction.db.setMirrorState(.userRecordName, encoding: newUser)
+            try transaction.db.setMirrorState(.accountStatus, nil)
+            try transaction.db.setMirrorState(.zoneSaved, encoding: false)
+            switch choice {
+            case .deleteLocalData:
+                try transaction.deleteMirroredData(allZones: true)
+            case .uploadAgain:
+                // Another user's shares are not this user's to keep; this user's own objects
+                // all go back to the primary zone of the new account.
+                try transaction.dropShares()
+                try transaction.uploadEverythingAgain()
+            case .keepLocalOnly:
+                try transaction.dropShares()
+                try transaction.forgetMirroredRecords()
+            }
+            try transaction.db.setMirrorState(.localDataDecision, nil)
+            if restartingEngines {
+                for scope in [DatabaseScope.private, .shared] { try transaction.db.setMirrorState(Self.stateKey(scope), nil) }
+            }
+        }
+        pausedDecision = nil
+        signal.setZoneHeld(zoneID, false)
+        if restartingEngines {
+            let stopped = engines.values
+            engines = [:]
+            for engine in stopped { await engine.cancelOperations() }
+            for (scope, database) in databases.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+                sessions[scope] = EngineSession()
+                makeEngine(database, state: nil)
+            }
+        }
+        signal.uploadsPending()
+    }
+
+    /// Deletes the mirrored data on this device, or in the primary zone everywhere
+    /// (``PersistentCloudContainer/purgeMirroredData(_:)``).
+    func purge(_ scope: PersistentCloudContainer.PurgeScope) async throws {
+        guard let database = databases[.private] else { throw ContainerError.localOnly }
+        logger.notice("purging mirrored data", metadata: ["scope": "\(scope.rawValue)", "zone": "\(zoneID.zoneName)"])
+        switch scope {
+        case .thisDevice:
+            let stopped = engines.values
+            engines = [:]
+            for engine in stopped { await engine.cancelOperations() }
+            try await transaction { transaction in
+                try transaction.deleteMirroredData(allZones: true)
+                for key in [MirrorStateKey.engineState, .sharedEngineState, .zoneSaved, .localDataDecision, .purgedZone] {
+                    try transaction.db.setMirrorState(key, nil)
+                }
+            }
+            pausedDecision = nil
+            purgedLocally = true
+        case .everywhere:
+            let answer = try await database.modifyZones(ZonesModifyRequest(operations: [.init(.delete, zoneID)]))
+            if case .error(let error)? = answer.zones.first, error.serverErrorCode != .zoneNotFound {
+                throw ContainerError.syncFailed(PersistentCloudContainer.SyncFailure(error))
+            }
+            signal.setZoneSaved(zoneID, false)
+            try await transaction { transaction in
+                try transaction.deleteMirroredData()
+                try transaction.db.setMirrorState(.zoneSaved, encoding: false)
+                try transaction.db.setMirrorState(.purgedZone, encoding: true)
+                try transaction.db.setMirrorState(.localDataDecision, nil)
+            }
+            pausedDecision = nil
+            signal.setZoneHeld(zoneID, false)
+        }
+    }
+}
