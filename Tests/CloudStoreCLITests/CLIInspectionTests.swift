@@ -54,7 +54,7 @@ struct CLIInspectionTests {
             let before = try DirectoryChecksums(directory)
             // A closed store keeps an empty WAL and its index (GRDB closes its read-only readers
             // last, and they cannot delete them): read without touching either.
-            #expect(before.names.filter { $0.hasPrefix("B.") } == ["B.sqlite", "B.sqlite-shm", "B.sqlite-wal"])
+            #expect(before.names.filter { $0.hasPrefix("B.") } == ["B.sqlite", "B.sqlite-shm", "B.sqlite-wal", "B.sqlite.sync-lock"])
 
             let (status, history, conflicts, shares) = await Self.inspect(b)
             #expect(status.status == 0, "\(status.standardError)")

@@ -31,6 +31,10 @@ public enum ContainerError: Error, Sendable, CustomStringConvertible {
     case localDataDecisionNeeded(PersistentCloudContainer.LocalDataDecision)
     /// ``PersistentCloudContainer/decide(_:)`` was called with no decision pending.
     case noLocalDataDecision
+    /// Another container (in this process or another) mirrors the store file at this path: one
+    /// syncs at a time. Write the file from here with a plain `PersistentStore`; the container
+    /// that mirrors it sends what this process saves.
+    case alreadyMirrored(String)
 
     /// What failed and what to do, naming the records, objects or users concerned.
     public var description: String {
@@ -50,6 +54,8 @@ public enum ContainerError: Error, Sendable, CustomStringConvertible {
             return message
         case .localDataDecisionNeeded(let decision):
             return "syncing waits for the app to decide what happens to this device's data: \(decision); call decide(.uploadAgain), decide(.keepLocalOnly) or decide(.deleteLocalData)"
+        case .alreadyMirrored(let path):
+            return "another container mirrors \(path) (one syncs at a time): write to it from here with a plain PersistentStore, whose saves that container sends, or close the other container first"
         case .noLocalDataDecision:
             return "no decision about local data is pending: decide(_:) answers one that status().localDataDecision or a localDataDecision event announced"
         }

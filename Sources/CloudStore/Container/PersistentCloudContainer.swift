@@ -40,6 +40,8 @@ public final class PersistentCloudContainer: Sendable {
     public let options: Options
     /// The zone the store's records live in.
     public let zoneID: ZoneID
+    /// Held while the container mirrors the file (nil without a server).
+    private let syncLock: SyncLock?
     let mirror: CloudMirror
     let hub: EventHub
 
@@ -92,6 +94,15 @@ public final class PersistentCloudContainer: Sendable {
         storeLogger.logLevel = logger.logLevel
         let store = try PersistentStore(
             url: url, schema: schema, migrations: migrations, configuration: options.storeConfiguration, logger: storeLogger)
+        // One container syncs a file at a time; a local-only container syncs nothing.
+        let lock: SyncLock?
+        do {
+            lock = try options.server.map { _ in try SyncLock.acquire(for: url) }
+        } catch {
+            try? store.close()
+            throw error
+        }
+        self.syncLock = lock
         self.store = store
         self.schema = schema
         self.options = options
@@ -113,6 +124,7 @@ public final class PersistentCloudContainer: Sendable {
             try await mirror.start(databases: databases, deviceID: deviceID)
         } catch {
             try? store.close()
+            lock?.release()
             throw error
         }
     }
@@ -263,6 +275,7 @@ public final class PersistentCloudContainer: Sendable {
     public func close() async throws {
         await mirror.stop()
         hub.finish()
+        defer { syncLock?.release() }
         try store.close()
     }
 }

@@ -13,6 +13,8 @@ import Synchronization
 final class CommitMonitor: Sendable {
     private struct State {
         var latest: Int64 = 0
+        /// How many times polling found commits made elsewhere.
+        var externalCommits: Int64 = 0
         var waiters: [UUID: (after: Int64, continuation: CheckedContinuation<Void, Never>)] = [:]
         var isPolling = false
         var isClosed = false
@@ -22,11 +24,19 @@ final class CommitMonitor: Sendable {
 
     var isClosed: Bool { state.withLock(\.isClosed) }
 
+    /// The number of the last transaction known to be committed.
+    var latest: Int64 { state.withLock(\.latest) }
+
+    /// How many times polling found transactions committed elsewhere (another process, another
+    /// store instance on the file): a waiter compares it before and after waiting.
+    var externalCommits: Int64 { state.withLock(\.externalCommits) }
+
     /// Records that transactions up to `number` are committed, waking those waiting for them.
-    func committed(_ number: Int64) {
+    func committed(_ number: Int64, elsewhere: Bool = false) {
         let woken = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             guard number > state.latest else { return [] }
             state.latest = number
+            if elsewhere { state.externalCommits += 1 }
             let ready = state.waiters.filter { $0.value.after < number }
             for id in ready.keys { state.waiters[id] = nil }
             return ready.values.map(\.continuation)
@@ -71,7 +81,7 @@ final class CommitMonitor: Sendable {
     private func pollWhileWaited(interval: Duration, poll: @Sendable () async -> Int64?) async {
         while true {
             try? await Task.sleep(for: interval)
-            if let number = await poll() { committed(number) }
+            if let number = await poll() { committed(number, elsewhere: true) }
             let keepPolling = state.withLock { state -> Bool in
                 state.isPolling = !state.waiters.isEmpty && !state.isClosed
                 return state.isPolling

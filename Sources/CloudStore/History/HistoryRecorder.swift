@@ -24,15 +24,10 @@ struct HistoryRecorder {
         var isCancelled = false
     }
 
-    private(set) var changes: [Change] = []
+    private var changes: [Change] = []
     private var latest: [Key: Int] = [:]
 
     var isEmpty: Bool { changes.allSatisfy(\.isCancelled) }
-
-    mutating func reserveCapacity(_ count: Int) {
-        changes.reserveCapacity(count)
-        latest.reserveCapacity(count)
-    }
 
     mutating func inserted(entity: Int, id: UUID) {
         latest[Key(entity: entity, id: id)] = changes.count
@@ -72,11 +67,6 @@ struct HistoryRecorder {
         }
         latest[key] = changes.count
         changes.append(Change(entity: entity, id: id, type: .delete, updated: [], tombstone: tombstone))
-    }
-
-    /// Whether the object was deleted in this unit of work (and not re-created since).
-    func isDeleted(entity: Int, id: UUID) -> Bool {
-        latest[Key(entity: entity, id: id)].map { changes[$0].type == .delete } ?? false
     }
 
     /// The changes to keep, in order.

@@ -77,9 +77,7 @@ public struct HistoryTransactions: AsyncSequence, Sendable {
                     }
                     continue
                 }
-                await store.monitor.wait(after: scanned, interval: store.configuration.observationPollInterval) {
-                    try? await store.pool.read { db in try PersistentStore.lastTransactionNumber(db) }
-                }
+                await store.waitForCommit(after: scanned)
             }
         }
     }

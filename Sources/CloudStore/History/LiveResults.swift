@@ -86,9 +86,7 @@ public struct LiveResults<Model: PersistentModel>: AsyncSequence, Sendable {
                 }
                 self.seen = outcome.last
                 if let results = outcome.results { return results }
-                await store.monitor.wait(after: outcome.last, interval: store.configuration.observationPollInterval) {
-                    try? await store.pool.read { db in try PersistentStore.lastTransactionNumber(db) }
-                }
+                await store.waitForCommit(after: outcome.last)
             }
         }
     }

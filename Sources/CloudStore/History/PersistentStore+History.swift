@@ -80,6 +80,19 @@ extension PersistentStore {
         }
     }
 
+    /// Returns once a transaction after `number` is known to be committed (by this store instance
+    /// at once, by another process within ``Configuration/observationPollInterval``), the store
+    /// closes, or the task is cancelled.
+    func waitForCommit(after number: Int64) async {
+        await monitor.wait(after: number, interval: configuration.observationPollInterval) { [pool, monitor] in
+            // A synchronous read: the reader goes back to the pool before this returns, never held
+            // across a suspension, so closing the store (which waits for every reader on the
+            // calling thread) cannot wait for a poll that needs a thread to finish.
+            guard !monitor.isClosed else { return nil }
+            return try? pool.read { db in try PersistentStore.lastTransactionNumber(db) }
+        }
+    }
+
     static func lastTransactionNumber(_ db: Database) throws -> Int64 {
         try db.integer("SELECT seq FROM sqlite_sequence WHERE name = 'cloudstore_history_transaction'") ?? 0
     }

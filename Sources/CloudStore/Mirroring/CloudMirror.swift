@@ -45,6 +45,8 @@ actor CloudMirror: SyncEngineDelegate {
     /// deletion another device made (then the policy or the app decides) or data the server lost
     /// (then the zone is created again).
     var primaryZoneMissing = false
+    /// Watches for other processes' commits to the store file (``watchOtherWriters()``).
+    var otherWriters: Task<Void, Never>?
     /// Whether this device's copy was purged (``PersistentCloudContainer/PurgeScope/thisDevice``):
     /// syncing waits until the container is opened again.
     var purgedLocally = false
@@ -110,6 +112,9 @@ actor CloudMirror: SyncEngineDelegate {
                         logger: logger
                     ).uploadEverythingAgain()
                 }
+                if try context.db.mirrorState(.primaryZoneName, as: String.self) != zoneID.zoneName {
+                    try context.db.setMirrorState(.primaryZoneName, encoding: zoneID.zoneName)
+                }
                 var states: [DatabaseScope: SyncEngine.State.Serialization] = [:]
                 for scope in [DatabaseScope.private, .shared] {
                     states[scope] = try context.db.mirrorState(Self.stateKey(scope), as: SyncEngine.State.Serialization.self)
@@ -144,6 +149,7 @@ actor CloudMirror: SyncEngineDelegate {
                 makeEngine(database, state: states[scope])
             }
             if pending > 0 { signal.uploadsPending() }
+            if !databases.isEmpty { otherWriters = watchOtherWriters() }
             events.send(setup.ended())
             logger.notice(
                 "mirroring set up",
@@ -186,8 +192,32 @@ actor CloudMirror: SyncEngineDelegate {
     }
 
     func stop() async {
+        otherWriters?.cancel()
+        await otherWriters?.value
+        otherWriters = nil
         for engine in engines.values { await engine.cancelOperations() }
         engines = [:]
+    }
+
+    /// Sends what other processes write to the store file (an app extension, a widget, an import
+    /// tool with a plain `PersistentStore`): their units of work record their pending uploads in
+    /// their own transactions (``PersistentStore/missingRequiredObserver(_:among:)``); this notices
+    /// their commits within the store's observation interval and wakes the engines.
+    private func watchOtherWriters() -> Task<Void, Never> {
+        Task { [store, signal] in
+            var (seen, external) = (store.monitor.latest, store.monitor.externalCommits)
+            while !Task.isCancelled, !store.monitor.isClosed {
+                await store.waitForCommit(after: seen)
+                seen = store.monitor.latest
+                let now = store.monitor.externalCommits
+                guard now != external else { continue }
+                external = now
+                // Only what was recorded wakes the engines (a wake also saves a zone not on the
+                // server yet, which must not bring back one this device purged).
+                let pending = (try? await store.read { try $0.db.pendingUploadCount() }) ?? 0
+                if pending > 0 { signal.uploadsPending() }
+            }
+        }
     }
 
     // MARK: Transactions

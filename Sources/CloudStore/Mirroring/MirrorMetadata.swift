@@ -159,6 +159,8 @@ enum MirrorStateKey: String {
     /// back in a fetch (or the zone is saved again): that deletion is this device's own, nothing
     /// to decide.
     case purgedZone = "purged_zone"
+    /// The primary zone's name, for the recorder of another process's plain store.
+    case primaryZoneName = "primary_zone_name"
 }
 
 extension Database {

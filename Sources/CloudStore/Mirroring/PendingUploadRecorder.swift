@@ -17,6 +17,14 @@ struct PendingUploadRecorder: UnitOfWorkObserver {
 
     var name: String { MirrorMetadata.observerName }
 
+    /// The recorder of a store instance that writes a mirrored file without mirroring it (another
+    /// process's plain `PersistentStore`): it records as the container does, into the zone the
+    /// container named in the file, and wakes no engine (the mirroring process notices the commit).
+    static func forOtherWriter(of db: Database, schema: Schema) throws -> PendingUploadRecorder {
+        let zone = ZoneID(zoneName: try db.mirrorState(.primaryZoneName, as: String.self) ?? schema.name)
+        return PendingUploadRecorder(schema: schema, primaryZone: zone, signal: PendingUploadSignal(primaryZone: zone))
+    }
+
     func unitOfWorkWillCommit(_ unitOfWork: CommittingUnitOfWork) throws {
         guard unitOfWork.author != MirrorAuthor.import else { return }
         var recording = PendingUploadRecording(context: unitOfWork.context, schema: schema, date: unitOfWork.date)

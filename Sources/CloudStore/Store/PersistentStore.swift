@@ -279,7 +279,14 @@ public final class PersistentStore: Sendable {
         _ db: Database, author: String?, contextName: String?, _ block: (WriteContext) throws -> T
     ) throws -> WriteOutcome<T> {
         try db.beginTransaction(.immediate)
-        let observers = observers.withLock { $0 }
+        var observers = observers.withLock { $0 }
+        do {
+            // Made for this unit of work only: a container that opens the store later adds its own.
+            if let missing = try missingRequiredObserver(db, among: observers) { observers.append(missing) }
+        } catch {
+            try? db.rollback()
+            throw error
+        }
         let context = WriteContext(
             db: db, layout: layout, author: author, contextName: contextName,
             tracksChanges: configuration.recordsHistory || !observers.isEmpty)

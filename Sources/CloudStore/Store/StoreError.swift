@@ -55,8 +55,9 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let historyTokenExpired = Code(rawValue: "historyTokenExpired")
         /// A history token that cannot be read.
         public static let invalidHistoryToken = Code(rawValue: "invalidHistoryToken")
-        /// A write to a mirrored store through a `PersistentStore` that does not mirror it: write
-        /// through the store of the `PersistentCloudContainer` instead, so the save is uploaded.
+        /// A write to a store file that requires a unit-of-work observer this version does not
+        /// know (a newer CloudStore's): write with that version, so nothing it records is skipped.
+        /// (A plain `PersistentStore` on a mirrored file records its saves for upload itself.)
         public static let mirroredStore = Code(rawValue: "mirroredStore")
         /// A write to a store opened for inspection (``PersistentStore/init(inspecting:schema:logger:)``),
         /// which never writes: open it with ``PersistentStore/init(url:schema:migrations:configuration:logger:)``

@@ -48,8 +48,9 @@ extension PersistentStore {
     }
 
     /// Marks the store file as written with the observer `name`: from now on, a unit of work through
-    /// a store instance without that observer (another process, a plain `PersistentStore`) fails
-    /// instead of saving changes the observer would never see. Call inside a write.
+    /// a store instance without that observer (another process, a plain `PersistentStore`) runs
+    /// it too (``missingRequiredObserver(_:among:)``), so no change goes unrecorded. Call inside a
+    /// write.
     static func requireObserver(named name: String, _ db: Database) throws {
         try db.execute(
             sql: "INSERT INTO cloudstore_metadata (key, value) VALUES ('requiredObserver', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -61,17 +62,26 @@ extension PersistentStore {
         try String.fetchOne(db.cachedStatement(sql: "SELECT value FROM cloudstore_metadata WHERE key = 'requiredObserver'"))
     }
 
-    /// Runs the observers on a unit of work that changed objects, after checking that the observer
-    /// the file requires is among them.
-    func notifyObservers(_ observers: [any UnitOfWorkObserver], of context: WriteContext, date: Date) throws {
-        guard !context.recorder.isEmpty else { return }
-        if let required = try Self.requiredObserver(context.db), !observers.contains(where: { $0.name == required })
-        {
+    /// The observer the store file requires and this store instance lacks, made for it: a plain
+    /// `PersistentStore` (in an app extension, a widget, an import tool) writing a mirrored file
+    /// records each unit of work's pending uploads in its own transaction, as the container does,
+    /// and the process that mirrors sends them. Nil when nothing is missing.
+    ///
+    /// - Throws: ``StoreError/Code/mirroredStore`` when the file requires an observer this version
+    ///   does not know (a newer version's): writing without it would lose what it records.
+    func missingRequiredObserver(_ db: Database, among observers: [any UnitOfWorkObserver]) throws -> (any UnitOfWorkObserver)? {
+        guard let required = try Self.requiredObserver(db), !observers.contains(where: { $0.name == required }) else { return nil }
+        guard required == MirrorMetadata.observerName else {
             throw StoreError(
                 .mirroredStore,
-                "the store at \(path) is mirrored: write to it through the PersistentCloudContainer that mirrors it (its `store`), so every save is recorded for upload; this PersistentStore does not mirror, and its writes would never reach the server")
+                "the store at \(path) requires the unit-of-work observer \(required), which this version of CloudStore does not know: write to it with the version that made it")
         }
-        guard !observers.isEmpty else { return }
+        return try PendingUploadRecorder.forOtherWriter(of: db, schema: schema)
+    }
+
+    /// Runs the observers on a unit of work that changed objects.
+    func notifyObservers(_ observers: [any UnitOfWorkObserver], of context: WriteContext, date: Date) throws {
+        guard !context.recorder.isEmpty, !observers.isEmpty else { return }
         let unitOfWork = CommittingUnitOfWork(
             context: context, changes: historyChanges(context.recorder.recordedChanges), date: date)
         for observer in observers { try observer.unitOfWorkWillCommit(unitOfWork) }

@@ -38,19 +38,73 @@ struct MirroringPendingUploadTests {
         }
     }
 
-    @Test func aPlainStoreCannotWriteAMirroredStoreBehindItsBack() async throws {
+    /// A plain store on a mirrored file (an app extension's, say) records its saves for upload
+    /// in its own transactions, as the container does: nothing it writes goes unsent.
+    @Test func aPlainStoreOnAMirroredFileRecordsItsSavesForUpload() async throws {
         let directory = try TemporaryDirectory()
-        let a = try await TestDevice.make("A", server: nil, directory: directory)
+        let a = try await TestDevice.make("A", server: nil, directory: directory) { $0.zoneName = "Mine" }
         try await a.write { try $0.insert(Note(title: "through the container")) }
         await a.close()
 
         let plain = try openStore(directory.file("A.sqlite"), try Schema.notes())
         defer { try? plain.close() }
-        let error = storeError { try plain.write(author: "app") { try $0.insert(Note(title: "behind its back")) } }
-        #expect(error?.code == .mirroredStore)
-        #expect(error?.message.contains("PersistentCloudContainer") == true, "\(error?.message ?? "")")
-        let titles = try await plain.read { try $0.fetch(Note.self) }.map(\.title)
-        #expect(titles == ["through the container"], "reading is fine")
+        let note = Note(title: "from another writer")
+        try await plain.write(author: "extension") { [note] in try $0.insert(note) }
+        let pending = try await plain.read { context in try context.db.recordMetadata(note.id.uuidString) }
+        #expect(try pending?.pendingUpload == .save(full: true, keys: try #require(try pending?.pendingUpload).changeDates))
+        #expect(pending?.zone == .primary)
+        #expect(try PersistentCloudContainer.status(of: plain).pendingUploads == 2)
+    }
+
+    /// One container mirrors a file at a time; the lock goes with the container.
+    @Test func aSecondContainerOnTheSameFileIsRefusedUntilTheFirstCloses() async throws {
+        let directory = try TemporaryDirectory()
+        let server = URL(string: "http://127.0.0.1:9")!  // never contacted: nothing syncs here
+        let first = try await TestDevice.make("A", server: server, directory: directory)
+        do {
+            let second = try await TestDevice.make("A", server: server, directory: directory)
+            await second.close()
+            Issue.record("a second container should be refused")
+        } catch ContainerError.alreadyMirrored(let path) {
+            #expect(path == directory.file("A.sqlite").path)
+            #expect(ContainerError.alreadyMirrored(path).description.contains("plain PersistentStore"))
+        }
+        await first.close()
+        let reopened = try await TestDevice.make("A", server: server, directory: directory)
+        await reopened.close()
+    }
+
+    /// Through a real `cloudstore serve` and a second process: the process writes three notes into
+    /// the mirrored file with a plain `PersistentStore` and exits without syncing; the container
+    /// that mirrors the file notices the commits and sends them, and device B gets them.
+    @Test func anotherProcessWritesAMirroredFile_andTheContainerSendsWhatItWrote() async throws {
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            let a = try await TestDevice.make("A", server: server.baseURL, automatic: true)
+            try await a.write { try $0.insert(Note(title: "from A")) }
+            try await a.container.waitUntilSynced()
+            let events = a.container.events()
+
+            let (child, output) = try TestHelperProcess.start([
+                "write", a.store.url.path, RepositoryPaths.notesSchema.path, "3",
+            ])
+            #expect(output.next() == "done")
+            _ = await child.waitForExit()
+            // The container sends what the other process recorded, without being asked.
+            let sent = try await withTimeout(seconds: 30) {
+                var sent = 0
+                for await event in events where event.kind == .export && event.phase == .ended {
+                    sent += event.counts.saved
+                    if sent >= 3 { break }
+                }
+                return sent
+            }
+            #expect(sent == 3)
+            let b = try await TestDevice.make("B", server: server.baseURL)
+            try await b.sync()
+            #expect(try b.notes().map(\.title) == ["from A", "helper-0", "helper-1", "helper-2"])
+            await a.close()
+            await b.close()
+        }
     }
 
     /// Through a real `cloudstore serve`: a note too large for the server is refused, the app
