@@ -1,4 +1,5 @@
 import CloudStore
+import CloudStoreSync
 import CloudStoreTesting
 import Foundation
 import Testing
@@ -46,6 +47,39 @@ struct CLISyncTests {
                 let store = try PersistentStore(inspecting: b, schema: try StoreFixtures.schema())
                 #expect(try await store.read { try $0.count(entityName: "Note") } == 450)
                 try store.close()
+            }
+        }
+    }
+
+    /// The zone is deleted on the server after a sync: the next sync stops and says how to
+    /// decide; `--decide uploadAgain` puts the store's notes back.
+    @Test func aZoneDeletedOnTheServer_waitsFor_decide() async throws {
+        try await TemporaryDirectory.with { directory in
+            try await TestServer.with(users: ["alice-token": "_alice"]) { server in
+                let a = try Self.store("a.sqlite", notes: 3, in: directory)
+                let common = ["sync", "--store", a.path, "--server", server.baseURL.absoluteString, "--container", "iCloud.cli.test"]
+                let environment = ["CLOUDSTORE_TOKEN": "alice-token"]
+                let first = await cloudstore(common, environment: environment)
+                #expect(first.status == 0, "\(first.standardError)")
+                let database = HTTPCloudDatabase(
+                    baseURL: server.baseURL, container: "iCloud.cli.test", token: "alice-token", deviceID: "elsewhere")
+                _ = try await database.modifyZones(ZonesModifyRequest(operations: [.init(.delete, ZoneID(zoneName: "Notes"))]))
+
+                let waiting = await cloudstore(common, environment: environment)
+                #expect(
+                    waiting.errorLines == [
+                        "cloudstore: error: \(a.path) did not finish syncing: zone Notes was deleted on the server; this device holds 3 object(s) and 0 change(s) not uploaded: run again with --decide uploadAgain, keepLocalOnly or deleteLocalData to say what happens to this device's data"
+                    ], "\(waiting.standardError)")
+                #expect(waiting.status == 1)
+                let wrong = await cloudstore(common + ["--decide", "maybe"], environment: environment)
+                #expect(wrong.isOneLineFailure(mentioning: "--decide maybe is not a choice"), "\(wrong.standardError)")
+
+                let decided = await cloudstore(common + ["--decide", "uploadAgain"], environment: environment)
+                #expect(decided.status == 0, "\(decided.standardError)")
+                #expect(decided.outputLines.first?.hasPrefix("synced \(a.path): 3 uploaded") == true, "\(decided.standardOutput)")
+                let b = try Self.store("b.sqlite", notes: 0, in: directory)
+                let fetch = await cloudstore(["sync", "--store", b.path] + common.dropFirst(3), environment: environment)
+                #expect(fetch.outputLines.first?.contains("3 fetched") == true, "\(fetch.standardOutput) \(fetch.standardError)")
             }
         }
     }

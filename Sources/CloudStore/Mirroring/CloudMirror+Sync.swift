@@ -33,6 +33,8 @@ extension CloudMirror {
         try await fetchNow()
         // Creates released, or a zone the send found missing created again: send what waits.
         if heldBackCreates < held || (missing && !primaryZoneMissing && pausedDecision == nil) { try await sendNow() }
+        // A decision the fetch asked for stops the sync here: nothing more goes until the app decides.
+        try checkNoDecisionPending()
     }
 
     /// Sends and fetches until nothing is left in either direction, retrying transient failures
@@ -48,6 +50,8 @@ extension CloudMirror {
                     try await engine.fetchChanges()
                 }
             }
+            // Not in sync while the app is to decide about the local data.
+            try self.checkNoDecisionPending()
             let (pending, refused) = try await self.store.read { context in
                 (try context.db.pendingUploadCount(), try context.db.refusedUploads())
             }

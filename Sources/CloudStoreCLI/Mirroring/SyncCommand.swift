@@ -27,11 +27,16 @@ public struct SyncCommand: CloudStoreSubcommand {
 
             The token is read from --token-file or CLOUDSTORE_TOKEN, never from the command line \
             (where other users of the machine could read it). Exit status 1 when the sync could \
-            not finish: the server refused the credentials or some uploads, or time ran out.
+            not finish: the server refused the credentials or some uploads, time ran out, or the \
+            store's zone was deleted on the server (or the token is another user's) and nobody \
+            decided what happens to the local data: --decide uploadAgain, keepLocalOnly or \
+            deleteLocalData answers that, and the sync goes on.
 
             Example:
               cloudstore sync --store notes.sqlite --server http://127.0.0.1:8080 \\
                 --container iCloud.com.example.notes --token-file alice.token
+              cloudstore sync --store notes.sqlite --server http://127.0.0.1:8080 \\
+                --container iCloud.com.example.notes --token-file alice.token --decide uploadAgain
             """)
 
     @Option(help: "The store file (SQLite).")
@@ -55,6 +60,11 @@ public struct SyncCommand: CloudStoreSubcommand {
     @Option(help: "Seconds to keep trying before giving up.")
     var timeout: Double = 300
 
+    @Option(help: ArgumentHelp(
+        "If syncing waits for a decision about the local data (the zone was deleted on the server, or the token is another user's): uploadAgain, keepLocalOnly or deleteLocalData.",
+        valueName: "choice"))
+    var decide: String?
+
     @Flag(help: "Print the summary as JSON.")
     var json = false
 
@@ -73,6 +83,12 @@ public struct SyncCommand: CloudStoreSubcommand {
         guard timeout > 0, timeout.isFinite else {
             throw CommandError("--timeout \(timeout) is not a number of seconds above 0")
         }
+        let choice = try decide.map { value in
+            guard let choice = PersistentCloudContainer.LocalDataChoice(rawValue: value) else {
+                throw CommandError("--decide \(value) is not a choice: give uploadAgain, keepLocalOnly or deleteLocalData")
+            }
+            return choice
+        }
         var options = PersistentCloudContainer.Options(
             server: .init(url: serverURL, containerIdentifier: container, token: try token(context), deviceID: device))
         options.automaticallySync = false
@@ -84,7 +100,17 @@ public struct SyncCommand: CloudStoreSubcommand {
         let progress = Task { await Self.showProgress(of: cloud.events(), output: context.output) }
         let outcome: Result<Void, any Error>
         do {
-            try await cloud.waitUntilSynced(timeout: .milliseconds(Int64(timeout * 1000)))
+            do {
+                try await cloud.waitUntilSynced(timeout: .milliseconds(Int64(timeout * 1000)))
+            } catch ContainerError.localDataDecisionNeeded(let decision) {
+                guard let choice else {
+                    throw CommandError(
+                        "\(decision): run again with --decide uploadAgain, keepLocalOnly or deleteLocalData to say what happens to this device's data")
+                }
+                context.output.printError("\(decision): \(choice.rawValue)")
+                try await cloud.decide(choice)
+                try await cloud.waitUntilSynced(timeout: .milliseconds(Int64(timeout * 1000)))
+            }
             outcome = .success(())
         } catch {
             outcome = .failure(error)

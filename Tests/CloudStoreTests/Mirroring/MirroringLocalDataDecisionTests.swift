@@ -52,7 +52,10 @@ struct MirroringLocalDataDecisionTests {
             try await Self.deleteZoneElsewhere(server.baseURL)
             let events = b.container.events()
 
-            try await b.sync()
+            do {
+                try await b.sync()
+                Issue.record("the sync should stop for the decision it learned")
+            } catch ContainerError.localDataDecisionNeeded {}
             let status = try await b.container.status()
             let decision = try #require(status.localDataDecision)
             #expect(decision.reason == .zoneDeleted)
@@ -211,7 +214,7 @@ struct MirroringLocalDataDecisionTests {
             #expect(try a.notes().isEmpty)
             try await a.sync()
             #expect(try await a.container.status().localDataDecision == nil, "its own purge asks nothing")
-            try await b.sync()
+            await #expect(throws: ContainerError.self) { try await b.sync() }
             #expect(try await b.container.status().localDataDecision?.reason == .zoneDeleted)
             #expect(try b.notes().map(\.title) == ["old"], "B keeps its copy until it decides")
 
