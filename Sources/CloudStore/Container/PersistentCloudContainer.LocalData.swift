@@ -29,6 +29,7 @@ extension PersistentCloudContainer {
             case accountChanged(previousUser: String, currentUser: String)
         }
 
+        /// What happened.
         public var reason: Reason
         /// The zone concerned: the primary zone (for an account change, every zone of the store
         /// is the previous user's).
@@ -40,6 +41,8 @@ extension PersistentCloudContainer {
         /// When the container learned it.
         public var date: Date
 
+        /// A decision about `localObjects` objects, `unsentChanges` of their changes not
+        /// uploaded, for tests and tools; the container makes its own.
         public init(reason: Reason, zoneID: ZoneID, localObjects: Int, unsentChanges: Int, date: Date) {
             self.reason = reason
             self.zoneID = zoneID
@@ -48,6 +51,7 @@ extension PersistentCloudContainer {
             self.date = date
         }
 
+        /// What happened and what it concerns, in one line.
         public var description: String {
             let what =
                 switch reason {
@@ -97,7 +101,7 @@ extension PersistentCloudContainer {
     /// ```
     ///
     /// - Throws: ``ContainerError/localOnly`` without a server; for `.everywhere`, the server's or
-    ///   the network's ``CloudError`` (nothing local is deleted then).
+    ///   the network's `CloudError` (nothing local is deleted then).
     public func purgeMirroredData(_ scope: PurgeScope) async throws {
         try await mirror.purge(scope)
     }

@@ -26,7 +26,9 @@ extension PersistentCloudContainer {
             case delete
         }
 
+        /// The object's entity.
         public var entityName: String
+        /// The object's id (its record's name).
         public var id: UUID
         /// Where the object's record lives: its zone, the zone's owner, and what the current user
         /// may do with it.

@@ -266,7 +266,7 @@ public final class PersistentCloudContainer: Sendable {
     /// ```
     ///
     /// - Throws: ``ContainerError/localOnly`` without a server; the server's or the network's
-    ///   ``CloudError``.
+    ///   `CloudError`.
     public func serverSchemaDifference() async throws -> CloudSchema.Difference {
         schema.cloudSchema.difference(from: try await mirror.fetchSchema())
     }
