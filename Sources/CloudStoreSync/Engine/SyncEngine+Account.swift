@@ -14,10 +14,7 @@ extension SyncEngine {
         let change: Event.AccountChange.ChangeType?
         switch previous {
         case nil:
-            state.withStorage { storage in
-                storage.userRecordName = userRecordName
-                storage.version += 1
-            }
+            state.withStorage { $0.userRecordName = userRecordName }
             change = .signIn(currentUser: userRecordName)
         case userRecordName?:
             change = nil

@@ -338,9 +338,7 @@ extension SyncEngine {
         state.withStorage { storage in
             let pending = Dictionary(
                 storage.recordChanges.changes.map { (normalized($0), $0) }, uniquingKeysWith: { first, _ in first })
-            if storage.recordChanges.removeAcknowledged(settled.compactMap { pending[$0] }, revisions: revisions) {
-                storage.version += 1
-            }
+            storage.recordChanges.removeAcknowledged(settled.compactMap { pending[$0] }, revisions: revisions)
             // The delegate gets the answers with the state below: the token moves past the writes
             // only with them, and only while nothing else is owed to the delegate (a fetch that
             // broke off, from scratch or from a page's token, still brings every record).

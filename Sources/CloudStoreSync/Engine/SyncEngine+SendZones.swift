@@ -56,7 +56,7 @@ extension SyncEngine {
 
     private func apply(_ result: ZoneSendOutcome, revisions: [ZoneID: UInt64]) async {
         state.withStorage { storage in
-            if storage.databaseChanges.removeAcknowledged(result.settled, revisions: revisions) { storage.version += 1 }
+            storage.databaseChanges.removeAcknowledged(result.settled, revisions: revisions)
             for zoneID in result.deletedZoneIDs {
                 storage.setZoneToken(nil, for: zoneID)
                 storage.markFetched(zoneID)

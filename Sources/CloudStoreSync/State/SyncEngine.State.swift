@@ -118,7 +118,6 @@ extension SyncEngine {
         }
 
         private func notify(addedChanges: Bool) {
-            storage.withLock { $0.version += 1 }
             observer.withLock { $0 }?(addedChanges)
         }
     }
@@ -128,19 +127,20 @@ extension SyncEngine.State {
     /// The state's contents. Every mutation through ``SyncEngine/State`` bumps `version`, so the
     /// engine can tell whether a state update is due.
     struct Storage: Sendable {
-        var userRecordName: String?
-        var databaseToken: String?
-        var zoneTokens: [ZoneID: String]
-        var zonesWithUnfetchedChanges: [ZoneID]
+        var userRecordName: String? { didSet { version &+= 1 } }
+        var databaseToken: String? { didSet { version &+= 1 } }
+        var zoneTokens: [ZoneID: String] { didSet { version &+= 1 } }
+        var zonesWithUnfetchedChanges: [ZoneID] { didSet { version &+= 1 } }
         /// Zones whose fetch from scratch began and has not completed: until it completes, a
         /// delegate may count on it to bring every record of the zone, so the token moves only with
         /// fetched pages (``SyncEngine/apply(_:revisions:)`` takes none from a send).
-        var zonesFetchingFromScratch: Set<ZoneID>
-        var recordChanges: PendingChangeList<SyncEngine.PendingRecordZoneChange>
-        var databaseChanges: PendingChangeList<SyncEngine.PendingDatabaseChange>
-        var hasPendingUntrackedChanges: Bool
-        /// Bumped on every change; not persisted.
-        var version: UInt64 = 0
+        var zonesFetchingFromScratch: Set<ZoneID> { didSet { version &+= 1 } }
+        var recordChanges: PendingChangeList<SyncEngine.PendingRecordZoneChange> { didSet { version &+= 1 } }
+        var databaseChanges: PendingChangeList<SyncEngine.PendingDatabaseChange> { didSet { version &+= 1 } }
+        var hasPendingUntrackedChanges: Bool { didSet { version &+= 1 } }
+        /// Raised by every change to the fields above, in their observers and nowhere else, so the
+        /// engine can tell whether a state update is due; not persisted.
+        private(set) var version: UInt64 = 0
 
         init(_ serialization: Serialization) {
             userRecordName = serialization.userRecordName
@@ -175,19 +175,17 @@ extension SyncEngine.State {
         mutating func markUnfetched(_ zoneID: ZoneID) {
             guard !zonesWithUnfetchedChanges.contains(zoneID) else { return }
             zonesWithUnfetchedChanges.append(zoneID)
-            version += 1
         }
 
         mutating func markFetched(_ zoneID: ZoneID) {
             guard let index = zonesWithUnfetchedChanges.firstIndex(of: zoneID) else { return }
             zonesWithUnfetchedChanges.remove(at: index)
-            version += 1
         }
 
         /// Notes that a fetch of the zone from scratch began (`true`) or that a fetch of it completed.
         mutating func setFetchingFromScratch(_ fromScratch: Bool, _ zoneID: ZoneID) {
-            let changed = fromScratch ? zonesFetchingFromScratch.insert(zoneID).inserted : zonesFetchingFromScratch.remove(zoneID) != nil
-            if changed { version += 1 }
+            guard fromScratch != zonesFetchingFromScratch.contains(zoneID) else { return }
+            if fromScratch { zonesFetchingFromScratch.insert(zoneID) } else { zonesFetchingFromScratch.remove(zoneID) }
         }
 
         /// Whether a send may move the zone's token from `from` past its own writes: the state is
@@ -201,13 +199,11 @@ extension SyncEngine.State {
         mutating func setZoneToken(_ token: String?, for zoneID: ZoneID) {
             guard zoneTokens[zoneID] != token else { return }
             zoneTokens[zoneID] = token
-            version += 1
         }
 
         mutating func setDatabaseToken(_ token: String?) {
             guard databaseToken != token else { return }
             databaseToken = token
-            version += 1
         }
 
         /// Forgets everything that belonged to the previous account, as CKSyncEngine does on an
