@@ -20,9 +20,9 @@ import Testing
         _ changes: [SyncEngine.PendingRecordZoneChange], limits: SyncEngine.BatchLimits,
         provider: @escaping @Sendable (RecordID) -> Record?
     ) async -> SyncEngine.RecordZoneChangeBatch? {
-        await SyncEngine.BatchLimits.$current.withValue(limits) {
-            await SyncEngine.RecordZoneChangeBatch(pendingChanges: changes) { provider($0) }
-        }
+        var context = SyncEngine.SendChangesContext(reason: .manual, options: SyncEngine.SendChangesOptions())
+        context.limits = limits
+        return await SyncEngine.RecordZoneChangeBatch(pendingChanges: changes, context: context) { provider($0) }
     }
 
     @Test func filling_stopsAtTheCountLimit() async throws {

@@ -286,7 +286,7 @@ actor CloudMirror: SyncEngineDelegate {
         }
         syncEngine.state.hasPendingUntrackedChanges = true
         let records = Dictionary(uploads.compactMap { upload in upload.record.map { ($0.recordID, $0) } }) { first, _ in first }
-        var batch = await SyncEngine.RecordZoneChangeBatch(pendingChanges: uploads.map(\.change)) { recordID in
+        var batch = await SyncEngine.RecordZoneChangeBatch(pendingChanges: uploads.map(\.change), context: context) { recordID in
             records[recordID]
         }
         // A delete of a version this device has goes for that version only: another device's edit

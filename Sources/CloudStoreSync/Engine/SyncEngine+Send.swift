@@ -196,14 +196,10 @@ extension SyncEngine {
         _ context: SendChangesContext, delegate: any SyncEngineDelegate, excluding excluded: Set<RecordID>
     ) async -> PreparedBatch? {
         let revisions = state.withStorage { $0.recordChanges.revisionsByKey }
-        let limits = BatchLimits(
-            maxCount: configuration.maxBatchCount, maxBytes: configuration.maxBatchBytes, excludedRecordIDs: excluded)
         var batchContext = context
-        batchContext.recordIDsToSkip = excluded
-        batchContext.maxRecordCount = configuration.maxBatchCount
-        let proposed = await BatchLimits.$current.withValue(limits) {
-            await delegate.nextRecordZoneChangeBatch(batchContext, syncEngine: self)
-        }
+        batchContext.limits = BatchLimits(
+            maxCount: configuration.maxBatchCount, maxBytes: configuration.maxBatchBytes, excludedRecordIDs: excluded)
+        let proposed = await delegate.nextRecordZoneChangeBatch(batchContext, syncEngine: self)
         guard var batch = proposed else { return nil }
         batch.keepSaves(normalizing: normalized, excluding: excluded)
         batch.recordIDsToDelete = batch.recordIDsToDelete.map(normalized).filter { !excluded.contains($0) }

@@ -17,7 +17,7 @@ import Foundation
 ///         _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
 ///     ) async -> SyncEngine.RecordZoneChangeBatch? {
 ///         let changes = syncEngine.state.pendingRecordZoneChanges.filter { context.options.scope.contains($0) }
-///         return await SyncEngine.RecordZoneChangeBatch(pendingChanges: changes) { recordID in
+///         return await SyncEngine.RecordZoneChangeBatch(pendingChanges: changes, context: context) { recordID in
 ///             await self.record(for: recordID)
 ///         }
 ///     }
@@ -33,7 +33,7 @@ public protocol SyncEngineDelegate: AnyObject, Sendable {
     /// The next batch of record changes to send, or nil when there is nothing more for now.
     ///
     /// Return only changes inside `context.options.scope`. Build the batch with
-    /// ``SyncEngine/RecordZoneChangeBatch/init(pendingChanges:atomicByZone:recordProvider:)``, which stops at
+    /// ``SyncEngine/RecordZoneChangeBatch/init(pendingChanges:context:atomicByZone:recordProvider:)``, which stops at
     /// the engine's count and size limits and loads each record only when it fits.
     func nextRecordZoneChangeBatch(_ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine) async
         -> SyncEngine.RecordZoneChangeBatch?

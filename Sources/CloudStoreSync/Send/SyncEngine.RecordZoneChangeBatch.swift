@@ -12,7 +12,7 @@ extension SyncEngine {
     ///
     /// ```swift
     /// // Fill up to the engine's limits from the pending changes, loading records lazily:
-    /// let batch = await SyncEngine.RecordZoneChangeBatch(pendingChanges: changes) { recordID in
+    /// let batch = await SyncEngine.RecordZoneChangeBatch(pendingChanges: changes, context: context) { recordID in
     ///     await store.record(for: recordID)   // nil skips the change; it stays pending
     /// }
     /// // Or name the records yourself:
@@ -45,15 +45,17 @@ extension SyncEngine {
             self.atomicByZone = atomicByZone
         }
 
-        /// Fills a batch from pending changes, in order, up to the engine's count and size limits.
+        /// Fills a batch from pending changes, in order, up to the count and size limits of the
+        /// send `context` (the one ``SyncEngineDelegate/nextRecordZoneChangeBatch(_:syncEngine:)``
+        /// was given), leaving out its ``SendChangesContext/recordIDsToSkip``.
         ///
         /// `recordProvider` is called for each save that may still fit; returning nil skips that
         /// change: it is not sent and stays pending. Returns nil when nothing was added.
         public init?(
-            pendingChanges: [PendingRecordZoneChange], atomicByZone: Bool = false,
+            pendingChanges: [PendingRecordZoneChange], context: SendChangesContext, atomicByZone: Bool = false,
             recordProvider: @Sendable (RecordID) async -> Record?
         ) async {
-            let limits = BatchLimits.current
+            let limits = context.limits
             var filler = BatchFiller(limits: limits)
             for change in pendingChanges where !filler.isFull {
                 guard !limits.excludedRecordIDs.contains(change.recordID) else { continue }
@@ -84,17 +86,16 @@ extension SyncEngine {
         }
     }
 
-    /// The limits a batch is filled to. The engine sets them, task-locally, while it asks its
-    /// delegate for a batch; records the engine will not send again in the current pass are excluded.
-    struct BatchLimits: Sendable {
+    /// The limits a batch is filled to. The engine puts them in the ``SendChangesContext`` it asks
+    /// its delegate for a batch with; records the engine will not send again in the current pass
+    /// are excluded.
+    struct BatchLimits: Hashable, Sendable {
         var maxCount: Int
         var maxBytes: Int
         var excludedRecordIDs: Set<RecordID> = []
 
         static let `default` = BatchLimits(
             maxCount: Configuration.defaultMaxBatchCount, maxBytes: Configuration.defaultMaxBatchBytes)
-
-        @TaskLocal static var current = BatchLimits.default
     }
 }
 

@@ -69,14 +69,17 @@ extension SyncEngine {
         /// and those the engine will not send again in this send (they failed and wait for a
         /// retry, or were tried too often). A delegate that builds batches from
         /// ``SyncEngine/State/pendingRecordZoneChanges`` with
-        /// ``SyncEngine/RecordZoneChangeBatch/init(pendingChanges:atomicByZone:recordProvider:)``
+        /// ``SyncEngine/RecordZoneChangeBatch/init(pendingChanges:context:atomicByZone:recordProvider:)``
         /// need not look: that initializer skips them. One that tracks its own changes
         /// (``SyncEngine/State/hasPendingUntrackedChanges``) must, and should fill the batch with
         /// the changes after them (a batch that comes back empty while one is in flight is only
         /// asked for again after that one is settled).
-        public internal(set) var recordIDsToSkip: Set<RecordID> = []
+        public var recordIDsToSkip: Set<RecordID> { limits.excludedRecordIDs }
         /// The most record changes one batch may hold.
-        public internal(set) var maxRecordCount = Configuration.defaultMaxBatchCount
+        public var maxRecordCount: Int { limits.maxCount }
+        /// The limits a batch is filled to, with the records to leave out: what
+        /// ``SyncEngine/RecordZoneChangeBatch/init(pendingChanges:context:atomicByZone:recordProvider:)`` reads.
+        var limits = BatchLimits.default
 
         init(reason: SyncReason, options: SendChangesOptions) {
             self.reason = reason

@@ -218,7 +218,7 @@ actor EngineDevice: SyncEngineDelegate {
             }
             return SyncEngine.RecordZoneChangeBatch(recordsToSave: untracked, atomicByZone: atomic)
         }
-        return await SyncEngine.RecordZoneChangeBatch(pendingChanges: changes, atomicByZone: atomic) { recordID in
+        return await SyncEngine.RecordZoneChangeBatch(pendingChanges: changes, context: context, atomicByZone: atomic) { recordID in
             await self.record(recordID)
         }
     }

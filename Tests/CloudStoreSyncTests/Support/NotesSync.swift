@@ -176,7 +176,7 @@ actor NotesSync: SyncEngineDelegate {
         -> SyncEngine.RecordZoneChangeBatch?
     {
         let changes = syncEngine.state.pendingRecordZoneChanges.filter { context.options.scope.contains($0) }
-        return await SyncEngine.RecordZoneChangeBatch(pendingChanges: changes) { recordID in
+        return await SyncEngine.RecordZoneChangeBatch(pendingChanges: changes, context: context) { recordID in
             await self.record(for: recordID.recordName)  // nil: the note is gone; the change is skipped
         }
     }
