@@ -28,9 +28,9 @@ extension PersistentCloudContainer {
     ///     (`.none`: invited users only).
     ///   - title: stored in the share record, for invitees to see before joining.
     ///   - timeout: how long to retry a server that cannot be reached.
-    /// - Throws: ``ContainerError/sharing(_:)`` for bad input (no such object, a user named twice,
+    /// - Throws: ``ContainerError/Code/sharing`` for bad input (no such object, a user named twice,
     ///   permission `NONE`, part of another share) or a refusal by the server (an unknown user);
-    ///   ``ContainerError/timedOut(_:lastFailure:)`` when the server stayed unreachable: the graph
+    ///   ``ContainerError/Code/timedOut`` when the server stayed unreachable: the graph
     ///   is in its zone and the share is sent when the server can be reached
     ///   (``shares()`` shows it with ``Share/hasPendingChanges``).
     public func share<E: Entity>(
@@ -113,7 +113,7 @@ extension PersistentCloudContainer {
     /// let folders = try await container.store.read { try $0.fetch(Folder.self) }   // alice's folder is here
     /// ```
     ///
-    /// - Throws: ``ContainerError/sharing(_:)`` with the server's reason when the short GUID names
+    /// - Throws: ``ContainerError/Code/sharing`` with the server's reason when the short GUID names
     ///   no share or this user may not join it.
     /// `shortGUID` may also be a link that carries it, as apps send them: its last path component
     /// (`https://example.com/share/Xq3…`) or a `shortGUID` query item (`…?shortGUID=Xq3…`).

@@ -137,7 +137,7 @@ extension PersistentCloudContainer {
         public var pendingUploads: Int
         /// Uploads the server refused for good (too large, say); they stay local until the app
         /// changes those objects again. ``PersistentCloudContainer/waitUntilSynced(timeout:)``
-        /// throws ``ContainerError/uploadsRefused(_:)`` naming them.
+        /// throws ``ContainerError/Code/uploadsRefused`` naming them.
         public var refusedUploads: Int
         /// The server's database token this device has fetched up to.
         public var serverChangeToken: String?

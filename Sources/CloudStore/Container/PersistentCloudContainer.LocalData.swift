@@ -100,7 +100,7 @@ extension PersistentCloudContainer {
     /// try await container.close()
     /// ```
     ///
-    /// - Throws: ``ContainerError/localOnly`` without a server; for `.everywhere`, the server's or
+    /// - Throws: ``ContainerError/Code/localOnly`` without a server; for `.everywhere`, the server's or
     ///   the network's `CloudError` (nothing local is deleted then).
     public func purgeMirroredData(_ scope: PurgeScope) async throws {
         try await mirror.purge(scope)
@@ -114,8 +114,8 @@ extension PersistentCloudContainer {
     /// try await container.sync()
     /// ```
     ///
-    /// - Throws: ``ContainerError/noLocalDataDecision`` when nothing waits for a decision;
-    ///   ``ContainerError/localOnly`` without a server.
+    /// - Throws: ``ContainerError/Code/noLocalDataDecision`` when nothing waits for a decision;
+    ///   ``ContainerError/Code/localOnly`` without a server.
     public func decide(_ choice: LocalDataChoice) async throws {
         try await mirror.decide(choice)
     }

@@ -151,8 +151,8 @@ public final class PersistentCloudContainer: Sendable {
     /// Sends local changes, then fetches the server's, now: pull to refresh, or each step of a
     /// test with `automaticallySync` off. A request that fails as a whole (no network, throttling)
     /// throws its `CloudError` and what it carried stays pending; rejected credentials throw
-    /// ``ContainerError/syncFailed(_:)``, and a container without a server
-    /// ``ContainerError/localOnly``.
+    /// ``ContainerError/Code/syncFailed``, and a container without a server
+    /// ``ContainerError/Code/localOnly``.
     ///
     /// ```swift
     /// try await container.sync()
@@ -171,9 +171,9 @@ public final class PersistentCloudContainer: Sendable {
     /// server change is here, the "sync finished" signal. Transient failures (no network,
     /// throttling) are retried until `timeout`.
     ///
-    /// - Throws: ``ContainerError/timedOut(_:lastFailure:)`` with the last failure when not in sync
-    ///   in time; ``ContainerError/uploadsRefused(_:)`` when the server refused some uploads for
-    ///   good; ``ContainerError/syncFailed(_:)`` when the credentials were rejected.
+    /// - Throws: ``ContainerError/Code/timedOut`` with the last failure when not in sync
+    ///   in time; ``ContainerError/Code/uploadsRefused`` when the server refused some uploads for
+    ///   good; ``ContainerError/Code/syncFailed`` when the credentials were rejected.
     public func waitUntilSynced(timeout: Duration = .seconds(60)) async throws {
         try await mirror.waitUntilSynced(timeout: timeout)
     }
@@ -265,7 +265,7 @@ public final class PersistentCloudContainer: Sendable {
     /// for problem in difference.refusals(in: .production) { logger.error("\(problem)") }
     /// ```
     ///
-    /// - Throws: ``ContainerError/localOnly`` without a server; the server's or the network's
+    /// - Throws: ``ContainerError/Code/localOnly`` without a server; the server's or the network's
     ///   `CloudError`.
     public func serverSchemaDifference() async throws -> CloudSchema.Difference {
         schema.cloudSchema.difference(from: try await mirror.fetchSchema())

@@ -24,7 +24,7 @@ final class SyncLock: Sendable {
 
     /// Takes the lock of the store at `url`.
     ///
-    /// - Throws: ``ContainerError/alreadyMirrored(_:)`` when another container holds it.
+    /// - Throws: ``ContainerError/Code/alreadyMirrored`` when another container holds it.
     static func acquire(for store: URL) throws -> SyncLock {
         let path = url(for: store).path
         let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)

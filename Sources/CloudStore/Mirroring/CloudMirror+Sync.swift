@@ -63,8 +63,8 @@ extension CloudMirror {
 
     /// Runs `attempt` until it answers a value, retrying transient failures (no network,
     /// throttling) and answers of nil with growing pauses until `timeout`; then throws
-    /// ``ContainerError/timedOut(_:lastFailure:)``. A failure retrying does not fix is
-    /// ``ContainerError/syncFailed(_:)``.
+    /// ``ContainerError/Code/timedOut``. A failure retrying does not fix is
+    /// ``ContainerError/Code/syncFailed``.
     func retrying<T>(timeout: Duration, _ attempt: () async throws -> T?) async throws -> T {
         let clock = ContinuousClock()
         let deadline = clock.now + timeout

@@ -62,7 +62,7 @@ extension DemoScenario {
             try await edit(lisbon, on: carol, as: "carol") { $0.title = carolsTitle }
             throw CommandError("carol's edit of note \(lisbon), shared with her read-only, was saved: report this as a bug")
         } catch let error as ContainerError {
-            guard case .readOnlyShare = error else { throw error }
+            guard error.code == .readOnlyShare else { throw error }
             step(14, "Carol retitles note \"Trip to Lisbon\" \"\(carolsTitle)\": refused before anything is saved:")
             say("   \(error)")
         }

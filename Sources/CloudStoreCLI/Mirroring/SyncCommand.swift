@@ -102,7 +102,8 @@ public struct SyncCommand: CloudStoreSubcommand {
         do {
             do {
                 try await cloud.waitUntilSynced(timeout: .milliseconds(Int64(timeout * 1000)))
-            } catch ContainerError.localDataDecisionNeeded(let decision) {
+            } catch let error as ContainerError where error.code == .localDataDecisionNeeded {
+                let decision = error.localDataDecision!
                 guard let choice else {
                     throw CommandError(
                         "\(decision): run again with --decide uploadAgain, keepLocalOnly or deleteLocalData to say what happens to this device's data")

@@ -55,7 +55,7 @@ struct MirroringLocalDataDecisionTests {
             do {
                 try await b.sync()
                 Issue.record("the sync should stop for the decision it learned")
-            } catch ContainerError.localDataDecisionNeeded {}
+            } catch ContainerError.Code.localDataDecisionNeeded {}
             let status = try await b.container.status()
             let decision = try #require(status.localDataDecision)
             #expect(decision.reason == .zoneDeleted)
@@ -67,7 +67,8 @@ struct MirroringLocalDataDecisionTests {
             do {
                 try await b.container.waitUntilSynced(timeout: .seconds(5))
                 Issue.record("waitUntilSynced should say a decision is pending")
-            } catch ContainerError.localDataDecisionNeeded(let pending) {
+            } catch let error as ContainerError where error.code == .localDataDecisionNeeded {
+                let pending = error.localDataDecision
                 #expect(pending == decision)
             }
             let lookup = HTTPCloudDatabase(
@@ -160,7 +161,8 @@ struct MirroringLocalDataDecisionTests {
             do {
                 try await bob.sync()
                 Issue.record("the sync should stop for a decision")
-            } catch ContainerError.localDataDecisionNeeded(let decision) {
+            } catch let error as ContainerError where error.code == .localDataDecisionNeeded {
+                let decision = try #require(error.localDataDecision)
                 #expect(decision.reason == .accountChanged(previousUser: "_alice", currentUser: "_bob"))
                 #expect(decision.localObjects == 2 && decision.unsentChanges == 1, "\(decision)")
             }
