@@ -250,19 +250,18 @@ extension CloudMirror {
             try await shareZoneDeleted(zone, reason: .deleted)
             return
         }
-        if zone == zoneID { primaryZoneMissing = false }
         logger.warning("the zone is missing on the server; creating it and uploading everything", metadata: ["zone": "\(zone)"])
+        if zone == zoneID {
+            primaryZoneMissing = false
+            try await applyZoneChoice(.uploadAgain)
+            return
+        }
         signal.setZoneSaved(zone, false)
-        let primary = zoneID
         try await transaction { transaction in
-            if zone == primary {
-                try transaction.db.setMirrorState(.zoneSaved, encoding: false)
-                try transaction.uploadEverythingAgain()
-            } else if var row = try transaction.db.mirrorZone(zone) {
-                row.saved = false
-                try transaction.db.save(row)
-                try transaction.uploadEverythingAgain(in: row.key)
-            }
+            guard var row = try transaction.db.mirrorZone(zone) else { return }
+            row.saved = false
+            try transaction.db.save(row)
+            try transaction.uploadEverythingAgain(in: row.key)
         }
     }
 

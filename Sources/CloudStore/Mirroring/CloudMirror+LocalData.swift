@@ -8,8 +8,9 @@ import GRDB
 /// app is asked for lives in the store (``MirrorStateKey/localDataDecision``), written in the
 /// transaction that learns it and cleared in the one that applies the app's choice.
 extension CloudMirror {
-    /// Throws the decision that stops syncing, if one does.
-    func checkNoDecisionPending() throws {
+    /// Throws what stops syncing now, if anything does: a decision the app is to make, or this
+    /// device's copy purged.
+    func checkCanSync() throws {
         if let pausedDecision { throw ContainerError.localDataDecisionNeeded(pausedDecision) }
         if purgedLocally {
             throw ContainerError.syncFailed(
@@ -41,9 +42,7 @@ extension CloudMirror {
         if accountChanged {
             // The engines hold the new user's state now: none of it is saved, and nothing is
             // fetched into the previous user's data. New engines start once the app decides.
-            let stopped = engines.values
-            engines = [:]
-            for engine in stopped { await engine.cancelOperations() }
+            await stopEngines()
         }
         logger.warning(
             "syncing waits for the app to decide about local data",
@@ -79,7 +78,8 @@ extension CloudMirror {
         }
     }
 
-    /// Carries out a choice for the local data of a deleted or purged primary zone.
+    /// Carries out a choice for the local data of a deleted or purged primary zone; also what a
+    /// primary zone the server lost gets (``PersistentCloudContainer/LocalDataChoice/uploadAgain``).
     func applyZoneChoice(_ choice: PersistentCloudContainer.LocalDataChoice) async throws {
         signal.setZoneSaved(zoneID, false)
         try await transaction { transaction in
@@ -126,9 +126,7 @@ extension CloudMirror {
         pausedDecision = nil
         signal.setZoneHeld(zoneID, false)
         if restartingEngines {
-            let stopped = engines.values
-            engines = [:]
-            for engine in stopped { await engine.cancelOperations() }
+            await stopEngines()
             for (scope, database) in databases.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
                 sessions[scope] = EngineSession()
                 makeEngine(database, state: nil)
@@ -144,9 +142,7 @@ extension CloudMirror {
         logger.notice("purging mirrored data", metadata: ["scope": "\(scope.rawValue)", "zone": "\(zoneID.zoneName)"])
         switch scope {
         case .thisDevice:
-            let stopped = engines.values
-            engines = [:]
-            for engine in stopped { await engine.cancelOperations() }
+            await stopEngines()
             try await transaction { transaction in
                 try transaction.deleteMirroredData(allZones: true)
                 for key in [MirrorStateKey.engineState, .sharedEngineState, .zoneSaved, .localDataDecision, .purgedZone] {
@@ -170,5 +166,13 @@ extension CloudMirror {
             pausedDecision = nil
             signal.setZoneHeld(zoneID, false)
         }
+    }
+
+    /// Stops the engines: the mirror no longer hands them anything (``engines`` is emptied first,
+    /// so an event or batch request of a stopped engine is ignored), and their operations end.
+    func stopEngines() async {
+        let stopped = engines.values
+        engines = [:]
+        for engine in stopped { await engine.cancelOperations() }
     }
 }

@@ -67,7 +67,7 @@ extension CloudMirror {
     /// Joins a share by its short GUID: the server adds this user, the zone is mirrored through the
     /// shared database from now on, and its objects are fetched before this returns.
     func acceptShare(shortGUID: String) async throws -> MirrorZone {
-        try checkNoDecisionPending()
+        try checkCanSync()
         guard let shared = engines[.shared] else { throw ContainerError.localOnly }
         let answer = try await shared.database.acceptShares(ShareAcceptRequest(shortGUIDs: [shortGUID]))
         guard let result = answer.results.first else {
@@ -106,7 +106,7 @@ extension CloudMirror {
     /// Sends until the share change of `zoneID` is on the server, retrying transient failures
     /// until `timeout`; answers the zone as it is then.
     private func sendShareChange(in zoneID: ZoneID, scope: DatabaseScope, timeout: Duration) async throws -> MirrorZone {
-        try checkNoDecisionPending()
+        try checkCanSync()
         guard let engine = engines[scope] else { throw ContainerError.localOnly }
         return try await retrying(timeout: timeout) {
             try await self.containerErrors { try await engine.sendChanges() }

@@ -5,7 +5,7 @@ import GRDB
 extension CloudMirror {
     /// The engines, private first; throws when the container has no server.
     private func allEngines() throws -> [SyncEngine] {
-        try checkNoDecisionPending()
+        try checkCanSync()
         guard let engine else { throw ContainerError.localOnly }
         return [engine] + (engines[.shared].map { [$0] } ?? [])
     }
@@ -34,13 +34,13 @@ extension CloudMirror {
         // Creates released, or a zone the send found missing created again: send what waits.
         if heldBackCreates < held || (missing && !primaryZoneMissing && pausedDecision == nil) { try await sendNow() }
         // A decision the fetch asked for stops the sync here: nothing more goes until the app decides.
-        try checkNoDecisionPending()
+        try checkCanSync()
     }
 
     /// Sends and fetches until nothing is left in either direction, retrying transient failures
     /// until `timeout`.
     func waitUntilSynced(timeout: Duration) async throws {
-        try checkNoDecisionPending()
+        try checkCanSync()
         guard engine != nil else { return }
         let engines = try allEngines()
         _ = try await retrying(timeout: timeout) { () -> Bool? in
@@ -51,7 +51,7 @@ extension CloudMirror {
                 }
             }
             // Not in sync while the app is to decide about the local data.
-            try self.checkNoDecisionPending()
+            try self.checkCanSync()
             let (pending, refused) = try await self.store.read { context in
                 (try context.db.pendingUploadCount(), try context.db.refusedUploads())
             }
@@ -96,19 +96,19 @@ extension CloudMirror {
                 PersistentCloudContainer.SyncFailure(code: .authenticationFailed, message: ContainerError.credentialsRejected))
         } catch {
             // An operation stopped because the app is to decide about local data says so.
-            try checkNoDecisionPending()
+            try checkCanSync()
             throw error
         }
     }
 
     func modifySchema(_ schema: CloudSchema) async throws -> CloudSchema {
-        try checkNoDecisionPending()
+        try checkCanSync()
         guard let engine else { throw ContainerError.localOnly }
         return try await engine.database.modifySchema(schema)
     }
 
     func fetchSchema() async throws -> CloudSchema {
-        try checkNoDecisionPending()
+        try checkCanSync()
         guard let engine else { throw ContainerError.localOnly }
         return try await engine.database.fetchSchema()
     }

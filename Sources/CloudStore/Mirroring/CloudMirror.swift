@@ -195,6 +195,7 @@ actor CloudMirror: SyncEngineDelegate {
         otherWriters?.cancel()
         await otherWriters?.value
         otherWriters = nil
+        // Cancelled before they are dropped: an answer that arrives meanwhile is still settled.
         for engine in engines.values { await engine.cancelOperations() }
         engines = [:]
     }
