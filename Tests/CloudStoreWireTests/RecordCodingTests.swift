@@ -132,11 +132,23 @@ struct RecordCodingTests {
             .accessDenied: 403, .atomicError: 400, .authenticationFailed: 401, .authenticationRequired: 421,
             .badRequest: 400, .conflict: 409, .exists: 409, .internalError: 500, .notFound: 404,
             .quotaExceeded: 413, .throttled: 429, .tryAgainLater: 503, .validatingReferenceError: 412,
-            .zoneNotFound: 404, .limitExceeded: 413, .changeTokenExpired: 410,
+            .zoneNotFound: 404, .limitExceeded: 413, .changeTokenExpired: 410, .uniqueFieldError: 409,
         ]
         for code in ServerErrorCode.allKnown {
             #expect(code.httpStatus == expected[code], "\(code)")
         }
+    }
+
+    /// A record type's uniqueness constraints travel as lists of field names, and are absent when
+    /// the type has none (WireProtocol.md §3, Uniqueness constraints).
+    @Test func uniquenessConstraints_travelAsListsOfFieldNames_absentWhenNone() throws {
+        let json = #"{"recordTypes": [{"name": "List", "fields": [{"name": "title", "type": "STRING"}], "uniquenessConstraints": [["title"]]}]}"#
+        let schema = try decode(CloudSchema.self, json)
+        #expect(schema.recordType(named: "List")?.uniquenessConstraints == [["title"]])
+        #expect(try jsonObject(schema) == jsonObject(json))
+        let plain = CloudSchema(recordTypes: [.init(name: "Note", fields: [.init(name: "title", type: .string)])])
+        #expect(!String(decoding: try WireCoding.encode(plain), as: UTF8.self).contains("uniquenessConstraints"))
+        #expect(try decode(CloudSchema.self, #"{"recordTypes": [{"name": "Note", "fields": []}]}"#).recordTypes[0].uniquenessConstraints == nil)
     }
 
     @Test func routes() {

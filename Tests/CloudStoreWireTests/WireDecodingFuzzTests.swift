@@ -81,7 +81,10 @@ import Testing
         Target(ZoneChangesRequest.self, [#"{"zones": [{"zoneID": {"zoneName": "Notes"}, "syncToken": "z1", "resultsLimit": 200, "desiredKeys": null, "desiredRecordTypes": ["Note"]}], "numbersAsStrings": true}"#]),
         Target(ZoneChangesResponse.self, [#"{"zones": [{"zoneID": {"zoneName": "Notes"}, "syncToken": "z2", "moreComing": true, "records": [\#(record), {"recordName": "N-3", "recordType": "Note", "deleted": true, "recordChangeTag": "t"}]}, \#(error)]}"#]),
         Target(NotificationsResponse.self, [#"{"changed": true, "syncToken": "d3", "zones": [{"zoneID": {"zoneName": "Notes"}}]}"#]),
-        Target(CloudSchema.self, [#"{"recordTypes": [{"name": "Note", "fields": [{"name": "title", "type": "STRING", "queryable": true}, {"name": "tags", "type": "STRING_LIST"}]}], "version": 3}"#]),
+        Target(CloudSchema.self, [
+            #"{"recordTypes": [{"name": "Note", "fields": [{"name": "title", "type": "STRING", "queryable": true}, {"name": "tags", "type": "STRING_LIST"}]}], "version": 3}"#,
+            #"{"recordTypes": [{"name": "List", "fields": [{"name": "title", "type": "STRING"}, {"name": "owner", "type": "REFERENCE"}], "uniquenessConstraints": [["title"], ["owner", "title"]]}]}"#,
+        ]),
         Target(CallerResponse.self, [#"{"userRecordName": "_u1", "users": [{"userRecordName": "_u1"}]}"#]),
     ]
 

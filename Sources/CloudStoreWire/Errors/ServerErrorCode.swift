@@ -50,12 +50,16 @@ public struct ServerErrorCode: RawRepresentable, Hashable, Sendable, Codable, Cu
     public static let limitExceeded = ServerErrorCode(rawValue: "LIMIT_EXCEEDED")
     /// (ext) The sync token is older than the server's tombstone horizon. Refetch from scratch.
     public static let changeTokenExpired = ServerErrorCode(rawValue: "CHANGE_TOKEN_EXPIRED")
+    /// (ext: Apple's code, used as <doc:WireProtocol> §3 says) A save would give its record the
+    /// values of a uniqueness constraint that another live record of the zone has. Merge into the
+    /// error's `serverRecord` (that record), or change the values. Fatal for the item.
+    public static let uniqueFieldError = ServerErrorCode(rawValue: "UNIQUE_FIELD_ERROR")
 
     /// Every code the wire protocol defines (<doc:WireProtocol> §4).
     public static let allKnown: [ServerErrorCode] = [
         .accessDenied, .atomicError, .authenticationFailed, .authenticationRequired, .badRequest, .conflict,
         .exists, .internalError, .notFound, .quotaExceeded, .throttled, .tryAgainLater,
-        .validatingReferenceError, .zoneNotFound, .limitExceeded, .changeTokenExpired,
+        .validatingReferenceError, .zoneNotFound, .limitExceeded, .changeTokenExpired, .uniqueFieldError,
     ]
 
     /// The HTTP status a request-level error with this code answers with.
@@ -73,6 +77,7 @@ public struct ServerErrorCode: RawRepresentable, Hashable, Sendable, Codable, Cu
         case .tryAgainLater: 503
         case .validatingReferenceError: 412
         case .changeTokenExpired: 410
+        case .uniqueFieldError: 409
         default: 500
         }
     }

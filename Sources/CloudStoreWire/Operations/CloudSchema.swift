@@ -6,10 +6,21 @@ public struct CloudSchema: Hashable, Sendable, Codable {
     public struct RecordType: Hashable, Sendable, Codable {
         public var name: String
         public var fields: [Field]
+        /// (ext) Sets of field names whose values together are unique within a zone: a save that
+        /// would give a second live record of the zone the same values fails with
+        /// ``ServerErrorCode/uniqueFieldError``. A record missing a field of a set, or holding
+        /// null there, is not constrained by that set. Nil (absent on the wire) when the type has none
+        /// (<doc:WireProtocol> §3, "Uniqueness constraints").
+        ///
+        /// ```swift
+        /// CloudSchema.RecordType(name: "List", fields: [.init(name: "title", type: .string)], uniquenessConstraints: [["title"]])
+        /// ```
+        public var uniquenessConstraints: [[String]]?
 
-        public init(name: String, fields: [Field]) {
+        public init(name: String, fields: [Field], uniquenessConstraints: [[String]]? = nil) {
             self.name = name
             self.fields = fields
+            self.uniquenessConstraints = uniquenessConstraints
         }
 
         public func field(named name: String) -> Field? { fields.first { $0.name == name } }
