@@ -5,10 +5,12 @@ import Foundation
 ///
 /// In `development` the schema follows the records: saving a new record type or field adds it,
 /// with the type of the value (as CloudKit's just-in-time schema does). In `production` records
-/// must match the schema, and the schema only grows.
+/// must match the schema, and the schema only grows. Uniqueness constraints come only from
+/// `schema/modify` (``uniquenessProblem(_:)``): records never add or remove one.
 enum SchemaRules {
     /// Admits a record's fields: in development extends `schema` with what is new; answers the
-    /// reason the record does not fit, or nil.
+    /// reason the record does not fit, or nil. A record type it extends keeps its uniqueness
+    /// constraints; one it adds has none.
     static func admit(
         recordType: String, fields: [String: FieldValue], into schema: inout CloudSchema,
         environment: CloudEnvironment
@@ -140,12 +142,52 @@ enum SchemaRules {
         }
     }
 
+    /// What is wrong with the uniqueness constraints of a record type of a `schema/modify`
+    /// request, naming the type, the field and the fix; nil when nothing. Each constraint names
+    /// one or more fields the type declares, each once, of a type whose values compare exactly
+    /// (``UniqueKey/constrainableTypes``), and no two constraints of the type are the same set.
+    static func uniquenessProblem(_ type: CloudSchema.RecordType) -> String? {
+        guard let constraints = type.uniquenessConstraints, !constraints.isEmpty else { return nil }
+        if ShareMetadata.isShareType(type.name) {
+            return "record type \(type.name) cannot have uniqueness constraints: leave uniquenessConstraints out of it"
+        }
+        let allowed = UniqueKey.constrainableTypes.map(\.rawValue).joined(separator: ", ")
+        var seen = Set<[String]>()
+        for constraint in constraints {
+            let shown = "[\(constraint.prefix(16).map { $0.prefix(64) }.joined(separator: ", "))]"
+            guard !constraint.isEmpty else {
+                return "record type \(type.name) has an empty uniqueness constraint: list one or more of its fields in it, or leave it out"
+            }
+            var fieldNames = Set<String>()
+            for name in constraint {
+                guard fieldNames.insert(name).inserted else {
+                    return "uniqueness constraint \(shown) of record type \(type.name) names field \(name.prefix(64)) twice: name each field once"
+                }
+                guard let field = type.field(named: name) else {
+                    return "uniqueness constraint \(shown) of record type \(type.name) names field \(name.prefix(64)), which \(type.name) does not declare: declare it in the type's fields in the same request, or correct the name"
+                }
+                guard UniqueKey.constrainableTypes.contains(field.type) else {
+                    return "uniqueness constraint \(shown) of record type \(type.name) names field \(type.name).\(name), which is \(field.type.rawValue): a constraint may name fields of type \(allowed) only; remove the field from the constraint"
+                }
+            }
+            guard seen.insert(UniqueKey.canonical(constraint)).inserted else {
+                return "uniqueness constraint \(shown) of record type \(type.name) is declared twice (the order of its fields does not matter): declare it once"
+            }
+        }
+        return nil
+    }
+
     /// The schema after a `schema/modify`, or nil when nothing changes. Record types the request
-    /// names are replaced by the request's version; others stay. In production a field may not be
-    /// removed or retyped (an `UNKNOWN_LIST` may become a concrete list).
+    /// names are replaced by the request's version (their uniqueness constraints too: none when
+    /// the request has none); others stay. In production a field may not be removed or retyped
+    /// (an `UNKNOWN_LIST` may become a concrete list).
     static func merge(
         _ request: CloudSchema, into current: CloudSchema, environment: CloudEnvironment
     ) throws(APIError) -> CloudSchema? {
+        var request = request
+        for index in request.recordTypes.indices where request.recordTypes[index].uniquenessConstraints?.isEmpty == true {
+            request.recordTypes[index].uniquenessConstraints = nil
+        }
         var names = Set<String>()
         for type in request.recordTypes {
             if let problem = RecordRules.identifierProblem(type.name, what: "record type") {
@@ -162,6 +204,9 @@ enum SchemaRules {
                 guard fieldNames.insert(field.name).inserted else {
                     throw APIError(.badRequest, "field \(type.name).\(field.name) appears twice")
                 }
+            }
+            if let problem = uniquenessProblem(type) {
+                throw APIError(.badRequest, problem)
             }
         }
         var merged = current
