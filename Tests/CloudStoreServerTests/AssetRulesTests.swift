@@ -118,7 +118,7 @@ struct AssetRulesTests {
             stamp: Record.Stamp(timestamp: now, userRecordName: "_u1"), environment: .development,
             onlyCreatorMayChange: false, rules: recordRules, present: { Record(recordName: $0.name) })
         #expect(modifier.snapshotRequest.receipts == [Self.r1])
-        let (plan, outcomes) = modifier.plan(
+        let (plan, outcomes) = try modifier.plan(
             RecordSnapshot(
                 zone: .pristineDefaultZone(), records: [:], deleteSelfReferrers: [:], schema: .empty,
                 receipts: [Self.r1: receipt()]))

@@ -90,6 +90,7 @@ struct PostgresLayoutTests {
                 "creating index cloudstore_asset_removable", "creating table cloudstore_asset_chunk",
                 "creating table cloudstore_share", "creating table cloudstore_share_participant",
                 "creating index cloudstore_share_participant_by_db_seq", "creating unique index cloudstore_record_by_key",
+                "creating table cloudstore_record_key", "creating index cloudstore_record_key_by_source",
             ])
     }
 

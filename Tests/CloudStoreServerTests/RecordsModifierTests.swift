@@ -35,7 +35,7 @@ struct RecordsModifierTests {
     }
 
     /// The public database's rule: only the creator changes or deletes a record; anyone creates.
-    @Test func onlyTheCreatorMayChangeOrDeleteWhenTheRuleApplies() {
+    @Test func onlyTheCreatorMayChangeOrDeleteWhenTheRuleApplies() throws {
         let rows = [stored("A", seq: 1), stored("B", seq: 2)]
         let operations: [(RecordsModifyRequest.OperationType, Record)] = [
             (.update, Record(recordName: "A", recordChangeTag: "1", fields: ["x": 1])),
@@ -47,7 +47,7 @@ struct RecordsModifierTests {
             (.delete, Record(recordName: "A", recordChangeTag: "1")), (.forceDelete, Record(recordName: "B")),
         ]
         for batch in [operations, deletes] {
-            let (plan, outcomes) = modifier(batch, atomic: false, by: "_u2", onlyCreatorMayChange: true)
+            let (plan, outcomes) = try modifier(batch, atomic: false, by: "_u2", onlyCreatorMayChange: true)
                 .plan(snapshot(rows))
             let denied = outcomes.map { outcome -> Bool in
                 if case .failed(let error) = outcome { return error.serverErrorCode == .accessDenied }
@@ -56,9 +56,9 @@ struct RecordsModifierTests {
             #expect(denied == batch.map { $0.1.recordName == "A" || $0.1.recordName == "B" })
             #expect(!plan.writes.contains { $0.name == "A" || $0.name == "B" })
         }
-        let (byCreator, _) = modifier(deletes, atomic: true, by: "_u1", onlyCreatorMayChange: true).plan(snapshot(rows))
+        let (byCreator, _) = try modifier(deletes, atomic: true, by: "_u1", onlyCreatorMayChange: true).plan(snapshot(rows))
         #expect(byCreator.writes.map(\.name) == ["A", "B"], "the creator may delete")
-        let (unrestricted, _) = modifier(deletes, atomic: true, by: "_u2").plan(snapshot(rows))
+        let (unrestricted, _) = try modifier(deletes, atomic: true, by: "_u2").plan(snapshot(rows))
         #expect(unrestricted.writes.map(\.name) == ["A", "B"], "private zones have no such rule")
     }
 
@@ -68,18 +68,18 @@ struct RecordsModifierTests {
             deletedAt: nil)
     }
 
-    func snapshot(_ records: [StoredRecord], referrers: [String: Set<String>] = [:]) -> RecordSnapshot {
+    func snapshot(_ records: [StoredRecord], referrers: [String: Set<String>] = [:], schema: CloudSchema = .empty) -> RecordSnapshot {
         RecordSnapshot(
             zone: StoredZone(name: "Notes", seq: 10, dbSeq: 1, incarnation: 1, purgedThrough: 0, deleted: false),
             records: Dictionary(uniqueKeysWithValues: records.map { ($0.name, $0) }), deleteSelfReferrers: referrers,
-            schema: .empty)
+            schema: schema)
     }
 
     func validating(_ name: String, to target: String) -> Record {
         Record(recordName: name, recordType: "Note", fields: ["ref": .reference(Reference(recordName: target, action: .validate))])
     }
 
-    @Test func validateFailuresPropagateAlongAChainOfNewRecords() {
+    @Test func validateFailuresPropagateAlongAChainOfNewRecords() throws {
         let existing = stored("A", seq: 3)
         let modifier = modifier(
             [
@@ -88,7 +88,7 @@ struct RecordsModifierTests {
                 (.create, validating("C", to: "B")),
                 (.forceDelete, Record(recordName: "N")),
             ], atomic: false)
-        let (plan, outcomes) = modifier.plan(snapshot([existing, stored("N", seq: 4)]))
+        let (plan, outcomes) = try modifier.plan(snapshot([existing, stored("N", seq: 4)]))
         let codes = outcomes.map { outcome -> ServerErrorCode? in
             if case .failed(let error) = outcome { return error.serverErrorCode }
             return nil
@@ -97,28 +97,28 @@ struct RecordsModifierTests {
         #expect(plan.writes.map(\.name) == ["N"], "only the delete is written")
     }
 
-    @Test func cascadeSkipsRecordsTheRequestWritesItself() {
+    @Test func cascadeSkipsRecordsTheRequestWritesItself() throws {
         let modifier = modifier(
             [(.forceDelete, Record(recordName: "F")), (.forceUpdate, Record(recordName: "K", fields: ["keep": 1]))],
             atomic: true)
         let rows = [stored("F", seq: 1), stored("K", seq: 2), stored("G", seq: 3), stored("H", seq: 4)]
-        let (plan, _) = modifier.plan(snapshot(rows, referrers: ["F": ["K", "G"], "G": ["H"]]))
+        let (plan, _) = try modifier.plan(snapshot(rows, referrers: ["F": ["K", "G"], "G": ["H"]]))
         #expect(plan.writes.map(\.name) == ["F", "K", "G", "H"])
         #expect(plan.writes.filter { $0.change == .delete }.map(\.name) == ["F", "G", "H"])
     }
 
-    @Test func atomicFailureWritesNothingAndNoSchema() {
+    @Test func atomicFailureWritesNothingAndNoSchema() throws {
         let modifier = modifier(
             [(.create, Record(recordName: "New", recordType: "Fresh", fields: ["f": "x"])), (.create, validating("B", to: "nowhere"))],
             atomic: true)
-        let (plan, outcomes) = modifier.plan(snapshot([]))
+        let (plan, outcomes) = try modifier.plan(snapshot([]))
         #expect(plan.writes.isEmpty && plan.schema == nil)
         #expect(outcomes.first == .atomicError("New"))
     }
 
-    @Test func developmentSavesExtendTheSchema() {
+    @Test func developmentSavesExtendTheSchema() throws {
         let modifier = modifier([(.create, Record(recordName: "New", recordType: "Fresh", fields: ["f": "x"]))], atomic: true)
-        let (plan, _) = modifier.plan(snapshot([]))
+        let (plan, _) = try modifier.plan(snapshot([]))
         #expect(plan.schema?.recordType(named: "Fresh")?.field(named: "f")?.type == .string)
     }
 }

@@ -104,8 +104,10 @@ struct ServerPostgresRestartTests {
     /// SIGKILLed and started again five times, and an earlier instance restarts on the later layout.
     @Test func upgrade_ofALayoutAnEarlierReleaseIsServing_underItsWriters() async throws {
         try await Backend.withFreshSchema { url in
-            let current = PostgresLayout(schema: "any").version
-            let earlier = current - 1
+            let layout = PostgresLayout(schema: "any")
+            let current = layout.version
+            // The release before the record key index: the steps before it.
+            let earlier = try #require(layout.steps.firstIndex { $0.name == "cloudstore_record_by_key" })
             var old: [CloudServer] = []
             var writerGroups: [Writers] = []
             var child: ServerProcess?

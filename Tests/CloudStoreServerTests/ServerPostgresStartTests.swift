@@ -73,8 +73,9 @@ struct ServerPostgresStartTests {
     /// An upgrade step that cannot get its lock within the lock timeout (PostgreSQL: 55P03) is
     /// tried again, and the start succeeds once the lock is free, rather than failing.
     @Test func anUpgradeStepThatCannotGetItsLock_isTriedAgainUntilItCan() async throws {
+        let keyIndexStep = try #require(PostgresLayout(schema: "any").steps.firstIndex { $0.name == "cloudstore_record_by_key" }) + 1
         try await Backend.withFreshSchema { url in
-            try await ServerPostgresRestartTests.startEarlierRelease(url, steps: Self.current - 1).shutdown()
+            try await ServerPostgresRestartTests.startEarlierRelease(url, steps: keyIndexStep - 1).shutdown()
             let recorder = LogRecorder()
             try await withPostgres(url) { storage, connection in
                 try await storage.run("BEGIN", on: connection)
@@ -94,7 +95,7 @@ struct ServerPostgresStartTests {
             }
             let retry = try #require(recorder.messages.first { $0.contains("conflicted with live traffic; retrying") })
             #expect(retry.contains("sqlState=55P03"), "\(retry)")
-            #expect(retry.contains("step \(Self.current) of \(Self.current): creating unique index cloudstore_record_by_key"), "\(retry)")
+            #expect(retry.contains("step \(keyIndexStep) of \(Self.current): creating unique index cloudstore_record_by_key"), "\(retry)")
         }
     }
 

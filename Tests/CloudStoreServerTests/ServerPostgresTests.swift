@@ -128,6 +128,68 @@ struct ServerPostgresTests {
     }
 }
 
+/// Uniqueness constraints (WireProtocol.md §3) with several servers on one database.
+extension ServerPostgresTests {
+    static let lists = CloudSchema(recordTypes: [
+        .init(name: "List", fields: [.init(name: "title", type: .string)], uniquenessConstraints: [["title"]])
+    ])
+
+    /// Two servers on one database, and a client of each (alice's).
+    func withTwoServers(_ url: String, _ body: (CloudClient, CloudClient) async throws -> Void) async throws {
+        let a = try await TestServer.start(storage: .postgres(url: url))
+        let b = try await TestServer.start(storage: .postgres(url: url))
+        do {
+            let throughA = CloudClient(baseURL: a.baseURL)
+            var throughB = throughA
+            throughB.baseURL = b.baseURL
+            try await body(throughA, throughB)
+        } catch {
+            try? await a.shutdown()
+            try? await b.shutdown()
+            throw error
+        }
+        try await a.shutdown()
+        try await b.shutdown()
+    }
+
+    func declare(_ client: CloudClient, _ schema: CloudSchema) async throws -> Answer {
+        try await client.send(.POST, client.basePath + "/schema/modify", body: try WireCoding.encode(schema))
+    }
+
+    func list(_ name: String, _ title: String) -> Record {
+        Record(recordName: name, recordType: "List", fields: ["title": .string(title)])
+    }
+
+    /// Eight creates of one title in one zone at once, half through each server, round after
+    /// round: each round exactly one is saved, and the others answer `UNIQUE_FIELD_ERROR` with it.
+    @Test func concurrentCreatesOfOneKey_onTwoServers_saveExactlyOne() async throws {
+        try await Backend.withFreshSchema { url in
+            try await withTwoServers(url) { throughA, throughB in
+                #expect(try await declare(throughA, Self.lists).status == 200)
+                try await throughA.createZone("Lists")
+                for round in 0..<10 {
+                    let results = try await withThrowingTaskGroup(of: RecordResult.self) { group in
+                        for writer in 0..<8 {
+                            let client = writer.isMultiple(of: 2) ? throughA : throughB
+                            let record = list("R\(round)-\(writer)", "T\(round)")
+                            group.addTask { try await client.modify("Lists", [.init(.create, record)], atomic: false).results[0] }
+                        }
+                        return try await group.reduce(into: [RecordResult]()) { $0.append($1) }
+                    }
+                    let saved = results.compactMap(\.record)
+                    #expect(saved.count == 1, "round \(round): \(results)")
+                    #expect(
+                        results.compactMap(\.error).allSatisfy {
+                            $0.serverErrorCode == .uniqueFieldError && $0.serverRecord?.recordName == saved.first?.recordName
+                        }, "round \(round): \(results)")
+                }
+                let stored = try await throughB.allZoneChanges("Lists").records
+                #expect(stored.count == 10, "one record per title")
+            }
+        }
+    }
+}
+
 /// A flag one task sets and another reads.
 final class Flag: Sendable {
     private let value = Mutex(false)

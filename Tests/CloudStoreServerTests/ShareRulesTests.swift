@@ -171,8 +171,8 @@ struct ShareRulesTests {
         return record
     }
 
-    @Test func owner_createsUpdatesAndStopsTheShareWithTheRecord() {
-        let (created, createdOutcomes) = modifier([(.create, shareRecord([("_bob", .readWrite)]))], environment: .production)
+    @Test func owner_createsUpdatesAndStopsTheShareWithTheRecord() throws {
+        let (created, createdOutcomes) = try modifier([(.create, shareRecord([("_bob", .readWrite)]))], environment: .production)
             .plan(snapshot([], share: nil))
         #expect(codes(createdOutcomes) == [nil], "a share needs no schema, even in production")
         #expect(created.writes.first?.type == ShareMetadata.recordType && created.schema == nil)
@@ -180,38 +180,38 @@ struct ShareRulesTests {
         #expect(saved.participants["_bob"]?.status == .invited && created.sharedDatabases.isEmpty)
 
         let accepted = share([("_bob", .readWrite, .accepted)])
-        let (updated, _) = modifier([(.update, shareRecord([], tag: "4"))]).plan(snapshot([shareRow(seq: 4)], share: accepted))
+        let (updated, _) = try modifier([(.update, shareRecord([], tag: "4"))]).plan(snapshot([shareRow(seq: 4)], share: accepted))
         #expect(updated.sharedDatabases == ["_bob"], "bob learns he lost access")
-        let (stale, staleOutcomes) = modifier([(.update, shareRecord([], tag: "1"))]).plan(snapshot([shareRow(seq: 4)], share: accepted))
+        let (stale, staleOutcomes) = try modifier([(.update, shareRecord([], tag: "1"))]).plan(snapshot([shareRow(seq: 4)], share: accepted))
         #expect(codes(staleOutcomes) == [.conflict] && stale.share == nil)
-        let (stopped, stopOutcomes) = modifier([(.forceDelete, Record(recordName: ShareMetadata.zoneShareRecordName))])
+        let (stopped, stopOutcomes) = try modifier([(.forceDelete, Record(recordName: ShareMetadata.zoneShareRecordName))])
             .plan(snapshot([shareRow(seq: 4)], share: accepted))
         #expect(stopOutcomes == [.deleted(ShareMetadata.zoneShareRecordName)])
         guard case .stop(let ended)? = stopped.share else { Issue.record("not stopped"); return }
         #expect(ended.participants["_bob"]?.status == .removed && stopped.sharedDatabases == ["_bob"])
 
         let defaultZone = zone.partition.zone(ZoneID.defaultZoneName)
-        let (_, inDefault) = modifier([(.create, shareRecord([]))], in: defaultZone).plan(snapshot([], share: nil))
+        let (_, inDefault) = try modifier([(.create, shareRecord([]))], in: defaultZone).plan(snapshot([], share: nil))
         #expect(codes(inDefault) == [.badRequest])
     }
 
-    @Test func participants_readOnlyWritesAreDeniedAndLeavingRemovesTheCaller() {
+    @Test func participants_readOnlyWritesAreDeniedAndLeavingRemovesTheCaller() throws {
         let current = share([("_bob", .readWrite, .accepted), ("_carol", .readOnly, .accepted), ("_dave", .readOnly, .removed)])
         let rows = [shareRow(seq: 4), note("L-1", seq: 5)]
         let write: (RecordsModifyRequest.OperationType, Record) = (.forceUpdate, Record(recordName: "L-1", fields: ["x": 1]))
 
-        let (bobPlan, bobOutcomes) = modifier([write], participant: "_bob").plan(snapshot(rows, share: current))
+        let (bobPlan, bobOutcomes) = try modifier([write], participant: "_bob").plan(snapshot(rows, share: current))
         #expect(codes(bobOutcomes) == [nil] && bobPlan.sharedDatabases == ["_bob", "_carol"])
-        let (_, carolOutcomes) = modifier([write], participant: "_carol").plan(snapshot(rows, share: current))
+        let (_, carolOutcomes) = try modifier([write], participant: "_carol").plan(snapshot(rows, share: current))
         #expect(codes(carolOutcomes) == [.accessDenied])
-        let (davePlan, daveOutcomes) = modifier([write, (.create, Record(recordName: "N", recordType: "Note"))], participant: "_dave")
+        let (davePlan, daveOutcomes) = try modifier([write, (.create, Record(recordName: "N", recordType: "Note"))], participant: "_dave")
             .plan(snapshot(rows, share: current))
         #expect(codes(daveOutcomes) == [.accessDenied, .accessDenied] && davePlan.writes.isEmpty)
 
-        let (_, changeShare) = modifier([(.forceUpdate, shareRecord([("_carol", .readWrite)]))], participant: "_bob")
+        let (_, changeShare) = try modifier([(.forceUpdate, shareRecord([("_carol", .readWrite)]))], participant: "_bob")
             .plan(snapshot(rows, share: current))
         #expect(codes(changeShare) == [.accessDenied])
-        let (left, leftOutcomes) = modifier(
+        let (left, leftOutcomes) = try modifier(
             [(.delete, Record(recordName: ShareMetadata.zoneShareRecordName, recordChangeTag: "stale"))], participant: "_carol"
         ).plan(snapshot(rows, share: current))
         #expect(leftOutcomes == [.deleted(ShareMetadata.zoneShareRecordName)], "leaving ignores the tag and is a success")

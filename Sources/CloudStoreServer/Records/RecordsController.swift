@@ -52,7 +52,7 @@ struct RecordsController: Sendable {
             let ((outcomes, sharedDatabases, share, zoneBefore), written) = try await services.storage.modifyRecords(
                 in: zone, loading: modifier.snapshotRequest,
                 decide: { snapshot in
-                    let (plan, outcomes) = modifier.plan(snapshot)
+                    let (plan, outcomes) = try modifier.plan(snapshot)
                     return (plan, (outcomes, plan.sharedDatabases, plan.share(after: snapshot.share), snapshot.zone))
                 })
         else { throw services.zoneNotFound(zone) }

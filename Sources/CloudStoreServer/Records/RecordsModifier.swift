@@ -9,7 +9,8 @@ import Foundation
 /// An atomic request with any failure writes nothing and reports `ATOMIC_ERROR` for every
 /// operation that did not fail itself. `ASSETID` values follow ``AssetRules``; the share record
 /// `cloudkit.zoneshare` and writes through the shared database follow ``ShareRules``
-/// (RecordsModifier+Share.swift).
+/// (RecordsModifier+Share.swift); uniqueness constraints of record types follow ``UniqueKey``
+/// (RecordsModifier+UniqueKeys.swift).
 struct RecordsModifier: Sendable {
     struct Operation: Sendable {
         var type: RecordsModifyRequest.OperationType
@@ -59,7 +60,10 @@ struct RecordsModifier: Sendable {
         return RecordSnapshotRequest(names: names, cascadeRoots: roots, receipts: receipts)
     }
 
-    func plan(_ snapshot: RecordSnapshot) -> (RecordWritePlan, [Outcome]) {
+    /// The writes and each operation's outcome. Throws ``RecordSnapshot/MissingUniqueKeys`` when
+    /// records it saves hold unique keys the snapshot did not read: the storage reads them and
+    /// calls it again.
+    func plan(_ snapshot: RecordSnapshot) throws(RecordSnapshot.MissingUniqueKeys) -> (RecordWritePlan, [Outcome]) {
         var schema = snapshot.schema
         var share = snapshot.share
         var shareChange: ShareChange?
@@ -95,7 +99,12 @@ struct RecordsModifier: Sendable {
                 outcomes.append(.failed(error))
             }
         }
-        let cascade = checkReferences(&outcomes, writes: &writes, snapshot: snapshot)
+        var cascade = checkReferences(&outcomes, writes: &writes, snapshot: snapshot)
+        // A save failed for its keys can make references to it fail, which can free or keep keys:
+        // until neither check fails anything more.
+        while try checkUniqueKeys(&outcomes, writes: &writes, snapshot: snapshot) {
+            cascade = checkReferences(&outcomes, writes: &writes, snapshot: snapshot)
+        }
 
         let failed = outcomes.contains { if case .failed = $0 { true } else { false } }
         if atomic && failed {
@@ -107,7 +116,11 @@ struct RecordsModifier: Sendable {
         }
         var ordered = writes.sorted { $0.key < $1.key }.map(\.value)
         ordered += cascade.sorted().compactMap { name in
-            snapshot.records[name].map { RecordWrite(name: name, type: $0.type, change: .delete, time: stamp.timestamp) }
+            snapshot.records[name].map {
+                RecordWrite(
+                    name: name, type: $0.type, change: .delete, time: stamp.timestamp,
+                    uniqueKeys: uniqueKeysAfterDeletion(of: $0.type, in: snapshot.schema))
+            }
         }
         var changedSchema = schema == snapshot.schema || ordered.isEmpty ? nil : schema
         // Every change raises the version: storage stores a schema only over the version it read,
@@ -218,8 +231,10 @@ struct RecordsModifier: Sendable {
                 time: stamp.timestamp))
     }
 
-    func conflict(_ code: ServerErrorCode, _ reason: String, _ live: StoredRecord) -> ServerError {
-        var error = rules.failure(code, reason, live.name)
+    /// A failure that carries the stored record `live` as `serverRecord`; it is the failure of
+    /// `recordName` when given, else of `live`.
+    func conflict(_ code: ServerErrorCode, _ reason: String, _ live: StoredRecord, recordName: String? = nil) -> ServerError {
+        var error = rules.failure(code, reason, recordName ?? live.name)
         error.serverRecord = try? present(live)
         return error
     }

@@ -50,7 +50,13 @@ protocol ServerStorage: ConsoleStorage, AssetStorage {
     /// and applies them with consecutive sequences, all in one transaction. Answers nil (without
     /// calling `decide`) when the zone does not exist, else the decision and the rows as written, in
     /// order. `decide` is pure: a backend may call it again when a concurrent schema change made
-    /// its snapshot stale. An error it throws rolls everything back and is rethrown as is.
+    /// its snapshot stale. When it throws ``RecordSnapshot/MissingUniqueKeys``, the backend reads
+    /// the holders of those keys (and their rows) into the snapshot and calls it again; any other
+    /// error it throws rolls everything back and is rethrown as is.
+    ///
+    /// Each write with ``RecordWrite/uniqueKeys`` replaces its record's rows of unique keys
+    /// (`cloudstore_record_key`, one per key: zone, key, the record's type and name); a deletion
+    /// removes them, as deleting a zone removes its zone's.
     ///
     /// The snapshot holds the zone's share (WireProtocol.md §6); when the plan writes anything,
     /// its ``RecordWritePlan/share`` is stored and each user of ``RecordWritePlan/sharedDatabases``

@@ -148,6 +148,11 @@ struct RecordWrite: Hashable, Sendable {
     var change: Change
     /// When the write happens: a tombstone's deletion time.
     var time: Date
+    /// When the record's type has uniqueness constraints, the keys (``UniqueKey/text``) the record
+    /// holds after the write: the storage replaces the record's key rows with them (a delete
+    /// leaves none). Nil when the type has none: such a record has no key rows, and the storage
+    /// spends no statement on them.
+    var uniqueKeys: [String]? = nil
 
     /// Whether the record may have references and saved assets to drop before this write: it is
     /// live in `stored`, the rows the plan read (or was not read). A record absent or deleted there
@@ -207,6 +212,41 @@ struct RecordSnapshot: Sendable {
     var receipts: [String: AssetReceipt] = [:]
     /// The zone's share, with every participant row; nil when the zone is not shared.
     var share: StoredShare? = nil
+    /// Every unique key read for the plan (``MissingUniqueKeys``), held by a live record or not.
+    var uniqueKeysRead: Set<String> = []
+    /// Of ``uniqueKeysRead``, those a live record holds, with its name; that record is in ``records``.
+    var uniqueKeyHolders: [String: String] = [:]
+
+    /// What a plan throws when records it saves hold unique keys the snapshot did not read: the
+    /// storage reads them (``add(uniqueKeys:holders:rows:)``) and calls the plan again. A plan
+    /// learns its keys only once it knows the schema and each record's final fields (an update
+    /// keeps stored fields, a value sent without a type takes the schema's), so the first
+    /// snapshot reads none, and a request that saves no record of a constrained type costs no
+    /// read of them.
+    struct MissingUniqueKeys: Error, Hashable, Sendable {
+        var keys: Set<String>
+    }
+
+    /// What `decide` answers for this snapshot, or the unique keys it asks for first: a backend
+    /// reads them (``add(uniqueKeys:holders:rows:)``) and asks again. Any other error is thrown.
+    func decision<Decision>(
+        _ decide: (RecordSnapshot) throws -> (RecordWritePlan, Decision)
+    ) throws -> Result<(RecordWritePlan, Decision), MissingUniqueKeys> {
+        do {
+            return .success(try decide(self))
+        } catch let missing as MissingUniqueKeys {
+            return .failure(missing)
+        }
+    }
+
+    /// Adds the unique keys the plan asked for: the live records holding them by key, and those
+    /// records' rows (live records that are already in ``records`` may be left out of `rows`).
+    mutating func add(uniqueKeys keys: Set<String>, holders: [String: String], rows: [String: StoredRecord]) {
+        precondition(!keys.isSubset(of: uniqueKeysRead), "a plan asked again for unique keys it was given")
+        uniqueKeysRead.formUnion(keys)
+        uniqueKeyHolders.merge(holders) { $1 }
+        records.merge(rows) { stored, _ in stored }
+    }
 }
 
 /// What a plan decided: writes in order, and a schema to store instead of the snapshot's (its

@@ -331,6 +331,18 @@ extension PostgresLayout {
             index("cloudstore_share_participant_by_db_seq", on: "cloudstore_share_participant", "(shared_partition_id, db_seq)"),
             // The lookup of a batch by name (PostgresStorage.lookup(_:_:named:)).
             index("cloudstore_record_by_key", on: "cloudstore_record", "(\(PostgresStorage.recordKeySQL))", unique: true),
+            // Unique keys of records under their types' uniqueness constraints (UniqueKey).
+            table(
+                "cloudstore_record_key",
+                """
+                partition_id BIGINT NOT NULL,
+                zone TEXT NOT NULL,
+                key TEXT NOT NULL,
+                type TEXT NOT NULL,
+                source TEXT NOT NULL,
+                PRIMARY KEY (partition_id, zone, key)
+                """),
+            index("cloudstore_record_key_by_source", on: "cloudstore_record_key", "(partition_id, zone, source)"),
         ]
     }
 }

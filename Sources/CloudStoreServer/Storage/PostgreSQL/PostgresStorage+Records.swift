@@ -85,7 +85,8 @@ extension PostgresStorage {
 
     /// One batch: five round trips for a batch of creates or of updates without references (`BEGIN`,
     /// the partition's lock, ``modifyContext(_:_:_:named:)``, ``writeBatch(_:after:replacing:_:_:_:)``,
-    /// `COMMIT`); removing replaced references, cascades, receipts, shares and schema changes add theirs.
+    /// `COMMIT`); removing replaced references, cascades, receipts, shares, schema changes and
+    /// records of types with uniqueness constraints (their keys' holders, their key rows) add theirs.
     private func modifyRecords<Decision: Sendable>(
         _ connection: PostgresConnection, in zone: ZoneAddress, loading request: RecordSnapshotRequest,
         decide: @Sendable (RecordSnapshot) throws -> (RecordWritePlan, Decision)
@@ -116,13 +117,18 @@ extension PostgresStorage {
             connection, container: partition.container, environment: partition.environment, version: .some(context.schemaVersion))
         let receipts = try await assetReceipts(connection, request.receipts)
         let share = context.hasShare ? try await loadShare(connection, id, zone) : nil
-        let (plan, decision) = try decide(
-            RecordSnapshot(
-                zone: stored, records: records, deleteSelfReferrers: search.referrers, schema: schema, receipts: receipts,
-                share: share))
+        var snapshot = RecordSnapshot(
+            zone: stored, records: records, deleteSelfReferrers: search.referrers, schema: schema, receipts: receipts,
+            share: share)
+        var decided = try snapshot.decision(decide)
+        while case .failure(let missing) = decided {
+            try await readUniqueKeys(missing.keys, into: &snapshot, connection, id, zone.zoneName)
+            decided = try snapshot.decision(decide)
+        }
+        let (plan, decision) = try decided.get()
         guard !plan.writes.isEmpty else { return (decision, []) }
 
-        let written = try await writeBatch(plan.writes, after: stored.seq, replacing: records, connection, id, zone)
+        let written = try await writeBatch(plan.writes, after: stored.seq, replacing: snapshot.records, connection, id, zone)
         stored.seq += Int64(written.count)
         if let newSchema = plan.schema {
             guard
@@ -192,6 +198,7 @@ extension PostgresStorage {
                 WHERE partition_id = \(id) AND zone = \(zone.zoneName) AND source = ANY(\(replacing.map(\.name)))
                 """, on: connection)
         }
+        try await writeUniqueKeys(writes, replacing: stored, connection, id, zone.zoneName)
         let partition = zone.partition
         let statement = WriteBatchStatement(
             partitionID: id, zone: zone.zoneName, records: records, references: references, zoneSeq: seq + Int64(records.count),

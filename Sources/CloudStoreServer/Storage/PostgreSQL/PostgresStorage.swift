@@ -319,6 +319,8 @@ final class PostgresStorage: ServerStorage {
                         "DELETE FROM \(unescaped: self.table("record")) WHERE partition_id = \(id) AND zone = \(name)", on: connection)
                     try await self.run(
                         "DELETE FROM \(unescaped: self.table("reference")) WHERE partition_id = \(id) AND zone = \(name)", on: connection)
+                    try await self.run(
+                        "DELETE FROM \(unescaped: self.table("record_key")) WHERE partition_id = \(id) AND zone = \(name)", on: connection)
                     try await self.releaseAssets(
                         connection, of: partition.zone(name), at: self.assetLifetime.removableAt(after: .recordDeleted(at: self.clock.now())))
                     sharedDatabases.formUnion(try await self.stopShare(connection, id, partition.zone(name)))

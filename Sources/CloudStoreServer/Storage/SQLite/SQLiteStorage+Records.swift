@@ -76,18 +76,24 @@ extension SQLiteStorage {
             }
             let schema = try Self.schema(db, zone.partition.environment)
             let receipts = try self.assetReceipts(db, request.receipts, container: zone.partition.container)
-            let (plan, decision) = try decide(
-                RecordSnapshot(
-                    zone: stored, records: records, deleteSelfReferrers: search.referrers, schema: schema,
-                    receipts: receipts, share: try self.loadShare(db, id, zone)))
+            var snapshot = RecordSnapshot(
+                zone: stored, records: records, deleteSelfReferrers: search.referrers, schema: schema,
+                receipts: receipts, share: try self.loadShare(db, id, zone))
+            var decided = try snapshot.decision(decide)
+            while case .failure(let missing) = decided {
+                try self.readUniqueKeys(missing.keys, into: &snapshot, db, id, zone.zoneName)
+                decided = try snapshot.decision(decide)
+            }
+            let (plan, decision) = try decided.get()
             guard !plan.writes.isEmpty else { return (decision, []) }
 
             let dbSeq = try self.bumpDatabaseSeq(db, id)
             var written: [StoredRecord] = []
             for write in plan.writes {
                 stored.seq += 1
-                let replacesLive = write.mayReplaceLive(records)
+                let replacesLive = write.mayReplaceLive(snapshot.records)
                 written.append(try self.apply(write, seq: stored.seq, replacesLive: replacesLive, db, id, zone.zoneName))
+                try self.replaceUniqueKeys(of: write, replacesLive: replacesLive, db, id, zone.zoneName)
                 let assetIDs = write.assetIDs
                 if replacesLive {
                     try self.releaseAssets(db, of: zone, records: [write.name], keeping: assetIDs, after: write.assetRelease)

@@ -149,6 +149,7 @@ final class SQLiteStorage: ServerStorage {
                     """)
         }
         registerShareMigration(&migrator)
+        registerUniqueKeyMigration(&migrator)
         return migrator
     }
 
@@ -252,6 +253,8 @@ final class SQLiteStorage: ServerStorage {
                         sql: "DELETE FROM cloudstore_record WHERE partition_id = ? AND zone = ?", arguments: [id, name])
                     try db.execute(
                         sql: "DELETE FROM cloudstore_reference WHERE partition_id = ? AND zone = ?", arguments: [id, name])
+                    try db.execute(
+                        sql: "DELETE FROM cloudstore_record_key WHERE partition_id = ? AND zone = ?", arguments: [id, name])
                     try self.releaseAssets(
                         db, of: partition.zone(name), records: nil, keeping: [],
                         after: .recordDeleted(at: self.clock.now()))
