@@ -134,10 +134,12 @@ extension ServerPostgresTests {
         .init(name: "List", fields: [.init(name: "title", type: .string)], uniquenessConstraints: [["title"]])
     ])
 
-    /// Two servers on one database, and a client of each (alice's).
-    func withTwoServers(_ url: String, _ body: (CloudClient, CloudClient) async throws -> Void) async throws {
-        let a = try await TestServer.start(storage: .postgres(url: url))
-        let b = try await TestServer.start(storage: .postgres(url: url))
+    /// Two servers on one database, and a client of each (alice's, unless `users` names others).
+    func withTwoServers(
+        _ url: String, users: [String: String] = TestServer.defaultUsers, _ body: (CloudClient, CloudClient) async throws -> Void
+    ) async throws {
+        let a = try await TestServer.start(users: users, storage: .postgres(url: url))
+        let b = try await TestServer.start(users: users, storage: .postgres(url: url))
         do {
             let throughA = CloudClient(baseURL: a.baseURL)
             var throughB = throughA
@@ -185,6 +187,97 @@ extension ServerPostgresTests {
                 }
                 let stored = try await throughB.allZoneChanges("Lists").records
                 #expect(stored.count == 10, "one record per title")
+            }
+        }
+    }
+
+    /// A constraint declared through one server while writers create records through both: every
+    /// record written before, during or after the declaration holds its key (a second record with
+    /// its title is refused), whichever server wrote it and whatever schema it read.
+    @Test func aConstraintDeclaredWhileTwoServersWrite_keysEveryRecordWrittenMeanwhile() async throws {
+        try await Backend.withFreshSchema { url in
+            try await withTwoServers(url) { throughA, throughB in
+                try await throughA.createZone("Lists")
+                // Records to rebuild the keys of, so that the declaration takes a while.
+                var names: [String] = []
+                for batch in 0..<10 {
+                    let records = (0..<200).map { list("P\(batch)-\($0)", "P\(batch)-\($0)") }
+                    try await throughA.save("Lists", records)
+                    names += records.map(\.recordName)
+                }
+                let stop = Flag()
+                let (acknowledgements, acknowledge) = AsyncStream<Void>.makeStream()
+                let writers = (0..<4).map { writer in
+                    let client = writer.isMultiple(of: 2) ? throughA : throughB
+                    return Task {
+                        var written: [String] = []
+                        while !stop.isSet {
+                            let name = "W\(writer)-\(written.count)"
+                            let record = Record(recordName: name, recordType: "List", fields: ["title": .string(name)])
+                            let (_, results) = try await client.modify("Lists", [.init(.create, record)], atomic: false)
+                            try #require(results.first?.record != nil, "\(results)")
+                            written.append(name)
+                            acknowledge.yield()
+                        }
+                        return written
+                    }
+                }
+                var acknowledged = acknowledgements.makeAsyncIterator()
+                for _ in 0..<20 { await acknowledged.next() }
+                let declared = try await declare(throughA, Self.lists)
+                #expect(declared.status == 200, "\(declared.text)")
+                for _ in 0..<20 { await acknowledged.next() }
+                stop.set()
+                for writer in writers { names += try await writer.value }
+                acknowledge.finish()
+
+                let chunks = stride(from: 0, to: names.count, by: 200).map { names[$0..<min($0 + 200, names.count)] }
+                for (index, chunk) in chunks.enumerated() {
+                    let client = index.isMultiple(of: 2) ? throughB : throughA
+                    let (_, results) = try await client.modify(
+                        "Lists", chunk.map { .init(.create, list("dup-\($0)", $0)) }, atomic: false)
+                    let unkeyed = zip(chunk, results).filter { $0.1.code != .uniqueFieldError }.map(\.0)
+                    #expect(unkeyed.isEmpty, "records written without their key: \(unkeyed.prefix(10))")
+                }
+                print("uniqueness: constraint declared over 2,000 records while 4 writers on 2 servers wrote; \(names.count) records checked for their key")
+            }
+        }
+    }
+
+    /// A constraint declared while users write their first record (creating their database):
+    /// each of those records holds its key too, whether its write ran before, during or after
+    /// the declaration.
+    @Test func aConstraintDeclaredWhileNewUsersWriteTheirFirstRecords_keysThemToo() async throws {
+        let newcomers = (0..<60).map { "_new\($0)" }
+        let users = TestServer.defaultUsers.merging(newcomers.map { ("\($0)-token", $0) }) { $1 }
+        try await Backend.withFreshSchema { url in
+            try await withTwoServers(url, users: users) { throughA, throughB in
+                try await throughA.createZone("Lists")
+                for batch in 0..<10 {
+                    try await throughA.save("Lists", (0..<200).map { list("P\(batch)-\($0)", "P\(batch)-\($0)") })
+                }
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask {
+                        let declared = try await declare(throughA, Self.lists)
+                        #expect(declared.status == 200, "\(declared.text)")
+                    }
+                    for (index, user) in newcomers.enumerated() {
+                        let client = (index.isMultiple(of: 2) ? throughA : throughB).asUser("\(user)-token")
+                        let record = list("first", "same")
+                        group.addTask {
+                            let (_, results) = try await client.modify(ZoneID.defaultZoneName, [.init(.create, record)], atomic: false)
+                            #expect(results.first?.record != nil, "\(user): \(results)")
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+                var unkeyed: [String] = []
+                for user in newcomers {
+                    let client = throughB.asUser("\(user)-token")
+                    let (_, results) = try await client.modify(ZoneID.defaultZoneName, [.init(.create, list("second", "same"))], atomic: false)
+                    if results.first?.code != .uniqueFieldError { unkeyed.append(user) }
+                }
+                #expect(unkeyed.isEmpty, "first records written without their key: \(unkeyed)")
             }
         }
     }

@@ -5,8 +5,9 @@ import Testing
 
 /// Uniqueness constraints of record types over HTTP (WireProtocol.md §3, "Uniqueness
 /// constraints"), on every backend: declared with schema/modify, enforced per zone by
-/// records/modify with `UNIQUE_FIELD_ERROR` and the record that holds the values.
-@Suite("uniqueness constraints: declared, enforced per zone")
+/// records/modify with `UNIQUE_FIELD_ERROR` and the record that holds the values, and checked
+/// against the records already stored when declared.
+@Suite("uniqueness constraints: declared, enforced per zone, checked against stored records")
 struct ServerUniquenessTests {
     static let lists = CloudSchema(recordTypes: [
         .init(
@@ -14,6 +15,13 @@ struct ServerUniquenessTests {
             fields: [.init(name: "title", type: .string), .init(name: "owner", type: .reference), .init(name: "due", type: .timestamp)],
             uniquenessConstraints: [["title"], ["owner", "due"]])
     ])
+
+    /// The Lists schema without constraints: what the records of a type had before one was declared.
+    static var unconstrained: CloudSchema {
+        var schema = lists
+        schema.recordTypes[0].uniquenessConstraints = nil
+        return schema
+    }
 
     func declare(_ client: CloudClient, _ schema: CloudSchema = Self.lists) async throws -> Answer {
         try await client.send(.POST, client.basePath + "/schema/modify", body: try WireCoding.encode(schema))
@@ -125,6 +133,57 @@ struct ServerUniquenessTests {
                 .private, .recordsModify,
                 json: #"{"zoneID": {"zoneName": "Lists"}, "atomic": false, "operations": [{"operationType": "create", "record": {"recordName": "L10", "recordType": "List", "fields": {"owner": {"value": {"recordName": "U-1"}, "type": "REFERENCE"}, "due": {"value": 1767225600000}}}}]}"#)
             #expect(try untyped.decode(RecordsResponse.self).records.first?.error?.serverErrorCode == .uniqueFieldError, "\(untyped.text)")
+        }
+    }
+
+    /// Declaring a constraint checks the records stored in every zone of every user: two records
+    /// of one zone with the same values refuse the change, which stores nothing; once they differ,
+    /// the declaration keys every record, so later saves meet them. Removing the constraint frees
+    /// the values; saves that extend the schema keep the constraints.
+    @Test(arguments: Backend.all)
+    func declaringAConstraintOverStoredRecords_refusesDuplicatesAndKeysEveryRecord(_ backend: Backend) async throws {
+        try await withServer(backend) { _, alice in
+            let bob = alice.asUser("bob-token", device: "device-B")
+            #expect(try await declare(alice, Self.unconstrained).status == 200)
+            for client in [alice, bob] {
+                try await client.createZone("Lists")
+                try await client.createZone("Other")
+            }
+            try await alice.save("Lists", [list("L1", "Groceries"), list("L2", "Groceries"), list("L3", "Food")])
+            try await alice.save("Other", [list("O1", "Groceries")])
+            try await bob.save("Lists", [list("B1", "Groceries")])
+            let before = try await schema(alice)
+
+            let refused = try await declare(alice)
+            #expect(refused.status == 409, "\(refused.text)")
+            #expect(refused.error?.serverErrorCode == .uniqueFieldError)
+            #expect(
+                refused.error?.reason
+                    == "record type List cannot have uniqueness constraint [title]: records L1 and L2 in zone Lists both have the same title; change or delete one of them (or merge them), then declare the constraint again"
+            )
+            #expect(try await schema(alice) == before, "nothing stored")
+            #expect(try await create(alice, [list("L4", "Food")]) == [nil], "no key was kept from the refused change")
+
+            try await alice.save("Lists", [Record(recordName: "L2"), Record(recordName: "L4")], .forceDelete)
+            let declared = try await declare(alice)
+            #expect(declared.status == 200, "\(declared.text)")
+            let (_, held) = try await alice.modify("Lists", [.init(.create, list("L5", "Groceries"))], atomic: false)
+            #expect(held.first?.code == .uniqueFieldError && held.first?.error?.serverRecord?.recordName == "L1")
+            #expect(try await create(alice, [list("O2", "Groceries")], in: "Other") == [.uniqueFieldError])
+            #expect(try await create(bob, [list("B2", "Groceries")]) == [.uniqueFieldError], "every user's zones were keyed")
+
+            let version = try await schema(alice).version
+            try await alice.save("Lists", [list("L6", "Misc", ["color": "red"])])
+            let grown = try await schema(alice)
+            #expect(grown.version == (version ?? 0) + 1 && grown.recordType(named: "List")?.field(named: "color") != nil)
+            #expect(grown.recordType(named: "List")?.uniquenessConstraints == [["title"], ["owner", "due"]], "saves keep constraints")
+
+            var without = grown
+            without.version = nil
+            without.recordTypes[0].uniquenessConstraints = nil
+            #expect(try await declare(alice, without).status == 200)
+            #expect(try await create(alice, [list("L7", "Groceries")]) == [nil], "without the constraint the title is free")
+            #expect(try await declare(alice).status == 409, "and declaring it again finds L1 and L7")
         }
     }
 

@@ -5,8 +5,8 @@ import Testing
 @testable import CloudStoreServer
 
 /// Uniqueness constraints decided without HTTP or storage: the keys a record holds
-/// (``UniqueKey``) and the schema rules.
-@Suite("uniqueness constraints: keys and schema rules")
+/// (``UniqueKey``), the rebuild of a type's keys (``UniqueKeyRebuild``) and the schema rules.
+@Suite("uniqueness constraints: keys, rebuilds and schema rules")
 struct UniqueKeyTests {
     static let list = CloudSchema.RecordType(
         name: "List",
@@ -78,6 +78,49 @@ struct UniqueKeyTests {
         #expect(texts(["title": .string(long + "b")])[0] != key)
         let described = UniqueKey.keys(of: Self.list, fields: ["title": .string(long)])[0].values
         #expect(described.count < 100, "an error shows a shortened value: \(described)")
+    }
+
+    @Test func typesWithChangedConstraints_compareConstraintsAsSets() {
+        let before = CloudSchema(recordTypes: [
+            Self.list, .init(name: "Note", fields: []), .init(name: "Tag", fields: [], uniquenessConstraints: [["a", "b"]]),
+        ])
+        var after = before
+        after.recordTypes[2].uniquenessConstraints = [["b", "a"]]
+        #expect(UniqueKey.typesWithChangedConstraints(from: before, to: after).isEmpty, "the same sets")
+        after.recordTypes[1].uniquenessConstraints = [["title"]]
+        after.recordTypes.append(.init(name: "New", fields: []))
+        #expect(UniqueKey.typesWithChangedConstraints(from: before, to: after).map(\.name) == ["Note"])
+        after.recordTypes[0].uniquenessConstraints = nil
+        #expect(UniqueKey.typesWithChangedConstraints(from: before, to: after).map(\.name) == ["List", "Note"])
+    }
+
+    func record(_ name: String, _ fields: [String: FieldValue]) throws -> StoredRecord {
+        let stamp = Record.Stamp(timestamp: Date(timeIntervalSince1970: 1_800_000_000), userRecordName: "_u1")
+        return StoredRecord(
+            name: name, type: "List", seq: 1, content: try StoredContent(RecordContent(fields: fields, created: stamp, modified: stamp)),
+            deletedAt: nil)
+    }
+
+    /// A rebuild keys every live record, apart per zone; two records of one zone with one key
+    /// refuse the change, naming both, the zone and the fields.
+    @Test func rebuild_keysEachRecordPerZone_andRefusesTwoRecordsOfAZoneWithOneKey() throws {
+        var rebuild = UniqueKeyRebuild(type: Self.list)
+        try rebuild.add(try record("L-1", ["title": "Groceries"]), partitionID: 1, zone: "Lists")
+        try rebuild.add(try record("L-2", ["title": "Groceries"]), partitionID: 1, zone: "Other")
+        try rebuild.add(try record("L-3", ["title": "Groceries"]), partitionID: 2, zone: "Lists")
+        try rebuild.add(try record("L-4", [:]), partitionID: 1, zone: "Lists")
+        try rebuild.add(try record("L-5", ["title": .null]), partitionID: 1, zone: "Lists")
+        #expect(rebuild.rows.map(\.source) == ["L-1", "L-2", "L-3"])
+        #expect(Set(rebuild.rows.map(\.key)) == [#"List(title)=s"Groceries""#])
+
+        let error = #expect(throws: APIError.self) {
+            try rebuild.add(try record("L-0", ["title": "Groceries"]), partitionID: 1, zone: "Lists")
+        }
+        #expect(error?.error.serverErrorCode == .uniqueFieldError && error?.status.code == 409)
+        #expect(
+            error?.error.reason
+                == "record type List cannot have uniqueness constraint [title]: records L-0 and L-1 in zone Lists both have the same title; change or delete one of them (or merge them), then declare the constraint again"
+        )
     }
 
     @Test func schemaRules_refuseConstraintsThatCannotHold_namingTypeAndField() throws {

@@ -60,6 +60,16 @@ struct UniqueKey: Hashable, Sendable {
     /// A constraint as compared and stored: its field names sorted (a constraint is a set).
     static func canonical(_ constraint: [String]) -> [String] { constraint.sorted() }
 
+    /// The record types of `new` whose constraints differ from those they have in `old` (a type
+    /// `old` lacks counts as having none): the types whose key rows a schema change rebuilds.
+    static func typesWithChangedConstraints(from old: CloudSchema, to new: CloudSchema) -> [CloudSchema.RecordType] {
+        new.recordTypes.filter { type in
+            let before = old.recordType(named: type.name)?.uniquenessConstraints ?? []
+            let after = type.uniquenessConstraints ?? []
+            return Set(before.map(canonical)) != Set(after.map(canonical))
+        }
+    }
+
     private static func key(of recordType: String, constraint: [String], fields: [String: FieldValue]) -> UniqueKey? {
         let names = canonical(constraint)
         guard !names.isEmpty else { return nil }
@@ -115,6 +125,50 @@ struct UniqueKey: Hashable, Sendable {
         case .bytes(let data): "\(data.count) bytes"
         case .reference(let reference): reference.recordName
         default: "\(value)"
+        }
+    }
+}
+
+/// The key rows of one record type rebuilt from its live records, when a schema change gives the
+/// type other uniqueness constraints (``ServerStorage/updateSchema(container:environment:_:)``).
+/// The storage reads the type's live records of every zone of the container and environment and
+/// adds them in any order; two records of one zone that hold the same key refuse the change.
+struct UniqueKeyRebuild: Sendable {
+    /// One row of `cloudstore_record_key`.
+    struct Row: Hashable, Sendable {
+        var partitionID: Int64
+        var zone: String
+        var key: String
+        var source: String
+    }
+
+    /// The record type, with its new constraints.
+    let type: CloudSchema.RecordType
+    /// The rows to store.
+    private(set) var rows: [Row] = []
+    /// Row (without its source) → the record holding it.
+    private var holders: [Row: String] = [:]
+
+    init(type: CloudSchema.RecordType) {
+        self.type = type
+    }
+
+    /// Adds a live record of ``type`` in `zone` of the partition; a 409 `UNIQUE_FIELD_ERROR` that
+    /// names both records, the zone and the fields when another record of the zone holds one of
+    /// its keys.
+    mutating func add(_ record: StoredRecord, partitionID: Int64, zone: String) throws {
+        guard let content = try record.content?.decoded() else { return }
+        for key in UniqueKey.keys(of: type, fields: content.fields) {
+            let slot = Row(partitionID: partitionID, zone: zone, key: key.text, source: "")
+            if let holder = holders[slot], holder != record.name {
+                let (first, second) = holder < record.name ? (holder, record.name) : (record.name, holder)
+                throw APIError(
+                    .uniqueFieldError,
+                    "record type \(type.name) cannot have uniqueness constraint [\(key.fields.joined(separator: ", "))]: records \(first) and \(second) in zone \(zone) both have the same \(key.fields.joined(separator: " and ")); change or delete one of them (or merge them), then declare the constraint again"
+                )
+            }
+            holders[slot] = record.name
+            rows.append(Row(partitionID: partitionID, zone: zone, key: key.text, source: record.name))
         }
     }
 }

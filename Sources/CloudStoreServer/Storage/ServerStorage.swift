@@ -109,6 +109,13 @@ protocol ServerStorage: ConsoleStorage, AssetStorage {
 
     /// Replaces the schema with what `change` answers for the current one (nil: keep it), with a
     /// version one higher, atomically. Answers the schema stored afterwards and the decision.
+    ///
+    /// For each record type whose uniqueness constraints change
+    /// (``UniqueKey/typesWithChangedConstraints(from:to:)``), the same transaction rebuilds the
+    /// type's unique keys in every zone of the container and environment from its live records
+    /// (``UniqueKeyRebuild``), and concurrent record writes of those zones see either the old
+    /// schema and keys or the new ones: when two records of a zone hold one key, the rebuild's
+    /// error is thrown and nothing is stored.
     func updateSchema<Decision: Sendable>(
         container: String, environment: CloudEnvironment,
         _ change: @Sendable (CloudSchema) throws -> (CloudSchema?, Decision)

@@ -199,9 +199,16 @@ final class PostgresStorage: ServerStorage {
 
     /// The partition's row ID, creating the row, locked until the transaction ends: every write to a
     /// partition goes through here first, which serializes them.
-    /// An existing partition (every write but a user's first) takes one statement.
+    /// An existing partition (every write but a user's first) takes one statement. Creating one
+    /// that can hold records first takes the advisory lock of rebuilds of unique keys shared
+    /// (PostgresStorage+UniqueKeys.swift), so that a rebuild running meanwhile sees its records.
     func lockPartition(_ connection: PostgresConnection, _ partition: DatabasePartition) async throws -> Int64 {
         if let id = try await partitionID(connection, partition, lock: true) { return id }
+        if partition.scope != .shared {
+            let lockName = Self.uniqueKeyRebuildLockName(partition.container, partition.environment)
+            try await self.run(
+                "SELECT pg_advisory_xact_lock_shared(\(Self.uniqueKeyRebuildLockClass), hashtext(\(lockName)))", on: connection)
+        }
         try await self.run(
             """
             INSERT INTO \(unescaped: table("partition")) (container, environment, scope, owner)
@@ -441,6 +448,8 @@ final class PostgresStorage: ServerStorage {
                     let (changed, decision) = try change(current)
                     guard var changed else { return (current, decision) }
                     changed.version = (current.version ?? 0) + 1
+                    try await self.rebuildUniqueKeys(
+                        connection, container: container, environment: environment, from: current, to: changed)
                     guard
                         try await self.storeSchema(
                             connection, changed, expected: current.version ?? 0, container: container,

@@ -328,6 +328,7 @@ final class SQLiteStorage: ServerStorage {
             let (changed, decision) = try change(current)
             guard var changed else { return (current, decision) }
             changed.version = (current.version ?? 0) + 1
+            try self.rebuildUniqueKeys(db, environment, from: current, to: changed)
             try Self.storeSchema(db, changed, environment)
             return (changed, decision)
         }
