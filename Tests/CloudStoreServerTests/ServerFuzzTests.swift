@@ -35,6 +35,10 @@ struct ServerFuzzTests {
             #"{"zoneID": {"zoneName": "Fuzz"}, "atomic": false, "operations": [{"operationType": "forceUpdate", "record": \#(fuzzRecord)}, {"operationType": "update", "record": {"recordName": "F-4", "recordChangeTag": "1", "fields": {}}}]}"#,
         ]),
         Route(operation: .recordsModify, examples: [#"{"operations": [{"operationType": "forceReplace", "record": \#(fuzzRecord)}]}"#], database: .public),
+        // Records of a type with uniqueness constraints (declared before the fuzzing, ``uniqueSchema``).
+        Route(operation: .recordsModify, examples: [
+            #"{"zoneID": {"zoneName": "Fuzz"}, "atomic": false, "operations": [{"operationType": "create", "record": {"recordName": "U-1", "recordType": "Fuzzed", "fields": {"title": {"value": "same", "type": "STRING"}, "n": {"value": 1}, "r": {"value": {"recordName": "F-1"}, "type": "REFERENCE"}}}}, {"operationType": "forceUpdate", "record": {"recordName": "U-2", "recordType": "Fuzzed", "fields": {"title": {"value": "same"}, "n": {"value": 1}}}}, {"operationType": "forceDelete", "record": {"recordName": "U-1"}}]}"#,
+        ]),
         Route(operation: .recordsLookup, examples: [#"{"zoneID": {"zoneName": "Fuzz"}, "records": [{"recordName": "F-1"}], "desiredKeys": ["title"]}"#]),
         Route(operation: .recordsQuery, examples: [#"{"zoneID": {"zoneName": "Fuzz"}, "resultsLimit": 5, "query": {"recordType": "Note", "filterBy": [{"comparator": "BEGINS_WITH", "fieldName": "title", "fieldValue": {"value": "x"}}, {"comparator": "IN", "systemFieldName": "recordName", "fieldValue": {"value": ["F-1"], "type": "STRING_LIST"}}], "sortBy": [{"fieldName": "n", "ascending": false}]}}"#]),
         Route(operation: .assetsUpload, examples: [#"{"zoneID": {"zoneName": "Fuzz"}, "tokens": [{"recordName": "F-1", "recordType": "Note", "fieldName": "photo"}, {"recordName": "F-2", "fieldName": "scan"}]}"#]),
@@ -43,7 +47,10 @@ struct ServerFuzzTests {
         ]),
         Route(operation: .changesDatabase, examples: [#"{"resultsLimit": 10}"#]),
         Route(operation: .changesZone, examples: [#"{"zones": [{"zoneID": {"zoneName": "Fuzz"}, "resultsLimit": 10, "desiredRecordTypes": ["Note"], "desiredKeys": ["title"]}]}"#]),
-        Route(operation: nil, examples: [#"{"recordTypes": [{"name": "Fuzzed", "fields": [{"name": "title", "type": "STRING", "queryable": true}]}]}"#]),
+        Route(operation: nil, examples: [
+            #"{"recordTypes": [{"name": "Fuzzed", "fields": [{"name": "title", "type": "STRING", "queryable": true}]}]}"#,
+            uniqueSchema,
+        ]),
         Route(operation: .recordsModify, examples: [
             #"{"zoneID": {"zoneName": "Fuzz"}, "atomic": false, "operations": [{"operationType": "forceUpdate", "record": {"recordName": "cloudkit.zoneshare", "recordType": "cloudKit.share", "fields": {"title": {"value": "t"}}, "publicPermission": "READ_ONLY", "participants": [{"userIdentity": {"lookupInfo": {"userRecordName": "_bob"}}, "permission": "READ_WRITE"}, {"userIdentity": {"lookupInfo": {"emailAddress": "x@y"}}, "permission": "READ_ONLY", "acceptanceStatus": "REMOVED", "type": "USER"}]}}]}"#,
         ]),
@@ -61,6 +68,16 @@ struct ServerFuzzTests {
         Route(operation: .zonesLookup, examples: [#"{"zones": [{"zoneName": "Fuzz", "ownerRecordName": "_alice"}, {"zoneName": "Notes"}]}"#], database: .shared, token: "bob-token"),
     ]
 
+    /// A record type with uniqueness constraints, declared before the fuzzing and fuzzed as a
+    /// schema/modify body.
+    static let uniqueSchema = #"{"recordTypes": [{"name": "Fuzzed", "fields": [{"name": "title", "type": "STRING"}, {"name": "n", "type": "INT64"}, {"name": "r", "type": "REFERENCE"}], "uniquenessConstraints": [["title"], ["r", "n"]]}]}"#
+
+    static func declareUniqueSchema(_ client: CloudClient) async throws {
+        let path = DatabaseRoute(container: client.container, environment: client.environment).schemaModifyPath
+        let declared = try await client.send(.POST, path, body: Data(uniqueSchema.utf8))
+        try #require(declared.status == 200, "\(declared.text)")
+    }
+
     static var requestsPerRoute: Int { ReliabilityRun.count(ci: 40, soak: 2_000) }
 
     static let seed = ReliabilityRun.seed(fixed: 20_260_125)
@@ -76,6 +93,7 @@ struct ServerFuzzTests {
             let bob = alice.asUser("bob-token", device: "device-B")
             try await alice.createZone("Fuzz")
             try await Snapshot.storeBaseline(alice: alice, bob: bob)
+            try await Self.declareUniqueSchema(alice)
             let share = try await alice.share("Fuzz", [("_bob", .readWrite)])
             _ = try await bob.accept([try #require(share.share?.shortGUID)])
             let before = try await Snapshot(alice: alice, bob: bob)
