@@ -364,10 +364,6 @@ extension ModelDeclaration {
             switch option {
             case "externalStorage" where type != "Data" && type != "Foundation.Data":
                 error(argument.expression, "externalStorageType", "\(property.name): external storage keeps the bytes of a Data attribute in a file; \(type) is not Data")
-            case "unique" where isMirrored:
-                error(
-                    argument.expression, "uniqueMirrored",
-                    "\(property.name): a mirrored entity cannot have a uniqueness constraint (two devices can create the same value offline, and neither save can be refused); remove .unique, or mark the entity @Model(mirrored: false)")
             default:
                 break
             }

@@ -414,9 +414,6 @@ struct ModelMacroTests {
                     message: "title: external storage keeps the bytes of a Data attribute in a file; String is not Data",
                     line: 4, column: 16),
                 DiagnosticSpec(
-                    message: "code: a mirrored entity cannot have a uniqueness constraint (two devices can create the same value offline, and neither save can be refused); remove .unique, or mark the entity @Model(mirrored: false)",
-                    line: 5, column: 16),
-                DiagnosticSpec(
                     message: "tags: the deny delete rule cannot hold in a mirrored entity (another device may delete the object anyway); use .nullify or .cascade",
                     line: 6, column: 31),
                 DiagnosticSpec(

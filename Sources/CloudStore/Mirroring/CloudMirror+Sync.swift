@@ -112,4 +112,35 @@ extension CloudMirror {
         guard let engine else { throw ContainerError.localOnly }
         return try await engine.database.fetchSchema()
     }
+
+    /// Gives the server the schema's uniqueness constraints it does not have yet, once per
+    /// process, before the first upload: the server refuses a second record with a key only once
+    /// it knows the constraint (``CloudSchema/uniquenessDeclaration(for:)``). Answers false when the
+    /// server could not be asked now (the uploads wait for the next pass). A server that refuses
+    /// (a production schema only its operator changes, or records that already share a key) is
+    /// logged, and sync goes on: it enforces what it has.
+    func declareUniquenessConstraints(_ engine: SyncEngine) async -> Bool {
+        let ours = schema.cloudSchema
+        guard ours.recordTypes.contains(where: { $0.uniquenessConstraints != nil }) else {
+            uniquenessDeclared = true
+            return true
+        }
+        do {
+            if let request = try await engine.database.fetchSchema().uniquenessDeclaration(for: ours) {
+                _ = try await engine.database.modifySchema(request)
+                logger.notice(
+                    "uniqueness constraints declared to the server",
+                    metadata: ["recordTypes": "\(request.recordTypes.map(\.name).joined(separator: ","))"])
+            }
+        } catch let error as CloudError where error.isTransient || error.serverError == nil {
+            logger.debug("uniqueness constraints not declared yet", metadata: ["error": "\(error)"])
+            return false
+        } catch {
+            logger.error(
+                "the server did not take this app's uniqueness constraints: it enforces only those it has (deploy the schema with `cloudstore schema init`)",
+                metadata: ["error": "\(error)"])
+        }
+        uniquenessDeclared = true
+        return true
+    }
 }

@@ -50,6 +50,9 @@ actor CloudMirror: SyncEngineDelegate {
     /// Whether this device's copy was purged (``PersistentCloudContainer/PurgeScope/thisDevice``):
     /// syncing waits until the container is opened again.
     var purgedLocally = false
+    /// Whether the server was given this schema's uniqueness constraints in this process
+    /// (``declareUniquenessConstraints(_:)``).
+    var uniquenessDeclared = false
 
     /// The private database's engine.
     var engine: SyncEngine? { engines[.private] }
@@ -264,6 +267,11 @@ actor CloudMirror: SyncEngineDelegate {
         let inFlightNames = Set(context.recordIDsToSkip.map(\.recordName))
         let held = (sessions[scope]?.unheardCreates.waiting ?? []).subtracting(inFlightNames)
         if !held.isEmpty { requestFetch(syncEngine) }
+        // The server enforces unique keys it was given before the first record that has one.
+        if !uniquenessDeclared, await !declareUniquenessConstraints(syncEngine) {
+            syncEngine.state.hasPendingUntrackedChanges = true
+            return nil
+        }
         // Cleared before reading, so a save committed after the read sets it again.
         syncEngine.state.hasPendingUntrackedChanges = false
         let prepared: [PreparedUpload]

@@ -15,6 +15,7 @@ import Foundation
 /// | a reference (or the server's) | deleted its target | ``referenceAgainstDeletion(of:property:target:side:)`` |
 /// | its own write whose answer was lost | that write | ``ancestor(_:server:writtenBy:thisDevice:)`` |
 /// | changed an object in a zone shared with it | its access to the zone ended | ``accessEnded(of:pending:recordKeys:local:)`` |
+/// | created an object with a unique key | another object already has that key | ``newcomerAgainstExisting(_:into:)`` |
 ///
 /// Only values both sides changed follow the ``ConflictPolicy``; every value that loses is returned
 /// as a ``ConflictRecord`` for the conflict log, so nothing is silently gone.
@@ -204,6 +205,32 @@ struct ConflictResolution {
             return (.local, [record(object, link.relationship, .server, lost: .uuid(link.target), won: .null)])
         }
         return (.server, [record(object, link.relationship, .local, lost: .null, won: .uuid(link.target))])
+    }
+
+    // MARK: Unique keys
+
+    /// The policy name of the conflict record that says a newcomer was merged into the object
+    /// that already had its unique key (``newcomerAgainstExisting(_:into:)``).
+    static let uniqueKeyMergePolicy = "uniqueKeyMerge"
+
+    /// An object this device created (or gave a unique key) that the server already has under
+    /// another record: the newcomer is merged into the existing object, which keeps its identity.
+    /// `fields.local` and `fields.localChanges` are the newcomer's values and the keys it changed;
+    /// `fields.server` is the existing object's. There is no common ancestor: a field only one side
+    /// has keeps that side's value (the newcomer's null never clears the existing object's value),
+    /// a field both have follows the policy with the loser logged. One more record says the
+    /// newcomer is gone: its id lost, the existing object's id won.
+    func newcomerAgainstExisting(_ fields: Fields, into existing: Object, newcomer: UUID) -> FieldOutcome {
+        var fields = fields
+        // An empty ancestor: a server value counts as a change only where there is one.
+        fields.ancestor = [:]
+        fields.localChanges = fields.localChanges.filter { (fields.local[$0.key] ?? .null) != .null }
+        var outcome = editAgainstEdit(fields, of: existing)
+        outcome.conflicts.append(
+            ConflictRecord(
+                date: now, entityName: existing.entityName, objectID: newcomer, property: "*", losingSide: .local,
+                losingValue: .uuid(newcomer), winningValue: .uuid(existing.id), policy: Self.uniqueKeyMergePolicy))
+        return outcome
     }
 
     // MARK: References to deleted objects

@@ -186,6 +186,21 @@ extension MirrorTransaction {
             }
             try merge(server, into: &row)
             try save(row)
+        case .uniqueFieldError:
+            guard var server = error.serverRecord, try !holderGivesUpItsKey(server.recordName, entityName: row.entityName) else {
+                // The key is taken by a record of the same request, or by one whose change away
+                // from it is still to go up: this save goes again after it.
+                try save(row)
+                return .handled
+            }
+            // Another record has this object's unique key: its copy is applied as if fetched,
+            // which merges this object into it (MirrorTransaction+UniqueKeys). An object still
+            // here could not be merged, and is refused for the app to change its key.
+            server.zoneID = record.recordID.zoneID
+            try applyFetched([server], deletions: [], in: record.recordID.zoneID)
+            if let id = UUID(text: record.recordName), try context.exists(entityName: row.entityName, id: id) {
+                try refuse(record.recordName, error)
+            }
         case .zoneNotFound:
             return .zoneMissing
         case .notFound:
@@ -194,6 +209,16 @@ extension MirrorTransaction {
             try refuse(record.recordName, error)
         }
         return .handled
+    }
+
+    /// Whether the record that holds a unique key on the server has a change of a constrained
+    /// field here still to upload: it gives the key up, so the save the server refused for the
+    /// key is sent again rather than merged into it.
+    private func holderGivesUpItsKey(_ recordName: String, entityName: String) throws -> Bool {
+        guard let holder = try db.recordMetadata(recordName), let entity = schema.entity(named: entityName),
+            case .save(let full, let keys)? = try holder.pendingUpload
+        else { return false }
+        return full || !Set(entity.uniquenessConstraints.joined()).isDisjoint(with: keys.keys)
     }
 
     /// Merges the server's copy of an object into the local one, field by field against the

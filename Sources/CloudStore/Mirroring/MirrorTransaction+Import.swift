@@ -86,7 +86,31 @@ extension MirrorTransaction {
         try adoptAssetFiles(of: record, entity)
         let id = content.snapshot.id
         let serverValues = recordValues(content.snapshot, entity)
-        switch try row.pendingUpload {
+        let pending = try row.pendingUpload
+        let holders = entity.uniquenessConstraints.isEmpty ? [] : try uniqueKeyHolders(of: entity, values: serverValues, excluding: id)
+        if !holders.isEmpty {
+            // Local objects have the record's unique key: merged into it when they are newcomers
+            // and the object has nothing pending itself; otherwise the record waits aside, kept.
+            let exists = try context.exists(entityName: entity.name, id: id)
+            let simple = pending == nil || (pending != .delete && !exists)
+            let problem = try simple ? uniqueKeyMergeProblem(holders, of: entity, in: zone) : "object \(id) has changes of its own pending"
+            if let problem {
+                logger.warning(
+                    "a fetched record is kept aside: a local object has its unique key",
+                    metadata: ["record": "\(record.recordName)", "entity": "\(entity.name)", "reason": "\(problem)"])
+                try keepForeign(record)
+                return
+            }
+            let upload = try mergeUniqueKeyHolders(holders, into: id, of: entity, server: serverValues, record: record, in: zone)
+            try setPendingUpload(upload.isEmpty ? nil : .save(full: false, keys: upload), of: &row)
+            row.serverHas(record)
+            row.setAncestor(serverValues)
+            row.setUnknownFields(content.unknownFields)
+            try save(row)
+            counts.saved += 1
+            return
+        }
+        switch pending {
         case .save?:
             if try context.exists(entityName: entity.name, id: id) {
                 try merge(record, into: &row)

@@ -126,10 +126,15 @@ extension Schema {
                 }
             }
         }
-        if entity.isMirrored && !entity.uniquenessConstraints.isEmpty {
-            problem(
-                nil,
-                "uniqueness constraints are not allowed on a mirrored entity (two devices can create the same values offline); deduplicate in code or mark the entity \"mirrored\": false")
+        if entity.isMirrored {
+            // The server compares a constraint's values as record fields: an asset's are a file's.
+            for name in Set(entity.uniquenessConstraints.joined()).sorted() {
+                if let attribute = entity.attribute(named: name), attribute.allowsExternalStorage {
+                    problem(
+                        name,
+                        "an attribute with external storage cannot be in a uniqueness constraint of a mirrored entity (the server stores its bytes as an asset, not a value it compares); remove it from the constraint or store it inline")
+                }
+            }
         }
         return problems
     }

@@ -53,6 +53,15 @@ struct ConvergenceLedger {
         inserted.keys.filter { !deleted.contains($0) && present[$0] == nil }
     }
 
+    /// Objects merged into another that had their unique key, with the one each went into.
+    static func uniqueKeyMerges(_ conflicts: some Sequence<ConflictRecord>) -> [UUID: UUID] {
+        var merged: [UUID: UUID] = [:]
+        for entry in conflicts where entry.policy == ConflictResolution.uniqueKeyMergePolicy {
+            if case .uuid(let survivor) = entry.winningValue { merged[entry.objectID] = survivor }
+        }
+        return merged
+    }
+
     /// Every value that lost a conflict, by object and property.
     static func losingValues(_ conflicts: some Sequence<ConflictRecord>) -> [PropertyKey: Set<String>] {
         var logged: [PropertyKey: Set<String>] = [:]

@@ -59,3 +59,30 @@ extension PersistentStore {
         }
     }
 }
+
+extension ServerProcess {
+    /// The PostgreSQL the tests may use (`bash .ci/run` sets it); nil skips the tests that need it.
+    static let testPostgresURL = ProcessInfo.processInfo.environment["CLOUDSTORE_TEST_POSTGRES_URL"]
+
+    /// Two `cloudstore serve` processes on one fresh PostgreSQL schema of ``testPostgresURL``,
+    /// knowing `users` (token → user record name), for `body`.
+    static func withTwoOnPostgres(users: [String: String], _ body: (URL, URL) async throws -> Void) async throws {
+        try await TestPostgresSchema.with(in: try #require(testPostgresURL)) { url in
+            let root = try TemporaryDirectory(prefix: "cloudstore-pg-two")
+            let tokens = root.file("tokens.json")
+            try JSONEncoder().encode(users).write(to: tokens)
+            let first = try await ServerProcess.launch(["--postgres", url, "--tokens", tokens.path] + ServerProcess.containerArguments())
+            let second = try await ServerProcess.launch(["--postgres", url, "--tokens", tokens.path] + ServerProcess.containerArguments())
+            do {
+                try await body(first.baseURL, second.baseURL)
+            } catch {
+                _ = await first.terminate()
+                _ = await second.terminate()
+                throw error
+            }
+            _ = await first.terminate()
+            _ = await second.terminate()
+            withExtendedLifetime(root) {}
+        }
+    }
+}

@@ -42,13 +42,14 @@ struct MirroringRandomizedConvergenceTests {
         #expect(report.faults > 0 && report.crashes > 0 && report.serverRestarts > 0, "\(report)")
         if seeds >= 6 {
             #expect(report.conflictsLogged > 0, "the schedule should make devices edit the same values concurrently")
+            #expect(report.uniqueKeyMerges > 0, "the schedule should make devices create the same tag name concurrently")
         }
     }
 }
 
 struct ConvergenceReport: CustomStringConvertible {
     var seeds = 0, operations = 0, syncs = 0, failedSyncs = 0, faults = 0, partitions = 0
-    var crashes = 0, serverRestarts = 0, conflictsLogged = 0, lost = 0, duplicated = 0
+    var crashes = 0, serverRestarts = 0, conflictsLogged = 0, uniqueKeyMerges = 0, lost = 0, duplicated = 0
 
     mutating func add(_ run: ConvergenceRun) {
         seeds += 1
@@ -60,6 +61,7 @@ struct ConvergenceReport: CustomStringConvertible {
         crashes += run.crashes
         serverRestarts += run.serverRestarts
         conflictsLogged += run.conflictsLogged
+        uniqueKeyMerges += run.uniqueKeyMerges
         lost += run.lost
         duplicated += run.duplicated
     }
@@ -68,7 +70,8 @@ struct ConvergenceReport: CustomStringConvertible {
         let c = ReportFormat.count
         return "seeds \(c(seeds)), operations \(c(operations)), syncs \(c(syncs)) (\(c(failedSyncs)) failed), "
             + "faults \(c(faults)), partitions \(c(partitions)), crashes \(c(crashes)), "
-            + "server restarts \(c(serverRestarts)), conflicts logged \(c(conflictsLogged)), lost \(lost), duplicated \(duplicated)"
+            + "server restarts \(c(serverRestarts)), conflicts logged \(c(conflictsLogged)), "
+            + "unique-key merges \(c(uniqueKeyMerges)), lost \(lost), duplicated \(duplicated)"
     }
 }
 
@@ -79,7 +82,7 @@ struct ConvergenceRun {
     let container: String
     var random: SeededRandomNumberGenerator
     var operations = 0, syncs = 0, failedSyncs = 0, faults = 0, partitions = 0, crashes = 0, serverRestarts = 0
-    var conflictsLogged = 0, lost = 0, duplicated = 0
+    var conflictsLogged = 0, uniqueKeyMerges = 0, lost = 0, duplicated = 0
 
     // The ledger: what every device wrote, and what each write replaced.
     var ledger = ConvergenceLedger()
@@ -89,6 +92,15 @@ struct ConvergenceRun {
     var maybeWritten: [PropertyKey: Set<String>] = [:]
     var counter = 0
     var childRuns = 0
+
+    /// The Notes schema with a tag's name unique (``MirroringUniqueKeyTests``) on the in-process
+    /// devices, which create tags; the child device, which does not, opens the plain one.
+    static let schema: Schema = {
+        var schema = try! Schema.notes()
+        let tag = schema.entities.firstIndex { $0.name == "Tag" }!
+        schema.entities[tag].uniquenessConstraints = [["name"]]
+        return schema
+    }()
 
     /// Each seed syncs in a container of its own on the one server.
     static func container(seed: UInt64) -> String { "iCloud.convergence.s\(seed)" }
@@ -113,7 +125,7 @@ struct ConvergenceRun {
         do {
             for (index, name) in ["A", "B"].enumerated() {
                 devices.append(
-                    try await TestDevice.make(name, server: proxies[index].baseURL, logger: Self.logger(name)) {
+                    try await TestDevice.make(name, schema: Self.schema, server: proxies[index].baseURL, logger: Self.logger(name)) {
                         $0.server?.containerIdentifier = container
                     })
             }
@@ -168,6 +180,10 @@ struct ConvergenceRun {
     mutating func step(devices: [TestDevice], proxies: [FaultProxy], child: URL) async throws {
         switch random.next(upTo: 20) {
         case 0..<8:
+            if random.next(upTo: 4) == 0 {
+                try await createOnBoth(devices)
+                return
+            }
             for _ in 0..<(1 + random.next(upTo: 3)) {
                 try await change(on: devices[random.next(upTo: devices.count)])
             }
@@ -283,15 +299,25 @@ struct ConvergenceRun {
             wrote(PropertyKey(object: id, property: "folder"), folder?.uuidString ?? "-", replacing: previous, certain: true)
         case 70..<78:
             let id = notes[random.next(upTo: notes.count)]
-            if tags.isEmpty || random.next(upTo: 3) == 0 {
+            let shared = random.next(upTo: 2) == 0
+            if shared || tags.isEmpty || random.next(upTo: 3) == 0 {
+                // Half the time the tag's name comes from a pool of two every device draws from: a
+                // device without that tag creates it, so two devices create the same unique key
+                // concurrently, and the sync merges them.
                 let tag = UUID()
-                let name = unique(device)
-                try await device.write { context in
-                    try context.insert(EntitySnapshot(entityName: "Tag", id: tag, values: ["name": .string(name)]))
-                    try context.addRelated(entityName: "Note", id: id, relationship: "tags", tag)
+                let name = shared ? "shared\(seed)-\(random.next(upTo: 2))" : unique(device)
+                let inserted = try await device.store.write(author: "app", contextName: device.name) { context -> Bool in
+                    let existing = try context.fetchIDs(entityName: "Tag", where: .equals("name", name)).first
+                    if existing == nil {
+                        try context.insert(EntitySnapshot(entityName: "Tag", id: tag, values: ["name": .string(name)]))
+                    }
+                    try context.addRelated(entityName: "Note", id: id, relationship: "tags", existing ?? tag)
+                    return existing == nil
                 }
-                ledger.inserted[tag] = "Tag"
-                wrote(PropertyKey(object: tag, property: "name"), name, replacing: nil, certain: true)
+                if inserted {
+                    ledger.inserted[tag] = "Tag"
+                    wrote(PropertyKey(object: tag, property: "name"), name, replacing: nil, certain: true)
+                }
             } else {
                 let tag = tags[random.next(upTo: tags.count)]
                 let add = random.next(upTo: 2) == 0
@@ -340,6 +366,26 @@ struct ConvergenceRun {
         }
     }
 
+    /// Both in-process devices create a tag of the same new name (its name is unique), each on
+    /// one of its notes, before either syncs: the sync must end with one tag holding both links.
+    mutating func createOnBoth(_ devices: [TestDevice]) async throws {
+        counter += 1
+        let name = "both\(seed)-\(counter)"
+        for device in devices {
+            operations += 1
+            let tag = UUID()
+            let notes = try await device.store.read { try $0.fetchIDs(entityName: "Note") }
+            let note = notes.isEmpty ? nil : notes[random.next(upTo: notes.count)]
+            try await device.write { context in
+                try context.insert(EntitySnapshot(entityName: "Tag", id: tag, values: ["name": .string(name)]))
+                if let note { try context.addRelated(entityName: "Note", id: note, relationship: "tags", tag) }
+            }
+            Self.trace("\(device.name) creates tag \(name) \(tag)")
+            ledger.inserted[tag] = "Tag"
+            wrote(PropertyKey(object: tag, property: "name"), name, replacing: nil, certain: true)
+        }
+    }
+
     static func text(_ value: AttributeValue) -> String { ConvergenceLedger.text(value) }
 
     // MARK: Healing and checking
@@ -360,7 +406,9 @@ struct ConvergenceRun {
 
     mutating func check(devices: [TestDevice], child: URL) async throws {
         let container = container
-        let fresh = try await TestDevice.make("D", server: server.baseURL) { $0.server?.containerIdentifier = container }
+        let fresh = try await TestDevice.make("D", schema: Self.schema, server: server.baseURL) {
+            $0.server?.containerIdentifier = container
+        }
         let childStore: PersistentStore
         do {
             try await fresh.sync()
@@ -386,15 +434,18 @@ struct ConvergenceRun {
         duplicated = ConvergenceLedger.duplicates(in: final)
         #expect(duplicated == 0, "seed \(seed): duplicated objects")
 
-        // Nothing lost: an object nobody deleted exists.
+        // Nothing lost: an object nobody deleted exists, or was merged into one that does, which
+        // had its unique key (the conflict log says so).
+        let logs = try devices.map { try $0.container.conflicts() }
+            + [try PersistentCloudContainer.conflicts(in: childStore)]
         let present = Dictionary(uniqueKeysWithValues: final.map { ($0.id, $0) })
-        let missing = ledger.missing(from: present)
+        let mergedInto = ConvergenceLedger.uniqueKeyMerges(logs.joined())
+        uniqueKeyMerges = mergedInto.count
+        let missing = ledger.missing(from: present).filter { id in mergedInto[id].map { present[$0] == nil } ?? true }
         #expect(missing.isEmpty, "seed \(seed): objects nobody deleted are gone: \(missing)")
 
         // Every value written to an object that still exists is its final value, was replaced by a
         // writer who saw it, or is in a conflict log as the losing value.
-        let logs = try devices.map { try $0.container.conflicts() }
-            + [try PersistentCloudContainer.conflicts(in: childStore)]
         let logged = ConvergenceLedger.losingValues(logs.joined())
         conflictsLogged = logs.map(\.count).reduce(0, +)
         var unexplained = ledger.unexplainedValues(in: present, logged: logged)

@@ -22,28 +22,10 @@ struct MirroringSharingTests {
         var history: (before: Int, after: Int)
     }
 
-    /// Two `cloudstore serve` processes on one fresh PostgreSQL schema, for `body`; nil without
-    /// `CLOUDSTORE_TEST_POSTGRES_URL`.
-    static let postgresURL = ProcessInfo.processInfo.environment["CLOUDSTORE_TEST_POSTGRES_URL"]
+    static let postgresURL = ServerProcess.testPostgresURL
 
     func withTwoPostgresServers(_ body: (URL, URL) async throws -> Void) async throws {
-        try await TestPostgresSchema.with(in: try #require(Self.postgresURL)) { url in
-            let root = try TemporaryDirectory(prefix: "cloudstore-pg-sharing")
-            let tokens = root.file("tokens.json")
-            try JSONEncoder().encode(Self.users).write(to: tokens)
-            let first = try await ServerProcess.launch(["--postgres", url, "--tokens", tokens.path] + ServerProcess.containerArguments())
-            let second = try await ServerProcess.launch(["--postgres", url, "--tokens", tokens.path] + ServerProcess.containerArguments())
-            do {
-                try await body(first.baseURL, second.baseURL)
-            } catch {
-                _ = await first.terminate()
-                _ = await second.terminate()
-                throw error
-            }
-            _ = await first.terminate()
-            _ = await second.terminate()
-            withExtendedLifetime(root) {}
-        }
+        try await ServerProcess.withTwoOnPostgres(users: Self.users, body)
     }
 
     func aliceSharesAFolder(_ server: URL) async throws -> Shared {

@@ -149,9 +149,13 @@ struct SchemaValidationTests {
         ])
     }
 
-    @Test func uniquenessConstraintsAreNotAllowedWhenMirrored() {
-        #expect(Self.problems { $0.entities[1].uniquenessConstraints = [["title"]] } == [
-            #"Note: uniqueness constraints are not allowed on a mirrored entity (two devices can create the same values offline); deduplicate in code or mark the entity "mirrored": false"#
+    @Test func uniquenessConstraintsOfMirroredEntitiesAreValuesTheServerCompares() {
+        #expect(Self.problems { $0.entities[1].uniquenessConstraints = [["title"], ["title", "folder"]] } == [])
+        #expect(Self.problems {
+            $0.entities[1].attributes.append(AttributeDescription("scan", .data, optional: true, externalStorage: true))
+            $0.entities[1].uniquenessConstraints = [["scan"]]
+        } == [
+            "Note.scan: an attribute with external storage cannot be in a uniqueness constraint of a mirrored entity (the server stores its bytes as an asset, not a value it compares); remove it from the constraint or store it inline"
         ])
     }
 

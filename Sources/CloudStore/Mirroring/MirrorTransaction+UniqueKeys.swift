@@ -1,0 +1,153 @@
+import CloudStoreSync
+import Foundation
+
+/// Unique keys under sync. A uniqueness constraint of a mirrored entity holds per zone on the
+/// server, which refuses a second record with the same key (`UNIQUE_FIELD_ERROR`, naming the
+/// record that has it). Two devices can still create the same key offline: the one whose record
+/// reaches the server second finds the other's record holding the key, either when it fetches
+/// that record or when the server refuses its own upload (its copy is then applied as fetched).
+/// Either way the local newcomer is merged into the existing object
+/// (``ConflictResolution/newcomerAgainstExisting(_:into:newcomer:)``): the existing object keeps
+/// its identity, takes the newcomer's values where the policy says, and every object that referred
+/// to the newcomer refers to it instead; the newcomer is deleted, and the merge is in the conflict
+/// log. Both devices end with one object.
+extension MirrorTransaction {
+    /// The local objects other than `id` that have the same values as `values` for one of the
+    /// entity's uniqueness constraints. A constraint with a null value never collides.
+    func uniqueKeyHolders(of entity: EntityDescription, values: [String: AttributeValue], excluding id: UUID) throws -> [UUID] {
+        var holders: [UUID] = []
+        for constraint in entity.uniquenessConstraints {
+            let terms = constraint.compactMap { name in
+                values[name].flatMap { $0 == .null ? nil : Condition.Node.compare(name, .equal, $0) }
+            }
+            guard terms.count == constraint.count else { continue }
+            let condition = Condition(.and(terms + [.compare("id", .notEqual, .uuid(id))]))
+            for holder in try context.fetchIDs(entityName: entity.name, where: condition) where !holders.contains(holder) {
+                holders.append(holder)
+            }
+        }
+        return holders
+    }
+
+    /// Why the holders of a fetched record's unique key cannot be merged into it, or nil when
+    /// they can: each must be an object this device created or gave the key (the server has
+    /// never seen it with it), in the record's zone. A holder in another zone (the store's
+    /// constraint spans zones, the server's does not) or one the server already has with the key
+    /// (saved before the constraint was declared) stays as it is, and the record is kept aside.
+    func uniqueKeyMergeProblem(_ holders: [UUID], of entity: EntityDescription, in zone: MirrorZone.Key) throws -> String? {
+        let constrained = Set(entity.uniquenessConstraints.joined())
+        for holder in holders {
+            guard let row = try db.recordMetadata(holder.uuidString) else { continue }
+            if row.zone != zone {
+                return "object \(holder) of another zone has the same unique key"
+            }
+            if row.isOnServer {
+                let pending = try row.pendingUpload
+                let changedKey: Bool
+                switch pending {
+                case .save(true, _)?: changedKey = true
+                case .save(_, let keys)?: changedKey = !constrained.isDisjoint(with: keys.keys)
+                default: changedKey = false
+                }
+                if !changedKey { return "object \(holder) has the same unique key on the server" }
+            }
+        }
+        return nil
+    }
+
+    /// Merges the local holders of a fetched record's unique key into the record's object `id`
+    /// (see the extension's summary), writes the object, re-points what referred to the holders
+    /// and answers the keys the merged object must upload, with when they changed.
+    func mergeUniqueKeyHolders(
+        _ holders: [UUID], into id: UUID, of entity: EntityDescription, server serverValues: [String: AttributeValue],
+        record: Record, in zone: MirrorZone.Key
+    ) throws -> [String: Date] {
+        let recordKeys = recordKeys(of: entity)
+        var merged = serverValues
+        var upload: [String: Date] = [:]
+        var referrers: [(entityName: String, id: UUID, relationship: String)] = []
+        var members: [(relationship: RelationshipDescription, side: LinkRecords.Side, member: UUID)] = []
+        for holder in holders {
+            guard let snapshot = try context.fetchSnapshot(entityName: entity.name, id: holder) else { continue }
+            let row = try db.recordMetadata(holder.uuidString)
+            let pending = try row?.pendingUpload
+            var changes = pending?.changeDates.filter { recordKeys.contains($0.key) } ?? [:]
+            if row == nil || pending?.keysToUpload == nil {
+                // Never recorded, or created here: every value is the newcomer's own.
+                for key in recordKeys where changes[key] == nil { changes[key] = now }
+            }
+            let outcome = resolution.newcomerAgainstExisting(
+                ConflictResolution.Fields(
+                    local: recordValues(snapshot, entity), localChanges: changes, ancestor: nil, server: merged,
+                    serverChanges: EditTimes.parse(record.fields[EditTimes.field]), serverModified: record.modified?.timestamp),
+                into: ConflictResolution.Object(entityName: entity.name, id: id), newcomer: holder)
+            merged = outcome.merged
+            for key in outcome.keysToUpload { upload[key] = changes[key] ?? now }
+            try log(outcome.conflicts)
+
+            referrers += try self.referrers(to: holder, of: entity.name)
+            for (relationship, side) in LinkRecords.sides(of: entity, in: schema) {
+                for member in try context.relatedIDs(entityName: entity.name, id: holder, relationship: relationship.name) {
+                    members.append((relationship, side, member))
+                }
+            }
+            // The holder goes first, freeing the key; what referred to it is re-pointed below.
+            try context.deleteNullifying(entityName: entity.name, id: holder)
+            try retract(holder.uuidString)
+            for link in try db.linkMetadata(of: holder) { try retract(link.recordName) }
+            counts.deleted += 1
+        }
+        try apply(merged, to: entity, id: id)
+        for referrer in referrers where try context.exists(entityName: referrer.entityName, id: referrer.id) {
+            try context.update(EntitySnapshot(entityName: referrer.entityName, id: referrer.id, values: [referrer.relationship: .uuid(id)]))
+            try recordChange([referrer.relationship], of: referrer.entityName, id: referrer.id)
+        }
+        for (relationship, side, member) in members {
+            guard !(try context.relatedIDs(entityName: entity.name, id: id, relationship: relationship.name).contains(member)) else {
+                continue
+            }
+            try context.addRelated(entityName: entity.name, id: id, relationship: relationship.name, member)
+            let ends = LinkRecords.ends(side, object: id, member: member)
+            let name = LinkRecords.recordName(ends)
+            var row = try db.recordMetadata(name) ?? RecordMetadata(recordName: name, entityName: LinkRecords.recordType, link: ends, zone: zone)
+            try setPendingUpload(.save(full: true, keys: [:]), of: &row)
+            try save(row)
+        }
+        return upload
+    }
+
+    /// The objects whose to-one relationships point at `target`, an object of `entityName`.
+    private func referrers(to target: UUID, of entityName: String) throws -> [(entityName: String, id: UUID, relationship: String)] {
+        var found: [(entityName: String, id: UUID, relationship: String)] = []
+        for entity in schema.mirroredEntities {
+            for relationship in entity.toOneRelationships where relationship.destination == entityName {
+                let condition = Condition(.compare(relationship.name, .equal, .uuid(target)))
+                for id in try context.fetchIDs(entityName: entity.name, where: condition) where id != target {
+                    found.append((entity.name, id, relationship.name))
+                }
+            }
+        }
+        return found
+    }
+
+    /// Withdraws a record this device deleted for a merge: a delete to upload when the server
+    /// may have it, forgotten otherwise.
+    private func retract(_ recordName: String) throws {
+        guard var row = try db.recordMetadata(recordName) else { return }
+        guard row.mayBeOnServer || row.isOnServer else {
+            try forget(recordName)
+            return
+        }
+        try setPendingUpload(.delete, of: &row)
+        try save(row)
+    }
+
+    /// Records a change this transaction made to an object for upload, as a unit of work would.
+    private func recordChange(_ keys: Set<String>, of entityName: String, id: UUID) throws {
+        guard var row = try db.recordMetadata(id.uuidString) else { return }
+        let pending = PendingUpload.adding(
+            .update(keys: keys), at: now, to: try row.pendingUpload, mayBeOnServer: row.mayBeOnServer || row.isOnServer)
+        try setPendingUpload(pending, of: &row)
+        try save(row)
+    }
+}
