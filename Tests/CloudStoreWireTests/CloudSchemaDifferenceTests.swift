@@ -44,6 +44,19 @@ struct CloudSchemaDifferenceTests {
         #expect(production.contains { $0.hasPrefix("field Note.priority is not in the production schema") })
     }
 
+    @Test func uniquenessConstraintsTheServerLacksAreNamed() {
+        var app = Self.server
+        app.recordTypes[0].uniquenessConstraints = [["title"], ["rank", "title"]]
+        app.recordTypes[1].uniquenessConstraints = [["title"]]
+        app.recordTypes.append(.init(name: "Tag", fields: [Field(name: "name", type: .string)], uniquenessConstraints: [["name"]]))
+        var server = Self.server
+        server.recordTypes[0].uniquenessConstraints = [["title", "rank"]]
+        let difference = app.difference(from: server)
+        #expect(difference.missingUniquenessConstraints == ["Folder[title]", "Note[title]", "Tag[name]"], "a constraint is a set of fields")
+        #expect(difference.refusals(in: .production).count == 1, "only the missing record type refuses saves")
+        #expect(app.difference(from: app).missingUniquenessConstraints.isEmpty)
+    }
+
     @Test func aServerWithoutASchemaLacksEveryRecordType() {
         let difference = Self.server.difference(from: CloudSchema(recordTypes: []))
         #expect(difference.missingRecordTypes == ["Folder", "Note"])

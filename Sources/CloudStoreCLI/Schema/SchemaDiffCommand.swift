@@ -89,7 +89,8 @@ public struct SchemaDiffCommand: CloudStoreSubcommand {
                     schemaName: loaded.name, schemaVersion: loaded.version, environment: environment.rawValue,
                     serverSchemaVersion: serverSchema.version, missingRecordTypes: difference.missingRecordTypes,
                     missingFields: difference.missingFields, mismatches: difference.mismatches.map(\.description),
-                    serverOnlyFields: difference.serverOnlyFields, refusals: refusals))
+                    serverOnlyFields: difference.serverOnlyFields,
+                    missingUniquenessConstraints: difference.missingUniquenessConstraints, refusals: refusals))
         } else {
             context.output.print(
                 "schema \"\(loaded.name)\" version \(loaded.version) against \(environment.rawValue)"
@@ -102,6 +103,7 @@ public struct SchemaDiffCommand: CloudStoreSubcommand {
             row("fields only in the app", difference.missingFields)
             row("fields typed differently", difference.mismatches.map { "\($0.recordType).\($0.field) (app \($0.app.rawValue), server \($0.server.rawValue))" })
             row("fields only on the server", difference.serverOnlyFields)
+            row("uniqueness constraints only in the app", difference.missingUniquenessConstraints)
             if table.rows.isEmpty { table.append(["no differences", ""]) }
             context.output.print(table)
             for refusal in refusals { context.output.print("refused: \(refusal)") }
@@ -121,5 +123,6 @@ private struct DiffJSON: Encodable {
     var missingFields: [String]
     var mismatches: [String]
     var serverOnlyFields: [String]
+    var missingUniquenessConstraints: [String]
     var refusals: [String]
 }

@@ -38,6 +38,11 @@ extension CloudSchema {
         /// Fields (`Type.field`) only the server has: another app version's. This app keeps their
         /// values as the server sends them and sends them back unchanged.
         public var serverOnlyFields: [String] = []
+        /// Uniqueness constraints (`Type[field, …]`) the app declares and the server does not
+        /// have: until it does, it does not refuse a second record with the key, and devices that
+        /// create one offline keep both. A container declares them in development before its first
+        /// upload; a production server takes them from its operator (`cloudstore schema init`).
+        public var missingUniquenessConstraints: [String] = []
 
         /// No difference.
         public init() {}
@@ -68,6 +73,9 @@ extension CloudSchema {
         for type in recordTypes.sorted(by: { $0.name < $1.name }) {
             guard let serverType = server.recordType(named: type.name) else {
                 difference.missingRecordTypes.append(type.name)
+                difference.missingUniquenessConstraints += (type.uniquenessConstraints ?? []).map {
+                    "\(type.name)[\($0.joined(separator: ", "))]"
+                }
                 continue
             }
             for field in type.fields.sorted(by: { $0.name < $1.name }) {
@@ -82,6 +90,10 @@ extension CloudSchema {
             }
             for field in serverType.fields.sorted(by: { $0.name < $1.name }) where type.field(named: field.name) == nil {
                 difference.serverOnlyFields.append("\(type.name).\(field.name)")
+            }
+            let declared = Set((serverType.uniquenessConstraints ?? []).map(Set.init))
+            for constraint in type.uniquenessConstraints ?? [] where !declared.contains(Set(constraint)) {
+                difference.missingUniquenessConstraints.append("\(type.name)[\(constraint.joined(separator: ", "))]")
             }
         }
         return difference
