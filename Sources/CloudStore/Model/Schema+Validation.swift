@@ -10,8 +10,9 @@ extension Schema {
     /// The rules are those a mirrored store needs, as Core Data + CloudKit has them: names are
     /// identifiers that are not reserved and not declared twice (ignoring case, as SQLite does);
     /// mirrored attributes are optional or have a default; relationships have a known destination and
-    /// an inverse that points back; no `deny` delete rule and no uniqueness constraints on mirrored
-    /// entities; indexes name existing attributes or to-one relationships.
+    /// an inverse that points back; no `deny` delete rule; no attribute with external storage in a
+    /// uniqueness constraint of a mirrored entity (the server compares values, not assets); indexes
+    /// and constraints name existing attributes or to-one relationships.
     public func validate() throws {
         let problems = problems()
         if !problems.isEmpty { throw SchemaError(schema: name, problems: problems) }

@@ -17,7 +17,8 @@ public struct SchemaValidateCommand: CloudStoreSubcommand {
         discussion: """
             Reads the file, checks its format and the rules a mirrored store needs (attributes \
             optional or with a default, relationships with inverses, no "deny" delete rule, no \
-            uniqueness constraints on mirrored entities, valid names), and prints one line with \
+            external-storage attribute in a mirrored uniqueness constraint, valid names), and \
+            prints one line with \
             the schema's name, version, entities and hash. An invalid file prints every problem, \
             each naming its entity and property, and exits with status 1.
 
