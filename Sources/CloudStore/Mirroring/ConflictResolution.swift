@@ -15,7 +15,7 @@ import Foundation
 /// | a reference (or the server's) | deleted its target | ``referenceAgainstDeletion(of:property:target:side:)`` |
 /// | its own write whose answer was lost | that write | ``ancestor(_:server:writtenBy:thisDevice:)`` |
 /// | changed an object in a zone shared with it | its access to the zone ended | ``accessEnded(of:pending:recordKeys:local:)`` |
-/// | created an object with a unique key | another object already has that key | ``newcomerAgainstExisting(_:into:)`` |
+/// | created an object with a unique key | another object already has that key | ``newcomerAgainstExisting(_:into:newcomer:)`` |
 ///
 /// Only values both sides changed follow the ``ConflictPolicy``; every value that loses is returned
 /// as a ``ConflictRecord`` for the conflict log, so nothing is silently gone.
@@ -210,7 +210,7 @@ struct ConflictResolution {
     // MARK: Unique keys
 
     /// The policy name of the conflict record that says a newcomer was merged into the object
-    /// that already had its unique key (``newcomerAgainstExisting(_:into:)``).
+    /// that already had its unique key (``newcomerAgainstExisting(_:into:newcomer:)``).
     static let uniqueKeyMergePolicy = "uniqueKeyMerge"
 
     /// An object this device created (or gave a unique key) that the server already has under
