@@ -29,6 +29,25 @@ struct CLISchemaInitTests {
         #expect(unreachable.status == 0 && unreachable.standardOutput == result.standardOutput)
     }
 
+    @Test func uniquenessConstraintsAreListedAndSaved() async throws {
+        try await withServer { url in
+            try await TemporaryDirectory.with { directory in
+                var schema = try StoreFixtures.schema()
+                let folder = try #require(schema.entities.firstIndex { $0.name == "Folder" })
+                schema.entities[folder].uniquenessConstraints = [["title"]]
+                let file = directory.appendingPathComponent("Unique.json")
+                try schema.fileData().write(to: file)
+                let result = await cloudstore(
+                    "schema", "init", "--schema", file.path, "--server", url.absoluteString, "--container", "iCloud.cli.test",
+                    "--token", "alice-token")
+                #expect(result.status == 0, "\(result.standardError)")
+                #expect(result.outputLines.contains("  unique per zone: title"), "\(result.standardOutput)")
+                let database = HTTPCloudDatabase(baseURL: url, container: "iCloud.cli.test", token: "alice-token", deviceID: "test")
+                #expect(try await database.fetchSchema().recordType(named: "Folder")?.uniquenessConstraints == [["title"]])
+            }
+        }
+    }
+
     @Test func server_savesTheRecordTypes() async throws {
         try await withServer { url in
             let result = await cloudstore(

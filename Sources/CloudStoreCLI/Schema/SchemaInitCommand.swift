@@ -123,6 +123,9 @@ public struct SchemaInitCommand: CloudStoreSubcommand {
                 TextTable(
                     recordType.fields.map { [$0.name, $0.type.description, $0.queryable == true ? "queryable" : ""] },
                     indent: "  "))
+            for constraint in recordType.uniquenessConstraints ?? [] {
+                context.output.print("  unique per zone: \(constraint.joined(separator: ", "))")
+            }
         }
     }
 
