@@ -187,7 +187,7 @@ extension MirrorTransaction {
             try merge(server, into: &row)
             try save(row)
         case .uniqueFieldError:
-            guard var server = error.serverRecord, try !holderGivesUpItsKey(server.recordName, entityName: row.entityName) else {
+            guard var server = error.serverRecord, try !holderMovesAway(server.recordName, entityName: row.entityName) else {
                 // The key is taken by a record of the same request, or by one whose change away
                 // from it is still to go up: this save goes again after it.
                 try save(row)
@@ -211,14 +211,11 @@ extension MirrorTransaction {
         return .handled
     }
 
-    /// Whether the record that holds a unique key on the server has a change of a constrained
-    /// field here still to upload: it gives the key up, so the save the server refused for the
-    /// key is sent again rather than merged into it.
-    private func holderGivesUpItsKey(_ recordName: String, entityName: String) throws -> Bool {
-        guard let holder = try db.recordMetadata(recordName), let entity = schema.entity(named: entityName),
-            case .save(let full, let keys)? = try holder.pendingUpload
-        else { return false }
-        return full || !Set(entity.uniquenessConstraints.joined()).isDisjoint(with: keys.keys)
+    /// Whether the record that holds a unique key on the server gives it up with a change still
+    /// to upload here (``changesUniqueKey(_:of:)``).
+    private func holderMovesAway(_ holder: String, entityName: String) throws -> Bool {
+        guard let row = try db.recordMetadata(holder), let entity = schema.entity(named: entityName) else { return false }
+        return try changesUniqueKey(row, of: entity)
     }
 
     /// Merges the server's copy of an object into the local one, field by field against the

@@ -35,21 +35,13 @@ extension MirrorTransaction {
     /// constraint spans zones, the server's does not) or one the server already has with the key
     /// (saved before the constraint was declared) stays as it is, and the record is kept aside.
     func uniqueKeyMergeProblem(_ holders: [UUID], of entity: EntityDescription, in zone: MirrorZone.Key) throws -> String? {
-        let constrained = Set(entity.uniquenessConstraints.joined())
         for holder in holders {
             guard let row = try db.recordMetadata(holder.uuidString) else { continue }
             if row.zone != zone {
                 return "object \(holder) of another zone has the same unique key"
             }
-            if row.isOnServer {
-                let pending = try row.pendingUpload
-                let changedKey: Bool
-                switch pending {
-                case .save(true, _)?: changedKey = true
-                case .save(_, let keys)?: changedKey = !constrained.isDisjoint(with: keys.keys)
-                default: changedKey = false
-                }
-                if !changedKey { return "object \(holder) has the same unique key on the server" }
+            if row.isOnServer, try !changesUniqueKey(row, of: entity) {
+                return "object \(holder) has the same unique key on the server"
             }
         }
         return nil
@@ -93,14 +85,14 @@ extension MirrorTransaction {
             }
             // The holder goes first, freeing the key; what referred to it is re-pointed below.
             try context.deleteNullifying(entityName: entity.name, id: holder)
-            try retract(holder.uuidString)
-            for link in try db.linkMetadata(of: holder) { try retract(link.recordName) }
+            try recordLocalChange(.delete, of: holder.uuidString)
+            for link in try db.linkMetadata(of: holder) { try recordLocalChange(.delete, of: link.recordName) }
             counts.deleted += 1
         }
         try apply(merged, to: entity, id: id)
         for referrer in referrers where try context.exists(entityName: referrer.entityName, id: referrer.id) {
             try context.update(EntitySnapshot(entityName: referrer.entityName, id: referrer.id, values: [referrer.relationship: .uuid(id)]))
-            try recordChange([referrer.relationship], of: referrer.entityName, id: referrer.id)
+            try recordLocalChange(.update(keys: [referrer.relationship]), of: referrer.id.uuidString)
         }
         for (relationship, side, member) in members {
             guard !(try context.relatedIDs(entityName: entity.name, id: id, relationship: relationship.name).contains(member)) else {
@@ -130,24 +122,22 @@ extension MirrorTransaction {
         return found
     }
 
-    /// Withdraws a record this device deleted for a merge: a delete to upload when the server
-    /// may have it, forgotten otherwise.
-    private func retract(_ recordName: String) throws {
+    /// Records a change this transaction made to an object or link for upload, by the rule a unit
+    /// of work's recording follows (``RecordMetadata/add(_:at:revision:)``).
+    private func recordLocalChange(_ change: PendingUpload.Change, of recordName: String) throws {
         guard var row = try db.recordMetadata(recordName) else { return }
-        guard row.mayBeOnServer || row.isOnServer else {
+        if try row.add(change, at: now, revision: uploadRevision()) {
+            try save(row)
+        } else {
             try forget(recordName)
-            return
         }
-        try setPendingUpload(.delete, of: &row)
-        try save(row)
     }
 
-    /// Records a change this transaction made to an object for upload, as a unit of work would.
-    private func recordChange(_ keys: Set<String>, of entityName: String, id: UUID) throws {
-        guard var row = try db.recordMetadata(id.uuidString) else { return }
-        let pending = PendingUpload.adding(
-            .update(keys: keys), at: now, to: try row.pendingUpload, mayBeOnServer: row.mayBeOnServer || row.isOnServer)
-        try setPendingUpload(pending, of: &row)
-        try save(row)
+    /// Whether this device changed a record's constrained fields since the server's version:
+    /// the whole object is to be uploaded, or one of the changed keys is in a uniqueness
+    /// constraint of `entity`.
+    func changesUniqueKey(_ row: RecordMetadata, of entity: EntityDescription) throws -> Bool {
+        guard case .save(let full, let keys)? = try row.pendingUpload else { return false }
+        return full || !Set(entity.uniquenessConstraints.joined()).isDisjoint(with: keys.keys)
     }
 }

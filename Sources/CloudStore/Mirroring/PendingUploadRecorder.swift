@@ -251,16 +251,13 @@ struct PendingUploadRecording {
     /// Adds one local change to a record's pending upload and stores the metadata (or forgets a
     /// record that never left the device and has nothing left to upload).
     private mutating func add(_ change: PendingUpload.Change, to metadata: inout RecordMetadata) throws {
-        let upload = try PendingUpload.adding(
-            change, at: date, to: metadata.pendingUpload, mayBeOnServer: metadata.mayBeOnServer)
         let revision = try nextRevision()
-        metadata.setPendingUpload(upload) { revision }
-        metadata.refusal = nil
+        let stays = try metadata.add(change, at: date, revision: revision)
         scopes.insert(metadata.zone.scope)
-        if upload == nil && !metadata.mayBeOnServer {
-            try db.deleteRecordMetadata(metadata.recordName)
-        } else {
+        if stays {
             try db.save(metadata)
+        } else {
+            try db.deleteRecordMetadata(metadata.recordName)
         }
         hasRecorded = true
     }

@@ -104,6 +104,17 @@ struct RecordMetadata: Sendable {
         uploadRevision = upload == nil ? nil : try revision()
     }
 
+    /// Adds one local change to what is pending (``PendingUpload/adding(_:at:to:mayBeOnServer:)``),
+    /// stamped with `revision`; a new change lifts a refusal (the app changed the object). Answers
+    /// whether the metadata stays: false for a record that never left the device and has nothing
+    /// left to upload, whose metadata is to be deleted.
+    mutating func add(_ change: PendingUpload.Change, at date: Date, revision: Int64) throws -> Bool {
+        let upload = try PendingUpload.adding(change, at: date, to: pendingUpload, mayBeOnServer: mayBeOnServer)
+        setPendingUpload(upload) { revision }
+        refusal = nil
+        return upload != nil || mayBeOnServer
+    }
+
     /// The server has the record at `version` (its change tag and when it was written).
     mutating func serverHas(_ version: Record) {
         changeTag = version.recordChangeTag

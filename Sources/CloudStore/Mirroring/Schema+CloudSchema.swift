@@ -36,10 +36,8 @@ extension CloudSchema {
     func uniquenessDeclaration(for ours: CloudSchema) -> CloudSchema? {
         var request: [CloudSchema.RecordType] = []
         for type in ours.recordTypes {
-            guard let constraints = type.uniquenessConstraints, !constraints.isEmpty else { continue }
             let existing = recordType(named: type.name)
-            let have = Set((existing?.uniquenessConstraints ?? []).map(Set.init))
-            let missing = constraints.filter { !have.contains(Set($0)) }
+            let missing = type.uniquenessConstraints(missingFrom: existing)
             guard !missing.isEmpty else { continue }
             var declared = existing ?? CloudSchema.RecordType(name: type.name, fields: [])
             for field in type.fields where declared.field(named: field.name) == nil {

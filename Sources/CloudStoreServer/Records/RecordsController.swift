@@ -186,7 +186,7 @@ struct ContinuationMarker: Sendable {
 
     init(query: RecordsQueryRequest.Query, zone: ZoneAddress) throws {
         let data = try WireCoding.encode(query) + Data(zone.description.utf8)
-        fingerprint = SHA256.hash(data: data).prefix(8).map { String(format: "%02x", $0) }.joined()
+        fingerprint = SHA256.hash(data: data).prefix(8).hexadecimal
     }
 
     func encoded(offset: Int) -> String {

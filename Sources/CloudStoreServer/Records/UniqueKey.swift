@@ -82,7 +82,7 @@ struct UniqueKey: Hashable, Sendable {
         }
         var text = "\(recordType)(\(names.joined(separator: ",")))=\(encoded.joined(separator: ","))"
         if text.utf8.count > maximumTextLength {
-            text = "#sha256:" + SHA256.hash(data: Data(text.utf8)).map { String(format: "%02x", $0) }.joined()
+            text = "#sha256:" + SHA256.hash(data: Data(text.utf8)).hexadecimal
         }
         return UniqueKey(text: text, fields: names, values: readable.joined(separator: ", "))
     }

@@ -67,15 +67,18 @@ extension CloudSchema {
         }
     }
 
+    /// Constraints as a difference lists them: `Type[field, …]`.
+    private static func named(_ constraints: [[String]], of type: RecordType) -> [String] {
+        constraints.map { "\(type.name)[\($0.joined(separator: ", "))]" }
+    }
+
     /// How this schema (an app's record types) meets `server`, the schema a server has.
     public func difference(from server: CloudSchema) -> Difference {
         var difference = Difference()
         for type in recordTypes.sorted(by: { $0.name < $1.name }) {
             guard let serverType = server.recordType(named: type.name) else {
                 difference.missingRecordTypes.append(type.name)
-                difference.missingUniquenessConstraints += (type.uniquenessConstraints ?? []).map {
-                    "\(type.name)[\($0.joined(separator: ", "))]"
-                }
+                difference.missingUniquenessConstraints += Self.named(type.uniquenessConstraints(missingFrom: nil), of: type)
                 continue
             }
             for field in type.fields.sorted(by: { $0.name < $1.name }) {
@@ -91,10 +94,7 @@ extension CloudSchema {
             for field in serverType.fields.sorted(by: { $0.name < $1.name }) where type.field(named: field.name) == nil {
                 difference.serverOnlyFields.append("\(type.name).\(field.name)")
             }
-            let declared = Set((serverType.uniquenessConstraints ?? []).map(Set.init))
-            for constraint in type.uniquenessConstraints ?? [] where !declared.contains(Set(constraint)) {
-                difference.missingUniquenessConstraints.append("\(type.name)[\(constraint.joined(separator: ", "))]")
-            }
+            difference.missingUniquenessConstraints += Self.named(type.uniquenessConstraints(missingFrom: serverType), of: type)
         }
         return difference
     }

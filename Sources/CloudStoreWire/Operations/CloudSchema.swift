@@ -24,6 +24,13 @@ public struct CloudSchema: Hashable, Sendable, Codable {
         }
 
         public func field(named name: String) -> Field? { fields.first { $0.name == name } }
+
+        /// This type's uniqueness constraints that `other` (the same type elsewhere, nil when it
+        /// has none) lacks; a constraint is a set of fields, whatever their order.
+        public func uniquenessConstraints(missingFrom other: RecordType?) -> [[String]] {
+            let theirs = Set((other?.uniquenessConstraints ?? []).map(Set.init))
+            return (uniquenessConstraints ?? []).filter { !theirs.contains(Set($0)) }
+        }
     }
 
     public struct Field: Hashable, Sendable, Codable {

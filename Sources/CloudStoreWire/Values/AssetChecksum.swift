@@ -49,7 +49,21 @@ public struct AssetChecksum: Sendable {
     /// the base64 of 32 bytes.
     public static func fileName(of fileChecksum: String) -> String? {
         guard let digest = Data(base64Encoded: fileChecksum), digest.count == 32 else { return nil }
-        return digest.map { String(format: "%02x", $0) }.joined()
+        return digest.hexadecimal
+    }
+}
+
+extension Sequence<UInt8> {
+    /// The bytes as lowercase hex, two digits each: how digests become names and keys.
+    package var hexadecimal: String {
+        let digits = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        text.reserveCapacity(underestimatedCount * 2)
+        for byte in self {
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: text, as: UTF8.self)
     }
 }
 
