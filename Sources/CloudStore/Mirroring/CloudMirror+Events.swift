@@ -32,25 +32,24 @@ extension CloudMirror {
         case .stateUpdate(let update):
             try await saveEngineState(update.stateSerialization, scope: scope)
         case .accountChange(let change):
-            // Both engines see the same account; the private one's report is acted on, and either
-            // one's report of another user stops both when the app is to decide.
-            if scope == .private {
-                try await accountChanged(change.changeType)
-            } else if case .switchAccounts(let previous, let current) = change.changeType,
-                LocalDataRules.accountChanged(policy: options.accountChangePolicy) == .ask
-            {
-                try await askForDecision(.accountChanged(previousUser: previous, currentUser: current))
-            }
+            if scope == .private { logger.notice("account changed", metadata: ["change": "\(change.changeType)"]) }
+            try await run(.accountChanged(change.changeType), scope: scope)
         case .fetchedDatabaseChanges(let changes):
-            try await databaseChanged(changes, scope: scope)
+            startTracking(\.importTracker, .import, in: scope)
+            for deletion in changes.deletions {
+                logger.notice("a zone was deleted on the server", metadata: ["zone": "\(deletion.zoneID)", "reason": "\(deletion.reason)"])
+            }
+            try await run(.zonesChanged(modified: changes.modifications, deleted: changes.deletions), scope: scope)
         case .fetchedRecordZoneChanges(let page):
             try await applyFetched(page, scope: scope)
         case .sentDatabaseChanges(let sent):
-            try await zoneChangesSent(sent)
+            for failure in sent.failedZoneSaves { fail(PersistentCloudContainer.SyncFailure(failure.error)) }
+            try await run(.zonesSaved(sent.savedZones.map(\.zoneID)), scope: scope)
         case .sentRecordZoneChanges(let sent):
-            try await acknowledge(sent, scope: scope)
+            let missing = try await acknowledge(sent, scope: scope)
+            if !missing.isEmpty { try await run(.zonesMissing(missing), scope: scope) }
         case .willFetchChanges:
-            if scope == .private { try await confirmUserReturned() }
+            try await run(.began, scope: scope)
             sessions[scope]?.deletedInFetch = []
             sessions[scope]?.unheardCreates.fetchBegan()
             sessions[scope]?.zoneFetchFailed = false
@@ -66,9 +65,7 @@ extension CloudMirror {
                 // A zone that is not on the server holds none of this device's creates either.
                 if error.code != .zoneNotFound { sessions[scope]?.zoneFetchFailed = true }
                 sessions[scope]?.importTracker?.failure = PersistentCloudContainer.SyncFailure(error)
-                // Fetched from scratch and not found: the server lost this user's zone (the
-                // engine fetches a zone it knew and the server no longer lists); put it back.
-                if error.code == .zoneNotFound, seen != nil, scope == .private { try await recreateZone(event.zoneID) }
+                if error.code == .zoneNotFound, seen != nil { try await run(.zoneNotFound(event.zoneID), scope: scope) }
             }
         case .didFetchChanges(let event):
             guard var session = sessions[scope] else { return }
@@ -77,15 +74,11 @@ extension CloudMirror {
             let released = session.unheardCreates.waiting.count < held
             sessions[scope]?.unheardCreates = session.unheardCreates
             if released { signal.uploadsPending() }
-            if scope == .private, primaryZoneMissing, event.error == nil, !session.zoneFetchFailed {
-                // The fetch did not report the zone deleted: the server lost it.
-                primaryZoneMissing = false
-                try await recreateZone(zoneID)
-            }
+            try await run(.fetchEnded(complete: event.error == nil && !session.zoneFetchFailed), scope: scope)
             try await importEnded(scope)
         case .willSendChanges:
+            try await run(.began, scope: scope)
             if scope == .private {
-                try await confirmUserReturned()
                 let pending = try await store.read { try $0.db.pendingUploadCount() }
                 startTracking(\.exportTracker, .export, total: pending, in: scope)
             }
@@ -111,34 +104,6 @@ extension CloudMirror {
         guard state != sessions[scope]?.savedState else { return }
         try await transaction { try $0.saveEngineState(state, as: Self.stateKey(scope)) }
         sessions[scope]?.savedState = state
-    }
-
-    /// Zones that appeared or went away in a database: a share's zone appearing is mirrored from
-    /// now on; the primary zone deleted follows the zone deletion policy; a zone shared with this
-    /// user that went away (unshared, deleted) takes its local copy with it.
-    private func databaseChanged(_ changes: SyncEngine.Event.FetchedDatabaseChanges, scope: DatabaseScope) async throws {
-        startTracking(\.importTracker, .import, in: scope)
-        if scope == .private, !signal.isZoneSaved(zoneID), changes.modifications.contains(zoneID),
-            !changes.deletions.contains(where: { $0.zoneID == zoneID })
-        {
-            // The primary zone is on the server (another device made it): this device does not
-            // save it again, which would bring it back if it were deleted later.
-            try await transaction { try $0.db.setMirrorState(.zoneSaved, encoding: true) }
-            signal.setZoneSaved(zoneID, true)
-        }
-        let appeared = changes.modifications.filter { $0 != zoneID }
-        if !appeared.isEmpty {
-            try await transaction { transaction in
-                for zone in appeared { try transaction.adoptZone(zone) }
-            }
-        }
-        for deletion in changes.deletions {
-            if deletion.zoneID == zoneID {
-                try await zoneDeleted(reason: deletion.reason)
-            } else {
-                try await shareZoneDeleted(deletion.zoneID, reason: deletion.reason)
-            }
-        }
     }
 
     /// Applies one fetched page and stores the token it brought, in one transaction.
@@ -181,29 +146,9 @@ extension CloudMirror {
         sessions[scope]?[keyPath: tracker] = current
     }
 
-    private func zoneChangesSent(_ sent: SyncEngine.Event.SentDatabaseChanges) async throws {
-        for failure in sent.failedZoneSaves {
-            fail(PersistentCloudContainer.SyncFailure(failure.error))
-        }
-        let saved = sent.savedZones.map(\.zoneID)
-        guard !saved.isEmpty else { return }
-        for zone in saved { signal.setZoneSaved(zone, true) }
-        let primary = zoneID
-        try await transaction { transaction in
-            for zone in saved {
-                if zone == primary {
-                    try transaction.db.setMirrorState(.zoneSaved, encoding: true)
-                    try transaction.db.setMirrorState(.purgedZone, nil)
-                } else if var row = try transaction.db.mirrorZone(zone) {
-                    row.saved = true
-                    try transaction.db.save(row)
-                }
-            }
-        }
-    }
-
     /// Settles a batch the server answered, and stores the engine's state, in one transaction.
-    private func acknowledge(_ sent: SyncEngine.Event.SentRecordZoneChanges, scope: DatabaseScope) async throws {
+    /// Answers the zones the uploads found missing on the server.
+    private func acknowledge(_ sent: SyncEngine.Event.SentRecordZoneChanges, scope: DatabaseScope) async throws -> [ZoneID] {
         startTracking(\.exportTracker, .export, in: scope)
         let uploads = inFlight
         let key = Self.stateKey(scope)
@@ -232,37 +177,7 @@ extension CloudMirror {
             fail(failure)
             logger.error("the server refused an upload", metadata: ["record": "\(name)", "error": "\(error)"])
         }
-        for zone in missing.sorted(by: { $0.description < $1.description }) {
-            guard zone == zoneID else {
-                try await recreateZone(zone)
-                continue
-            }
-            // Deleted on another device, or lost by the server: the next fetch tells which.
-            primaryZoneMissing = true
-            if let engine { requestFetch(engine) }
-        }
-    }
-
-    /// A zone is gone from the server: the primary zone or an owned share's is created again and
-    /// everything in it uploaded; a zone shared with this user is gone for good (its owner deleted it).
-    private func recreateZone(_ zone: ZoneID) async throws {
-        if zone != zoneID, zone.ownerRecordName != nil {
-            try await shareZoneDeleted(zone, reason: .deleted)
-            return
-        }
-        logger.warning("the zone is missing on the server; creating it and uploading everything", metadata: ["zone": "\(zone)"])
-        if zone == zoneID {
-            primaryZoneMissing = false
-            try await applyZoneChoice(.uploadAgain)
-            return
-        }
-        signal.setZoneSaved(zone, false)
-        try await transaction { transaction in
-            guard var row = try transaction.db.mirrorZone(zone) else { return }
-            row.saved = false
-            try transaction.db.save(row)
-            try transaction.uploadEverythingAgain(in: row.key)
-        }
+        return Array(missing)
     }
 
     /// After a fetch from scratch: objects of the zone that are on the server no more (their
@@ -277,59 +192,6 @@ extension CloudMirror {
                     continue
                 }
                 try transaction.removeLocalCopy(of: row)
-            }
-        }
-    }
-
-    /// The primary zone was deleted or purged on the server: the policy, or the app, decides what
-    /// happens to the local data (``LocalDataRules``).
-    private func zoneDeleted(reason: Zone.DeletionReason) async throws {
-        primaryZoneMissing = false
-        let ownPurge = try await transaction { transaction -> Bool in
-            guard try transaction.db.mirrorState(.purgedZone, as: Bool.self) == true else { return false }
-            try transaction.db.setMirrorState(.purgedZone, nil)
-            return true
-        }.value
-        if ownPurge {
-            logger.notice("the zone's deletion is this device's purge", metadata: ["zone": "\(zoneID.zoneName)"])
-            return
-        }
-        let action = LocalDataRules.zoneDeleted(purged: reason == .purged, policy: options.zoneDeletionPolicy)
-        logger.notice(
-            "the zone was deleted on the server",
-            metadata: ["zone": "\(zoneID.zoneName)", "reason": "\(reason)", "policy": "\(options.zoneDeletionPolicy)"])
-        switch action {
-        case .ask: try await askForDecision(reason == .purged ? .zonePurged : .zoneDeleted)
-        case .apply(let choice): try await applyZoneChoice(choice)
-        }
-    }
-
-    /// A share's zone went away: a zone shared with this user is unshared (removed, the share
-    /// stopped, left) or deleted by its owner, and its local copy goes, with the uploads it still
-    /// had logged as lost; an owned share's zone deleted on another device of this user goes too.
-    private func shareZoneDeleted(_ zone: ZoneID, reason: Zone.DeletionReason) async throws {
-        logger.notice("a shared zone went away", metadata: ["zone": "\(zone)", "reason": "\(reason)"])
-        try await transaction { transaction in
-            guard let row = try transaction.db.mirrorZone(zone) else { return }
-            try transaction.removeZoneData(row)
-        }
-    }
-
-    private func accountChanged(_ change: SyncEngine.Event.AccountChange.ChangeType) async throws {
-        logger.notice("account changed", metadata: ["change": "\(change)"])
-        switch change {
-        case .signIn(let user):
-            try await transaction { transaction in
-                try transaction.db.setMirrorState(.userRecordName, encoding: user)
-                try transaction.db.setMirrorState(.accountStatus, nil)
-            }
-        case .signOut:
-            fail(PersistentCloudContainer.SyncFailure(code: .authenticationFailed, message: ContainerError.credentialsRejected))
-            try await transaction { try $0.db.setMirrorState(.accountStatus, encoding: "signedOut") }
-        case .switchAccounts(let previous, let current):
-            switch LocalDataRules.accountChanged(policy: options.accountChangePolicy) {
-            case .ask: try await askForDecision(.accountChanged(previousUser: previous, currentUser: current))
-            case .apply(let choice): try await applyAccountChoice(choice, newUser: current)
             }
         }
     }
@@ -360,5 +222,73 @@ extension CloudMirror {
                 "conflicts": "\(tracker.counts.conflicts)", "failed": "\(tracker.counts.failed)",
                 "duration": "\(LogFormat.duration(seconds: Date().timeIntervalSince(tracker.startDate)))",
             ])
+    }
+
+    // MARK: The plan's steps
+
+    /// What the store knows that decides the plan's steps.
+    var facts: MirrorPlan.Facts {
+        MirrorPlan.Facts(primaryZone: primaryZone, decision: pausedDecision?.reason, accountUnconfirmed: unconfirmedAccountDecision)
+    }
+
+    /// Runs the steps ``MirrorPlan`` answers for an event of an engine, in order.
+    func run(_ event: MirrorPlan.Event, scope: DatabaseScope) async throws {
+        for step in plan.steps(for: event, scope: scope, facts: facts) {
+            logger.debug("mirror step", metadata: ["database": "\(scope.rawValue)", "step": "\(step)"])
+            try await run(step)
+        }
+    }
+
+    private func run(_ step: MirrorPlan.Step) async throws {
+        switch step {
+        case .recordSignIn(let user):
+            try await transaction { transaction in
+                try transaction.db.setMirrorState(.userRecordName, encoding: user)
+                try transaction.db.setMirrorState(.accountStatus, nil)
+            }
+        case .recordSignOut:
+            fail(PersistentCloudContainer.SyncFailure(code: .authenticationFailed, message: ContainerError.credentialsRejected))
+            try await transaction { try $0.db.setMirrorState(.accountStatus, encoding: "signedOut") }
+        case .confirmUserReturned:
+            try await confirmUserReturned()
+        case .ask(let reason):
+            try await askForDecision(reason)
+        case .applyZoneChoice(let choice):
+            try await applyZoneChoice(choice)
+        case .applyAccountChoice(let choice, let newUser):
+            try await applyAccountChoice(choice, newUser: newUser)
+        case .setPrimaryZone(let state):
+            try await transaction { try $0.setPrimaryZone(state) }
+        case .shareZonesSaved(let zones):
+            try await transaction { transaction in
+                for zone in zones {
+                    guard var row = try transaction.db.mirrorZone(zone) else { continue }
+                    row.saved = true
+                    try transaction.save(row)
+                }
+            }
+        case .adoptZones(let zones):
+            try await transaction { transaction in
+                for zone in zones { _ = try transaction.adoptZone(zone) }
+            }
+        case .removeShareZone(let zone, let reason):
+            // Unshared (removed, the share stopped, left) or deleted by its owner: the local copy
+            // goes, with the uploads it still had logged as lost.
+            logger.notice("a shared zone went away", metadata: ["zone": "\(zone)", "reason": "\(reason)"])
+            try await transaction { transaction in
+                guard let row = try transaction.db.mirrorZone(zone) else { return }
+                try transaction.removeZoneData(row)
+            }
+        case .uploadShareZoneAgain(let zone):
+            logger.warning("the zone is missing on the server; creating it and uploading everything", metadata: ["zone": "\(zone)"])
+            try await transaction { transaction in
+                guard var row = try transaction.db.mirrorZone(zone) else { return }
+                row.saved = false
+                try transaction.save(row)
+                try transaction.uploadEverythingAgain(in: row.key)
+            }
+        case .fetch:
+            if let engine { requestFetch(engine) }
+        }
     }
 }

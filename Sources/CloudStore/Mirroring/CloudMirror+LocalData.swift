@@ -3,7 +3,7 @@ import Foundation
 import GRDB
 
 /// Decisions about local data (``PersistentCloudContainer/LocalDataDecision``): the primary zone
-/// deleted or purged on the server, or another user's credentials. ``LocalDataRules`` says
+/// deleted or purged on the server, or another user's credentials. ``MirrorPlan`` says
 /// whether the policy decides or the app is asked; this carries either out. The decision the
 /// app is asked for lives in the store (``MirrorStateKey/localDataDecision``), written in the
 /// transaction that learns it and cleared in the one that applies the app's choice.
@@ -34,11 +34,10 @@ extension CloudMirror {
             try transaction.db.setMirrorState(.localDataDecision, encoding: decision)
             return decision
         }.value
+        // A save of the zone, pending or to come, would bring it back before the app decides:
+        // the zone is held while the decision is paused.
         pausedDecision = decision
         unconfirmedAccountDecision = false
-        // A save of the zone, pending or to come, would bring it back before the app decides.
-        signal.setZoneHeld(zoneID, true)
-        engine?.state.remove(pendingDatabaseChanges: [.saveZone(zoneID)])
         if accountChanged {
             // The engines hold the new user's state now: none of it is saved, and nothing is
             // fetched into the previous user's data. New engines start once the app decides.
@@ -81,9 +80,8 @@ extension CloudMirror {
     /// Carries out a choice for the local data of a deleted or purged primary zone; also what a
     /// primary zone the server lost gets (``PersistentCloudContainer/LocalDataChoice/uploadAgain``).
     func applyZoneChoice(_ choice: PersistentCloudContainer.LocalDataChoice) async throws {
-        signal.setZoneSaved(zoneID, false)
         try await transaction { transaction in
-            try transaction.db.setMirrorState(.zoneSaved, encoding: false)
+            try transaction.setPrimaryZone(.unsaved)
             switch choice {
             case .uploadAgain: try transaction.uploadEverythingAgain()
             case .keepLocalOnly: try transaction.forgetMirroredRecords()
@@ -92,7 +90,6 @@ extension CloudMirror {
             try transaction.db.setMirrorState(.localDataDecision, nil)
         }
         pausedDecision = nil
-        signal.setZoneHeld(zoneID, false)
         signal.uploadsPending()
     }
 
@@ -101,11 +98,10 @@ extension CloudMirror {
     func applyAccountChoice(
         _ choice: PersistentCloudContainer.LocalDataChoice, newUser: String, restartingEngines: Bool = false
     ) async throws {
-        signal.setZoneSaved(zoneID, false)
         try await transaction { transaction in
             try transaction.db.setMirrorState(.userRecordName, encoding: newUser)
             try transaction.db.setMirrorState(.accountStatus, nil)
-            try transaction.db.setMirrorState(.zoneSaved, encoding: false)
+            try transaction.setPrimaryZone(.unsaved)
             switch choice {
             case .deleteLocalData:
                 try transaction.deleteMirroredData(allZones: true)
@@ -124,7 +120,6 @@ extension CloudMirror {
             }
         }
         pausedDecision = nil
-        signal.setZoneHeld(zoneID, false)
         if restartingEngines {
             await stopEngines()
             for (scope, database) in databases.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
@@ -145,7 +140,8 @@ extension CloudMirror {
             await stopEngines()
             try await transaction { transaction in
                 try transaction.deleteMirroredData(allZones: true)
-                for key in [MirrorStateKey.engineState, .sharedEngineState, .zoneSaved, .localDataDecision, .purgedZone] {
+                try transaction.setPrimaryZone(.unsaved)
+                for key in [MirrorStateKey.engineState, .sharedEngineState, .localDataDecision] {
                     try transaction.db.setMirrorState(key, nil)
                 }
             }
@@ -156,15 +152,12 @@ extension CloudMirror {
             if case .error(let error)? = answer.zones.first, error.serverErrorCode != .zoneNotFound {
                 throw ContainerError.syncFailed(PersistentCloudContainer.SyncFailure(error))
             }
-            signal.setZoneSaved(zoneID, false)
             try await transaction { transaction in
                 try transaction.deleteMirroredData()
-                try transaction.db.setMirrorState(.zoneSaved, encoding: false)
-                try transaction.db.setMirrorState(.purgedZone, encoding: true)
+                try transaction.setPrimaryZone(.purged)
                 try transaction.db.setMirrorState(.localDataDecision, nil)
             }
             pausedDecision = nil
-            signal.setZoneHeld(zoneID, false)
         }
     }
 

@@ -12,8 +12,6 @@ extension CloudMirror {
         guard engine != nil else { throw ContainerError.localOnly }
         let zoneID = ZoneID(zoneName: MirrorZone.shareZoneName(root: root.id, primary: self.zoneID))
         let schema = schema
-        let existing = try await store.read { try $0.db.mirrorZone(zoneID) }
-        if existing?.saved != true { signal.setZoneSaved(zoneID, false) }
         let change = PendingShareChange.save(participants: participants, publicPermission: publicPermission, title: title)
         try await transaction { transaction in
             let context = transaction.context
@@ -39,7 +37,7 @@ extension CloudMirror {
                     zoneID: zoneID, role: .ownedShare, permission: .readWrite, share: nil, pendingShare: nil, saved: false,
                     root: root)
             zone.pendingShare = change
-            try transaction.db.save(zone)
+            try transaction.save(zone)
             try transaction.move(graph, to: zone.key)
             transaction.hasPendingShareChanges = true
         }
@@ -58,7 +56,7 @@ extension CloudMirror {
                 throw ContainerError.sharing("this store has no share in zone \(zoneID): list its shares with shares()")
             }
             zone.pendingShare = try change(zone)
-            try transaction.db.save(zone)
+            try transaction.save(zone)
             transaction.hasPendingShareChanges = true
         }
         return try await sendShareChange(in: zoneID, scope: zoneID.ownerRecordName == nil ? .private : .shared, timeout: timeout)

@@ -29,10 +29,10 @@ extension CloudMirror {
     func syncNow() async throws {
         try await sendNow()
         let held = heldBackCreates
-        let missing = primaryZoneMissing
+        let missing = primaryZone == .missing
         try await fetchNow()
         // Creates released, or a zone the send found missing created again: send what waits.
-        if heldBackCreates < held || (missing && !primaryZoneMissing && pausedDecision == nil) { try await sendNow() }
+        if heldBackCreates < held || (missing && primaryZone != .missing && pausedDecision == nil) { try await sendNow() }
         // A decision the fetch asked for stops the sync here: nothing more goes until the app decides.
         try checkCanSync()
     }

@@ -12,6 +12,8 @@ import Logging
 /// CKSyncEngine's "untracked changes" mode, asking for the next batch while the queue has any.
 /// Its saved state holds tokens and zone bookkeeping only. Each event is handled by one
 /// ``MirrorTransaction``: fetched records, acknowledgements and the engine's state commit together.
+/// What a change of a zone or of the account does is decided by ``MirrorPlan``, a pure value; this
+/// actor runs its steps.
 actor CloudMirror: SyncEngineDelegate {
     let store: PersistentStore
     let schema: Schema
@@ -37,14 +39,18 @@ actor CloudMirror: SyncEngineDelegate {
     var databases: [DatabaseScope: any CloudDatabase] = [:]
     /// The decision about local data that stops syncing until the app makes it: a copy of the
     /// one the store keeps (``MirrorStateKey/localDataDecision``), set once that is committed.
-    var pausedDecision: PersistentCloudContainer.LocalDataDecision?
+    /// The primary zone's saves wait while there is one.
+    var pausedDecision: PersistentCloudContainer.LocalDataDecision? {
+        didSet { signal.setZoneHeld(zoneID, pausedDecision != nil) }
+    }
     /// Whether the store keeps a decision about an account change that the engine has not
     /// confirmed since the container opened: the credentials may be the previous user's again.
     var unconfirmedAccountDecision = false
-    /// Whether a send found the primary zone missing on the server and a fetch is to say why: a
-    /// deletion another device made (then the policy or the app decides) or data the server lost
-    /// (then the zone is created again).
-    var primaryZoneMissing = false
+    /// Where the primary zone stands on the server: a copy of what the store keeps
+    /// (``MirrorStateKey/primaryZone``), set once the transaction that stored it committed.
+    var primaryZone = ZoneServerState.unsaved
+    /// What mirroring does when an engine reports a change of a zone or of the account.
+    let plan: MirrorPlan
     /// Watches for other processes' commits to the store file (``watchOtherWriters()``).
     var otherWriters: Task<Void, Never>?
     /// Whether this device's copy was purged (``PersistentCloudContainer/PurgeScope/thisDevice``):
@@ -85,7 +91,9 @@ actor CloudMirror: SyncEngineDelegate {
         self.options = options
         self.events = events
         self.logger = logger
-        self.signal = PendingUploadSignal(primaryZone: zoneID)
+        self.signal = PendingUploadSignal()
+        self.plan = MirrorPlan(
+            primaryZone: zoneID, zoneDeletionPolicy: options.zoneDeletionPolicy, accountChangePolicy: options.accountChangePolicy)
     }
 
     /// Where an engine's state is stored.
@@ -105,7 +113,7 @@ actor CloudMirror: SyncEngineDelegate {
             store.add(PendingUploadRecorder(schema: schema, primaryZone: zoneID, signal: signal))
             let (store, schema, zoneID, policy, logger) = (store, schema, zoneID, options.conflictPolicy, logger)
             let now = store.configuration.now()
-            let (states, zoneSaved, unsavedZones, pending, unheard, decision) = try await store.write(author: MirrorAuthor.import) { context in
+            let (states, primaryZone, unsavedZones, pending, unheard, decision) = try await store.write(author: MirrorAuthor.import) { context in
                 let firstMirroring = try MirrorMetadata.prepare(context, store: store, schema: schema)
                 if firstMirroring {
                     // Objects saved before the store first mirrored: each is an upload to make,
@@ -124,7 +132,7 @@ actor CloudMirror: SyncEngineDelegate {
                 }
                 return (
                     states,
-                    try context.db.mirrorState(.zoneSaved, as: Bool.self) ?? false,
+                    try context.db.primaryZoneState(),
                     try context.db.mirrorZones().filter { $0.role == .ownedShare && !$0.saved }.map(\.zoneID),
                     try context.db.pendingUploadCount(),
                     try context.db.unheardCreateNames(),
@@ -138,12 +146,12 @@ actor CloudMirror: SyncEngineDelegate {
                     unconfirmedAccountDecision = true
                 } else {
                     pausedDecision = decision
-                    signal.setZoneHeld(zoneID, true)
                 }
             }
             self.databases = databases
-            signal.setZoneSaved(zoneID, zoneSaved)
-            for zone in unsavedZones { signal.setZoneSaved(zone, false) }
+            self.primaryZone = primaryZone
+            signal.setNeedsSave(zoneID, primaryZone.needsSave)
+            for zone in unsavedZones { signal.setNeedsSave(zone, true) }
             for (scope, database) in databases.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
                 var session = EngineSession()
                 session.savedState = states[scope]
@@ -227,23 +235,32 @@ actor CloudMirror: SyncEngineDelegate {
     // MARK: Transactions
 
     /// Runs mirroring work in one store transaction, then tells the engines if uploads are pending
-    /// and the app what happened to its shares.
+    /// and the app what happened to its shares. Zone states the transaction stored reach the
+    /// engines as it commits (``PendingUploadSignal/setNeedsSave(_:_:)``).
     @discardableResult
     func transaction<T: Sendable>(
         _ body: @escaping @Sendable (MirrorTransaction) throws -> T
     ) async throws -> (value: T, counts: MirrorCounts) {
         let (schema, zoneID, policy, deviceID, logger) = (schema, zoneID, options.conflictPolicy, deviceID, logger)
         let now = store.configuration.now()
-        let (value, counts, pending, activity) = try await store.write(author: MirrorAuthor.import) { context in
+        let signal = signal
+        let (value, counts, pending, activity, primaryZone) = try await store.write(author: MirrorAuthor.import) { context in
             let transaction = try MirrorTransaction(
                 context: context, schema: schema, zoneID: zoneID, policy: policy, deviceID: deviceID, now: now,
                 logger: logger)
             let value = try body(transaction)
+            let zonesToSave = transaction.zonesToSave
+            if !zonesToSave.isEmpty {
+                context.db.afterNextTransaction { _ in
+                    for (zone, needsSave) in zonesToSave { signal.setNeedsSave(zone, needsSave) }
+                }
+            }
             return (
                 value, transaction.counts, transaction.hasPendingUploads || transaction.hasPendingShareChanges,
-                transaction.activity
+                transaction.activity, transaction.primaryZoneState
             )
         }
+        if let primaryZone { self.primaryZone = primaryZone }
         if pending { signal.uploadsPending() }
         if !activity.isEmpty { events.send(EventTracker.sharing(activity)) }
         return (value, counts)

@@ -12,6 +12,7 @@ extension MirrorMetadata {
         let first = try PersistentStore.requiredObserver(context.db) != observerName && !LegacyMirrorLayout.isPresent(context.db)
         try create(context.db)
         try LegacyMirrorLayout.migrate(context, store: store, schema: schema)
+        try LegacyMirrorLayout.migratePrimaryZoneState(context.db)
         try PersistentStore.requireObserver(named: observerName, context.db)
         return first
     }
@@ -41,6 +42,21 @@ enum LegacyMirrorLayout {
         guard try db.tableExists("cloudstore_mirror_state") else { return false }
         if try db.tableExists(recordTable) || db.tableExists(referenceTable) { return true }
         return try db.integer("SELECT 1 FROM cloudstore_mirror_state WHERE key = ?", [.string(exportPositionKey)]) != nil
+    }
+
+    /// The primary zone's state was two flags, `zone_saved` and `purged_zone`: they become one
+    /// ``ZoneServerState`` (``MirrorStateKey/primaryZone``).
+    static func migratePrimaryZoneState(_ db: Database) throws {
+        let flags = try Dictionary(
+            Row.fetchAll(db, sql: "SELECT key, value FROM cloudstore_mirror_state WHERE key IN ('zone_saved', 'purged_zone')")
+                .map { row -> (String, Bool) in (row[0], try MirrorMetadata.decode(Bool.self, row[1])) }
+        ) { first, _ in first }
+        guard !flags.isEmpty else { return }
+        if try db.mirrorState(.primaryZone) == nil {
+            let state: ZoneServerState = flags["purged_zone"] == true ? .purged : flags["zone_saved"] == true ? .saved : .unsaved
+            try db.setMirrorState(.primaryZone, encoding: state)
+        }
+        try db.execute(sql: "DELETE FROM cloudstore_mirror_state WHERE key IN ('zone_saved', 'purged_zone')")
     }
 
     static func migrate(_ context: WriteContext, store: PersistentStore, schema: Schema) throws {

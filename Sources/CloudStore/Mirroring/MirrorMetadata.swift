@@ -139,8 +139,8 @@ enum MirrorStateKey: String {
     case engineState = "engine_state"
     /// The user record name the mirrored data belongs to.
     case userRecordName = "user"
-    /// Whether the store's primary zone was saved on the server.
-    case zoneSaved = "zone_saved"
+    /// Where the primary zone stands on the server (``ZoneServerState``).
+    case primaryZone = "primary_zone"
     /// The shared database engine's `State.Serialization` (the private one's is ``engineState``).
     case sharedEngineState = "shared_engine_state"
     case lastImport = "last_import"
@@ -155,10 +155,6 @@ enum MirrorStateKey: String {
     case uploadRevision = "upload_revision"
     /// The ``PersistentCloudContainer/LocalDataDecision`` the app is asked for, until it decides.
     case localDataDecision = "local_data_decision"
-    /// True from this device's purge of the primary zone on the server until the deletion comes
-    /// back in a fetch (or the zone is saved again): that deletion is this device's own, nothing
-    /// to decide.
-    case purgedZone = "purged_zone"
     /// The primary zone's name, for the recorder of another process's plain store.
     case primaryZoneName = "primary_zone_name"
 }
@@ -184,6 +180,11 @@ extension Database {
 
     func setMirrorState<T: Encodable>(_ key: MirrorStateKey, encoding value: T?) throws {
         try setMirrorState(key, value.map { try MirrorMetadata.encode($0) })
+    }
+
+    /// Where the primary zone stands on the server; unsaved until a save or a fetch said otherwise.
+    func primaryZoneState() throws -> ZoneServerState {
+        try mirrorState(.primaryZone, as: ZoneServerState.self) ?? .unsaved
     }
 }
 

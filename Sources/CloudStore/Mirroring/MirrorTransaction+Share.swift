@@ -44,7 +44,7 @@ extension MirrorTransaction {
         zone.share = record
         zone.saved = true
         if zone.pendingShare == sent?.share { zone.pendingShare = nil }
-        try db.save(zone)
+        try save(zone)
         counts.saved += 1
     }
 
@@ -58,7 +58,7 @@ extension MirrorTransaction {
             try noteShareChange(from: zone.share, to: nil, in: zone, removedHere: true)
             zone.share = nil
         }
-        try db.save(zone)
+        try save(zone)
         counts.deleted += 1
     }
 
@@ -75,13 +75,13 @@ extension MirrorTransaction {
             } else {
                 zone.share = nil
             }
-            try db.save(zone)
+            try save(zone)
             hasPendingShareChanges = true
         default:
             // Refused for good (an unknown user, too many participants): the change is dropped and
             // the failure reported; the share stays as the server has it.
             zone.pendingShare = nil
-            try db.save(zone)
+            try save(zone)
             refusedShares[zone.zoneID] = error
             counts.failed += 1
         }
@@ -100,7 +100,7 @@ extension MirrorTransaction {
         let zone = MirrorZone(
             zoneID: zoneID, role: zoneID.ownerRecordName == nil ? .ownedShare : .sharedWithMe, permission: nil, share: nil,
             pendingShare: nil, saved: true, root: nil)
-        try db.save(zone)
+        try save(zone)
         return zone
     }
 
@@ -115,7 +115,7 @@ extension MirrorTransaction {
         if zone.role == .sharedWithMe, let permission = currentUserPermission(in: record) {
             zone.permission = permission
         }
-        try db.save(zone)
+        try save(zone)
         counts.saved += 1
     }
 
@@ -124,7 +124,7 @@ extension MirrorTransaction {
         guard var zone = try db.mirrorZone(zoneID), zone.share != nil else { return }
         try noteShareChange(from: zone.share, to: nil, in: zone, removedHere: false)
         zone.share = nil
-        try db.save(zone)
+        try save(zone)
         counts.deleted += 1
     }
 
@@ -307,7 +307,7 @@ extension MirrorTransaction {
             ended.sequence = try db.log(ended)
             activity.append(ended)
         }
-        try db.deleteMirrorZone(zone.zoneID)
+        try deleteZone(zone.zoneID)
         try logOrphans()
     }
 

@@ -43,6 +43,13 @@ final class MirrorTransaction {
     /// instead of waiting for a target that will not come.
     var deletedOnServer: Set<UUID> = []
 
+    /// Zones of the private database whose state on the server this transaction stored, and
+    /// whether each needs a save now (``ZoneServerState/needsSave``): the engine is told once the
+    /// transaction committed, never before.
+    private(set) var zonesToSave: [ZoneID: Bool] = [:]
+    /// The primary zone's state, when this transaction stored it.
+    private(set) var primaryZoneState: ZoneServerState?
+
     var db: Database { context.db }
     var policy: ConflictPolicy { resolution.policy }
     var now: Date { resolution.now }
@@ -68,6 +75,25 @@ final class MirrorTransaction {
     /// How metadata names a zone the engine named.
     func key(_ zoneID: ZoneID) -> MirrorZone.Key {
         MirrorZone.Key(zoneID, primary: self.zoneID)
+    }
+
+    /// Stores where the primary zone stands on the server.
+    func setPrimaryZone(_ state: ZoneServerState) throws {
+        try db.setMirrorState(.primaryZone, encoding: state)
+        primaryZoneState = state
+        zonesToSave[zoneID] = state.needsSave
+    }
+
+    /// Stores a mirror zone's row.
+    func save(_ zone: MirrorZone) throws {
+        try db.save(zone)
+        if zone.role == .ownedShare { zonesToSave[zone.zoneID] = !zone.saved }
+    }
+
+    /// Forgets a mirror zone.
+    func deleteZone(_ zoneID: ZoneID) throws {
+        try db.deleteMirrorZone(zoneID)
+        zonesToSave[zoneID] = false
     }
 
     /// Stores a record's metadata.

@@ -96,6 +96,25 @@ struct MirrorZone: Sendable, Hashable {
     }
 }
 
+/// Where a zone of the private database stands on the server, as far as this device knows: the
+/// primary zone's is stored as ``MirrorStateKey/primaryZone``, an owned share's as its row's
+/// ``MirrorZone/saved``. The engine is asked to save a zone only while it ``needsSave``.
+enum ZoneServerState: String, Sendable, Hashable, Codable, CaseIterable {
+    /// Not on the server: saved before the next upload into it.
+    case unsaved
+    /// On the server.
+    case saved
+    /// An upload found it missing: the next fetch says whether it was deleted (then the policy or
+    /// the app decides) or lost by the server (then it is saved again).
+    case missing
+    /// This device deleted it (``PersistentCloudContainer/PurgeScope/everywhere``): its deletion
+    /// coming back in a fetch is this device's own, nothing to decide. A later save creates it again.
+    case purged
+
+    /// Whether the engine saves the zone before uploading into it.
+    var needsSave: Bool { self == .unsaved || self == .purged }
+}
+
 /// An object of the store, by entity and id.
 struct ObjectKey: Hashable, Sendable, Codable {
     var entityName: String

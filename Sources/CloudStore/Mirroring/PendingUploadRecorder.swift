@@ -22,7 +22,7 @@ struct PendingUploadRecorder: UnitOfWorkObserver {
     /// container named in the file, and wakes no engine (the mirroring process notices the commit).
     static func forOtherWriter(of db: Database, schema: Schema) throws -> PendingUploadRecorder {
         let zone = ZoneID(zoneName: try db.mirrorState(.primaryZoneName, as: String.self) ?? schema.name)
-        return PendingUploadRecorder(schema: schema, primaryZone: zone, signal: PendingUploadSignal(primaryZone: zone))
+        return PendingUploadRecorder(schema: schema, primaryZone: zone, signal: PendingUploadSignal())
     }
 
     func unitOfWorkWillCommit(_ unitOfWork: CommittingUnitOfWork) throws {
@@ -40,6 +40,10 @@ struct PendingUploadRecorder: UnitOfWorkObserver {
 /// Tells the sync engines that uploads are pending, from any thread: after a save committed some,
 /// or a mirroring transaction did. Before a zone of the private database is on the server (the
 /// primary zone, a new share's zone) it also asks for the zone to be saved first.
+///
+/// Which zones need a save is a copy of what the store keeps (``ZoneServerState``), set only once
+/// the transaction that stored it committed (``MirrorTransaction/zonesToSave``); the engine's
+/// pending zone saves are requests made from this copy, never a record of their own.
 final class PendingUploadSignal: Sendable {
     private struct Target {
         var states: [DatabaseScope: SyncEngine.State] = [:]
@@ -51,33 +55,35 @@ final class PendingUploadSignal: Sendable {
 
     private let target: Mutex<Target>
 
-    init(primaryZone: ZoneID) {
-        target = Mutex(Target(unsaved: [primaryZone]))
+    init() {
+        target = Mutex(Target())
     }
 
-    /// The engine of a database to tell, once it exists.
+    /// The engine of a database to tell, once it exists. Zone saves its saved state still asks
+    /// for are dropped: this signal asks for those that are needed.
     func attach(_ state: SyncEngine.State, scope: DatabaseScope) {
+        let saves = state.pendingDatabaseChanges.filter { if case .saveZone = $0 { true } else { false } }
+        state.remove(pendingDatabaseChanges: saves)
         target.withLock { $0.states[scope] = state }
     }
 
-    /// Whether a zone of the private database is on the server (false for a new share's zone, and
-    /// after a zone was deleted or the account changed).
-    func setZoneSaved(_ zoneID: ZoneID, _ saved: Bool) {
-        target.withLock { target in
-            if saved { target.unsaved.remove(zoneID) } else { target.unsaved.insert(zoneID) }
+    /// Whether a zone of the private database needs a save before the next upload into it, as
+    /// the transaction that just committed stored it.
+    func setNeedsSave(_ zoneID: ZoneID, _ needsSave: Bool) {
+        let state = target.withLock { target in
+            if needsSave { target.unsaved.insert(zoneID) } else { target.unsaved.remove(zoneID) }
+            return target.states[.private]
         }
-    }
-
-    /// Whether the zone is known to be on the server.
-    func isZoneSaved(_ zoneID: ZoneID) -> Bool {
-        target.withLock { !$0.unsaved.contains(zoneID) }
+        if !needsSave { state?.remove(pendingDatabaseChanges: [.saveZone(zoneID)]) }
     }
 
     /// Holds a zone's saves (or lets them go again).
     func setZoneHeld(_ zoneID: ZoneID, _ held: Bool) {
-        target.withLock { target in
+        let state = target.withLock { target in
             if held { target.held.insert(zoneID) } else { target.held.remove(zoneID) }
+            return target.states[.private]
         }
+        if held { state?.remove(pendingDatabaseChanges: [.saveZone(zoneID)]) }
     }
 
     func uploadsPending(in scopes: Set<DatabaseScope> = [.private, .shared]) {

@@ -128,6 +128,12 @@ extension SyncEngine.Event {
             /// shared with the user that they can no longer reach: remove the local copy and do
             /// not re-upload).
             public let reason: Zone.DeletionReason
+
+            /// A deletion as the engine reports it (a delegate's tests build their own).
+            public init(zoneID: ZoneID, reason: Zone.DeletionReason) {
+                self.zoneID = zoneID
+                self.reason = reason
+            }
         }
 
         /// Zones with changes; the engine fetches their records next.

@@ -57,10 +57,12 @@ struct MirrorMetadataMigrationTests {
                 (
                     try context.db.tableExists("cloudstore_mirror_record"),
                     try context.db.tableExists("cloudstore_mirror_pending_reference"),
-                    try Int.fetchOne(context.db, sql: "SELECT count(*) FROM cloudstore_mirror_state WHERE key = 'exported_through'")
+                    try Int.fetchOne(
+                        context.db, sql: "SELECT count(*) FROM cloudstore_mirror_state WHERE key IN ('exported_through', 'zone_saved')"),
+                    try context.db.primaryZoneState()
                 )
             }
-            #expect(leftovers == (false, false, 0), "the old layout is gone")
+            #expect(leftovers == (false, false, 0, .saved), "the old layout is gone; its zone_saved flag is the primary zone's state")
             #expect(await a.container.mirror.engine?.state.pendingRecordZoneChanges.isEmpty == true)
 
             try await a.container.waitUntilSynced(timeout: .seconds(30))

@@ -9,21 +9,6 @@ import Testing
 /// through a real `cloudstore serve` child.
 @Suite("Mirroring: the app decides what happens to local data", .serialized)
 struct MirroringLocalDataDecisionTests {
-    typealias Rules = LocalDataRules
-
-    @Test func theRulesAskByDefaultAndFollowAConfiguredPolicy() {
-        #expect(Rules.zoneDeleted(purged: false, policy: .ask) == .ask)
-        #expect(Rules.zoneDeleted(purged: true, policy: .ask) == .ask)
-        #expect(Rules.zoneDeleted(purged: false, policy: .reupload) == .apply(.uploadAgain))
-        #expect(Rules.zoneDeleted(purged: true, policy: .reupload) == .apply(.deleteLocalData), "a purge is not undone")
-        #expect(Rules.zoneDeleted(purged: false, policy: .deleteLocalData) == .apply(.deleteLocalData))
-        #expect(Rules.accountChanged(policy: .ask) == .ask)
-        #expect(Rules.accountChanged(policy: .replaceLocalData) == .apply(.deleteLocalData))
-        #expect(Rules.accountChanged(policy: .keepLocalData) == .apply(.uploadAgain))
-        #expect(PersistentCloudContainer.Options().zoneDeletionPolicy == .ask)
-        #expect(PersistentCloudContainer.Options().accountChangePolicy == .ask)
-    }
-
     /// Deletes the primary zone as another device of alice's would (a reset of the app's data).
     static func deleteZoneElsewhere(_ server: URL) async throws {
         let database = HTTPCloudDatabase(
