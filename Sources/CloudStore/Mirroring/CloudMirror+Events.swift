@@ -75,6 +75,10 @@ extension CloudMirror {
             sessions[scope]?.unheardCreates = session.unheardCreates
             if released { signal.uploadsPending() }
             try await run(.fetchEnded(complete: event.error == nil && !session.zoneFetchFailed), scope: scope)
+            if schema.mirroredEntities.contains(where: { !$0.uniquenessConstraints.isEmpty }) {
+                // Records a local unique key kept aside may fit now (the app changed the key).
+                try await transaction { try $0.applyKeptAside() }
+            }
             try await importEnded(scope)
         case .willSendChanges:
             try await run(.began, scope: scope)

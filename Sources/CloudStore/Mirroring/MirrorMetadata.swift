@@ -12,6 +12,8 @@ import GRDB
 /// - `cloudstore_mirror_unresolved_reference`: to-one references whose target has not arrived yet.
 /// - `cloudstore_mirror_conflict`: the conflict log, every value that lost.
 /// - `cloudstore_mirror_foreign_record`: records of types this schema does not know, kept verbatim.
+/// - `cloudstore_mirror_kept_aside`: fetched records a local object's unique key keeps from being
+///   applied, with their zone, applied again after each fetch (``MirrorTransaction/applyKeptAside()``).
 /// - `cloudstore_mirror_zone`: the zones mirrored besides the primary one (``MirrorZone``): owned
 ///   shares and zones shared with this user, with their share records and pending share changes.
 /// - `cloudstore_mirror_moved_record`: records to delete from the zone an object moved out of
@@ -65,6 +67,11 @@ enum MirrorMetadata {
                     policy TEXT NOT NULL);
                 CREATE TABLE IF NOT EXISTS cloudstore_mirror_foreign_record (
                     record_name TEXT PRIMARY KEY NOT NULL,
+                    record BLOB NOT NULL);
+                CREATE TABLE IF NOT EXISTS cloudstore_mirror_kept_aside (
+                    record_name TEXT PRIMARY KEY NOT NULL,
+                    zone_name TEXT NOT NULL,
+                    zone_owner TEXT NOT NULL DEFAULT '',
                     record BLOB NOT NULL);
                 CREATE TABLE IF NOT EXISTS cloudstore_mirror_zone (
                     zone_name TEXT NOT NULL,

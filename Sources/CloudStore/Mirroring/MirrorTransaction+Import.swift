@@ -87,6 +87,10 @@ extension MirrorTransaction {
         let id = content.snapshot.id
         let serverValues = recordValues(content.snapshot, entity)
         let pending = try row.pendingUpload
+        if !entity.uniquenessConstraints.isEmpty, !applyingKeptAside {
+            // A version kept aside before is replaced by this one, applied or kept aside in turn.
+            try db.cachedStatement(sql: "DELETE FROM cloudstore_mirror_kept_aside WHERE record_name = ?").execute(arguments: [record.recordName])
+        }
         let holders = entity.uniquenessConstraints.isEmpty ? [] : try uniqueKeyHolders(of: entity, values: serverValues, excluding: id)
         if !holders.isEmpty {
             // Local objects have the record's unique key: merged into it when they are newcomers
@@ -95,10 +99,7 @@ extension MirrorTransaction {
             let simple = pending == nil || (pending != .delete && !exists)
             let problem = try simple ? uniqueKeyMergeProblem(holders, of: entity, in: zone) : "object \(id) has changes of its own pending"
             if let problem {
-                logger.warning(
-                    "a fetched record is kept aside: a local object has its unique key",
-                    metadata: ["record": "\(record.recordName)", "entity": "\(entity.name)", "reason": "\(problem)"])
-                try keepForeign(record)
+                try keepAside(record, in: zone, entity: entity, problem: problem)
                 return
             }
             let upload = try mergeUniqueKeyHolders(holders, into: id, of: entity, server: serverValues, record: record, in: zone)
@@ -192,6 +193,9 @@ extension MirrorTransaction {
         let row = try db.recordMetadata(name)
         if let row, row.zone != zone { return }
         try db.execute(sql: "DELETE FROM cloudstore_mirror_foreign_record WHERE record_name = ?", arguments: [name])
+        try db.execute(
+            sql: "DELETE FROM cloudstore_mirror_kept_aside WHERE record_name = ? AND zone_name = ? AND zone_owner = ?",
+            arguments: [name, zoneID(zone).zoneName, zone.owner ?? ""])
         if let ends = row?.link ?? (recordType == LinkRecords.recordType ? LinkRecords.ends(recordName: name) : nil) {
             if var row, case .save? = try row.pendingUpload, let (entity, relationship) = LinkRecords.canonical(ends.relationship, in: schema) {
                 let (winner, conflicts) = resolution.linkAgainstDeletion(link(ends, entity, relationship))
@@ -301,6 +305,38 @@ extension MirrorTransaction {
         try context.removeRelated(entityName: entity.name, id: ends.source, relationship: relationship.name, ends.target)
     }
 
+    /// Keeps a fetched record aside that a local object's unique key keeps from being applied
+    /// (``uniqueKeyMergeProblem(_:of:in:)``): it is applied again after each fetch
+    /// (``applyKeptAside()``), once the app changed or deleted that object, or the object's own
+    /// changes went up. The first time is a warning; later attempts that still fail, debug lines.
+    private func keepAside(_ record: Record, in zone: MirrorZone.Key, entity: EntityDescription, problem: String) throws {
+        let zoneID = zoneID(zone)
+        let seen = try db.integer(
+            "SELECT 1 FROM cloudstore_mirror_kept_aside WHERE record_name = ?", [.string(record.recordName)]) != nil
+        logger.log(
+            level: seen || applyingKeptAside ? .debug : .warning, "a fetched record is kept aside: a local object has its unique key",
+            metadata: ["record": "\(record.recordName)", "entity": "\(entity.name)", "reason": "\(problem)"])
+        try db.execute(
+            sql: "INSERT OR REPLACE INTO cloudstore_mirror_kept_aside (record_name, zone_name, zone_owner, record) VALUES (?, ?, ?, ?)",
+            arguments: [record.recordName, zoneID.zoneName, zoneID.ownerRecordName ?? "", try MirrorMetadata.encode(record)])
+    }
+
+    /// Applies the records kept aside for a unique key again (``keepAside(_:in:entity:problem:)``):
+    /// each one whose key is free now, or whose holders can merge into it now, is applied as if
+    /// fetched; the others stay aside.
+    func applyKeptAside() throws {
+        let kept = try Row.fetchAll(db, sql: "SELECT zone_name, zone_owner, record FROM cloudstore_mirror_kept_aside ORDER BY rowid")
+        guard !kept.isEmpty else { return }
+        try db.execute(sql: "DELETE FROM cloudstore_mirror_kept_aside")
+        applyingKeptAside = true
+        defer { applyingKeptAside = false }
+        for row in kept {
+            let owner: String = row[1]
+            let zone = ZoneID(zoneName: row[0], ownerRecordName: owner.isEmpty ? nil : owner)
+            try applyFetched([try MirrorMetadata.decode(Record.self, row[2])], deletions: [], in: zone)
+        }
+    }
+
     /// Keeps a record this schema cannot read (a newer app version's), so it is not lost.
     private func keepForeign(_ record: Record) throws {
         try db.execute(
@@ -339,9 +375,11 @@ extension MirrorTransaction {
             try db.execute(sql: "DELETE FROM cloudstore_mirror_unresolved_reference")
             try db.execute(sql: "DELETE FROM cloudstore_mirror_zone")
             try db.execute(sql: "DELETE FROM cloudstore_mirror_moved_record")
+            try db.execute(sql: "DELETE FROM cloudstore_mirror_kept_aside")
         } else {
             try db.execute(sql: "DELETE FROM cloudstore_record_metadata WHERE zone_name IS NULL")
             try db.execute(sql: "DELETE FROM cloudstore_mirror_moved_record WHERE zone_name IS NULL")
+            try db.execute(sql: "DELETE FROM cloudstore_mirror_kept_aside WHERE zone_name = ? AND zone_owner = ''", arguments: [zoneID.zoneName])
         }
         try db.execute(sql: "DELETE FROM cloudstore_mirror_foreign_record")
     }
@@ -353,6 +391,7 @@ extension MirrorTransaction {
     /// that change (``PersistentCloudContainer/LocalDataChoice/keepLocalOnly``).
     func forgetMirroredRecords() throws {
         try db.execute(sql: "DELETE FROM cloudstore_record_metadata WHERE zone_name IS NULL")
+        try db.execute(sql: "DELETE FROM cloudstore_mirror_kept_aside WHERE zone_name = ? AND zone_owner = ''", arguments: [zoneID.zoneName])
         try db.execute(sql: "DELETE FROM cloudstore_mirror_moved_record WHERE zone_name IS NULL")
         try db.execute(sql: "DELETE FROM cloudstore_mirror_foreign_record")
     }

@@ -300,6 +300,9 @@ extension MirrorTransaction {
         try db.execute(
             sql: "DELETE FROM cloudstore_mirror_moved_record WHERE zone_name IS ? AND zone_owner IS ?",
             arguments: [key.name, key.owner])
+        try db.execute(
+            sql: "DELETE FROM cloudstore_mirror_kept_aside WHERE zone_name = ? AND zone_owner = ?",
+            arguments: [zone.zoneID.zoneName, zone.zoneID.ownerRecordName ?? ""])
         if zone.role == .sharedWithMe {
             var ended = ShareActivity(change: .accessEnded, user: userRecordName, permission: zone.permission)
             ended.date = now

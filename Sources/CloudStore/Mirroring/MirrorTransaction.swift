@@ -47,6 +47,8 @@ final class MirrorTransaction {
     /// whether each needs a save now (``ZoneServerState/needsSave``): the engine is told once the
     /// transaction committed, never before.
     private(set) var zonesToSave: [ZoneID: Bool] = [:]
+    /// Whether records kept aside for a unique key are being applied again (``applyKeptAside()``).
+    var applyingKeptAside = false
     /// The primary zone's state, when this transaction stored it.
     private(set) var primaryZoneState: ZoneServerState?
 

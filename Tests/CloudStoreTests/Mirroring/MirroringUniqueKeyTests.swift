@@ -2,6 +2,7 @@
 import CloudStoreSync
 import CloudStoreTesting
 import Foundation
+import GRDB
 import Testing
 
 /// Unique keys under sync, through a real `cloudstore serve` child: two devices create a folder
@@ -120,6 +121,40 @@ struct MirroringUniqueKeyTests {
             #expect(lost.map(\.losingValue) == [.int64(5)], "the value that lost is logged")
             await a.close()
             await b.close()
+        }
+    }
+
+    /// Bob shares his folder "Groceries" with alice, who has her own: her store's constraint
+    /// spans zones, the server's does not, so bob's folder waits aside on her device, nothing lost.
+    /// Once she renames hers, her next sync applies bob's folder.
+    @Test func aRecordKeptAsideIsAppliedOnceItsKeyIsFree() async throws {
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            let schema = try Self.schema()
+            let alice = try await TestDevice.make("alice", schema: schema, server: server.baseURL, token: "alice-token")
+            let bob = try await TestDevice.make("bob", schema: schema, server: server.baseURL, token: "bob-token")
+            var hers = Folder(title: "Groceries")
+            let his = Folder(title: "Groceries", color: "green")
+            try await alice.write { [hers] in try $0.insert(hers) }
+            try await bob.write { try $0.insert(his) }
+            try await alice.sync()
+            try await bob.sync()
+            let share = try await bob.container.share(his, with: [.init(user: "_alice", permission: .readWrite)], title: "Groceries")
+            _ = try await alice.container.acceptShare(shortGUID: try #require(share.shortGUID))
+            try await alice.sync()
+            #expect(try alice.folders().map(\.id) == [hers.id], "bob's folder waits aside: alice's has its title here")
+            let kept = try await alice.store.read { try Int.fetchOne($0.db, sql: "SELECT count(*) FROM cloudstore_mirror_kept_aside") }
+            #expect(kept == 1)
+
+            hers.title = "Groceries at home"
+            try await alice.write { [hers] in try $0.update(hers) }
+            try await alice.sync()
+            let folders = try alice.folders()
+            #expect(Set(folders.map(\.id)) == [hers.id, his.id], "bob's folder applied once the key is free")
+            #expect(folders.first { $0.id == his.id }?.color == "green")
+            let left = try await alice.store.read { try Int.fetchOne($0.db, sql: "SELECT count(*) FROM cloudstore_mirror_kept_aside") }
+            #expect(left == 0)
+            await alice.close()
+            await bob.close()
         }
     }
 
