@@ -12,7 +12,7 @@ import Foundation
 /// } catch let error as ContainerError where error.failure?.code == .authenticationFailed {
 ///     // Ask the user to sign in again; local data and pending uploads are kept.
 /// } catch ContainerError.Code.localDataDecisionNeeded {
-///     // Ask the user, then call container.decide(_:).
+///     // Ask the user, then call container.decide(_:zoneID:).
 /// }
 /// ```
 public struct ContainerError: Error, Sendable, CustomStringConvertible {
@@ -42,9 +42,9 @@ public struct ContainerError: Error, Sendable, CustomStringConvertible {
         /// A sharing call could not be done as asked: the message names what and what to do.
         public static let sharing = Code(rawValue: "sharing")
         /// Syncing waits for the app to decide what happens to the local data
-        /// (``ContainerError/localDataDecision``): call ``PersistentCloudContainer/decide(_:)``.
+        /// (``ContainerError/localDataDecision``): call ``PersistentCloudContainer/decide(_:zoneID:)``.
         public static let localDataDecisionNeeded = Code(rawValue: "localDataDecisionNeeded")
-        /// ``PersistentCloudContainer/decide(_:)`` was called with no decision pending.
+        /// ``PersistentCloudContainer/decide(_:zoneID:)`` was called with no decision pending.
         public static let noLocalDataDecision = Code(rawValue: "noLocalDataDecision")
         /// Another container (in this process or another) mirrors the store file: one syncs at a
         /// time. Write the file from here with a plain `PersistentStore`; the container that
@@ -115,7 +115,7 @@ public struct ContainerError: Error, Sendable, CustomStringConvertible {
 
     static let noLocalDataDecision = ContainerError(
         .noLocalDataDecision,
-        "no decision about local data is pending: decide(_:) answers one that status().localDataDecision or a localDataDecision event announced")
+        "no decision about local data is pending (for that zone): decide(_:zoneID:) answers one that status().localDataDecision, status().endedShares or a localDataDecision event announced")
 
     static func alreadyMirrored(_ path: String) -> ContainerError {
         ContainerError(

@@ -29,7 +29,7 @@ extension PersistentCloudContainer {
             /// Delivered once, ended.
             case sharing
             /// Syncing stopped until the app decides what happens to the local data
-            /// (``localDataDecision``): answer with ``PersistentCloudContainer/decide(_:)``.
+            /// (``localDataDecision``): answer with ``PersistentCloudContainer/decide(_:zoneID:)``.
             /// Delivered once, ended.
             case localDataDecision
         }
@@ -151,8 +151,12 @@ extension PersistentCloudContainer {
         /// Entries in the conflict log.
         public var conflictCount: Int
         /// What the app is asked to decide about the local data before syncing resumes; nil
-        /// when nothing waits (``PersistentCloudContainer/decide(_:)``).
+        /// when nothing waits (``PersistentCloudContainer/decide(_:zoneID:)``).
         public var localDataDecision: LocalDataDecision? = nil
+        /// The shares that ended while this device held unsent changes of them, each waiting for
+        /// the app (``LocalDataDecision/Reason/shareEnded``): answer each with
+        /// ``PersistentCloudContainer/decide(_:zoneID:)``. The rest syncs meanwhile.
+        public var endedShares: [LocalDataDecision] = []
 
         /// Whether this device has nothing left to upload (it says nothing about the server having
         /// newer changes: ``PersistentCloudContainer/waitUntilSynced(timeout:)`` checks both).

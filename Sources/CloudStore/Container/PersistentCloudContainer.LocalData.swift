@@ -3,7 +3,7 @@ import Foundation
 
 extension PersistentCloudContainer {
     /// Something on the server put this device's mirrored data in question, and the container
-    /// waits for the app to say what happens to it (``decide(_:)``). Until then the affected
+    /// waits for the app to say what happens to it (``decide(_:zoneID:)``). Until then the affected
     /// database does not sync and nothing local is deleted: not the objects, not the changes not
     /// uploaded yet. The container announces it with an event of kind
     /// ``Event/Kind/localDataDecision`` and keeps it in ``SyncStatus/localDataDecision`` (also
@@ -27,6 +27,11 @@ extension PersistentCloudContainer {
             /// The server says the credentials belong to `currentUser`, not to `previousUser`,
             /// whose data the store holds (a sign-out followed by another user's sign-in).
             case accountChanged(previousUser: String, currentUser: String)
+            /// A share's zone went away (`zoneID`: the owner stopped sharing or removed this
+            /// user, or deleted the zone; or, for a share this user owns, another of their devices
+            /// deleted it) while this device held changes of its objects not uploaded yet. Only
+            /// that zone waits; the rest syncs on.
+            case shareEnded
         }
 
         /// What happened.
@@ -58,6 +63,7 @@ extension PersistentCloudContainer {
                 case .zoneDeleted: "zone \(zoneID.zoneName) was deleted on the server"
                 case .zonePurged: "zone \(zoneID.zoneName) was purged on the server"
                 case .accountChanged(let previous, let current): "the server says this is user \(current), not \(previous)"
+                case .shareEnded: "the share of zone \(zoneID.zoneName)\(zoneID.ownerRecordName.map { " (owner \($0))" } ?? "") ended"
                 }
             return "\(what); this device holds \(localObjects) object(s) and \(unsentChanges) change(s) not uploaded"
         }
@@ -67,7 +73,8 @@ extension PersistentCloudContainer {
     public enum LocalDataChoice: String, Sendable, Hashable, Codable {
         /// Upload the local data again: the zone is created again (for an account change, in the
         /// new user's account) and every object goes up whole, unsent changes included. Shares of
-        /// the previous user are left.
+        /// the previous user are left. For a share that ended, its objects become this user's own,
+        /// in the primary zone.
         case uploadAgain
         /// Keep the objects on this device without uploading them: they are no longer mirrored
         /// (one that the app changes later is uploaded with that change), and syncing resumes
@@ -106,17 +113,24 @@ extension PersistentCloudContainer {
         try await mirror.purge(scope)
     }
 
-    /// Says what happens to the local data of the pending ``LocalDataDecision``, applies it in one
-    /// transaction and resumes syncing.
+    /// Says what happens to the local data of a pending ``LocalDataDecision``, applies it in one
+    /// transaction and resumes syncing. Without `zoneID`, the decision is the one that stops
+    /// syncing (``SyncStatus/localDataDecision``), or else the oldest share that ended
+    /// (``SyncStatus/endedShares``); name a share's zone to answer for that one.
     ///
     /// ```swift
     /// try await container.decide(.uploadAgain)
     /// try await container.sync()
+    ///
+    /// // A share ended while this device held edits of it: keep them, as this user's own.
+    /// for ended in try await container.status().endedShares {
+    ///     try await container.decide(.uploadAgain, zoneID: ended.zoneID)
+    /// }
     /// ```
     ///
-    /// - Throws: ``ContainerError/Code/noLocalDataDecision`` when nothing waits for a decision;
-    ///   ``ContainerError/Code/localOnly`` without a server.
-    public func decide(_ choice: LocalDataChoice) async throws {
-        try await mirror.decide(choice)
+    /// - Throws: ``ContainerError/Code/noLocalDataDecision`` when nothing waits for a decision
+    ///   (about `zoneID`); ``ContainerError/Code/localOnly`` without a server.
+    public func decide(_ choice: LocalDataChoice, zoneID: ZoneID? = nil) async throws {
+        try await mirror.decide(choice, zoneID: zoneID)
     }
 }

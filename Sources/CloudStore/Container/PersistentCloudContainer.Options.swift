@@ -46,7 +46,7 @@ extension PersistentCloudContainer {
         /// deleted instead: a purge is a deliberate erase).
         case reupload
         /// Stop syncing the private database and ask the app (``PersistentCloudContainer/LocalDataDecision``,
-        /// answered with ``PersistentCloudContainer/decide(_:)``). The default: nothing this
+        /// answered with ``PersistentCloudContainer/decide(_:zoneID:)``). The default: nothing this
         /// device did not upload is deleted without a call the app made.
         case ask
     }

@@ -231,13 +231,31 @@ extension CloudMirror {
     // MARK: The plan's steps
 
     /// What the store knows that decides the plan's steps.
-    var facts: MirrorPlan.Facts {
-        MirrorPlan.Facts(primaryZone: primaryZone, decision: pausedDecision?.reason, accountUnconfirmed: unconfirmedAccountDecision)
+    /// For a share zone the event says is gone, how many of its changes are unsent.
+    func facts(for event: MirrorPlan.Event) async throws -> MirrorPlan.Facts {
+        var facts = MirrorPlan.Facts(
+            primaryZone: primaryZone, decision: pausedDecision?.reason, accountUnconfirmed: unconfirmedAccountDecision)
+        let gone: [ZoneID] =
+            switch event {
+            case .zonesChanged(_, let deleted): deleted.map(\.zoneID)
+            case .zonesMissing(let zones): zones
+            case .zoneNotFound(let zone): [zone]
+            default: []
+            }
+        let shares = gone.filter { $0 != zoneID }
+        if !shares.isEmpty {
+            facts.unsentChanges = try await store.read { context in
+                var unsent: [ZoneID: Int] = [:]
+                for zone in shares { unsent[zone] = try MirrorMetadata.localDataCounts(context.db, in: MirrorZone.Key(zone)).unsent }
+                return unsent
+            }
+        }
+        return facts
     }
 
     /// Runs the steps ``MirrorPlan`` answers for an event of an engine, in order.
     func run(_ event: MirrorPlan.Event, scope: DatabaseScope) async throws {
-        for step in plan.steps(for: event, scope: scope, facts: facts) {
+        for step in plan.steps(for: event, scope: scope, facts: try await facts(for: event)) {
             logger.debug("mirror step", metadata: ["database": "\(scope.rawValue)", "step": "\(step)"])
             try await run(step)
         }
@@ -283,6 +301,8 @@ extension CloudMirror {
                 guard let row = try transaction.db.mirrorZone(zone) else { return }
                 try transaction.removeZoneData(row)
             }
+        case .askAboutShare(let zone):
+            try await askAboutShare(zone)
         case .uploadShareZoneAgain(let zone):
             logger.warning("the zone is missing on the server; creating it and uploading everything", metadata: ["zone": "\(zone)"])
             try await transaction { transaction in

@@ -19,6 +19,33 @@ extension CloudMirror {
         }
     }
 
+    /// Throws what stops the app's sync from finishing: ``checkCanSync()``, or a share that ended
+    /// with unsent changes (the rest syncs meanwhile; that zone's uploads wait for the app).
+    func checkDecisions() throws {
+        try checkCanSync()
+        if let ended = endedShares.values.min(by: { $0.date < $1.date }) { throw ContainerError.localDataDecisionNeeded(ended) }
+    }
+
+    /// A share's zone went away while this device holds unsent changes of it: the zone's row
+    /// keeps the decision (``MirrorZone/ended``), its uploads wait, and the app is asked.
+    func askAboutShare(_ zone: ZoneID) async throws {
+        let date = store.configuration.now()
+        let decision = try await transaction { transaction -> PersistentCloudContainer.LocalDataDecision? in
+            guard var row = try transaction.db.mirrorZone(zone), row.ended == nil else { return nil }
+            let counts = try MirrorMetadata.localDataCounts(transaction.db, in: row.key)
+            row.ended = PersistentCloudContainer.LocalDataDecision(
+                reason: .shareEnded, zoneID: zone, localObjects: counts.objects, unsentChanges: counts.unsent, date: date)
+            try transaction.save(row)
+            return row.ended
+        }.value
+        guard let decision else { return }
+        endedShares[zone] = decision
+        logger.warning(
+            "a share ended while this device held unsent changes of it; they wait for the app to decide",
+            metadata: ["decision": "\(decision)", "count": "\(decision.unsentChanges)"])
+        events.send(EventTracker.localDataDecision(decision))
+    }
+
     /// Stops syncing what the decision is about and asks the app: the decision is stored with
     /// what it concerns, the primary zone's uploads are held (or, for another user, both engines
     /// stop), and the app gets an event. Nothing local is changed.
@@ -59,13 +86,23 @@ extension CloudMirror {
         logger.notice("the user whose data the store holds signed in again; syncing resumes")
     }
 
-    /// Applies the app's choice for the decision the store keeps, and syncs again.
-    func decide(_ choice: PersistentCloudContainer.LocalDataChoice) async throws {
+    /// Applies the app's choice for the decision the store keeps about `zoneID`: by default the
+    /// one that stops syncing, or else the oldest share that ended; then syncs again.
+    func decide(_ choice: PersistentCloudContainer.LocalDataChoice, zoneID requested: ZoneID?) async throws {
         guard !databases.isEmpty else { throw ContainerError.localOnly }
         let stored = try await store.read {
             try $0.db.mirrorState(.localDataDecision, as: PersistentCloudContainer.LocalDataDecision.self)
         }
-        guard let decision = stored else { throw ContainerError.noLocalDataDecision }
+        if let requested, requested != zoneID {
+            guard endedShares[requested] != nil else { throw ContainerError.noLocalDataDecision }
+            return try await applyShareChoice(choice, zone: requested)
+        }
+        guard let decision = stored else {
+            guard requested == nil, let ended = endedShares.values.min(by: { $0.date < $1.date }) else {
+                throw ContainerError.noLocalDataDecision
+            }
+            return try await applyShareChoice(choice, zone: ended.zoneID)
+        }
         logger.notice("the app decided about local data", metadata: ["decision": "\(decision)", "choice": "\(choice.rawValue)"])
         switch decision.reason {
         case .zoneDeleted, .zonePurged:
@@ -74,7 +111,26 @@ extension CloudMirror {
             // The engines start again as the new user's, whether they stopped for the decision
             // or started since (a restart) with the previous user's state.
             try await applyAccountChoice(choice, newUser: current, restartingEngines: true)
+        case .shareEnded:
+            try await applyShareChoice(choice, zone: decision.zoneID)
         }
+    }
+
+    /// Carries out a choice for the objects of a share that ended: they become this user's own in
+    /// the primary zone, stay on this device unmirrored, or go (their unsent changes in the
+    /// conflict log as lost).
+    func applyShareChoice(_ choice: PersistentCloudContainer.LocalDataChoice, zone: ZoneID) async throws {
+        logger.notice("the app decided about a share that ended", metadata: ["zone": "\(zone)", "choice": "\(choice.rawValue)"])
+        try await transaction { transaction in
+            guard let row = try transaction.db.mirrorZone(zone) else { return }
+            switch choice {
+            case .uploadAgain: try transaction.takeOver(row)
+            case .keepLocalOnly: try transaction.keepLocally(row)
+            case .deleteLocalData: try transaction.removeZoneData(row)
+            }
+        }
+        endedShares[zone] = nil
+        signal.uploadsPending()
     }
 
     /// Carries out a choice for the local data of a deleted or purged primary zone; also what a
@@ -120,6 +176,7 @@ extension CloudMirror {
             }
         }
         pausedDecision = nil
+        try await reloadEndedShares()
         if restartingEngines {
             await stopEngines()
             for (scope, database) in databases.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
@@ -146,6 +203,7 @@ extension CloudMirror {
                 }
             }
             pausedDecision = nil
+            endedShares = [:]
             purgedLocally = true
         case .everywhere:
             let answer = try await database.modifyZones(ZonesModifyRequest(operations: [.init(.delete, zoneID)]))
@@ -159,6 +217,12 @@ extension CloudMirror {
             }
             pausedDecision = nil
         }
+    }
+
+    /// Reads again which shares ended and wait for the app, after a choice that removed zones.
+    private func reloadEndedShares() async throws {
+        let ended = try await store.read { try $0.db.mirrorZones().compactMap(\.ended) }
+        endedShares = Dictionary(ended.map { ($0.zoneID, $0) }) { first, _ in first }
     }
 
     /// Stops the engines: the mirror no longer hands them anything (``engines`` is emptied first,

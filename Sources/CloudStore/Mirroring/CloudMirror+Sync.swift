@@ -34,7 +34,7 @@ extension CloudMirror {
         // Creates released, or a zone the send found missing created again: send what waits.
         if heldBackCreates < held || (missing && primaryZone != .missing && pausedDecision == nil) { try await sendNow() }
         // A decision the fetch asked for stops the sync here: nothing more goes until the app decides.
-        try checkCanSync()
+        try checkDecisions()
     }
 
     /// Sends and fetches until nothing is left in either direction, retrying transient failures
@@ -51,7 +51,7 @@ extension CloudMirror {
                 }
             }
             // Not in sync while the app is to decide about the local data.
-            try self.checkCanSync()
+            try self.checkDecisions()
             let (pending, refused) = try await self.store.read { context in
                 (try context.db.pendingUploadCount(), try context.db.refusedUploads())
             }

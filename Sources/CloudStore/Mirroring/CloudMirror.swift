@@ -43,6 +43,10 @@ actor CloudMirror: SyncEngineDelegate {
     var pausedDecision: PersistentCloudContainer.LocalDataDecision? {
         didSet { signal.setZoneHeld(zoneID, pausedDecision != nil) }
     }
+    /// The shares that ended while this device held unsent changes of them, by zone: copies of
+    /// what their rows keep (``MirrorZone/ended``), set once that is committed. Their zones'
+    /// uploads wait until the app decides.
+    var endedShares: [ZoneID: PersistentCloudContainer.LocalDataDecision] = [:]
     /// Whether the store keeps a decision about an account change that the engine has not
     /// confirmed since the container opened: the credentials may be the previous user's again.
     var unconfirmedAccountDecision = false
@@ -113,7 +117,7 @@ actor CloudMirror: SyncEngineDelegate {
             store.add(PendingUploadRecorder(schema: schema, primaryZone: zoneID, signal: signal))
             let (store, schema, zoneID, policy, logger) = (store, schema, zoneID, options.conflictPolicy, logger)
             let now = store.configuration.now()
-            let (states, primaryZone, unsavedZones, pending, unheard, decision) = try await store.write(author: MirrorAuthor.import) { context in
+            let (states, primaryZone, zones, pending, unheard, decision) = try await store.write(author: MirrorAuthor.import) { context in
                 let firstMirroring = try MirrorMetadata.prepare(context, store: store, schema: schema)
                 if firstMirroring {
                     // Objects saved before the store first mirrored: each is an upload to make,
@@ -133,7 +137,7 @@ actor CloudMirror: SyncEngineDelegate {
                 return (
                     states,
                     try context.db.primaryZoneState(),
-                    try context.db.mirrorZones().filter { $0.role == .ownedShare && !$0.saved }.map(\.zoneID),
+                    try context.db.mirrorZones(),
                     try context.db.pendingUploadCount(),
                     try context.db.unheardCreateNames(),
                     try context.db.mirrorState(.localDataDecision, as: PersistentCloudContainer.LocalDataDecision.self)
@@ -151,7 +155,8 @@ actor CloudMirror: SyncEngineDelegate {
             self.databases = databases
             self.primaryZone = primaryZone
             signal.setNeedsSave(zoneID, primaryZone.needsSave)
-            for zone in unsavedZones { signal.setNeedsSave(zone, true) }
+            for zone in zones where zone.role == .ownedShare && !zone.saved { signal.setNeedsSave(zone.zoneID, true) }
+            for zone in zones { endedShares[zone.zoneID] = zone.ended }
             for (scope, database) in databases.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
                 var session = EngineSession()
                 session.savedState = states[scope]
@@ -278,7 +283,8 @@ actor CloudMirror: SyncEngineDelegate {
         // An engine stopped for a decision about local data sends nothing more.
         guard engines[scope] === syncEngine else { return nil }
         // While the app decides about the deleted primary zone, its records wait.
-        let heldZones: Set<MirrorZone.Key> = pausedDecision == nil ? [] : [.primary]
+        // So do those of a share that ended, until the app decides what becomes of them.
+        let heldZones = Set(endedShares.keys.map(MirrorZone.Key.init)).union(pausedDecision == nil ? [] : [.primary])
         // Creates in flight are skipped anyway (the engine prepares the next batch while one is in
         // flight); only those handed out and never answered wait for a fetch.
         let inFlightNames = Set(context.recordIDsToSkip.map(\.recordName))

@@ -26,15 +26,24 @@ extension MirrorMetadata {
             lastImport: try db.mirrorState(.lastImport, as: Date.self),
             lastExport: try db.mirrorState(.lastExport, as: Date.self), lastError: lastError,
             conflictCount: try Int.fetchOne(db, sql: "SELECT count(*) FROM cloudstore_mirror_conflict") ?? 0,
-            localDataDecision: try db.mirrorState(.localDataDecision, as: PersistentCloudContainer.LocalDataDecision.self))
+            localDataDecision: try db.mirrorState(.localDataDecision, as: PersistentCloudContainer.LocalDataDecision.self),
+            endedShares: try db.tableExists("cloudstore_mirror_zone") ? try db.mirrorZones().compactMap(\.ended) : [])
     }
 
     /// How many mirrored objects this device holds and how many of their changes wait to go up:
     /// of the primary zone, or of every zone.
     static func localDataCounts(_ db: Database, allZones: Bool) throws -> (objects: Int, unsent: Int) {
-        let zone = allZones ? "" : " AND zone_name IS NULL"
-        let objects = try Int.fetchOne(db, sql: "SELECT count(*) FROM cloudstore_record_metadata WHERE link_source IS NULL" + zone) ?? 0
-        let unsent = try Int.fetchOne(db, sql: "SELECT count(*) FROM cloudstore_record_metadata WHERE pending_upload IS NOT NULL" + zone) ?? 0
+        try localDataCounts(db, where: allZones ? "" : " AND zone_name IS NULL", [])
+    }
+
+    /// The same for one zone.
+    static func localDataCounts(_ db: Database, in zone: MirrorZone.Key) throws -> (objects: Int, unsent: Int) {
+        try localDataCounts(db, where: " AND zone_name IS ? AND zone_owner IS ?", [zone.name, zone.owner])
+    }
+
+    private static func localDataCounts(_ db: Database, where zone: String, _ arguments: StatementArguments) throws -> (objects: Int, unsent: Int) {
+        let objects = try Int.fetchOne(db, sql: "SELECT count(*) FROM cloudstore_record_metadata WHERE link_source IS NULL" + zone, arguments: arguments) ?? 0
+        let unsent = try Int.fetchOne(db, sql: "SELECT count(*) FROM cloudstore_record_metadata WHERE pending_upload IS NOT NULL" + zone, arguments: arguments) ?? 0
         return (objects, unsent)
     }
 

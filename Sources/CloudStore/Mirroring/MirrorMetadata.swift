@@ -109,6 +109,10 @@ enum MirrorMetadata {
             try db.execute(sql: "ALTER TABLE cloudstore_record_metadata ADD COLUMN zone_name TEXT")
             try db.execute(sql: "ALTER TABLE cloudstore_record_metadata ADD COLUMN zone_owner TEXT")
         }
+        // Stores from before a share's end waited for the app: no zone waits.
+        if try !db.columns(in: "cloudstore_mirror_zone").contains(where: { $0.name == "ended" }) {
+            try db.execute(sql: "ALTER TABLE cloudstore_mirror_zone ADD COLUMN ended BLOB")
+        }
         // Stores from before the times of server versions were kept: unknown for their rows.
         if !columns.contains("server_modified") {
             try db.execute(sql: "ALTER TABLE cloudstore_record_metadata ADD COLUMN server_modified INTEGER")

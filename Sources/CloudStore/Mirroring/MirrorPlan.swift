@@ -36,6 +36,9 @@ struct MirrorPlan: Sendable {
         /// Whether the stored decision is about an account change the engine has not confirmed
         /// since the container opened: the credentials may be the previous user's again.
         var accountUnconfirmed = false
+        /// For the share zones the event names, how many of their changes this device has not
+        /// uploaded yet.
+        var unsentChanges: [ZoneID: Int] = [:]
     }
 
     /// An engine's report about zones or the account, reduced to what decides the steps.
@@ -79,8 +82,11 @@ struct MirrorPlan: Sendable {
         /// Mirror zones that appeared (another device's shares, zones shared with this user).
         case adoptZones([ZoneID])
         /// A zone shared with this user, or an owned share's zone deleted on another device, is
-        /// gone: its local copy goes.
+        /// gone with nothing unsent: its local copy goes.
         case removeShareZone(ZoneID, Zone.DeletionReason)
+        /// A share's zone is gone while this device holds unsent changes of it: its uploads wait
+        /// and the app is asked (``PersistentCloudContainer/LocalDataDecision/Reason/shareEnded``).
+        case askAboutShare(ZoneID)
         /// An owned share's zone the server lost: saved again, with everything in it.
         case uploadShareZoneAgain(ZoneID)
         /// Fetch soon: the fetch says why the primary zone is missing.
@@ -104,13 +110,13 @@ struct MirrorPlan: Sendable {
                     // Deleted on another device, or lost by the server: the next fetch tells which.
                     return facts.primaryZone == .missing ? [.fetch] : [.setPrimaryZone(.missing), .fetch]
                 }
-                return zoneLost(zone)
+                return zoneLost(zone, facts)
             }
         case .zoneNotFound(let zone):
             // The engine fetches a zone it knew and the server no longer lists: lost, not deleted
             // (a deletion comes as a database change).
             guard scope == .private else { return [] }
-            return zone == primaryZone ? reuploadPrimary(facts) : zoneLost(zone)
+            return zone == primaryZone ? reuploadPrimary(facts) : zoneLost(zone, facts)
         case .fetchEnded(let complete):
             // The fetch did not report the zone deleted: the server lost it.
             guard scope == .private, complete, facts.primaryZone == .missing else { return [] }
@@ -150,7 +156,7 @@ struct MirrorPlan: Sendable {
         if !appeared.isEmpty { steps.append(.adoptZones(appeared)) }
         for deletion in deleted {
             guard deletion.zoneID == primaryZone else {
-                steps.append(.removeShareZone(deletion.zoneID, deletion.reason))
+                steps += shareZoneGone(deletion.zoneID, deletion.reason, facts)
                 continue
             }
             steps += primaryZoneDeleted(purged: deletion.reason == .purged, facts: facts)
@@ -178,7 +184,13 @@ struct MirrorPlan: Sendable {
 
     /// A zone other than the primary one is missing: an owned share's zone is saved again with
     /// everything in it; a zone shared with this user is gone for good (its owner deleted it).
-    private func zoneLost(_ zone: ZoneID) -> [Step] {
-        zone.ownerRecordName == nil ? [.uploadShareZoneAgain(zone)] : [.removeShareZone(zone, .deleted)]
+    private func zoneLost(_ zone: ZoneID, _ facts: Facts) -> [Step] {
+        zone.ownerRecordName == nil ? [.uploadShareZoneAgain(zone)] : shareZoneGone(zone, .deleted, facts)
+    }
+
+    /// A share's zone went away: its local copy goes with it, unless this device holds changes
+    /// of it not uploaded yet, which nothing deletes without the app.
+    private func shareZoneGone(_ zone: ZoneID, _ reason: Zone.DeletionReason, _ facts: Facts) -> [Step] {
+        facts.unsentChanges[zone, default: 0] > 0 ? [.askAboutShare(zone)] : [.removeShareZone(zone, reason)]
     }
 }

@@ -297,6 +297,34 @@ extension MirrorTransaction {
         for row in rows where row.link == nil {
             try removeLocalCopy(of: row)
         }
+        try forgetZone(zone)
+    }
+
+    /// Keeps the objects of a share's zone that went away on this device, unmirrored: what the
+    /// app chose for them (``PersistentCloudContainer/LocalDataChoice/keepLocalOnly``). One the
+    /// app changes later is uploaded, as its own, with that change.
+    func keepLocally(_ zone: MirrorZone) throws {
+        try db.execute(
+            sql: "DELETE FROM cloudstore_record_metadata WHERE zone_name IS ? AND zone_owner IS ?", arguments: [zone.key.name, zone.key.owner])
+        try forgetZone(zone)
+    }
+
+    /// Moves the objects of a share's zone that went away into the primary zone, each uploaded
+    /// whole as this user's own (``PersistentCloudContainer/LocalDataChoice/uploadAgain``).
+    func takeOver(_ zone: MirrorZone) throws {
+        let objects = try db.recordMetadata(in: zone.key).compactMap { row in
+            row.link == nil ? UUID(text: row.recordName).map { ObjectKey(entityName: row.entityName, id: $0) } : nil
+        }
+        try move(objects, to: .primary)
+        // Links of objects that stayed behind (deleted here) go with the zone.
+        try keepLocally(zone)
+    }
+
+    /// Forgets a zone this device no longer mirrors, once its records are dealt with: the
+    /// deletes of records moved out of it, the records kept aside in it, its row, and for a zone
+    /// shared with this user, the end of their access in the share activity.
+    private func forgetZone(_ zone: MirrorZone) throws {
+        let key = zone.key
         try db.execute(
             sql: "DELETE FROM cloudstore_mirror_moved_record WHERE zone_name IS ? AND zone_owner IS ?",
             arguments: [key.name, key.owner])

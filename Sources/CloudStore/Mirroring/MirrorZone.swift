@@ -35,6 +35,10 @@ struct MirrorZone: Sendable, Hashable {
     var saved: Bool
     /// The object the share was made from (owned shares, on the device that shared it).
     var root: ObjectKey?
+    /// The zone went away on the server while this device held unsent changes of it: what the
+    /// app is asked (``PersistentCloudContainer/LocalDataDecision/Reason/shareEnded``). Its
+    /// uploads wait until the app decides.
+    var ended: PersistentCloudContainer.LocalDataDecision?
 
     var key: MirrorZone.Key { Key(zoneID) }
 
@@ -149,13 +153,13 @@ extension Database {
         try cachedStatement(
             sql: """
                 INSERT OR REPLACE INTO cloudstore_mirror_zone
-                (zone_name, zone_owner, role, permission, share, pending_share, saved, root_entity, root_id)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                (zone_name, zone_owner, role, permission, share, pending_share, saved, root_entity, root_id, ended)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """
         ).execute(arguments: [
             zone.zoneID.zoneName, zone.zoneID.ownerRecordName ?? "", zone.role.rawValue, zone.permission?.rawValue,
             try zone.share.map { try MirrorMetadata.encode($0) }, try zone.pendingShare.map { try MirrorMetadata.encode($0) },
-            zone.saved, zone.root?.entityName, zone.root?.id.uuidString,
+            zone.saved, zone.root?.entityName, zone.root?.id.uuidString, try zone.ended.map { try MirrorMetadata.encode($0) },
         ])
     }
 
@@ -167,7 +171,7 @@ extension Database {
 }
 
 extension MirrorZone {
-    static let columns = "zone_name, zone_owner, role, permission, share, pending_share, saved, root_entity, root_id"
+    static let columns = "zone_name, zone_owner, role, permission, share, pending_share, saved, root_entity, root_id, ended"
 
     init(row: Row) throws {
         let owner: String = row[1]
@@ -180,6 +184,7 @@ extension MirrorZone {
         if let entity = row[7] as String?, let id = (row[8] as String?).flatMap(UUID.init(text:)) {
             root = ObjectKey(entityName: entity, id: id)
         }
+        ended = try (row[9] as Data?).map { try MirrorMetadata.decode(PersistentCloudContainer.LocalDataDecision.self, $0) }
     }
 }
 

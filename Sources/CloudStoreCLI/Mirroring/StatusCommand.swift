@@ -96,6 +96,9 @@ public struct StatusCommand: CloudStoreSubcommand {
         if let decision = status.localDataDecision {
             table.append(["decision needed", "\(decision) (the app decides; syncing waits)"])
         }
+        for ended in status.endedShares {
+            table.append(["decision needed", "\(ended) (the app decides; its changes wait, the rest syncs)"])
+        }
         context.output.print(table)
     }
 }
@@ -187,6 +190,7 @@ private struct StatusJSON: Encodable {
     var lastError: Failure?
     var conflictCount: Int
     var localDataDecision: String?
+    var endedShares: [String]
 
     init(store: String, schema: Schema, status: PersistentCloudContainer.SyncStatus) {
         self.store = store
@@ -203,5 +207,6 @@ private struct StatusJSON: Encodable {
         lastError = status.lastError.map { Failure(code: $0.code?.rawValue, message: $0.message, date: $0.date) }
         conflictCount = status.conflictCount
         localDataDecision = status.localDataDecision?.description
+        endedShares = status.endedShares.map(\.description)
     }
 }

@@ -58,6 +58,9 @@ struct MirrorPlanTests {
         Row(name: "shares appear", event: .zonesChanged(modified: [primary, ownedShare, sharedWithMe], deleted: []), steps: [.adoptZones([ownedShare, sharedWithMe])]),
         Row(name: "a zone shared with me goes away", event: deleted(sharedWithMe, .unshared), scope: .shared, steps: [.removeShareZone(sharedWithMe, .unshared)]),
         Row(name: "an owned share's zone deleted on another device", event: deleted(ownedShare, .deleted), steps: [.removeShareZone(ownedShare, .deleted)]),
+        Row(name: "a share ends while this device holds unsent changes of it: ask", event: deleted(sharedWithMe, .unshared), scope: .shared, facts: .init(primaryZone: .saved, unsentChanges: [sharedWithMe: 2]), steps: [.askAboutShare(sharedWithMe)]),
+        Row(name: "an owned share's zone deleted elsewhere, unsent changes here: ask", event: deleted(ownedShare, .deleted), facts: .init(primaryZone: .saved, unsentChanges: [ownedShare: 1]), steps: [.askAboutShare(ownedShare)]),
+        Row(name: "uploads find a zone shared with me missing, unsent changes: ask", event: .zonesMissing([sharedWithMe]), scope: .shared, facts: .init(primaryZone: .saved, unsentChanges: [sharedWithMe: 1]), steps: [.askAboutShare(sharedWithMe)]),
         // Zones saved.
         Row(name: "the primary zone saved", event: .zonesSaved([primary]), facts: .init(primaryZone: .unsaved), steps: [.setPrimaryZone(.saved)]),
         Row(name: "the primary zone saved after this device's purge", event: .zonesSaved([primary]), facts: .init(primaryZone: .purged), steps: [.setPrimaryZone(.saved)]),

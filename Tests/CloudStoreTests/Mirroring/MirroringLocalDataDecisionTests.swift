@@ -9,6 +9,76 @@ import Testing
 /// through a real `cloudstore serve` child.
 @Suite("Mirroring: the app decides what happens to local data", .serialized)
 struct MirroringLocalDataDecisionTests {
+    /// Alice shares a folder with bob, who edits its note offline; alice stops sharing. Bob's
+    /// sync asks instead of deleting his edit; the rest of his data syncs on. Each choice then
+    /// does what it says: his copy becomes his own (and reaches his second device), stays local
+    /// unmirrored, or goes with the edit logged as lost.
+    @Test(arguments: [PersistentCloudContainer.LocalDataChoice.uploadAgain, .keepLocalOnly, .deleteLocalData])
+    func aShareThatEndsWithUnsentChangesWaitsForTheApp(_ choice: PersistentCloudContainer.LocalDataChoice) async throws {
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            let alice = try await TestDevice.make("alice", server: server.baseURL, token: "alice-token")
+            let bob = try await TestDevice.make("bob", server: server.baseURL, token: "bob-token")
+            let folder = Folder(title: "Trip")
+            var tickets = Note(title: "Tickets", folder: folder.id)
+            try await alice.write { [tickets] context in
+                try context.insert(folder)
+                try context.insert(tickets)
+            }
+            try await alice.sync()
+            let share = try await alice.container.share(folder, with: [.init(user: "_bob", permission: .readWrite)], title: "Trip")
+            _ = try await bob.container.acceptShare(shortGUID: try #require(share.shortGUID))
+            let diary = Note(title: "Diary")
+            try await bob.write { [diary] in try $0.insert(diary) }
+            try await bob.sync()
+
+            tickets.body = "bob's seat: 12A"
+            try await bob.write { [tickets] in try $0.update(tickets) }
+            try await alice.container.stopSharing(share)
+            let events = bob.container.events()
+            do {
+                try await bob.sync()
+                Issue.record("the sync should say that a decision waits")
+            } catch ContainerError.Code.localDataDecisionNeeded {}
+            let status = try await bob.container.status()
+            #expect(status.localDataDecision == nil, "nothing stops the rest of bob's sync")
+            let ended = try #require(status.endedShares.first)
+            #expect(status.endedShares.count == 1)
+            #expect(ended.reason == .shareEnded && ended.zoneID.ownerRecordName == "_alice")
+            #expect(ended.localObjects == 2 && ended.unsentChanges == 1, "\(ended)")
+            #expect(try bob.note(tickets.id)?.body == "bob's seat: 12A", "nothing deleted before the app decides")
+            var asked: PersistentCloudContainer.LocalDataDecision?
+            for await event in events where event.kind == .localDataDecision {
+                asked = event.localDataDecision
+                break
+            }
+            #expect(asked == ended)
+
+            try await bob.container.decide(choice, zoneID: ended.zoneID)
+            try await bob.container.waitUntilSynced(timeout: .seconds(20))
+            #expect(try await bob.container.status().endedShares.isEmpty)
+            let bob2 = try await TestDevice.make("bob2", server: server.baseURL, token: "bob-token")
+            try await bob2.sync()
+            switch choice {
+            case .uploadAgain:
+                #expect(try bob.container.sharing(of: Note.self, id: tickets.id).isShared == false, "bob's own now")
+                #expect(try bob2.note(tickets.id)?.body == "bob's seat: 12A", "his copy reached his second device")
+                #expect(try bob2.folders().map(\.title) == ["Trip"])
+            case .keepLocalOnly:
+                #expect(try bob.note(tickets.id)?.body == "bob's seat: 12A", "kept on this device")
+                #expect(try bob2.note(tickets.id) == nil, "and nowhere else")
+            default:
+                #expect(try bob.note(tickets.id) == nil && bob.folders().isEmpty)
+                let lost = try bob.container.conflicts().filter { $0.objectID == tickets.id }
+                #expect(lost.contains { $0.property == "body" && $0.losingValue == .string("bob's seat: 12A") }, "the edit that went is logged")
+            }
+            #expect(try bob2.note(diary.id) != nil, "bob's own data synced throughout")
+            #expect(try alice.note(tickets.id)?.body == nil, "alice's copy never had bob's edit")
+            await alice.close()
+            await bob.close()
+            await bob2.close()
+        }
+    }
+
     /// Deletes the primary zone as another device of alice's would (a reset of the app's data).
     static func deleteZoneElsewhere(_ server: URL) async throws {
         let database = HTTPCloudDatabase(

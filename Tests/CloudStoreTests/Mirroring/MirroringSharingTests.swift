@@ -156,7 +156,8 @@ struct MirroringSharingTests {
             let joined = try alice.container.shareActivity().filter { $0.change == .joined }.compactMap(\.user)
             #expect(Set(joined) == ["_bob", "_carol"])
 
-            // Alice removes bob: his copy goes, with an event and his unsent edit in the conflict log.
+            // Alice removes bob while he holds an unsent edit: his copy waits for his app, which
+            // deletes it; it goes, with an event and his unsent edit in the conflict log.
             var lastWords = try #require(try bob.note(bread.id))
             lastWords.title = "Rye bread"
             try await bob.write { [lastWords] in try $0.update(lastWords) }
@@ -166,6 +167,9 @@ struct MirroringSharingTests {
             #expect(afterRemoval.participants.contains { $0.user == "_bob" && $0.status != .removed } == false)
             #expect(try alice.container.shareActivity().contains { $0.change == .removed && $0.user == "_bob" })
             try await bob.container.fetchChanges()
+            #expect(try bob.note(bread.id)?.title == "Rye bread", "nothing unsent goes before bob's app decides")
+            #expect(try await bob.container.status().endedShares.map(\.unsentChanges) == [1])
+            try await bob.container.decide(.deleteLocalData)
             #expect(try bob.notes().isEmpty && bob.folders().isEmpty, "bob's copy of the share went")
             #expect(try bob.container.shares().isEmpty)
             let unsent = try bob.container.conflicts().filter { $0.policy == ConflictResolution.accessEndedPolicy }
