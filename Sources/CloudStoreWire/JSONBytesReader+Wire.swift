@@ -159,7 +159,7 @@ extension RecordsResponse: JSONBytesReadable {
             }
         }
         guard let records else { throw JSONBytesReader.Declined() }
-        self.init(records: records.map(RecordResult.record), syncToken: syncToken)
+        self.init(records: records.map(RecordResult.value), syncToken: syncToken)
     }
 }
 
@@ -193,7 +193,7 @@ extension ZoneChangesResponse: JSONBytesReadable {
             guard key == "zones" && zones == nil else { return try reader.skipValue() }
             var results: [ZoneChangesResult] = []
             try reader.readArray { reader throws(JSONBytesReader.Declined) in
-                results.append(.changes(try ZoneChanges(from: &reader)))
+                results.append(.value(try ZoneChanges(from: &reader)))
             }
             zones = results
         }

@@ -34,7 +34,7 @@ struct FaultProxyTests {
 
     func zoneNames(_ client: CloudClient) async throws -> [String] {
         try await client.send(.GET, client.path(.private, .zonesList)).decode(ZonesResponse.self).zones
-            .compactMap { $0.zone?.zoneID.zoneName }.filter { $0 != ZoneID.defaultZoneName }
+            .compactMap { $0.value?.zoneID.zoneName }.filter { $0 != ZoneID.defaultZoneName }
     }
 
     @Test(arguments: [(FaultProxy.Fault.throttle(retryAfter: 7), 429, ServerErrorCode.throttled), (.unavailable(retryAfter: 3), 503, .tryAgainLater)])

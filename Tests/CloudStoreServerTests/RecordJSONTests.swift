@@ -127,8 +127,8 @@ struct RecordJSONTests {
             let changes = ZoneChanges(zoneID: zone.zoneID, syncToken: "t\(index)", moreComing: index == 1, records: [])
             var full = changes
             full.records = try rows.map { try $0.presented(in: zone) }
-            results.append(.changes(full))
-            shells.append(.changes(changes))
+            results.append(.value(full))
+            shells.append(.value(changes))
             lists.append(try rows.map { try writer.json($0) })
         }
         let shell = Array(try WireCoding.encode(ZoneChangesResponse(zones: shells)))

@@ -93,7 +93,7 @@ struct ServerAssetsTests {
             let url = try #require(stored.downloadURL)
             #expect(url.hasPrefix("/database/1/iCloud.test/development/private/assets/download/"))
 
-            let looked = try #require(try await client.lookup(["N-1"]).first?.record)
+            let looked = try #require(try await client.lookup(["N-1"]).first?.value)
             #expect(try asset(looked) == stored)
             let changed = try await client.allZoneChanges().records
             #expect(try changed.map { try asset($0) } == [stored])
@@ -163,7 +163,7 @@ struct ServerAssetsTests {
             let public_ = try await upload(bytes(500), server, record: "P-1", zone: "_defaultZone", scope: .public)
             let publicRecord = try await client.modify(
                 "_defaultZone", [.init(.create, note("P-1", extra: ["photo": .asset(public_.asset)]))], in: .public)
-            let publicSaved = try #require(publicRecord.results.first?.record)
+            let publicSaved = try #require(publicRecord.results.first?.value)
             let publicURL = try #require(try asset(publicSaved).downloadURL)
             #expect(try await bob.send(.GET, publicURL).status == 200)
         }
@@ -302,7 +302,7 @@ struct ServerAssetsTests {
             #expect(try await client.send(.GET, urls[3]).status == 404)
             clock.advance(by: 365 * 24 * 3600)
             #expect(try await server.server.sweepAssets() == 0)
-            let live = try await client.lookup(["N-1", "N-2"]).compactMap(\.record).map { try asset($0) }
+            let live = try await client.lookup(["N-1", "N-2"]).compactMap(\.value).map { try asset($0) }
             #expect(live.count == 2)
             for (asset, content) in zip(live, [bytes(100, seed: 6), bytes(100, seed: 3)]) {
                 #expect(try await download(try #require(asset.downloadURL), server) == content, "live assets are never removed")

@@ -55,7 +55,7 @@ struct ServerAuthTests {
                 .private, .recordsLookup, RecordsLookupRequest(zoneID: ZoneID(zoneName: "Notes"), recordNames: ["N-1"]))
             #expect(bobsOwn.status == 404, "bob's own database has no Notes zone")
             let stillThere = try await alice.lookup(["N-1"])
-            #expect(stillThere.first?.record?.fields["title"] == "alice's secret")
+            #expect(stillThere.first?.value?.fields["title"] == "alice's secret")
         }
     }
 
@@ -82,7 +82,7 @@ struct ServerAuthTests {
 
             let signed = try await signer.send(path, body: body, date: clock.now)
             #expect(signed.status == 200, "\(signed.text)")
-            let record = try signed.decode(RecordsResponse.self).records.first?.record
+            let record = try signed.decode(RecordsResponse.self).records.first?.value
             #expect(record?.created?.userRecordName == "_serverKey_key-1")
 
             let privatePath = client.path(.private, .zonesList)

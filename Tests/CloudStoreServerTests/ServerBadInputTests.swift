@@ -64,7 +64,7 @@ struct ServerBadInputTests {
             #expect(try unknownType.decode(RecordsResponse.self).records.first?.code == .badRequest)
 
             let intact = try await client.lookup(["N-1"])
-            #expect(intact.first?.record == saved[0], "nothing stored was touched")
+            #expect(intact.first?.value == saved[0], "nothing stored was touched")
         }
     }
 
@@ -116,7 +116,7 @@ struct ServerBadInputTests {
             let huge = try await client.call(
                 .private, .changesZone,
                 json: #"{"zones": [{"zoneID": {"zoneName": "Notes"}, "resultsLimit": 1000000000000}]}"#)
-            guard case .changes(let page)? = try huge.decode(ZoneChangesResponse.self).zones.first else {
+            guard case .value(let page)? = try huge.decode(ZoneChangesResponse.self).zones.first else {
                 Issue.record("expected changes"); return
             }
             #expect(page.records.count == 5)
@@ -174,7 +174,7 @@ extension ServerBadInputTests {
             #expect(lookup.status == 200, "\(lookup.text)")
             let items = try lookup.decode(RecordsResponse.self).records
             #expect(items.first?.code == .badRequest)
-            #expect(items.last?.record?.recordName == "N-1", "the valid name is still answered")
+            #expect(items.last?.value?.recordName == "N-1", "the valid name is still answered")
 
             let changes = try await alice.call(
                 .private, .changesZone,

@@ -24,7 +24,7 @@ struct ServerChangesTests {
 
             let caughtUp = try await client.zoneChanges(token: token)
             let page = try #require(try caughtUp.decode(ZoneChangesResponse.self).zones.first)
-            guard case .changes(let changes) = page else { Issue.record("expected changes"); return }
+            guard case .value(let changes) = page else { Issue.record("expected changes"); return }
             #expect(changes.records.isEmpty)
             #expect(changes.syncToken == token, "a caught-up token answers the same token")
             #expect(changes.moreComing == false)
@@ -169,7 +169,7 @@ struct ServerChangesTests {
             item.desiredRecordTypes = ["Note"]
             item.desiredKeys = ["body"]
             let answer = try await client.call(.private, .changesZone, ZoneChangesRequest(zones: [item]))
-            guard case .changes(let page)? = try answer.decode(ZoneChangesResponse.self).zones.first else {
+            guard case .value(let page)? = try answer.decode(ZoneChangesResponse.self).zones.first else {
                 Issue.record("expected changes"); return
             }
             #expect(page.records.map(\.recordName) == ["N-1"])

@@ -142,7 +142,7 @@ struct ServerClientCompatibilityTests {
             let saved = try await save(
                 "E-1",
                 #""title":{"value":"Launch"},"count":{"value":9223372036854775807},"starts":{"value":1767225600000},"ratio":{"value":2},"blob":{"value":"aGk="},"reminders":{"value":[1767225000000,1767225300000]},"new":{"value":3}"#)
-            let fields = try #require(saved.record?.fields, "\(saved)")
+            let fields = try #require(saved.value?.fields, "\(saved)")
             #expect(fields["title"] == .string("Launch"))
             #expect(fields["count"] == .int64(.max), "an untyped INT64 keeps every digit")
             #expect(fields["starts"] == .timestamp(Date(millisecondsSince1970: 1_767_225_600_000)))
@@ -152,7 +152,7 @@ struct ServerClientCompatibilityTests {
                 fields["reminders"]
                     == .list([.timestamp(Date(millisecondsSince1970: 1_767_225_000_000)), .timestamp(Date(millisecondsSince1970: 1_767_225_300_000))]))
             #expect(fields["new"] == .int64(3), "a field the schema does not declare is typed by its JSON, as before")
-            let stored = try #require(try await client.lookup(["E-1"]).first?.record)
+            let stored = try #require(try await client.lookup(["E-1"]).first?.value)
             #expect(stored.fields == fields, "stored as typed")
 
             for (json, field) in [
@@ -255,7 +255,7 @@ struct ServerClientCompatibilityTests {
             server.server.replaceAPITokens(["iCloud.test": ["website": "web-secret"], "iCloud.test.sync": ["x": "other-secret"]])
             let read = try await anonymous.send(.POST, query, body: Data(#"{"query":{"recordType":"Note"}}"#.utf8))
             try #require(read.status == 200, "\(read.text)")
-            #expect(try read.decode(RecordsQueryResponse.self).records.compactMap(\.record?.recordName) == ["P-1"])
+            #expect(try read.decode(RecordsQueryResponse.self).records.compactMap(\.value?.recordName) == ["P-1"])
             let lookup = try await anonymous.send(
                 .POST, client(anonymous, .public, .recordsLookup, apiToken: "web-secret"),
                 body: Data(#"{"records":[{"recordName":"P-1"}]}"#.utf8))

@@ -153,7 +153,7 @@ struct ServerFuzzTests {
                     let what = "\(type ?? "no type") \(value): HTTP \(answer.status) \(answer.text.prefix(300))"
                     #expect(answer.status == 200 || answer.status == 400, "\(what)")
                     let result = try? WireCoding.decode(RecordsResponse.self, from: answer.body).records.first
-                    if answer.status == 200, result?.record != nil {
+                    if answer.status == 200, result?.value != nil {
                         saved += 1
                     } else {
                         #expect((answer.error ?? result?.error)?.serverErrorCode == .badRequest, "\(what)")
@@ -206,11 +206,11 @@ struct Snapshot: Equatable {
     /// Reads what alice and bob have stored.
     init(alice: CloudClient, bob: CloudClient) async throws {
         let zones = try await alice.send(.GET, alice.path(.private, .zonesList)).decode(ZonesResponse.self)
-        aliceZones = zones.zones.compactMap { $0.zone?.zoneID.zoneName }.filter { $0 != "Fuzz" }.sorted()
+        aliceZones = zones.zones.compactMap { $0.value?.zoneID.zoneName }.filter { $0 != "Fuzz" }.sorted()
         aliceNotes = try await alice.allZoneChanges("Notes").records
         bobNotes = try await bob.allZoneChanges("Notes").records
         let query = try await alice.call(.public, .recordsQuery, RecordsQueryRequest(query: .init(recordType: "Kept")))
-        publicRecords = try query.decode(RecordsQueryResponse.self).records.compactMap(\.record)
+        publicRecords = try query.decode(RecordsQueryResponse.self).records.compactMap(\.value)
     }
 
     /// Whether everything `before` held is still there, unchanged. New zones may have appeared: a

@@ -66,7 +66,7 @@ struct ServerIsolationTests {
 
             // Endpoints without an owner see bob's own database only.
             let zones = try await bob.send(.GET, bob.path(.private, .zonesList)).decode(ZonesResponse.self)
-            #expect(zones.zones.compactMap(\.zone?.zoneID.zoneName) == [ZoneID.defaultZoneName])
+            #expect(zones.zones.compactMap(\.value?.zoneID.zoneName) == [ZoneID.defaultZoneName])
             let database = try await bob.databaseChanges(token: nil)
             #expect(database.zones.isEmpty, "alice's zone never shows in bob's database changes")
             let ownNotes = try await bob.call(.private, .changesZone, ZoneChangesRequest(zones: [.init(zoneID: ZoneID(zoneName: "Notes"))]))
@@ -127,9 +127,9 @@ struct ServerIsolationTests {
             let shortGUID = try #require(share.share?.shortGUID)
             let (bob, carol, dave, erin) = (alice.asUser("bob-token"), alice.asUser("carol-token"), alice.asUser("dave-token"), alice.asUser("erin-token"))
             for user in [bob, carol, erin] { _ = try await user.accept([shortGUID]) }
-            let tag = try await alice.lookup("List", [ShareMetadata.zoneShareRecordName]).first?.record?.recordChangeTag
+            let tag = try await alice.lookup("List", [ShareMetadata.zoneShareRecordName]).first?.value?.recordChangeTag
             try await alice.share("List", [("_bob", .readWrite), ("_carol", .readOnly)], .update, tag: tag)
-            let downloadURL = try #require(try await alice.lookup("List", ["L-1"]).first?.record?.fields["photo"].flatMap {
+            let downloadURL = try #require(try await alice.lookup("List", ["L-1"]).first?.value?.fields["photo"].flatMap {
                 if case .asset(let asset) = $0 { asset.downloadURL } else { nil }
             })
 
@@ -180,7 +180,7 @@ struct ServerIsolationTests {
             let bobs = try await Self.uploadAsset(bob, Data("bob's photo".utf8), zone: list, record: "L-2", in: .shared)
             let saved = try await bob.modify(list, [.init(.create, note("L-2", extra: ["photo": .asset(Asset(fileChecksum: bobs.fileChecksum, size: bobs.size, receipt: bobs.receipt))]))], in: .shared)
             #expect(saved.status == 200, "\(saved.text)")
-            let bobsURL = try #require(try await alice.lookup("List", ["L-2"]).first?.record?.fields["photo"].flatMap {
+            let bobsURL = try #require(try await alice.lookup("List", ["L-2"]).first?.value?.fields["photo"].flatMap {
                 if case .asset(let asset) = $0 { asset.downloadURL } else { nil }
             })
             #expect(try await alice.send(.GET, bobsURL).text == "bob's photo")
@@ -189,7 +189,7 @@ struct ServerIsolationTests {
             // A guessed short GUID finds nothing; another user's zone token opens nothing.
             let guessed = try await dave.accept([String((0..<22).map { _ in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".randomElement()! }), String(shortGUID.reversed())])
             #expect(guessed.map(\.serverErrorCode) == [.notFound, .notFound])
-            #expect(try await alice.lookup("List", ["L-1"]).first?.record?.fields["title"] == .string("secret milk"))
+            #expect(try await alice.lookup("List", ["L-1"]).first?.value?.fields["title"] == .string("secret milk"))
         }
     }
 
@@ -252,9 +252,9 @@ struct ServerIsolationTests {
                 #expect(saved.first?.recordName == name)
                 let asked = [name, "\(name)%", "' OR '1'='1"]
                 let found = try await alice.lookup(name, asked)
-                #expect(found.first?.record?.fields["title"] == .string(name), "record \(index) reads back verbatim")
+                #expect(found.first?.value?.fields["title"] == .string(name), "record \(index) reads back verbatim")
                 for (requested, result) in zip(asked, found) {
-                    #expect(result.record.map { $0.recordName == requested } ?? (result.code == .notFound), "\(requested): \(result)")
+                    #expect(result.value.map { $0.recordName == requested } ?? (result.code == .notFound), "\(requested): \(result)")
                 }
                 let changes = try await alice.allZoneChanges(name)
                 #expect(changes.records.map(\.recordName) == [name], "zone \(index) holds exactly its record")
@@ -264,7 +264,7 @@ struct ServerIsolationTests {
                 #expect(typed.status == 200 && !typed.text.contains("bob's"))
                 let query = try await alice.call(.private, .recordsQuery, RecordsQueryRequest(
                     zoneID: ZoneID(zoneName: name), query: .init(recordType: "Note", filterBy: [.init("title", .equals, .string(name))])))
-                #expect(try query.decode(RecordsQueryResponse.self).records.compactMap(\.record?.recordName) == [name])
+                #expect(try query.decode(RecordsQueryResponse.self).records.compactMap(\.value?.recordName) == [name])
             }
             // Record types and field names are identifiers: SQL in them is refused, not stored.
             let (_, refused) = try await alice.modify(hostile[0], [
@@ -277,7 +277,7 @@ struct ServerIsolationTests {
             #expect(badContainer.status == 400)
 
             let zones = try await alice.send(.GET, alice.path(.private, .zonesList)).decode(ZonesResponse.self)
-            #expect(Set(zones.zones.compactMap(\.zone?.zoneID.zoneName)) == Set(hostile + [ZoneID.defaultZoneName]))
+            #expect(Set(zones.zones.compactMap(\.value?.zoneID.zoneName)) == Set(hostile + [ZoneID.defaultZoneName]))
             #expect(try await bob.allZoneChanges("Notes").records == bobBefore, "bob's data is untouched")
         }
     }
@@ -375,7 +375,7 @@ struct ServerIsolationTests {
             let (_, created) = try await alice.modify(
                 "_defaultZone", ["P-1", "P-2", "P-3"].map { .init(.create, note($0, title: "alice's")) }, in: .public)
             let bob = alice.asUser("bob-token", device: "device-B")
-            let tag = created[0].record?.recordChangeTag
+            let tag = created[0].value?.recordChangeTag
             let writes: [RecordsModifyRequest.Operation] = [
                 .init(.update, note("P-1", title: "bob's", tag: tag)),
                 .init(.forceUpdate, note("P-1", title: "bob's")),
@@ -396,16 +396,16 @@ struct ServerIsolationTests {
             #expect(atomicResults.map(\.code) == [.atomicError, .accessDenied], "one denied write fails an atomic request")
 
             let unchanged = try await bob.lookup("_defaultZone", ["P-1", "P-2"], in: .public)
-            #expect(unchanged.map { $0.record?.fields["title"] } == [.string("alice's"), .string("alice's")], "reads stay open")
+            #expect(unchanged.map { $0.value?.fields["title"] } == [.string("alice's"), .string("alice's")], "reads stay open")
 
             let (_, bobsOwn) = try await bob.modify("_defaultZone", [.init(.create, note("B-2", title: "bob's"))], in: .public)
-            #expect(bobsOwn.first?.record != nil, "anyone creates")
+            #expect(bobsOwn.first?.value != nil, "anyone creates")
             let (bobDeletes, _) = try await bob.modify(
                 "_defaultZone", [.init(.forceDelete, Record(recordName: "B-2"))], in: .public)
             #expect(bobDeletes == 200, "the creator deletes their own")
             let (aliceUpdates, aliceResults) = try await alice.modify(
                 "_defaultZone", [.init(.update, note("P-1", title: "alice's again", tag: tag))], in: .public)
-            #expect(aliceUpdates == 200 && aliceResults.first?.record != nil, "the creator updates")
+            #expect(aliceUpdates == 200 && aliceResults.first?.value != nil, "the creator updates")
 
             let signer = Signer(key: key, keyID: "key-1", client: alice.asUser(nil))
             let body = try WireCoding.encode(

@@ -57,7 +57,7 @@ struct ServerLimitsTests {
             #expect(results[1].error?.recordName == "big")
 
             let saved = try await client.lookup(["small"])
-            let tag = try #require(saved.first?.record?.recordChangeTag)
+            let tag = try #require(saved.first?.value?.recordChangeTag)
             let growing = Record(recordName: "small", recordChangeTag: tag, fields: ["body": .string(String(repeating: "z", count: 1500))])
             let (_, grown) = try await client.modify([.init(.update, growing)], atomic: false)
             #expect(grown.first?.code == .limitExceeded, "an update that makes the record too large fails")

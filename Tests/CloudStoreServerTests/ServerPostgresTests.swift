@@ -32,7 +32,7 @@ struct ServerPostgresTests {
 
             try await throughA.createZone("Notes")
             let saved = try await throughA.save([note("N-1", title: "written through A")])
-            #expect(try await throughB.lookup(["N-1"]).first?.record == saved[0])
+            #expect(try await throughB.lookup(["N-1"]).first?.value == saved[0])
 
             let start = try await throughB.databaseChanges(token: nil)
             async let poll = throughB.send(.GET, throughB.path(.private, .notifications) + "?timeout=50&since=\(start.syncToken)")
@@ -178,7 +178,7 @@ extension ServerPostgresTests {
                         }
                         return try await group.reduce(into: [RecordResult]()) { $0.append($1) }
                     }
-                    let saved = results.compactMap(\.record)
+                    let saved = results.compactMap(\.value)
                     #expect(saved.count == 1, "round \(round): \(results)")
                     #expect(
                         results.compactMap(\.error).allSatisfy {
@@ -215,7 +215,7 @@ extension ServerPostgresTests {
                             let name = "W\(writer)-\(written.count)"
                             let record = Record(recordName: name, recordType: "List", fields: ["title": .string(name)])
                             let (_, results) = try await client.modify("Lists", [.init(.create, record)], atomic: false)
-                            try #require(results.first?.record != nil, "\(results)")
+                            try #require(results.first?.value != nil, "\(results)")
                             written.append(name)
                             acknowledge.yield()
                         }
@@ -266,7 +266,7 @@ extension ServerPostgresTests {
                         let record = list("first", "same")
                         group.addTask {
                             let (_, results) = try await client.modify(ZoneID.defaultZoneName, [.init(.create, record)], atomic: false)
-                            #expect(results.first?.record != nil, "\(user): \(results)")
+                            #expect(results.first?.value != nil, "\(user): \(results)")
                         }
                     }
                     try await group.waitForAll()

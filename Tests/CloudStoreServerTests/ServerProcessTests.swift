@@ -92,7 +92,7 @@ struct ServerProcessTests {
 
             let restarted = try await ServerProcess.launch(["--data", data.path, "--tokens", tokens.path] + ServerProcess.containerArguments())
             let after = CloudClient(baseURL: restarted.baseURL, container: "iCloud.test")
-            let found = try await after.lookup("Round\(round)", names).filter { $0.record != nil }.count
+            let found = try await after.lookup("Round\(round)", names).filter { $0.value != nil }.count
             #expect(found == 0 || found == names.count, "round \(round): \(found) of \(names.count) records survived")
             outcomes.append(found)
             #expect(await restarted.terminate() == 0)

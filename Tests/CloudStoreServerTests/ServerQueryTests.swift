@@ -28,7 +28,7 @@ struct ServerQueryTests {
                 Record(recordName: "F", recordType: "Folder", fields: ["title": "apple"]),
             ])
             func names(_ filters: [RecordsQueryRequest.Filter], sort: [RecordsQueryRequest.Sort]? = nil) async throws -> [String] {
-                try await query(client, Query(recordType: "Note", filterBy: filters, sortBy: sort)).records.compactMap(\.record?.recordName)
+                try await query(client, Query(recordType: "Note", filterBy: filters, sortBy: sort)).records.compactMap(\.value?.recordName)
             }
             #expect(try await names([.init("title", .equals, "apple")]) == ["A"])
             #expect(try await names([.init("title", .notEquals, "apple")]) == ["B", "C"])
@@ -53,7 +53,7 @@ struct ServerQueryTests {
             var seen: [String] = []
             repeat {
                 let page = try await query(client, Query(recordType: "Note"), limit: 3, marker: marker)
-                seen += page.records.compactMap(\.record?.recordName)
+                seen += page.records.compactMap(\.value?.recordName)
                 marker = page.continuationMarker
             } while marker != nil
             #expect(seen == (0..<7).map { String(format: "N-%02d", $0) })

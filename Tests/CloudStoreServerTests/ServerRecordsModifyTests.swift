@@ -20,7 +20,7 @@ struct ServerRecordsModifyTests {
             #expect(saved.modified == saved.created)
 
             let looked = try await client.lookup(["N-1"])
-            #expect(looked.first?.record == saved)
+            #expect(looked.first?.value == saved)
         }
     }
 
@@ -78,21 +78,21 @@ struct ServerRecordsModifyTests {
                 .init(.forceDelete, Record(recordName: "never-existed")),
             ])
             #expect(status == 200)
-            #expect(results[0].record?.fields == ["title": "u2", "body": "keep"], "update changes only the fields sent")
-            #expect(results[1].record?.fields == ["title": "r2"], "replace drops the fields not sent")
-            #expect(results[2].record?.fields["title"] == "created by forceUpdate")
-            #expect(results[3].record?.recordType == "Note")
-            #expect(results[4].record == Record(recordName: "D", deleted: true))
-            #expect(results[5].record == Record(recordName: "never-existed", deleted: true), "forceDelete is idempotent")
+            #expect(results[0].value?.fields == ["title": "u2", "body": "keep"], "update changes only the fields sent")
+            #expect(results[1].value?.fields == ["title": "r2"], "replace drops the fields not sent")
+            #expect(results[2].value?.fields["title"] == "created by forceUpdate")
+            #expect(results[3].value?.recordType == "Note")
+            #expect(results[4].value == Record(recordName: "D", deleted: true))
+            #expect(results[5].value == Record(recordName: "never-existed", deleted: true), "forceDelete is idempotent")
 
             let (_, forced) = try await client.modify([
                 .init(.forceUpdate, Record(recordName: "U", fields: ["title": "forced"])),
                 .init(.forceReplace, Record(recordName: "R", fields: ["body": "only body"])),
                 .init(.forceDelete, Record(recordName: "FU")),
             ])
-            #expect(forced[0].record?.fields == ["title": "forced", "body": "keep"])
-            #expect(forced[1].record?.fields == ["body": "only body"])
-            #expect(forced[2].record?.deleted == true)
+            #expect(forced[0].value?.fields == ["title": "forced", "body": "keep"])
+            #expect(forced[1].value?.fields == ["body": "only body"])
+            #expect(forced[2].value?.deleted == true)
             let looked = try await client.lookup(["D", "FU", "FR"])
             #expect(looked.map(\.code) == [.notFound, .notFound, nil])
         }
@@ -129,7 +129,7 @@ struct ServerRecordsModifyTests {
             #expect(results.map(\.error?.recordName) == ["A", "N-1", "B"])
             let looked = try await client.lookup(["A", "N-1", "B"])
             #expect(looked.map(\.code) == [.notFound, nil, .notFound])
-            #expect(looked[1].record == existing)
+            #expect(looked[1].value == existing)
         }
     }
 
@@ -143,7 +143,7 @@ struct ServerRecordsModifyTests {
             #expect(status == 200)
             #expect(results.map(\.code) == [nil, .exists, nil])
             let looked = try await client.lookup(["A", "B"])
-            #expect(looked.allSatisfy { $0.record != nil })
+            #expect(looked.allSatisfy { $0.value != nil })
         }
     }
 
@@ -179,7 +179,7 @@ struct ServerRecordsModifyTests {
             let saved = try await client.save("_defaultZone", [note("D-1")])
             #expect(saved[0].zoneID?.zoneName == "_defaultZone")
             let publicSave = try await client.modify("_defaultZone", [.init(.create, note("P-1"))], in: .public)
-            #expect(publicSave.results.first?.record?.zoneID?.ownerRecordName == "_defaultOwner")
+            #expect(publicSave.results.first?.value?.zoneID?.ownerRecordName == "_defaultOwner")
         }
     }
 
@@ -195,7 +195,7 @@ struct ServerRecordsModifyTests {
             let child = note("N-1", extra: ["folder": .reference(Reference(recordName: "F-1", action: .validate))])
             let (status, saved) = try await client.modify([.init(.create, child), .init(.create, folder)])
             #expect(status == 200, "a target saved in the same request satisfies VALIDATE")
-            #expect(saved.allSatisfy { $0.record != nil })
+            #expect(saved.allSatisfy { $0.value != nil })
 
             let owned = note("N-2", extra: ["folder": .reference(Reference(recordName: "F-1", action: .deleteSelf))])
             let grandchild = note("N-3", extra: ["parent": .reference(Reference(recordName: "N-2", action: .deleteSelf))])

@@ -127,12 +127,12 @@ struct ServerResourceTests {
         #expect(full.headers.first(name: "Retry-After") == "30")
         #expect(!saved.isEmpty)
         let stored = try await alice.lookup(saved)
-        #expect(stored.allSatisfy { $0.record != nil }, "nothing stored before is lost")
+        #expect(stored.allSatisfy { $0.value != nil }, "nothing stored before is lost")
 
         #expect(Self.liftFileSizeLimit(of: child.processID), "prlimit failed: errno \(errno)")
         let again = try await alice.save([note("after", title: payload)])
         #expect(again.count == 1, "the server writes again once space returns")
-        #expect(try await alice.lookup(saved + ["after"]).allSatisfy { $0.record != nil })
+        #expect(try await alice.lookup(saved + ["after"]).allSatisfy { $0.value != nil })
         #expect(await child.terminate() == 0, "\(child.output)")
     }
 

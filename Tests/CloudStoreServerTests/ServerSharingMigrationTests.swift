@@ -28,7 +28,7 @@ struct ServerSharingMigrationTests {
         }
         try await TestServer.with(storage: .sqlite(directory: directory.url)) { server in
             let alice = CloudClient(baseURL: server.baseURL)
-            #expect(try await alice.lookup("List", ["L-1"]).first?.record != nil, "the data from before is there")
+            #expect(try await alice.lookup("List", ["L-1"]).first?.value != nil, "the data from before is there")
             let share = try await alice.share("List", [("_bob", .readOnly)])
             let bob = alice.asUser("bob-token")
             _ = try await bob.accept([try #require(share.share?.shortGUID)])

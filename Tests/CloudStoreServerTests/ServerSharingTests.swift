@@ -28,7 +28,7 @@ struct ServerSharingTests {
 
     /// The current change tag of alice's share of `List` (accepting changes it).
     static func shareTag(_ alice: CloudClient) async throws -> String? {
-        try await alice.lookup("List", [ShareMetadata.zoneShareRecordName]).first?.record?.recordChangeTag
+        try await alice.lookup("List", [ShareMetadata.zoneShareRecordName]).first?.value?.recordChangeTag
     }
 
     @Test(arguments: Backend.all)
@@ -64,7 +64,7 @@ struct ServerSharingTests {
             // The same records, tags and tokens as the owner's.
             let owners = try await alice.allZoneChanges("List")
             let bobsPage = try await bob.zoneChanges(Self.list, in: .shared).decode(ZoneChangesResponse.self)
-            guard case .changes(let page)? = bobsPage.zones.first else { Issue.record("\(bobsPage)"); return }
+            guard case .value(let page)? = bobsPage.zones.first else { Issue.record("\(bobsPage)"); return }
             #expect(page.syncToken == owners.token)
             #expect(page.records.map(\.recordChangeTag) == owners.records.map(\.recordChangeTag))
             #expect(database.zones.first?.syncToken == owners.token)
@@ -75,8 +75,8 @@ struct ServerSharingTests {
             let written = try await bob.modify(Self.list, [.init(.create, note("L-3", title: "bread"))], in: .shared)
             #expect(written.status == 200, "\(written.text)")
             let seen = try await alice.lookup("List", ["L-3"])
-            #expect(seen.first?.record?.modified?.userRecordName == "_bob")
-            #expect(seen.first?.record?.modified?.deviceID == "device-B")
+            #expect(seen.first?.value?.modified?.userRecordName == "_bob")
+            #expect(seen.first?.value?.modified?.deviceID == "device-B")
             let stale = try await bob.modify(
                 Self.list, [.init(.update, note("L-1", title: "oat milk", tag: "zz"))], atomic: false, in: .shared)
             let conflict = try stale.decode(RecordsResponse.self).records.first?.error
@@ -89,17 +89,17 @@ struct ServerSharingTests {
             let carol = alice.asUser("carol-token", device: "device-C")
             _ = try await carol.accept([shortGUID])
             let read = try await carol.lookup(Self.list, ["L-1"], in: .shared).decode(RecordsResponse.self)
-            #expect(read.records.first?.record?.fields["title"] == .string("milk"))
+            #expect(read.records.first?.value?.fields["title"] == .string("milk"))
             let denied = try await carol.modify(Self.list, [.init(.forceUpdate, note("L-1", title: "mine"))], atomic: false, in: .shared)
             #expect(denied.status == 200)
             #expect(try denied.decode(RecordsResponse.self).records.first?.code == .accessDenied)
-            #expect(try await alice.lookup("List", ["L-1"]).first?.record?.fields["title"] == .string("milk"))
+            #expect(try await alice.lookup("List", ["L-1"]).first?.value?.fields["title"] == .string("milk"))
 
             // The owner's share shows who accepted; a query finds it under Apple's spelling too.
-            let ownersView = try await alice.lookup("List", [ShareMetadata.zoneShareRecordName]).first?.record?.share
+            let ownersView = try await alice.lookup("List", [ShareMetadata.zoneShareRecordName]).first?.value?.share
             #expect(ownersView?.participants?.map(\.acceptanceStatus) == [.accepted, .accepted, .accepted])
             let query = try await carol.call(.shared, .recordsQuery, RecordsQueryRequest(zoneID: Self.list, query: .init(recordType: "cloudKit.share")))
-            let found = try query.decode(RecordsQueryResponse.self).records.first?.record
+            let found = try query.decode(RecordsQueryResponse.self).records.first?.value
             #expect(found?.share?.currentUserParticipant?.user == "_carol" && found?.share?.shortGUID == shortGUID)
         }
     }
@@ -117,7 +117,7 @@ struct ServerSharingTests {
             #expect(try write.decode(RecordsResponse.self).records.first?.code == .accessDenied)
 
             // Closing the link keeps those who joined; others are refused.
-            let tag = try await alice.lookup("List", [ShareMetadata.zoneShareRecordName]).first?.record?.recordChangeTag
+            let tag = try await alice.lookup("List", [ShareMetadata.zoneShareRecordName]).first?.value?.recordChangeTag
             try await alice.share("List", publicPermission: SharePermission.none, .update, tag: tag)
             let erin = alice.asUser("erin-token")
             #expect(try await erin.accept([shortGUID]).first?.serverErrorCode == .accessDenied)
@@ -149,7 +149,7 @@ struct ServerSharingTests {
             #expect(try await bob.accept([shortGUID]).first?.serverErrorCode == .accessDenied, "removed: invite again to return")
 
             // Invited again, bob accepts again and the zone comes back.
-            let current = try await alice.lookup("List", [ShareMetadata.zoneShareRecordName]).first?.record
+            let current = try await alice.lookup("List", [ShareMetadata.zoneShareRecordName]).first?.value
             try await alice.share("List", [("_bob", .readOnly), ("_carol", .readOnly)], .update, tag: current?.recordChangeTag)
             _ = try await bob.accept([shortGUID])
             #expect(try await bob.sharedDatabaseChanges(token: changes.syncToken).zones.map(\.isDeleted) == [false])
@@ -170,12 +170,12 @@ struct ServerSharingTests {
             let left = try await bob.modify(
                 Self.list, [.init(.forceDelete, Record(recordName: ShareMetadata.zoneShareRecordName))], in: .shared)
             #expect(left.status == 200, "\(left.text)")
-            #expect(try left.decode(RecordsResponse.self).records.first?.record?.deleted == true)
+            #expect(try left.decode(RecordsResponse.self).records.first?.value?.deleted == true)
 
             #expect(try await bob.lookup(Self.list, ["L-1"], in: .shared).status == 403)
             #expect(try await bob.sharedDatabaseChanges(token: token).zones.first?.reason == .unshared)
             #expect(try await carol.lookup(Self.list, ["L-1"], in: .shared).status == 200, "carol stays")
-            let ownersView = try await alice.lookup("List", [ShareMetadata.zoneShareRecordName]).first?.record
+            let ownersView = try await alice.lookup("List", [ShareMetadata.zoneShareRecordName]).first?.value
             #expect(ownersView?.share?.participants?.map(\.user) == ["_alice", "_carol"])
             #expect(ownersView?.recordChangeTag != share.recordChangeTag, "the share record changed")
         }
@@ -196,7 +196,7 @@ struct ServerSharingTests {
             #expect(try await bob.accept([shortGUID]).first?.serverErrorCode == .notFound)
             let unshared = try await bob.sharedDatabaseChanges(token: token)
             #expect(unshared.zones.map(\.reason) == [.unshared])
-            #expect(try await alice.lookup("List", ["L-1"]).first?.record != nil, "the owner keeps the data")
+            #expect(try await alice.lookup("List", ["L-1"]).first?.value != nil, "the owner keeps the data")
 
             // A new share has a new short GUID; deleting the zone stops it too.
             let second = try await alice.share("List", [("_bob", .readWrite)])

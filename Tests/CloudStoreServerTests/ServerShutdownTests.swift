@@ -53,7 +53,7 @@ struct ServerShutdownTests {
 
         let second = try await TestServer.start(storage: .sqlite(directory: directory))
         client.baseURL = second.baseURL
-        #expect(try await client.lookup(["N-1"]).first?.record == saved[0])
+        #expect(try await client.lookup(["N-1"]).first?.value == saved[0])
         let again = try await client.allZoneChanges(token: changes.token)
         #expect(again.records.isEmpty && again.token == changes.token, "tokens survive a restart")
         try await second.shutdown()

@@ -71,7 +71,7 @@ struct ServerUniquenessTests {
             )
             #expect(error.serverRecord?.recordName == "L1" && error.serverRecord?.fields["title"] == "Groceries")
             #expect(error.serverRecord?.recordChangeTag != nil, "the holder as stored, with its tag to merge with")
-            #expect(results[1].record?.recordName == "L3")
+            #expect(results[1].value?.recordName == "L3")
             #expect(try await client.lookup("Lists", ["L2"]).first?.code == .notFound, "nothing stored")
 
             let (atomicStatus, atomic) = try await client.modify(

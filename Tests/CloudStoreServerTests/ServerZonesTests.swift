@@ -17,21 +17,21 @@ struct ServerZonesTests {
             #expect(again.zoneID == created.zoneID, "creating an existing zone succeeds")
 
             let list = try await client.call(.private, .zonesList, ZonesLookupRequest(zones: []))
-            let names = try list.decode(ZonesResponse.self).zones.compactMap { $0.zone?.zoneID.zoneName }
+            let names = try list.decode(ZonesResponse.self).zones.compactMap { $0.value?.zoneID.zoneName }
             #expect(names == ["_defaultZone", "Notes"])
 
             let lookup = try await client.call(
                 .private, .zonesLookup,
                 ZonesLookupRequest(zones: [ZoneID(zoneName: "Notes"), ZoneID(zoneName: "Missing")]))
             let zones = try lookup.decode(ZonesResponse.self).zones
-            #expect(zones.first?.zone?.zoneID.zoneName == "Notes")
+            #expect(zones.first?.value?.zoneID.zoneName == "Notes")
             #expect(zones.last?.error?.serverErrorCode == .zoneNotFound)
 
             let deleted = try await client.call(
                 .private, .zonesModify, ZonesModifyRequest(operations: [.init(.delete, ZoneID(zoneName: "Notes"))]))
-            #expect(try deleted.decode(ZonesResponse.self).zones.first?.zone?.isDeleted == true)
+            #expect(try deleted.decode(ZonesResponse.self).zones.first?.value?.isDeleted == true)
             let after = try await client.send(.GET, client.path(.private, .zonesList))
-            #expect(try after.decode(ZonesResponse.self).zones.compactMap { $0.zone?.zoneID.zoneName } == ["_defaultZone"])
+            #expect(try after.decode(ZonesResponse.self).zones.compactMap { $0.value?.zoneID.zoneName } == ["_defaultZone"])
         }
     }
 
@@ -57,7 +57,7 @@ struct ServerZonesTests {
             #expect(answer.status == 400)
             #expect(answer.error?.serverErrorCode == .badRequest)
             let list = try await client.send(.GET, client.path(.public, .zonesList))
-            #expect(try list.decode(ZonesResponse.self).zones.compactMap { $0.zone?.zoneID.zoneName } == ["_defaultZone"])
+            #expect(try list.decode(ZonesResponse.self).zones.compactMap { $0.value?.zoneID.zoneName } == ["_defaultZone"])
         }
     }
 

@@ -17,7 +17,7 @@ import Testing
                 RecordsModifyRequest(
                     zoneID: notes,
                     operations: [.init(.create, Record(recordType: "Note", recordID: RecordID(recordName: "N1", zoneID: notes)))]))
-            let saved = try #require(response.records.first?.record)
+            let saved = try #require(response.records.first?.value)
             #expect(saved.modified?.deviceID == "ipad-7")
             #expect(saved.recordChangeTag != nil)
             #expect(try await database.caller().userRecordName == "_alice")

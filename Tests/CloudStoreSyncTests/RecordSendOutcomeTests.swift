@@ -46,8 +46,8 @@ import Testing
         let operations = [save("ok"), delete("del"), delete("missing"), save("bad"), save("busy"), save("sibling")]
         try outcome.absorb(
             RecordsResponse(records: [
-                .record(server("ok", title: "mine", tag: "t1")),
-                .record(Record(recordName: "del", deleted: true)),
+                .value(server("ok", title: "mine", tag: "t1")),
+                .value(Record(recordName: "del", deleted: true)),
                 .error(ServerError(.notFound, recordName: "missing")),
                 .error(ServerError(.validatingReferenceError, recordName: "bad")),
                 .error(ServerError(.throttled, retryAfter: 7, recordName: "busy")),
@@ -90,7 +90,7 @@ import Testing
         let waiting = try #require(outcome.conflictsAwaitingServerRecord.first)
 
         var resolved = outcome
-        resolved.resolveConflict(waiting, lookup: .record(server("n", title: "theirs")))
+        resolved.resolveConflict(waiting, lookup: .value(server("n", title: "theirs")))
         #expect(resolved.failedRecordSaves.first?.error.serverRecord?.fields["title"] == .string("theirs"))
 
         var gone = outcome

@@ -393,7 +393,7 @@ import Testing
             recordID: RecordID(recordName: ShareMetadata.zoneShareRecordName, zoneID: notes))
         share.share = ShareMetadata(participants: [.invite("_bob", permission: .readWrite)])
         let saved = try await alice.modifyRecords(RecordsModifyRequest(zoneID: notes, operations: [.init(.create, share)]))
-        let guid = try #require(saved.records.first?.record?.share?.shortGUID, "\(saved)")
+        let guid = try #require(saved.records.first?.value?.share?.shortGUID, "\(saved)")
         let bob = HTTPCloudDatabase(
             baseURL: baseURL, container: SyncEngineMultiDeviceTests.container, scope: .shared, token: "bob-token",
             deviceID: "setup")

@@ -21,9 +21,9 @@ import Testing
         RecordsResponse(
             records: request.operations.map { operation in
                 var record = operation.record
-                if operation.operationType.isDelete { return .record(Record(recordName: record.recordName, deleted: true)) }
+                if operation.operationType.isDelete { return .value(Record(recordName: record.recordName, deleted: true)) }
                 record.recordChangeTag = "tag-\(record.recordName)"
-                return .record(record)
+                return .value(record)
             })
     }
 
@@ -42,7 +42,7 @@ import Testing
                     case "z1": ZoneChanges(zoneID: server, syncToken: "z2", moreComing: true, records: [])
                     default: ZoneChanges(zoneID: server, syncToken: "z3", moreComing: false, records: [Record(recordName: "N0", recordType: "Note", deleted: true)])
                     }
-                return ZoneChangesResponse(zones: [.changes(page)])
+                return ZoneChangesResponse(zones: [.value(page)])
             }
         }
         let device = await EngineDevice("A", database: database)
@@ -87,7 +87,7 @@ import Testing
                 requestedTokens.withLock { $0.append(token) }
                 guard token == nil else { throw CloudError.server(ServerError(.tryAgainLater, reason: "busy"), httpStatus: 503) }
                 return ZoneChangesResponse(zones: [
-                    .changes(ZoneChanges(zoneID: server, syncToken: "z1", moreComing: true, records: [Record(recordName: "N1", recordType: "Note", recordChangeTag: "a")]))
+                    .value(ZoneChanges(zoneID: server, syncToken: "z1", moreComing: true, records: [Record(recordName: "N1", recordType: "Note", recordChangeTag: "a")]))
                 ])
             }
         }
@@ -117,7 +117,7 @@ import Testing
                     throw CloudError.server(ServerError(.changeTokenExpired, reason: "too old"), httpStatus: 410)
                 }
                 return ZoneChangesResponse(zones: [
-                    .changes(ZoneChanges(zoneID: server, syncToken: "z1", moreComing: false, records: [Record(recordName: "N1", recordType: "Note")]))
+                    .value(ZoneChanges(zoneID: server, syncToken: "z1", moreComing: false, records: [Record(recordName: "N1", recordType: "Note")]))
                 ])
             }
         }
@@ -162,7 +162,7 @@ import Testing
                     throw CloudError.server(ServerError(.zoneNotFound, reason: "no such zone"), httpStatus: 404)
                 }
                 return ZoneChangesResponse(zones: [
-                    .changes(ZoneChanges(zoneID: self.notesOnServer, syncToken: "n6", moreComing: false, records: []))
+                    .value(ZoneChanges(zoneID: self.notesOnServer, syncToken: "n6", moreComing: false, records: []))
                 ])
             }
         }
@@ -238,7 +238,7 @@ import Testing
         let database = ScriptedDatabase { script in
             script.modifyZones = { request in
                 calls.withLock { $0.append("zones") }
-                return ZonesResponse(zones: request.operations.map { .zone(Zone(zoneID: $0.zone.zoneID, syncToken: "t")) })
+                return ZonesResponse(zones: request.operations.map { .value(Zone(zoneID: $0.zone.zoneID, syncToken: "t")) })
             }
             script.modifyRecords = { request in
                 calls.withLock { $0.append("records") }
@@ -298,7 +298,7 @@ import Testing
             }
             script.lookupRecords = { request in
                 RecordsResponse(records: request.records.map {
-                    .record(Record(recordName: $0.recordName, recordType: "Note", recordChangeTag: "s9", fields: ["title": "server"]))
+                    .value(Record(recordName: $0.recordName, recordType: "Note", recordChangeTag: "s9", fields: ["title": "server"]))
                 })
             }
         }

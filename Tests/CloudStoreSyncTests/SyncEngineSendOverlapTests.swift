@@ -178,7 +178,7 @@ import Testing
             }
             script.modifyZones = { request in
                 log.append("zones/modify")
-                return ZonesResponse(zones: request.operations.map { .zone(Zone(zoneID: $0.zone.zoneID)) })
+                return ZonesResponse(zones: request.operations.map { .value(Zone(zoneID: $0.zone.zoneID)) })
             }
         }
     }

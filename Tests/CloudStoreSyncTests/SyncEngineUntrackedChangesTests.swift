@@ -54,7 +54,7 @@ import Testing
                         }
                         var record = operation.record
                         record.recordChangeTag = "1"
-                        return .record(record)
+                        return .value(record)
                     })
             }
         }

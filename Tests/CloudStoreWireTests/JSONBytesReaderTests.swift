@@ -66,10 +66,10 @@ struct JSONBytesReaderTests {
         for round in 0..<200 {
             let records = (0..<values.int(0...5)).map { _ in Self.plainRecord(&values) }
             let modify = try WireCoding.encode(
-                RecordsResponse(records: records.map(RecordResult.record), syncToken: values.chance(0.5) ? "t\(round)" : nil))
+                RecordsResponse(records: records.map(RecordResult.value), syncToken: values.chance(0.5) ? "t\(round)" : nil))
             #expect(try Self.expectSameAsDecoder(RecordsResponse.self, modify, "round \(round)"))
             let page = ZoneChanges(zoneID: ZoneID(zoneName: "Notes"), syncToken: "t\(round)", moreComing: values.chance(0.5), records: records)
-            let changes = try WireCoding.encode(ZoneChangesResponse(zones: [.changes(page)]))
+            let changes = try WireCoding.encode(ZoneChangesResponse(zones: [.value(page)]))
             #expect(try Self.expectSameAsDecoder(ZoneChangesResponse.self, changes, "round \(round)"))
             for record in records {
                 #expect(try Self.expectSameAsDecoder(Record.self, WireCoding.encode(record), "round \(round)"))
@@ -84,7 +84,7 @@ struct JSONBytesReaderTests {
         var read = 0
         for round in 0..<200 {
             let results = (0..<values.int(0...4)).map { _ in
-                values.chance(0.1) ? RecordResult.error(ServerError(.conflict, recordName: "r")) : .record(values.record())
+                values.chance(0.1) ? RecordResult.error(ServerError(.conflict, recordName: "r")) : .value(values.record())
             }
             if try Self.expectSameAsDecoder(RecordsResponse.self, WireCoding.encode(RecordsResponse(records: results)), "round \(round)") {
                 read += 1
@@ -104,10 +104,10 @@ struct JSONBytesReaderTests {
         fuzzer.maxStringLength = 1_000
         for round in 0..<400 {
             let records = (0..<values.int(1...3)).map { _ in Self.plainRecord(&values) }
-            let modify = try WireCoding.encode(RecordsResponse(records: records.map(RecordResult.record), syncToken: "t\(round)"))
+            let modify = try WireCoding.encode(RecordsResponse(records: records.map(RecordResult.value), syncToken: "t\(round)"))
             try Self.expectSameAsDecoder(RecordsResponse.self, fuzzer.mutate(modify), "round \(round)")
             let page = ZoneChanges(zoneID: ZoneID(zoneName: "Notes"), syncToken: "t", moreComing: false, records: records)
-            let changes = try WireCoding.encode(ZoneChangesResponse(zones: [.changes(page)]))
+            let changes = try WireCoding.encode(ZoneChangesResponse(zones: [.value(page)]))
             try Self.expectSameAsDecoder(ZoneChangesResponse.self, fuzzer.mutate(changes), "round \(round)")
             try Self.expectSameAsDecoder(Record.self, fuzzer.mutate(WireCoding.encode(records[0])), "round \(round)")
         }

@@ -77,8 +77,8 @@ struct RecordCodingTests {
         #expect(response.records[0].error?.serverErrorCode == .atomicError)
         #expect(response.records[1].error?.serverErrorCode == .conflict)
         #expect(response.records[1].error?.serverRecord?.recordChangeTag == "f")
-        #expect(response.records[2].record?.deleted == true)
-        #expect(response.records[2].record?.recordName == "N-3")
+        #expect(response.records[2].value?.deleted == true)
+        #expect(response.records[2].value?.recordName == "N-3")
     }
 
     @Test func zoneResults() throws {
@@ -88,8 +88,8 @@ struct RecordCodingTests {
                    {"zoneID": {"zoneName": "X"}, "serverErrorCode": "ZONE_NOT_FOUND", "reason": "no such zone"}]}
         """#
         let response = try decode(ZonesResponse.self, json)
-        #expect(response.zones[0].zone?.syncToken == "abc")
-        #expect(response.zones[1].zone?.isDeleted == true)
+        #expect(response.zones[0].value?.syncToken == "abc")
+        #expect(response.zones[1].value?.isDeleted == true)
         #expect(response.zones[2].error?.serverErrorCode == .zoneNotFound)
         #expect(response.zones[2].error?.zoneID?.zoneName == "X")
         let modify = ZonesModifyRequest(operations: [.init(.create, ZoneID(zoneName: "Notes"))])
@@ -108,7 +108,7 @@ struct RecordCodingTests {
                     "records": [{"recordName": "N-3", "recordType": "Note", "deleted": true, "recordChangeTag": "x"}]},
                    {"zoneID": {"zoneName": "Gone"}, "serverErrorCode": "ZONE_NOT_FOUND"}]}
         """#)
-        guard case .changes(let changes) = zone.zones[0], case .error(let error) = zone.zones[1] else {
+        guard case .value(let changes) = zone.zones[0], case .error(let error) = zone.zones[1] else {
             Issue.record("wrong result kinds")
             return
         }

@@ -51,7 +51,7 @@ struct ChangesController: Sendable {
             switch try await changes(of: item, defaults: body, in: partition, context: context) {
             case .success(let page):
                 recordLists.append(page.records)
-                results.append(.changes(page.changes))
+                results.append(.value(page.changes))
             case .failure(let failure):
                 results.append(.error(failure.error))
             }

@@ -87,7 +87,7 @@ struct RecordsController: Sendable {
                 items.append(try writer.json(row, desiredKeys: operation.desiredKeys ?? body.desiredKeys))
                 continue
             case .deleted(let name):
-                result = .record(Record(recordName: name, deleted: true))
+                result = .value(Record(recordName: name, deleted: true))
             case .failed(let error):
                 failed = true
                 result = .error(error)

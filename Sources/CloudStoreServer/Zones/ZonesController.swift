@@ -57,9 +57,9 @@ struct ZonesController: Sendable {
         for ((index, change), zone) in zip(changes, modification.zones) {
             switch (change, zone) {
             case (.create(let name), let zone?):
-                results[index] = .zone(Zone(zoneID: partition.zoneID(name), syncToken: token(zone, name, partition)))
+                results[index] = .value(Zone(zoneID: partition.zoneID(name), syncToken: token(zone, name, partition)))
             case (.delete(let name), _?):
-                results[index] = .zone(Zone(zoneID: partition.zoneID(name), deleted: true))
+                results[index] = .value(Zone(zoneID: partition.zoneID(name), deleted: true))
             case (.delete(let name), nil):
                 results[index] = .error(services.zoneNotFoundItem(partition.zone(name)))
             case (.create(let name), nil):
@@ -79,14 +79,14 @@ struct ZonesController: Sendable {
             return try JSONResponse.make(
                 ZonesResponse(
                     zones: zones.map {
-                        .zone(Zone(zoneID: $0.zone.zoneID, syncToken: SyncToken.zone($0.zone, $0.stored, seq: $0.stored.seq).encoded))
+                        .value(Zone(zoneID: $0.zone.zoneID, syncToken: SyncToken.zone($0.zone, $0.stored, seq: $0.stored.seq).encoded))
                     }))
         }
         let zones = try await services.storage.zones(in: partition)
             .filter { partition.scope != .public || $0.name == ZoneID.defaultZoneName }
         return try JSONResponse.make(
             ZonesResponse(
-                zones: zones.map { .zone(Zone(zoneID: partition.zoneID($0.name), syncToken: token($0, $0.name, partition))) }))
+                zones: zones.map { .value(Zone(zoneID: partition.zoneID($0.name), syncToken: token($0, $0.name, partition))) }))
     }
 
     @Sendable func lookup(_ request: Request, context: CloudRequestContext) async throws -> Response {
@@ -102,7 +102,7 @@ struct ZonesController: Sendable {
                     let stored = try await services.storage.zones(named: [target.zone.zoneName], in: target.zone.partition)
                     results.append(
                         stored[target.zone.zoneName].map {
-                            .zone(Zone(zoneID: target.zone.zoneID, syncToken: SyncToken.zone(target.zone, $0, seq: $0.seq).encoded))
+                            .value(Zone(zoneID: target.zone.zoneID, syncToken: SyncToken.zone(target.zone, $0, seq: $0.seq).encoded))
                         } ?? .error(services.zoneNotFoundItem(target.zone)))
                 case .failure(let error):
                     results.append(.error(error))
@@ -116,7 +116,7 @@ struct ZonesController: Sendable {
             guard let stored = found[zone.zoneName], partition.scope != .public || zone.isDefaultZone else {
                 return .error(services.zoneNotFoundItem(zone))
             }
-            return .zone(Zone(zoneID: zone.zoneID, syncToken: token(stored, zone.zoneName, partition)))
+            return .value(Zone(zoneID: zone.zoneID, syncToken: token(stored, zone.zoneName, partition)))
         }
         return try JSONResponse.make(ZonesResponse(zones: results))
     }

@@ -211,7 +211,7 @@ extension SyncEngine {
             zones: [.init(zoneID: zoneID, syncToken: token, resultsLimit: configuration.fetchResultsLimit)])
         let response = try await database.fetchZoneChanges(request)
         switch response.zones.first {
-        case .changes(let page)?:
+        case .value(let page)?:
             return page
         case .error(let error)?:
             throw CloudError.server(error, httpStatus: error.code.httpStatus)

@@ -317,7 +317,7 @@ extension SyncEngine {
                     RecordsLookupRequest(zoneID: zoneID, recordNames: chunk.map(\.record.recordName)))
                 for conflict in chunk {
                     let name = conflict.record.recordName
-                    let result = response.records.first { ($0.record?.recordName ?? $0.error?.recordName) == name }
+                    let result = response.records.first { ($0.value?.recordName ?? $0.error?.recordName) == name }
                     outcome.resolveConflict(conflict, lookup: result ?? .error(ServerError(.notFound, recordName: name)))
                     unresolved.removeAll { $0.record.recordID == conflict.record.recordID }
                 }

@@ -92,10 +92,10 @@ struct ZoneSendOutcome: Sendable {
     /// Takes the server's result for one change; zones keep the ID the app gave them.
     mutating func absorb(_ result: ZoneResult, for change: SyncEngine.PendingDatabaseChange) {
         switch (change, result) {
-        case (.saveZone(let zoneID), .zone(var zone)):
+        case (.saveZone(let zoneID), .value(var zone)):
             zone.zoneID = zoneID
             savedZones.append(zone)
-        case (.deleteZone(let zoneID), .zone):
+        case (.deleteZone(let zoneID), .value):
             deletedZoneIDs.append(zoneID)
         case (_, .error(let error)) where RecordSendOutcome.keepsPending(error.code):
             return

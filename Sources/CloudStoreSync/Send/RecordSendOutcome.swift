@@ -91,7 +91,7 @@ struct RecordSendOutcome: Sendable {
         let recordID = RecordID(recordName: operation.record.recordName, zoneID: zoneID)
         let isDelete = operation.operationType.isDelete
         switch result {
-        case .record(var record):
+        case .value(var record):
             if isDelete {
                 deletedRecordIDs.append(recordID)
             } else {
@@ -129,7 +129,7 @@ struct RecordSendOutcome: Sendable {
     mutating func resolveConflict(_ conflict: FailedRecordSave, lookup: RecordResult?) {
         let recordID = conflict.record.recordID
         switch lookup {
-        case .record(var serverRecord)?:
+        case .value(var serverRecord)?:
             serverRecord.zoneID = recordID.zoneID
             var error = conflict.error
             error.serverRecord = serverRecord

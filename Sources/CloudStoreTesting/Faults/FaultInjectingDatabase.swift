@@ -134,7 +134,7 @@ public final class FaultInjectingDatabase: CloudDatabase {
     public func fetchZoneChanges(_ request: ZoneChangesRequest) async throws -> ZoneChangesResponse {
         let response = try await perform(.changesZone) { try await base.fetchZoneChanges(request) }
         let names = response.zones.flatMap { result -> [String] in
-            guard case .changes(let page) = result else { return [] }
+            guard case .value(let page) = result else { return [] }
             return page.records.map(\.recordName)
         }
         storage.withLock { $0.fetchedRecordNames += names }

@@ -40,7 +40,7 @@ extension CloudDatabase {
         while true {
             let response = try await fetchZoneChanges(ZoneChangesRequest(zones: [.init(zoneID: zoneID, syncToken: token)]))
             switch response.zones.first {
-            case .changes(let page)?:
+            case .value(let page)?:
                 for record in page.records {
                     if !seen.insert(record.recordName).inserted { contents.duplicates += 1 }
                     if record.deleted {

@@ -75,28 +75,6 @@ public struct ZoneChanges: Hashable, Sendable, Codable {
     }
 }
 
-/// One zone's result in `changes/zone`: a page of changes, or an error naming the zone.
-public enum ZoneChangesResult: Hashable, Sendable, Codable {
-    case changes(ZoneChanges)
-    case error(ServerError)
-
-    public init(from decoder: any Decoder) throws {
-        let probe = try decoder.container(keyedBy: ProbeKeys.self)
-        if probe.contains(.serverErrorCode) {
-            self = .error(try ServerError(from: decoder))
-        } else {
-            self = .changes(try ZoneChanges(from: decoder))
-        }
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        switch self {
-        case .changes(let changes): try changes.encode(to: encoder)
-        case .error(let error): try error.encode(to: encoder)
-        }
-    }
-}
-
 public struct ZoneChangesResponse: Hashable, Sendable, Codable {
     public var zones: [ZoneChangesResult]
     public init(zones: [ZoneChangesResult]) { self.zones = zones }

@@ -1,36 +1,3 @@
-/// One result of a records endpoint: a record (or a delete result, `deleted: true`), or an error
-/// naming the record.
-public enum RecordResult: Hashable, Sendable, Codable {
-    case record(Record)
-    case error(ServerError)
-
-    public init(from decoder: any Decoder) throws {
-        let probe = try decoder.container(keyedBy: ProbeKeys.self)
-        if probe.contains(.serverErrorCode) {
-            self = .error(try ServerError(from: decoder))
-        } else {
-            self = .record(try Record(from: decoder))
-        }
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        switch self {
-        case .record(let record): try record.encode(to: encoder)
-        case .error(let error): try error.encode(to: encoder)
-        }
-    }
-
-    public var record: Record? {
-        if case .record(let record) = self { return record }
-        return nil
-    }
-
-    public var error: ServerError? {
-        if case .error(let error) = self { return error }
-        return nil
-    }
-}
-
 /// `POST /{db}/records/modify`.
 ///
 /// ```json

@@ -34,42 +34,6 @@ public struct Zone: Hashable, Sendable, Codable {
     public var isDeleted: Bool { deleted == true }
 }
 
-/// One result of a zone endpoint: a zone or an error naming it.
-public enum ZoneResult: Hashable, Sendable, Codable {
-    case zone(Zone)
-    case error(ServerError)
-
-    public init(from decoder: any Decoder) throws {
-        let probe = try decoder.container(keyedBy: ProbeKeys.self)
-        if probe.contains(.serverErrorCode) {
-            self = .error(try ServerError(from: decoder))
-        } else {
-            self = .zone(try Zone(from: decoder))
-        }
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        switch self {
-        case .zone(let zone): try zone.encode(to: encoder)
-        case .error(let error): try error.encode(to: encoder)
-        }
-    }
-
-    public var zone: Zone? {
-        if case .zone(let zone) = self { return zone }
-        return nil
-    }
-
-    public var error: ServerError? {
-        if case .error(let error) = self { return error }
-        return nil
-    }
-}
-
-enum ProbeKeys: String, CodingKey {
-    case serverErrorCode
-}
-
 /// `POST /{db}/zones/modify`.
 public struct ZonesModifyRequest: Hashable, Sendable, Codable {
     public enum OperationType: String, Hashable, Sendable, Codable {

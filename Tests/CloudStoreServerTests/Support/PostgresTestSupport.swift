@@ -62,7 +62,7 @@ final class Writers: Sendable {
             let answer = try? await client.call(.private, .recordsModify, request)
             if let answer, answer.status == 200,
                 let response = try? WireCoding.decode(RecordsResponse.self, from: answer.body),
-                response.records.first?.record != nil
+                response.records.first?.value != nil
             {
                 state.withLock { _ = $0.acknowledged.insert(name) }
                 continuation.yield(Acknowledgement(instance: instance, name: name))
@@ -100,7 +100,7 @@ func followChanges(through instances: [URL], until writersStopped: Flag) async -
         client.requestTimeout = .seconds(10)
         guard let answer = try? await client.zoneChanges(token: token, limit: 50), answer.status == 200,
             let response = try? WireCoding.decode(ZoneChangesResponse.self, from: answer.body),
-            case .changes(let page)? = response.zones.first
+            case .value(let page)? = response.zones.first
         else { continue }
         seen.formUnion(page.records.map(\.recordName))
         token = page.syncToken

@@ -171,7 +171,7 @@ struct CloudClient: Sendable {
         let answer = try await call(
             database, .zonesModify, ZonesModifyRequest(operations: [.init(.create, ZoneID(zoneName: name))]))
         try #require(answer.status == 200, "create zone \(name): \(answer.text)")
-        return try #require(try answer.decode(ZonesResponse.self).zones.first?.zone)
+        return try #require(try answer.decode(ZonesResponse.self).zones.first?.value)
     }
 
     /// Runs records/modify in the Notes zone.
@@ -209,7 +209,7 @@ struct CloudClient: Sendable {
     {
         let (status, results) = try await modify(zone, records.map { .init(type, $0) })
         try #require(status == 200, "save answered \(status): \(results)")
-        return try results.map { try #require($0.record, "save failed: \($0)") }
+        return try results.map { try #require($0.value, "save failed: \($0)") }
     }
 
     func lookup(_ names: [String]) async throws -> [RecordResult] {
@@ -242,7 +242,7 @@ struct CloudClient: Sendable {
         while true {
             let answer = try await zoneChanges(zone, token: token, limit: limit)
             try #require(answer.status == 200, "changes/zone answered \(answer.status): \(answer.text)")
-            guard case .changes(let page)? = try answer.decode(ZoneChangesResponse.self).zones.first else {
+            guard case .value(let page)? = try answer.decode(ZoneChangesResponse.self).zones.first else {
                 throw try #require(try answer.decode(ZoneChangesResponse.self).zones.first.flatMap {
                     if case .error(let error) = $0 { error } else { nil }
                 })

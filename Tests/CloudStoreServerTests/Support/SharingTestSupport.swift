@@ -41,7 +41,7 @@ extension CloudClient {
             ZoneID(zoneName: zone), [.init(type, shareRecord(participants, publicPermission: publicPermission, tag: tag))],
             in: .private)
         try #require(answer.status == 200, "share \(zone): \(answer.text)")
-        return try #require(try answer.decode(RecordsResponse.self).records.first?.record, "share \(zone): \(answer.text)")
+        return try #require(try answer.decode(RecordsResponse.self).records.first?.value, "share \(zone): \(answer.text)")
     }
 
     func accept(_ shortGUIDs: [String], resolveOnly: Bool = false) async throws -> [ShareAcceptResponse.Result] {
@@ -53,7 +53,7 @@ extension CloudClient {
     func sharedZoneIDs() async throws -> [ZoneID] {
         let answer = try await send(.GET, path(.shared, .zonesList))
         try #require(answer.status == 200, "shared zones/list: \(answer.text)")
-        return try answer.decode(ZonesResponse.self).zones.compactMap(\.zone?.zoneID)
+        return try answer.decode(ZonesResponse.self).zones.compactMap(\.value?.zoneID)
     }
 
     func sharedDatabaseChanges(token: String?, limit: Int? = nil) async throws -> DatabaseChangesResponse {

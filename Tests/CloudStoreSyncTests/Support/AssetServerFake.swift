@@ -173,7 +173,7 @@ final class AssetServerFake: CloudDatabase {
         let name = record.recordName
         if operation.operationType.isDelete {
             storage.records[zoneName]?[name] = nil
-            return .record(Record(recordName: name, deleted: true))
+            return .value(Record(recordName: name, deleted: true))
         }
         let stored = storage.records[zoneName]?[name]
         if operation.operationType == .create, stored != nil { return .error(ServerError(.exists, recordName: name)) }
@@ -192,7 +192,7 @@ final class AssetServerFake: CloudDatabase {
         if let stored { record.fields = stored.fields.merging(record.fields) { $1 } }
         record.recordType = record.recordType ?? stored?.recordType
         put(record, in: zoneName, &storage)
-        return .record(readable(storage.records[zoneName]![name]!))
+        return .value(readable(storage.records[zoneName]![name]!))
     }
 
     /// Why the server refuses an asset sent in a field, or nil.
@@ -251,7 +251,7 @@ final class AssetServerFake: CloudDatabase {
                 storage.records[zone.zoneID.zoneName]?[$0.key].map(Self.readable)
             }
             return ZoneChangesResponse(zones: [
-                .changes(ZoneChanges(zoneID: zone.zoneID, syncToken: "v-\(storage.version)", moreComing: false, records: records))
+                .value(ZoneChanges(zoneID: zone.zoneID, syncToken: "v-\(storage.version)", moreComing: false, records: records))
             ])
         }
     }

@@ -64,7 +64,7 @@ struct MirroringAssetsTests {
                 baseURL: server.baseURL, container: TestDevice.containerIdentifier, token: "alice-token", deviceID: "check")
             let stored = try await admin.lookupRecords(
                 RecordsLookupRequest(zoneID: ZoneID(zoneName: "Notes"), recordNames: [note.id.uuidString]))
-            guard case .record(let record)? = stored.records.first, case .asset(let asset)? = record.fields["attachment"] else {
+            guard case .value(let record)? = stored.records.first, case .asset(let asset)? = record.fields["attachment"] else {
                 Issue.record("the server's record should hold an ASSETID field")
                 return
             }

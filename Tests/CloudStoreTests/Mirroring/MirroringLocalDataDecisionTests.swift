@@ -128,7 +128,7 @@ struct MirroringLocalDataDecisionTests {
             }
             let lookup = HTTPCloudDatabase(
                 baseURL: server.baseURL, container: TestDevice.containerIdentifier, token: "alice-token", deviceID: "check")
-            #expect(try await lookup.listZones().zones.allSatisfy { $0.zone?.zoneID.zoneName != "Notes" }, "B did not create the zone again")
+            #expect(try await lookup.listZones().zones.allSatisfy { $0.value?.zoneID.zoneName != "Notes" }, "B did not create the zone again")
             try await body(server.baseURL, b, notes)
             await a.close()
             await b.close()
