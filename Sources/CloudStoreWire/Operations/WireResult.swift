@@ -15,7 +15,9 @@
 /// }
 /// ```
 public enum WireResult<Value: Hashable & Sendable & Codable>: Hashable, Sendable, Codable {
+    /// The operation's value: a record, a zone, or a zone's changes.
     case value(Value)
+    /// The server's refusal of this item, naming it (the other items of the answer stand).
     case error(ServerError)
 
     public init(from decoder: any Decoder) throws {
