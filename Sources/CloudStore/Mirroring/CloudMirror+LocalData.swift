@@ -23,7 +23,12 @@ extension CloudMirror {
     /// with unsent changes (the rest syncs meanwhile; that zone's uploads wait for the app).
     func checkDecisions() throws {
         try checkCanSync()
-        if let ended = endedShares.values.min(by: { $0.date < $1.date }) { throw ContainerError.localDataDecisionNeeded(ended) }
+        if let oldestEndedShare { throw ContainerError.localDataDecisionNeeded(oldestEndedShare) }
+    }
+
+    /// The share that ended first of those that wait for the app.
+    var oldestEndedShare: PersistentCloudContainer.LocalDataDecision? {
+        endedShares.values.min { $0.date < $1.date }
     }
 
     /// A share's zone went away while this device holds unsent changes of it: the zone's row
@@ -98,7 +103,7 @@ extension CloudMirror {
             return try await applyShareChoice(choice, zone: requested)
         }
         guard let decision = stored else {
-            guard requested == nil, let ended = endedShares.values.min(by: { $0.date < $1.date }) else {
+            guard requested == nil, let ended = oldestEndedShare else {
                 throw ContainerError.noLocalDataDecision
             }
             return try await applyShareChoice(choice, zone: ended.zoneID)
