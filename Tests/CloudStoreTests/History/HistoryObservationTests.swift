@@ -84,7 +84,7 @@ import Testing
         for index in 0..<5 {
             try await store.write(author: "parent") { try $0.insert(Note(title: "parent-\(index)")) }
         }
-        #expect(output.next() == "done")
+        #expect(await output.nextLine() == "done")
         #expect(await child.waitForExit() == .exited(0))
 
         let received = try await observer.value

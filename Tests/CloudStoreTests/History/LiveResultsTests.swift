@@ -121,7 +121,7 @@ struct LiveResultsTests {
         let relay = Relay(store.results(for: Self.titles))
         #expect(try await relay.array(0).isEmpty == true)
         let (child, output) = try TestHelperProcess.start(["write", fixture.url.path, RepositoryPaths.notesSchema.path, "1"])
-        #expect(output.next() == "done")
+        #expect(await output.nextLine() == "done")
         #expect(await child.waitForExit() == .exited(0))
         #expect(try await relay.array(1).map(\.title) == ["helper-0"])
         // One array for the child's commit: the next one is this process's own.

@@ -93,12 +93,3 @@ struct ChildDevice {
         return run
     }
 }
-
-extension LineReader {
-    /// The next line without blocking the caller's thread.
-    func nextLine() async -> String? {
-        await withCheckedContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(returning: self.next()) }
-        }
-    }
-}

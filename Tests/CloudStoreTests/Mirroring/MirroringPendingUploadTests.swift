@@ -87,7 +87,7 @@ struct MirroringPendingUploadTests {
             let (child, output) = try TestHelperProcess.start([
                 "write", a.store.url.path, RepositoryPaths.notesSchema.path, "3",
             ])
-            #expect(output.next() == "done")
+            #expect(await output.nextLine() == "done")
             _ = await child.waitForExit()
             // The container sends what the other process recorded, without being asked.
             let sent = try await withTimeout(seconds: 30) {

@@ -121,36 +121,36 @@ struct ExternalStorageTests {
     /// `EFBIG` as they would with `ENOSPC`): the save fails naming the problem and what to do,
     /// nothing stored before is lost, no partial file stays, and the same save succeeds once the
     /// space is back.
-    @Test func aFullDiskFailsTheSaveClearlyAndLosesNothing() throws {
+    @Test func aFullDiskFailsTheSaveClearlyAndLosesNothing() async throws {
         let note = Note(title: "before", attachment: Data("before".utf8))
-        try store.write { try $0.insert(note) }
+        try await store.write { try $0.insert(note) }
         try store.close()
         let schemaFile = store.url.deletingLastPathComponent().appendingPathComponent("schema.json")
         try Schema.notesWithExternalAttachments().fileData().write(to: schemaFile)
 
-        func writeAttachment(limitKiB: Int?) throws -> [String] {
+        func writeAttachment(limitKiB: Int?) async throws -> [String] {
             let (child, lines) = try TestHelperProcess.start(
                 ["write-attachment", store.url.path, schemaFile.path, "2048"] + (limitKiB.map { ["\($0)"] } ?? []))
             var output: [String] = []
-            while let line = lines.next() { output.append(line) }
-            child.waitUntilExit()
+            while let line = await lines.nextLine() { output.append(line) }
+            await child.waitForExit()
             return output
         }
-        let refused = try writeAttachment(limitKiB: 1024)
+        let refused = try await writeAttachment(limitKiB: 1024)
         let message = try #require(refused.first { $0.hasPrefix("error ") }, "\(refused)")
         #expect(message.contains("external-storage value") && message.contains("free space"), "\(message)")
 
         let reopened = try fixture.reopen()
         defer { try? reopened.close() }
-        #expect(try reopened.read { try $0.fetch(Note.self, id: note.id) }?.attachment == Data("before".utf8))
-        #expect(try reopened.read { try $0.fetch(Note.self) }.count == 1, "the refused save left no row")
+        #expect(try await reopened.read { try $0.fetch(Note.self, id: note.id) }?.attachment == Data("before".utf8))
+        #expect(try await reopened.read { try $0.fetch(Note.self) }.count == 1, "the refused save left no row")
         #expect(files() == [Self.fileName(Data("before".utf8))], "no partial file stays")
 
         try reopened.close()
-        #expect(try writeAttachment(limitKiB: nil) == ["done"])
+        #expect(try await writeAttachment(limitKiB: nil) == ["done"])
         let again = try fixture.reopen()
         defer { try? again.close() }
-        let notes = try again.read { try $0.fetch(Note.self) }
+        let notes = try await again.read { try $0.fetch(Note.self) }
         #expect(notes.count == 2)
         #expect(notes.first { $0.title == "attachment" }?.attachment?.count == 2048 << 10)
     }

@@ -87,14 +87,23 @@ enum TestHelperProcess {
     }
 }
 
-/// Reads a child's output one line at a time (blocking; nil at end of output).
+/// Reads a child's output one line at a time (nil at end of output). The read blocks a thread of
+/// its own, never one of the cooperative pool: a test blocked there while a child works would
+/// stall every other test's tasks on a machine with few cores.
 final class LineReader: @unchecked Sendable {  // used by one test at a time
     let handle: FileHandle
     private var buffer = Data()
 
     init(handle: FileHandle) { self.handle = handle }
 
-    func next() -> String? {
+    /// The next line, or nil at the end of the output.
+    func nextLine() async -> String? {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: self.readLine()) }
+        }
+    }
+
+    private func readLine() -> String? {
         while true {
             if let newline = buffer.firstIndex(of: 0x0A) {
                 let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
