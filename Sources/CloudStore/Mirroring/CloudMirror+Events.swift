@@ -75,8 +75,11 @@ extension CloudMirror {
             sessions[scope]?.unheardCreates = session.unheardCreates
             if released { signal.uploadsPending() }
             try await run(.fetchEnded(complete: event.error == nil && !session.zoneFetchFailed), scope: scope)
-            if schema.mirroredEntities.contains(where: { !$0.uniquenessConstraints.isEmpty }) {
-                // Records a local unique key kept aside may fit now (the app changed the key).
+            // Records a local unique key kept aside may fit now (the app changed the key); a
+            // read says whether any waits, so a fetch with none writes nothing.
+            if schema.mirroredEntities.contains(where: { !$0.uniquenessConstraints.isEmpty }),
+                try await store.read({ try $0.db.hasKeptAside() })
+            {
                 try await transaction { try $0.applyKeptAside() }
             }
             try await importEnded(scope)

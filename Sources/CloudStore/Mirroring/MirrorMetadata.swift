@@ -193,6 +193,11 @@ extension Database {
         try setMirrorState(key, value.map { try MirrorMetadata.encode($0) })
     }
 
+    /// Whether a fetched record waits aside for a unique key (``MirrorTransaction/applyKeptAside()``).
+    func hasKeptAside() throws -> Bool {
+        try integer("SELECT 1 FROM cloudstore_mirror_kept_aside LIMIT 1") != nil
+    }
+
     /// Where the primary zone stands on the server; unsaved until a save or a fetch said otherwise.
     func primaryZoneState() throws -> ZoneServerState {
         try mirrorState(.primaryZone, as: ZoneServerState.self) ?? .unsaved

@@ -87,7 +87,7 @@ extension MirrorTransaction {
         let id = content.snapshot.id
         let serverValues = recordValues(content.snapshot, entity)
         let pending = try row.pendingUpload
-        if !entity.uniquenessConstraints.isEmpty, !applyingKeptAside {
+        if !entity.uniquenessConstraints.isEmpty, !applyingKeptAside, try hasKeptAside() {
             // A version kept aside before is replaced by this one, applied or kept aside in turn.
             try db.cachedStatement(sql: "DELETE FROM cloudstore_mirror_kept_aside WHERE record_name = ?").execute(arguments: [record.recordName])
         }
@@ -313,6 +313,7 @@ extension MirrorTransaction {
         let zoneID = zoneID(zone)
         let seen = try db.integer(
             "SELECT 1 FROM cloudstore_mirror_kept_aside WHERE record_name = ?", [.string(record.recordName)]) != nil
+        keptAside = true
         logger.log(
             level: seen || applyingKeptAside ? .debug : .warning, "a fetched record is kept aside: a local object has its unique key",
             metadata: ["record": "\(record.recordName)", "entity": "\(entity.name)", "reason": "\(problem)"])
@@ -335,6 +336,15 @@ extension MirrorTransaction {
             let zone = ZoneID(zoneName: row[0], ownerRecordName: owner.isEmpty ? nil : owner)
             try applyFetched([try MirrorMetadata.decode(Record.self, row[2])], deletions: [], in: zone)
         }
+    }
+
+    /// Whether any record waits aside, read once per transaction: a fetch of a zone of constrained
+    /// records asks for each record, and almost always none waits.
+    private func hasKeptAside() throws -> Bool {
+        if let keptAside { return keptAside }
+        let known = try db.hasKeptAside()
+        keptAside = known
+        return known
     }
 
     /// Keeps a record this schema cannot read (a newer app version's), so it is not lost.

@@ -49,6 +49,8 @@ final class MirrorTransaction {
     private(set) var zonesToSave: [ZoneID: Bool] = [:]
     /// Whether records kept aside for a unique key are being applied again (``applyKeptAside()``).
     var applyingKeptAside = false
+    /// Whether any record waits aside, once this transaction knows (``Database/hasKeptAside()``).
+    var keptAside: Bool?
     /// The primary zone's state, when this transaction stored it.
     private(set) var primaryZoneState: ZoneServerState?
 

@@ -35,10 +35,7 @@ struct MirroringLocalDataDecisionTests {
             try await bob.write { [tickets] in try $0.update(tickets) }
             try await alice.container.stopSharing(share)
             let events = bob.container.events()
-            do {
-                try await bob.sync()
-                Issue.record("the sync should say that a decision waits")
-            } catch ContainerError.Code.localDataDecisionNeeded {}
+            await Self.expectDecisionNeeded(from: bob, "the sync should say that a decision waits")
             let status = try await bob.container.status()
             #expect(status.localDataDecision == nil, "nothing stops the rest of bob's sync")
             let ended = try #require(status.endedShares.first)
@@ -79,6 +76,11 @@ struct MirroringLocalDataDecisionTests {
         }
     }
 
+    /// Expects `device`'s sync to throw ``ContainerError/Code/localDataDecisionNeeded``.
+    static func expectDecisionNeeded(from device: TestDevice, _ comment: Comment) async {
+        await #expect(comment, performing: { try await device.sync() }, throws: { ($0 as? ContainerError)?.code == .localDataDecisionNeeded })
+    }
+
     /// Deletes the primary zone as another device of alice's would (a reset of the app's data).
     static func deleteZoneElsewhere(_ server: URL) async throws {
         let database = HTTPCloudDatabase(
@@ -107,10 +109,7 @@ struct MirroringLocalDataDecisionTests {
             try await Self.deleteZoneElsewhere(server.baseURL)
             let events = b.container.events()
 
-            do {
-                try await b.sync()
-                Issue.record("the sync should stop for the decision it learned")
-            } catch ContainerError.Code.localDataDecisionNeeded {}
+            await Self.expectDecisionNeeded(from: b, "the sync should stop for the decision it learned")
             let status = try await b.container.status()
             let decision = try #require(status.localDataDecision)
             #expect(decision.reason == .zoneDeleted)
