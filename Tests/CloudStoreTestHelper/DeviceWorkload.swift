@@ -72,14 +72,22 @@ struct DeviceWorkload {
                 say("commit update \(id.uuidString) \(title) \(previous)")
             } else if roll < 7 {
                 let id = mine.remove(at: Int(random.next() % UInt64(mine.count)))
-                say("intent delete \(id.uuidString) -")
-                // The title the deletion replaced, as an update's line names the title it overwrote.
-                let deletedTitle = try await device.store.write(author: "app") { context -> String? in
-                    guard let old = try context.fetchSnapshot(entityName: "Note", id: id) else { return nil }
-                    try context.delete(entityName: "Note", id: id)
-                    return if case .string(let text)? = old.values["title"] { text } else { "-" }
+                // Both lines name the title the deletion replaces, as an update's lines name the
+                // title it overwrites: a kill between them may land after the commit, and then the
+                // child itself replaced that title. It is read first, as for an update.
+                let old = try await device.store.read { context in
+                    try context.fetchSnapshot(entityName: "Note", id: id)
                 }
-                say(deletedTitle.map { "commit delete \(id.uuidString) - \($0)" } ?? "commit nothing \(id.uuidString) gone -")
+                guard let old else {
+                    say("commit nothing \(id.uuidString) gone -")
+                    continue
+                }
+                let deletedTitle = if case .string(let text)? = old.values["title"] { text } else { "-" }
+                say("intent delete \(id.uuidString) - \(deletedTitle)")
+                try await device.store.write(author: "app") { context in
+                    try context.delete(entityName: "Note", id: id)
+                }
+                say("commit delete \(id.uuidString) - \(deletedTitle)")
             } else {
                 say("sync")
                 do {
