@@ -67,9 +67,14 @@ struct ModelCode {
                     indexes: \(nameLists(indexes)),
                     uniquenessConstraints: \(nameLists(unique)),
                     isMirrored: \(model.isMirrored),
-                    renamedFrom: \(optionalLiteral(model.originalName)))
+                    renamedFrom: \(optionalLiteral(model.originalName))\(duplicateKeyRuleArgument))
             }
             """
+    }
+
+    /// `, duplicateKeyRule: .refuse` when `@Model` names a rule; nothing for the default.
+    private var duplicateKeyRuleArgument: String {
+        model.duplicateKeyRule.map { ",\n        duplicateKeyRule: \($0)" } ?? ""
     }
 
     private var propertyTable: String {

@@ -77,6 +77,8 @@ extension ModelDeclaration {
                 indexes = nameLists(argument.expression, what: "indexes")
             case "uniquenessConstraints":
                 uniquenessConstraints = nameLists(argument.expression, what: "uniquenessConstraints")
+            case "duplicateKeyRule":
+                duplicateKeyRule = argument.expression.trimmedDescription
             default:
                 break
             }

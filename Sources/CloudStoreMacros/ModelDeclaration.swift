@@ -15,6 +15,8 @@ struct ModelDeclaration {
     var isMirrored = true
     var indexes: [[String]] = []
     var uniquenessConstraints: [[String]] = []
+    /// `@Model(duplicateKeyRule:)` as written (`.refuse`), when given.
+    var duplicateKeyRule: String?
     /// The stored properties, in declaration order, without `id` and transient ones.
     var properties: [StoredProperty] = []
     /// The names of every stored property `Codable` sees (id, stored and not transient).

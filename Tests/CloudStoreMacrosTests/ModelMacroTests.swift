@@ -130,7 +130,7 @@ struct ModelMacroTests {
     @Test func entityOptions_andAnInternalType() {
         expand(
             """
-            @Model(name: "Memo", originalName: "Jotting", mirrored: false, uniquenessConstraints: [["code"]])
+            @Model(name: "Memo", originalName: "Jotting", mirrored: false, uniquenessConstraints: [["code"]], duplicateKeyRule: .refuse)
             struct Item {
                 let id: UUID
                 @Attribute(.unique, .indexed) var code: String
@@ -166,7 +166,8 @@ struct ModelMacroTests {
                         indexes: [["code"]],
                         uniquenessConstraints: [["code"]],
                         isMirrored: false,
-                        renamedFrom: "Jotting")
+                        renamedFrom: "Jotting",
+                        duplicateKeyRule: .refuse)
                 }
 
                 static var _modelProperties: [CloudStore.ModelProperty<Item>] {

@@ -6,7 +6,9 @@ import Foundation
 /// record that has it). Two devices can still create the same key offline: the one whose record
 /// reaches the server second finds the other's record holding the key, either when it fetches
 /// that record or when the server refuses its own upload (its copy is then applied as fetched).
-/// Either way the local newcomer is merged into the existing object
+/// Either way, by the entity's ``DuplicateKeyRule``, the local newcomer is refused (`refuse`:
+/// kept here and listed as a refused upload, the record kept aside until the app changes the
+/// newcomer's key or deletes it) or, by default, merged into the existing object
 /// (``ConflictResolution/newcomerAgainstExisting(_:into:newcomer:)``): the existing object keeps
 /// its identity, takes the newcomer's values where the policy says, and every object that referred
 /// to the newcomer refers to it instead; the newcomer is deleted, and the merge is in the conflict
@@ -30,11 +32,16 @@ extension MirrorTransaction {
     }
 
     /// Why the holders of a fetched record's unique key cannot be merged into it, or nil when
-    /// they can: each must be an object this device created or gave the key (the server has
-    /// never seen it with it), in the record's zone. A holder in another zone (the store's
-    /// constraint spans zones, the server's does not) or one the server already has with the key
-    /// (saved before the constraint was declared) stays as it is, and the record is kept aside.
+    /// they can: the entity's ``DuplicateKeyRule`` must be `merge`, and each holder must be an
+    /// object this device created or gave the key (the server has never seen it with it), in the
+    /// record's zone. A holder in another zone (the store's constraint spans zones, the server's
+    /// does not), one the server already has with the key (saved before the constraint was
+    /// declared) or one of an entity that refuses duplicates stays as it is, and the record is
+    /// kept aside; the server refuses the holder's upload, and the app changes its key.
     func uniqueKeyMergeProblem(_ holders: [UUID], of entity: EntityDescription, in zone: MirrorZone.Key) throws -> String? {
+        if entity.duplicateKeyRule == .refuse, let holder = holders.first {
+            return "object \(holder) has the same unique key, and \(entity.name)'s duplicateKeyRule is refuse"
+        }
         for holder in holders {
             guard let row = try db.recordMetadata(holder.uuidString) else { continue }
             if row.zone != zone {

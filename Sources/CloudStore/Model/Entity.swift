@@ -2,7 +2,7 @@ import Foundation
 
 /// A Swift type whose values are objects of one entity of a schema.
 ///
-/// Declare entities with `@Model` (``Model(name:originalName:mirrored:indexes:uniquenessConstraints:)``),
+/// Declare entities with `@Model` (``Model(name:originalName:mirrored:indexes:uniquenessConstraints:duplicateKeyRule:)``),
 /// which makes a struct an entity and derives its schema, typed queries and row code from it
 /// (``PersistentModel``). A plain `Codable` struct conforming to `Entity` works too, against an
 /// entity declared in a schema of its own, and is read and written through `Codable`.

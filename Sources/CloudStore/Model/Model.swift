@@ -38,7 +38,8 @@
 /// Options: ``Attribute(_:originalName:)``, ``Relationship(deleteRule:inverse:originalName:)``,
 /// ``Transient()``; for the entity, `name` (the entity's name, the type's by default),
 /// `originalName` (its name in the previous schema version), `mirrored` (false keeps the entity on
-/// the device), `indexes` and `uniquenessConstraints` (lists of property names, checked at compile time).
+/// the device), `indexes` and `uniquenessConstraints` (lists of property names, checked at compile time),
+/// `duplicateKeyRule` (what sync does when two devices create the same unique key: ``DuplicateKeyRule``).
 ///
 /// The macro reports at compile time what it can see in one declaration, with a fix-it where the
 /// fix is obvious: a property type that cannot be stored, a missing `id`, an attribute of a
@@ -53,10 +54,10 @@
 @attached(member, names: named(CodingKeys))
 public macro Model(
     name: String? = nil, originalName: String? = nil, mirrored: Bool = true, indexes: [[String]] = [],
-    uniquenessConstraints: [[String]] = []
+    uniquenessConstraints: [[String]] = [], duplicateKeyRule: DuplicateKeyRule = .merge
 ) = #externalMacro(module: "CloudStoreMacros", type: "ModelMacro")
 
-/// Options of an attribute of a ``Model(name:originalName:mirrored:indexes:uniquenessConstraints:)`` type.
+/// Options of an attribute of a ``Model(name:originalName:mirrored:indexes:uniquenessConstraints:duplicateKeyRule:)`` type.
 ///
 /// ```swift
 /// @Attribute(.externalStorage) var photo: Data?
@@ -66,7 +67,7 @@ public macro Model(
 public macro Attribute(_ options: AttributeDescription.Option..., originalName: String? = nil) =
     #externalMacro(module: "CloudStoreMacros", type: "PropertyMarkerMacro")
 
-/// Options of a relationship of a ``Model(name:originalName:mirrored:indexes:uniquenessConstraints:)``
+/// Options of a relationship of a ``Model(name:originalName:mirrored:indexes:uniquenessConstraints:duplicateKeyRule:)``
 /// type: what deleting the object does to the related ones, the inverse (the property of the
 /// destination that points back), and the relationship's name in the previous schema version.
 ///
@@ -82,7 +83,7 @@ public macro Attribute(_ options: AttributeDescription.Option..., originalName: 
 public macro Relationship(deleteRule: DeleteRule = .nullify, inverse: AnyKeyPath? = nil, originalName: String? = nil) =
     #externalMacro(module: "CloudStoreMacros", type: "PropertyMarkerMacro")
 
-/// A property of a ``Model(name:originalName:mirrored:indexes:uniquenessConstraints:)`` type that is
+/// A property of a ``Model(name:originalName:mirrored:indexes:uniquenessConstraints:duplicateKeyRule:)`` type that is
 /// not stored: an object read from the store has its initial value, and `Codable` leaves it out.
 ///
 /// ```swift

@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 
 /// An ``Entity`` declared by its Swift type: what `@Model` makes a struct (see
-/// ``Model(name:originalName:mirrored:indexes:uniquenessConstraints:)``).
+/// ``Model(name:originalName:mirrored:indexes:uniquenessConstraints:duplicateKeyRule:)``).
 ///
 /// A model knows its entity description, so a ``Schema`` is built from the types
 /// (``Schema/init(name:version:entities:)-555rg``), and the key paths of its stored

@@ -16,7 +16,8 @@ import Foundation
 /// ```
 ///
 /// Entity keys: `name`, `attributes`, `relationships`, `indexes`, `uniquenessConstraints`,
-/// `mirrored` (default true), `renamedFrom`. Attribute keys: `name`, `type`, `optional`, `default`,
+/// `mirrored` (default true), `renamedFrom`, `duplicateKeyRule` (`merge`, the default, or
+/// `refuse`: ``DuplicateKeyRule``). Attribute keys: `name`, `type`, `optional`, `default`,
 /// `renamedFrom`, `preserveAfterDeletion`, `externalStorage` (`data` only: the bytes live in a file beside
 /// the store and travel as an asset). Relationship keys: `name`, `destination`, `toMany`,
 /// `inverse`, `deleteRule` (`nullify` by default, `cascade`, `deny`, `noAction`), `renamedFrom`.
@@ -79,6 +80,9 @@ extension Schema {
             for (key, lists) in [("indexes", entity.indexes), ("uniquenessConstraints", entity.uniquenessConstraints)] where !lists.isEmpty {
                 members.append("      \"\(key)\": \(try Self.jsonText(.array(lists.map { .array($0.map(JSONValue.string)) })))")
             }
+            if entity.duplicateKeyRule != .merge {
+                members.append("      \"duplicateKeyRule\": \(try Self.jsonText(.string(entity.duplicateKeyRule.rawValue)))")
+            }
             entityTexts.append("    {\n" + members.joined(separator: ",\n") + "\n    }")
         }
         let text = """
@@ -125,6 +129,7 @@ extension EntityDescription {
         }
         if !isMirrored { object["mirrored"] = .bool(false) }
         if let renamedFrom { object["renamedFrom"] = .string(renamedFrom) }
+        if duplicateKeyRule != .merge { object["duplicateKeyRule"] = .string(duplicateKeyRule.rawValue) }
         return .object(object)
     }
 }
@@ -291,7 +296,10 @@ struct SchemaFileReader {
         }
         checkKeys(
             object,
-            allowed: ["name", "attributes", "relationships", "indexes", "uniquenessConstraints", "mirrored", "renamedFrom"],
+            allowed: [
+                "name", "attributes", "relationships", "indexes", "uniquenessConstraints", "mirrored", "renamedFrom",
+                "duplicateKeyRule",
+            ],
             entity: name, property: nil, what: "entity")
         var entity = EntityDescription(name)
         for (index, item) in array(object["attributes"], key: "attributes", entity: name).enumerated() {
@@ -306,6 +314,14 @@ struct SchemaFileReader {
         entity.uniquenessConstraints = nameLists(object["uniquenessConstraints"], key: "uniquenessConstraints", entity: name)
         entity.isMirrored = bool(object["mirrored"], key: "mirrored", entity: name, property: nil) ?? true
         entity.renamedFrom = optionalString(object["renamedFrom"], key: "renamedFrom", entity: name, property: nil)
+        if let rule = optionalString(object["duplicateKeyRule"], key: "duplicateKeyRule", entity: name, property: nil) {
+            if let known = DuplicateKeyRule(rawValue: rule) {
+                entity.duplicateKeyRule = known
+            } else {
+                let rules = DuplicateKeyRule.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: " or ")
+                problems.append(SchemaProblem(entity: name, "unknown duplicateKeyRule \"\(rule)\" (use \(rules))"))
+            }
+        }
         return entity
     }
 

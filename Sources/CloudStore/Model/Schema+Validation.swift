@@ -127,6 +127,11 @@ extension Schema {
                 }
             }
         }
+        if entity.duplicateKeyRule != .merge && entity.uniquenessConstraints.isEmpty {
+            problem(
+                nil,
+                "duplicateKeyRule \"\(entity.duplicateKeyRule.rawValue)\" needs a uniqueness constraint to apply to; declare one or remove the rule")
+        }
         if entity.isMirrored {
             // The server compares a constraint's values as record fields: an asset's are a file's.
             for name in Set(entity.uniquenessConstraints.joined()).sorted() {

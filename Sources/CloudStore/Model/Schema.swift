@@ -58,19 +58,23 @@ public struct EntityDescription: Hashable, Sendable {
     public var relationships: [RelationshipDescription]
     /// Indexes, each a list of attribute or to-one relationship names.
     public var indexes: [[String]]
-    /// Uniqueness constraints, each a list of attribute names. Not allowed on mirrored entities:
-    /// two devices can create the same values offline and the cloud cannot refuse either.
+    /// Uniqueness constraints, each a list of attribute or to-one relationship names whose
+    /// values no two objects share. On a mirrored entity the server enforces them per zone, and
+    /// ``duplicateKeyRule`` says what sync does when two devices create the same key offline.
     public var uniquenessConstraints: [[String]]
     /// Whether the entity is mirrored to the cloud (default true).
     public var isMirrored: Bool
     /// The entity's name in the previous schema version, when it was renamed.
     public var renamedFrom: String?
+    /// What sync does with an object made here whose unique key another device's object already
+    /// has on the server (default ``DuplicateKeyRule/merge``).
+    public var duplicateKeyRule: DuplicateKeyRule
 
     /// An entity named `name`, mirrored unless `isMirrored` is false.
     public init(
         _ name: String, attributes: [AttributeDescription] = [], relationships: [RelationshipDescription] = [],
         indexes: [[String]] = [], uniquenessConstraints: [[String]] = [], isMirrored: Bool = true,
-        renamedFrom: String? = nil
+        renamedFrom: String? = nil, duplicateKeyRule: DuplicateKeyRule = .merge
     ) {
         self.name = name
         self.attributes = attributes
@@ -79,6 +83,7 @@ public struct EntityDescription: Hashable, Sendable {
         self.uniquenessConstraints = uniquenessConstraints
         self.isMirrored = isMirrored
         self.renamedFrom = renamedFrom
+        self.duplicateKeyRule = duplicateKeyRule
     }
 
     /// The attribute with this name, if the entity has one.
@@ -212,4 +217,31 @@ extension Schema {
         case (true, true): return .manyToMany
         }
     }
+}
+
+/// What sync does when two devices made objects with the same unique key (a
+/// ``EntityDescription/uniquenessConstraints`` entry) and one reaches the server first: the
+/// server holds one record per key and zone, and refuses the second (`UNIQUE_FIELD_ERROR`, naming
+/// the record that has the key). The rule decides for the device whose object came second.
+///
+/// ```swift
+/// @Model(uniquenessConstraints: [["name"]])                              // merge
+/// struct Tag { var id = UUID.timeOrdered(); var name = "" }
+///
+/// @Model(uniquenessConstraints: [["handle"]], duplicateKeyRule: .refuse) // refuse
+/// struct Account { var id = UUID.timeOrdered(); var handle = "" }
+/// ```
+public enum DuplicateKeyRule: String, Hashable, Sendable, CaseIterable {
+    /// The object made here is merged into the one the server has: that object keeps its
+    /// identity and takes this one's values where the conflict policy says, whatever referred to
+    /// this one refers to it, this one is deleted, and the merge is in the conflict log. Right when
+    /// the key names the object ("Groceries" is one list, wherever it was created).
+    case merge
+    /// The object made here is refused: it stays on this device, is not uploaded, and is listed by
+    /// ``PersistentCloudContainer/refusedUploads()`` with the server's `UNIQUE_FIELD_ERROR`, which
+    /// names the record that has the key. The other device's object waits aside, not applied
+    /// here, until the app gives this one another key (it then uploads, and the other arrives) or
+    /// deletes it. Right when two objects with one key are a mistake only a person can settle (two
+    /// accounts claiming one handle).
+    case refuse
 }

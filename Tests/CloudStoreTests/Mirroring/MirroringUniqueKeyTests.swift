@@ -158,6 +158,54 @@ struct MirroringUniqueKeyTests {
         }
     }
 
+    /// Folders refuse duplicates (``DuplicateKeyRule/refuse``): A and B create "Groceries"
+    /// offline, A syncs first. B's fetch keeps A's folder aside (when B fetches first; else the
+    /// server's refusal brings it), the server refuses B's, which stays on B, listed as refused
+    /// with the error naming A's record; nothing merges. Once B renames its folder, it uploads,
+    /// A's arrives, and both devices have both.
+    @Test(arguments: [true, false])
+    func anEntityThatRefusesDuplicatesKeepsTheNewcomerForTheApp(fetchFirst: Bool) async throws {
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            var schema = try Self.schema()
+            let folder = try #require(schema.entities.firstIndex { $0.name == "Folder" })
+            schema.entities[folder].duplicateKeyRule = .refuse
+            let a = try await TestDevice.make("A", schema: schema, server: server.baseURL)
+            let b = try await TestDevice.make("B", schema: schema, server: server.baseURL)
+            let folderA = Folder(title: "Groceries", color: "red")
+            var folderB = Folder(title: "Groceries", sortIndex: 5)
+            try await a.write { try $0.insert(folderA) }
+            try await b.write { [folderB] in try $0.insert(folderB) }
+            try await a.sync()
+            if fetchFirst {
+                try await b.container.fetchChanges()
+                #expect(try b.folders().map(\.id) == [folderB.id], "A's folder waits aside: B's has its title here")
+            }
+
+            let refused = await #expect(throws: ContainerError.self) {
+                try await b.container.waitUntilSynced(timeout: .seconds(20))
+            }
+            #expect(refused?.code == .uploadsRefused)
+            let state = try #require(try b.container.syncState(of: Folder.self, id: folderB.id))
+            #expect(state.refusal?.code == .uniqueFieldError)
+            #expect(state.refusal?.reason?.contains(folderA.id.uuidString) == true, "the error names the record that has the key")
+            #expect(try b.container.refusedUploads().map(\.id) == [folderB.id])
+            #expect(try b.folders().map(\.id) == [folderB.id] && b.folders().first?.sortIndex == 5, "B's folder is kept as it is")
+            #expect(try b.container.conflicts().isEmpty, "nothing merged")
+
+            folderB.title = "Groceries (B)"
+            try await b.write { [folderB] in try $0.update(folderB) }
+            try await b.container.waitUntilSynced(timeout: .seconds(20))
+            try await a.container.waitUntilSynced(timeout: .seconds(20))
+            for device in [a, b] {
+                #expect(Set(try device.folders().map(\.title)) == ["Groceries", "Groceries (B)"], "\(device.name)")
+            }
+            #expect(try b.container.refusedUploads().isEmpty)
+            #expect(try a.contents() == b.contents())
+            await a.close()
+            await b.close()
+        }
+    }
+
     @Test func theServerRefusesTheSecondKeyAndTheDeviceMerges() async throws {
         try await bothCreateTheSameKeysOffline { b in try await b.sync() }
     }

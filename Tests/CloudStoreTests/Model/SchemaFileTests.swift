@@ -29,6 +29,29 @@ struct SchemaFileTests {
         #expect(reread.schemaHash == schema.schemaHash)
     }
 
+    /// An entity's duplicate key rule is written only when it is not the default, read back, and
+    /// named in the error when unknown; it is not the store's shape, so the hash ignores it.
+    @Test func theDuplicateKeyRuleRoundTripsAndIsNotTheShape() throws {
+        var schema = try Schema.notes()
+        schema.entities[2].uniquenessConstraints = [["name"]]
+        let merging = schema
+        schema.entities[2].duplicateKeyRule = .refuse
+        let text = String(decoding: try schema.fileData(), as: UTF8.self)
+        #expect(text.contains(#""duplicateKeyRule": "refuse""#))
+        #expect(!String(decoding: try merging.fileData(), as: UTF8.self).contains("duplicateKeyRule"))
+        #expect(try Schema.load(try schema.fileData()) == schema)
+        #expect(schema.schemaHash == merging.schemaHash)
+
+        let unknown = text.replacingOccurrences(of: #""refuse""#, with: #""reject""#)
+        let error = #expect(throws: SchemaError.self) { try Schema.load(Data(unknown.utf8)) }
+        #expect(error?.description.contains(#"unknown duplicateKeyRule "reject" (use "merge" or "refuse")"#) == true)
+
+        schema.entities[2].uniquenessConstraints = []
+        #expect(schema.problems().map(\.message) == [
+            #"duplicateKeyRule "refuse" needs a uniqueness constraint to apply to; declare one or remove the rule"#
+        ])
+    }
+
     @Test func theHashIsStableAndFollowsTheShape() throws {
         let schema = try Schema.notes()
         #expect(schema.schemaHash.count == 16)
