@@ -30,7 +30,8 @@ public struct SyncCommand: CloudStoreSubcommand {
             not finish: the server refused the credentials or some uploads, time ran out, or the \
             store's zone was deleted on the server (or the token is another user's) and nobody \
             decided what happens to the local data: --decide uploadAgain, keepLocalOnly or \
-            deleteLocalData answers that, and the sync goes on.
+            deleteLocalData answers that, and the sync goes on. The choice answers every decision \
+            the sync meets, the zone's and each share's that ended with unsent changes here.
 
             Example:
               cloudstore sync --store notes.sqlite --server http://127.0.0.1:8080 \\
@@ -100,17 +101,23 @@ public struct SyncCommand: CloudStoreSubcommand {
         let progress = Task { await Self.showProgress(of: cloud.events(), output: context.output) }
         let outcome: Result<Void, any Error>
         do {
-            do {
-                try await cloud.waitUntilSynced(timeout: .milliseconds(Int64(timeout * 1000)))
-            } catch let error as ContainerError where error.code == .localDataDecisionNeeded {
-                let decision = error.localDataDecision!
-                guard let choice else {
-                    throw CommandError(
-                        "\(decision): run again with --decide uploadAgain, keepLocalOnly or deleteLocalData to say what happens to this device's data")
+            // Each decision the sync meets (the zone, then every share that ended) gets the choice,
+            // once: one asked again was not settled by it, and ends the command.
+            var answered: Set<ZoneID> = []
+            while true {
+                do {
+                    try await cloud.waitUntilSynced(timeout: .milliseconds(Int64(timeout * 1000)))
+                    break
+                } catch let error as ContainerError where error.code == .localDataDecisionNeeded {
+                    let decision = error.localDataDecision!
+                    guard let choice else {
+                        throw CommandError(
+                            "\(decision): run again with --decide uploadAgain, keepLocalOnly or deleteLocalData to say what happens to this device's data")
+                    }
+                    guard answered.insert(decision.zoneID).inserted else { throw error }
+                    context.output.printError("\(decision): \(choice.rawValue)")
+                    try await cloud.decide(choice, zoneID: decision.zoneID)
                 }
-                context.output.printError("\(decision): \(choice.rawValue)")
-                try await cloud.decide(choice)
-                try await cloud.waitUntilSynced(timeout: .milliseconds(Int64(timeout * 1000)))
             }
             outcome = .success(())
         } catch {
