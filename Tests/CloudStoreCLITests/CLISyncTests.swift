@@ -84,6 +84,56 @@ struct CLISyncTests {
         }
     }
 
+    /// Alice and carol each share a folder with bob, bob edits a note of each, and both stop
+    /// sharing before bob uploads: one `sync --decide keepLocalOnly` answers both shares, each once,
+    /// and both edits stay on bob's device.
+    @Test func decide_answersEveryShareThatEnded() async throws {
+        let users = ["alice-token": "_alice", "bob-token": "_bob", "carol-token": "_carol"]
+        try await ServerProcess.with(users: users) { server in
+            let schema = Schema(name: "Notes", version: 1, entities: [Folder.self, Note.self])
+            let bob = try await TestDevice.make("bob", schema: schema, server: server.baseURL, token: "bob-token")
+            var owners: [(device: TestDevice, share: PersistentCloudContainer.Share)] = []
+            var notes: [Note] = []
+            for owner in ["alice", "carol"] {
+                let device = try await TestDevice.make(owner, schema: schema, server: server.baseURL, token: "\(owner)-token")
+                let folder = Folder(title: "\(owner)'s trip")
+                let note = Note(title: "tickets", folder: folder.id)
+                try await device.write { context in
+                    try context.insert(folder)
+                    try context.insert(note)
+                }
+                try await device.sync()
+                let share = try await device.container.share(folder, with: [.init(user: "_bob", permission: .readWrite)])
+                _ = try await bob.container.acceptShare(shortGUID: try #require(share.shortGUID))
+                owners.append((device, share))
+                notes.append(note)
+            }
+            try await bob.sync()
+            for index in notes.indices { notes[index].body = "bob's seat" }
+            try await bob.write { [notes] context in
+                for note in notes { try context.update(note) }
+            }
+            for (device, share) in owners {
+                try await device.container.stopSharing(share)
+                await device.close()
+            }
+            await bob.close()
+
+            let store = bob.directory.file("bob.sqlite")
+            let decided = await cloudstore(
+                ["sync", "--store", store.path, "--server", server.baseURL.absoluteString, "--container", TestDevice.containerIdentifier,
+                 "--decide", "keepLocalOnly"],
+                environment: ["CLOUDSTORE_TOKEN": "bob-token"])
+            #expect(decided.status == 0, "\(decided.standardError)")
+            let answers = decided.errorLines.filter { $0.hasSuffix(": keepLocalOnly") }
+            #expect(answers.count == 2, "each share answered once: \(decided.standardError)")
+            #expect(answers.allSatisfy { $0.contains("1 change(s) not uploaded") }, "\(answers)")
+            let kept = try PersistentStore(inspecting: store, schema: schema)
+            #expect(try await kept.read { try $0.fetch(Note.self).map(\.body) } == ["bob's seat", "bob's seat"])
+            try kept.close()
+        }
+    }
+
     @Test func badInputs_areOneLineFailures() async throws {
         try await TemporaryDirectory.with { directory in
             try await TestServer.with(users: ["alice-token": "_alice"]) { server in
