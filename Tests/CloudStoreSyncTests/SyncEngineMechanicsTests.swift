@@ -314,6 +314,63 @@ import Testing
         #expect(await device.record(RecordID(recordName: "N1", zoneID: notes))?.fields["title"] == "server")
     }
 
+    /// The server takes N1, answers N2 with its own `THROTTLED` twice, and N3 with an
+    /// `ATOMIC_ERROR` once (it went down with N2): the event reports N2 as retrying with the
+    /// server's error, never N3 (sent again in the same send and saved). A send in which nothing
+    /// was settled still reports N2, and the send that gets it through reports nothing retrying.
+    @Test func send_reportsTheChangesTheServerDidNotTakeAndKeepsThemPending() async throws {
+        let attempts = Mutex<[String: Int]>([:])
+        let database = ScriptedDatabase { script in
+            script.modifyRecords = { request in
+                let accepted = Self.acceptAll(request)
+                return RecordsResponse(
+                    records: zip(request.operations, accepted.records).map { operation, result in
+                        let name = operation.record.recordName
+                        let attempt = attempts.withLock { attempts in
+                            attempts[name, default: 0] += 1
+                            return attempts[name]!
+                        }
+                        switch (name, attempt) {
+                        case ("N2", 1...2): return .error(ServerError(.throttled, reason: "slow down", retryAfter: 30, recordName: name))
+                        case ("N3", 1): return .error(ServerError(.atomicError, recordName: name))
+                        default: return result
+                        }
+                    })
+            }
+        }
+        let device = await EngineDevice("A", database: database)
+        for name in ["N1", "N2", "N3"] { await device.save(note(name)) }
+        func sent(from index: Int) async -> [SyncEngine.Event.SentRecordZoneChanges] {
+            await device.events[index...].compactMap { event in
+                if case .sentRecordZoneChanges(let sent) = event { return sent }
+                return nil
+            }
+        }
+        let n2 = RecordID(recordName: "N2", zoneID: notes)
+
+        try await device.engine.sendChanges()
+        let first = await sent(from: 0)
+        #expect(first.flatMap(\.savedRecords).map(\.recordName).sorted() == ["N1", "N3"])
+        #expect(first.flatMap(\.retryingRecordChanges.keys) == [n2], "N3's ATOMIC_ERROR is not reported")
+        let error = try #require(first.first?.retryingRecordChanges[n2])
+        #expect(error.code == .throttled && error.reason == "slow down" && error.retryAfter == 30)
+        #expect(device.engine.state.pendingRecordZoneChanges == [.saveRecord(n2)], "N2 stays pending")
+
+        var seen = await device.events.count
+        try await device.engine.sendChanges()
+        let second = await sent(from: seen)
+        #expect(second.count == 1, "a batch in which nothing was settled is reported too")
+        #expect(second.first?.savedRecords.isEmpty == true && second.first?.retryingRecordChanges.keys.first == n2)
+        #expect(device.engine.state.pendingRecordZoneChanges == [.saveRecord(n2)])
+
+        seen = await device.events.count
+        try await device.engine.sendChanges()
+        let third = await sent(from: seen)
+        #expect(third.map { $0.savedRecords.map(\.recordName) } == [["N2"]])
+        #expect(third.allSatisfy { $0.retryingRecordChanges.isEmpty })
+        #expect(device.engine.state.pendingRecordZoneChanges.isEmpty)
+    }
+
     @Test func send_keepsChangesPendingAndThrowsWhenTheRequestFails() async throws {
         let database = FaultInjectingDatabase(ScriptedDatabase { $0.modifyRecords = Self.acceptAll })
         database.inject(.networkFailure, into: .recordsModify)

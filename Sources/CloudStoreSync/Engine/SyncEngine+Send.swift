@@ -162,9 +162,7 @@ extension SyncEngine {
                         + outcome.failedRecordSaves.filter { $0.error.code == .badRequest }.map(\.record.recordID))
             }
             if let failure { throw failure }
-            for (recordID, error) in outcome?.retained ?? [:] where error.code != .atomicError {
-                retryLater[recordID] = error
-            }
+            retryLater.merge(outcome?.retrying ?? [:]) { _, new in new }
             prepared = next
         }
     }
@@ -325,7 +323,8 @@ extension SyncEngine {
         }
     }
 
-    /// Removes the settled record changes (unless the app added them again meanwhile) and reports them.
+    /// Removes the settled record changes (unless the app added them again meanwhile) and reports
+    /// them, with the changes that stay pending for a retry.
     private func apply(_ outcome: RecordSendOutcome, revisions: [RecordID: UInt64]) async {
         let settled: [PendingRecordZoneChange] =
             outcome.savedRecords.map { .saveRecord($0.recordID) }
@@ -355,13 +354,14 @@ extension SyncEngine {
                 "Record save failed",
                 metadata: ["record": "\(failure.record.recordID)", "error": "\(failure.error.code)"])
         }
-        guard outcome.isSettled else { return }
+        let retrying = outcome.retrying
+        guard outcome.isSettled || !retrying.isEmpty else { return }
         await emit(
             .sentRecordZoneChanges(
                 Event.SentRecordZoneChanges(
                     savedRecords: outcome.savedRecords, failedRecordSaves: outcome.failedRecordSaves,
                     deletedRecordIDs: outcome.deletedRecordIDs, failedRecordDeletes: outcome.failedRecordDeletes,
-                    stateSerialization: state.serialization)))
+                    retryingRecordChanges: retrying, stateSerialization: state.serialization)))
         await emitStateUpdateIfNeeded()
     }
 }

@@ -197,12 +197,25 @@ extension SyncEngine.Event {
     /// Saved records are the server's copies with their new change tags. Failed saves and deletes
     /// are the ones the engine will not retry by itself; they are no longer pending, so the
     /// delegate decides: merge a `CONFLICT` with `error.serverRecord` and add the save again,
-    /// create the zone on `ZONE_NOT_FOUND` and add the save again, or give up. Transient failures
-    /// (network, 429, 503, 500) and `ATOMIC_ERROR`s do not appear here: those changes stay pending
-    /// and the engine retries them.
+    /// create the zone on `ZONE_NOT_FOUND` and add the save again, or give up.
+    ///
+    /// Changes the server did not take this time are in ``retryingRecordChanges``: a record's own
+    /// transient error (`THROTTLED`, `TRY_AGAIN_LATER`, `INTERNAL_ERROR`), `QUOTA_EXCEEDED`, or a
+    /// conflict whose server copy could not be looked up. They stay pending and the engine sends
+    /// them again, after the longest `retryAfter` the server asked for; the delegate has nothing
+    /// to do, but may show them. An `ATOMIC_ERROR` does not appear (the record only went down with
+    /// another one of its atomic request, and goes again within the same send), nor does a request
+    /// that failed as a whole (the network, a 503 for the whole request): the send throws that error.
     ///
     /// ``stateSerialization`` is the state after the acknowledged changes were removed: save the
     /// records' new change tags and this state in one transaction.
+    ///
+    /// ```swift
+    /// case .sentRecordZoneChanges(let sent):
+    ///     for (recordID, error) in sent.retryingRecordChanges {
+    ///         logger.info("not taken yet, retrying", metadata: ["record": "\(recordID)", "error": "\(error.code)"])
+    ///     }
+    /// ```
     public struct SentRecordZoneChanges: Sendable {
         /// A record save the server refused for good, or that could not be sent.
         public struct FailedRecordSave: Sendable {
@@ -226,8 +239,25 @@ extension SyncEngine.Event {
         /// Deletes that failed for good, with the server's error: `CONFLICT` when the record
         /// changed since the version the batch named (``SyncEngine/RecordZoneChangeBatch/recordChangeTagsToDelete``).
         public let failedRecordDeletes: [RecordID: ServerError]
+        /// Saves and deletes the server did not take this time, with the error it answered for
+        /// each (its `retryAfter` when it gave one): they stay pending and the engine sends them
+        /// again. Empty when every change was settled.
+        public let retryingRecordChanges: [RecordID: ServerError]
         /// The state without the acknowledged and failed changes: save it with the saved records.
         public let stateSerialization: SyncEngine.State.Serialization
+
+        init(
+            savedRecords: [Record], failedRecordSaves: [FailedRecordSave], deletedRecordIDs: [RecordID],
+            failedRecordDeletes: [RecordID: ServerError], retryingRecordChanges: [RecordID: ServerError] = [:],
+            stateSerialization: SyncEngine.State.Serialization
+        ) {
+            self.savedRecords = savedRecords
+            self.failedRecordSaves = failedRecordSaves
+            self.deletedRecordIDs = deletedRecordIDs
+            self.failedRecordDeletes = failedRecordDeletes
+            self.retryingRecordChanges = retryingRecordChanges
+            self.stateSerialization = stateSerialization
+        }
     }
 
     /// A fetch begins: ``SyncEngine/Event/didFetchChanges(_:)`` ends it.

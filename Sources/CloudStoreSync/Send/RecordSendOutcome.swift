@@ -45,8 +45,13 @@ struct RecordSendOutcome: Sendable {
     /// The longest `retryAfter` among retained changes.
     var retryAfter: Double? { retained.values.compactMap(\.retryAfter).max() }
 
+    /// The retained changes that wait for a retry later, with the error that kept each: all but
+    /// the `ATOMIC_ERROR`s, which went down with another record of their atomic request and go
+    /// again once it is handled. What ``SyncEngine/Event/SentRecordZoneChanges/retryingRecordChanges`` reports.
+    var retrying: [RecordID: ServerError] { retained.filter { $0.value.code != .atomicError } }
+
     /// Whether a retained change needs a retry later (rather than once its atomic culprit is handled).
-    var needsRetry: Bool { retained.values.contains { $0.code != .atomicError } }
+    var needsRetry: Bool { !retrying.isEmpty }
 
     /// Codes whose change stays pending: the same request may succeed later.
     static func keepsPending(_ code: ServerErrorCode) -> Bool {
