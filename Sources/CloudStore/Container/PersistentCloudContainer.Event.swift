@@ -139,6 +139,10 @@ extension PersistentCloudContainer {
         /// changes those objects again. ``PersistentCloudContainer/waitUntilSynced(timeout:)``
         /// throws ``ContainerError/Code/uploadsRefused`` naming them.
         public var refusedUploads: Int
+        /// Uploads the server did not take at their last attempt, with an error that may pass
+        /// (``ObjectSyncState/UploadRetry``): they are counted in ``pendingUploads`` too, and
+        /// go again by themselves. ``PersistentCloudContainer/failedUploads()`` lists them.
+        public var retryingUploads: Int = 0
         /// The server's database token this device has fetched up to.
         public var serverChangeToken: String?
         /// When an import last finished without error; nil before the first.

@@ -1,15 +1,19 @@
 import CloudStoreWire
 import Foundation
+import GRDB
 
 extension PersistentCloudContainer {
     /// What mirroring knows of one object: where its record lives, which server version this
-    /// device has, what is still to upload, and whether the server refused it. The per-object view
-    /// of what ``SyncStatus`` counts, read from the store file in one transaction.
+    /// device has, what is still to upload, and whether the server refused it or did not take it
+    /// yet. The per-object view of what ``SyncStatus`` counts, read from the store file in one
+    /// transaction.
     ///
     /// ```swift
     /// if let state = try container.syncState(of: Note.self, id: note.id) {
     ///     if let refusal = state.refusal {
     ///         showError("Not uploaded: \(refusal.reason ?? refusal.code.rawValue)")
+    ///     } else if let retry = state.retry {
+    ///         showBadge("Upload failed \(retry.attempts)×, retrying")
     ///     } else if !state.isSynced {
     ///         showBadge("Waiting to upload")
     ///     }
@@ -24,6 +28,38 @@ extension PersistentCloudContainer {
             case save(keys: Set<String>, wholeObject: Bool)
             /// A delete of the server's record.
             case delete
+        }
+
+        /// An upload the server did not take at its last attempt, with an error that may pass:
+        /// its own `THROTTLED`, `TRY_AGAIN_LATER` or `INTERNAL_ERROR` for the record, or
+        /// `QUOTA_EXCEEDED`. The upload stays pending and goes again by itself; this says how it
+        /// went so far. It is gone once the server takes the upload (or refuses it for good:
+        /// ``ObjectSyncState/refusal``), or once nothing is left to upload.
+        ///
+        /// A request that failed as a whole (no network, the server down) is not counted here: no
+        /// object was answered (``SyncStatus/lastError`` says what happened).
+        ///
+        /// ```swift
+        /// if let retry = try container.syncState(of: Note.self, id: note.id)?.retry {
+        ///     let when = retry.nextAttempt.map { "after \($0.formatted())" } ?? "with the next sync"
+        ///     print("\(retry.error.code): tried \(retry.attempts) times, trying again \(when)")
+        /// }
+        /// ```
+        public struct UploadRetry: Sendable, Hashable, Codable {
+            /// The server's error at the last attempt: its code, reason and `retryAfter`.
+            public var error: ServerError
+            /// How many attempts in a row the server did not take, this one included (1 after the
+            /// first).
+            public var attempts: Int
+            /// When the next attempt is due: when the last one was answered plus the server's
+            /// `retryAfter`; nil when the server gave none, and the upload goes with the next sync.
+            public var nextAttempt: Date?
+
+            public init(error: ServerError, attempts: Int, nextAttempt: Date?) {
+                self.error = error
+                self.attempts = attempts
+                self.nextAttempt = nextAttempt
+            }
         }
 
         /// The object's entity.
@@ -44,6 +80,9 @@ extension PersistentCloudContainer {
         /// when it did not. A refused upload is not sent again until the app changes the object,
         /// which sends it with the next sync.
         public var refusal: ServerError?
+        /// How the pending upload failed so far with errors that may pass (``UploadRetry``); nil
+        /// when its last attempt did not fail so, or it was not sent yet.
+        public var retry: UploadRetry? = nil
 
         /// Whether this device and the server agree on the object: it has a server version and
         /// nothing left to upload.
@@ -67,7 +106,7 @@ extension PersistentCloudContainer {
 
     /// Every object whose upload the server refused for good, with why (``ObjectSyncState/refusal``),
     /// in record-name order: what ``SyncStatus/refusedUploads`` counts, less refused link changes
-    /// (which are not objects). The CLI's `status --failed`.
+    /// (which are not objects). ``failedUploads()`` adds the uploads that wait for a retry.
     ///
     /// ```swift
     /// for state in try container.refusedUploads() {
@@ -82,10 +121,43 @@ extension PersistentCloudContainer {
     /// for inspection. `primaryZone` is the zone the container mirrors to (by default the one
     /// named after the schema, as a container's).
     public static func refusedUploads(in store: PersistentStore, primaryZone: ZoneID? = nil) throws -> [ObjectSyncState] {
+        try objectStates(in: store, primaryZone: primaryZone, MirrorMetadata.refusedUploads)
+    }
+
+    /// Every object whose upload failed, in record-name order: refused for good
+    /// (``ObjectSyncState/refusal``: not sent again until the app changes the object), or not
+    /// taken at its last attempt with an error that may pass (``ObjectSyncState/retry``: sent
+    /// again by itself). What ``SyncStatus/refusedUploads`` and ``SyncStatus/retryingUploads``
+    /// count, less link changes (which are not objects). The CLI's `status --failed`.
+    ///
+    /// ```swift
+    /// for state in try container.failedUploads() {
+    ///     if let refusal = state.refusal {
+    ///         print(state.id, "refused:", refusal.reason ?? refusal.code.rawValue)
+    ///     } else if let retry = state.retry {
+    ///         print(state.id, "retrying:", retry.error.code, "after", retry.attempts, "attempts")
+    ///     }
+    /// }
+    /// ```
+    public func failedUploads() throws -> [ObjectSyncState] {
+        try Self.failedUploads(in: store, primaryZone: zoneID)
+    }
+
+    /// The objects of a store whose upload failed, refused or retrying (``failedUploads()``); the
+    /// store may be opened for inspection. `primaryZone` is the zone the container mirrors to (by
+    /// default the one named after the schema, as a container's).
+    public static func failedUploads(in store: PersistentStore, primaryZone: ZoneID? = nil) throws -> [ObjectSyncState] {
+        try objectStates(in: store, primaryZone: primaryZone, MirrorMetadata.failedUploads)
+    }
+
+    /// The states `query` reads from a store's metadata; none when the store never mirrored.
+    private static func objectStates(
+        in store: PersistentStore, primaryZone: ZoneID?, _ query: @escaping @Sendable (Database, ZoneID) throws -> [ObjectSyncState]
+    ) throws -> [ObjectSyncState] {
         let primary = primaryZone ?? ZoneID(zoneName: store.schema.name)
         return try store.read { context in
             guard try MirrorMetadata.exists(context.db) else { return [] }
-            return try MirrorMetadata.refusedUploads(context.db, primary: primary)
+            return try query(context.db, primary)
         }
     }
 }

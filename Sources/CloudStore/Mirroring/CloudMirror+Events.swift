@@ -178,6 +178,9 @@ extension CloudMirror {
         }
         if let current = sessions[scope]?.exportTracker?.counts { sessions[scope]?.exportTracker?.counts = current + counts }
         reportProgress(scope, \.exportTracker, "export progress")
+        for (recordID, error) in sent.retryingRecordChanges.sorted(by: { $0.key.recordName < $1.key.recordName }) {
+            logger.debug("the server did not take an upload; it goes again", metadata: ["record": "\(recordID)", "error": "\(error)"])
+        }
         for (name, error) in refused.sorted(by: { $0.key < $1.key }) {
             var failure = PersistentCloudContainer.SyncFailure(error)
             failure.recordName = name

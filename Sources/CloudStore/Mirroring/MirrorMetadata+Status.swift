@@ -22,6 +22,7 @@ extension MirrorMetadata {
             isSignedOut: try db.mirrorState(.accountStatus, as: String.self) == "signedOut",
             pendingUploads: metadata ? try db.pendingUploadCount() : 0,
             refusedUploads: metadata ? try db.refusedUploads().count : 0,
+            retryingUploads: metadata ? try db.retryingUploadCount() : 0,
             serverChangeToken: engine?.databaseSyncToken,
             lastImport: try db.mirrorState(.lastImport, as: Date.self),
             lastExport: try db.mirrorState(.lastExport, as: Date.self), lastError: lastError,
@@ -68,7 +69,20 @@ extension MirrorMetadata {
 
     /// The objects whose pending upload the server refused, by record name.
     static func refusedUploads(_ db: Database, primary: ZoneID) throws -> [PersistentCloudContainer.ObjectSyncState] {
-        try db.refusedRecordMetadata().compactMap { row in
+        try objectStates(of: db.refusedRecordMetadata(), db, primary: primary)
+    }
+
+    /// The objects whose pending upload the server refused or did not take at its last attempt,
+    /// by record name.
+    static func failedUploads(_ db: Database, primary: ZoneID) throws -> [PersistentCloudContainer.ObjectSyncState] {
+        try objectStates(of: db.failedRecordMetadata(), db, primary: primary)
+    }
+
+    /// The states of the objects among `rows` (links left out).
+    private static func objectStates(
+        of rows: [RecordMetadata], _ db: Database, primary: ZoneID
+    ) throws -> [PersistentCloudContainer.ObjectSyncState] {
+        try rows.compactMap { row in
             guard row.link == nil, let id = UUID(text: row.recordName) else { return nil }
             return try syncState(of: row, id: id, db, primary: primary)
         }
@@ -86,7 +100,7 @@ extension MirrorMetadata {
         return PersistentCloudContainer.ObjectSyncState(
             entityName: row.entityName, id: id, sharing: try sharing(db, of: row.zone, primary: primary),
             changeTag: row.changeTag, serverModified: row.serverModified.map { Date(millisecondsSince1970: $0) },
-            pendingUpload: upload, refusal: row.refusal)
+            pendingUpload: upload, refusal: row.refusal, retry: row.retry)
     }
 
     /// This device's identifier, made (a UUID) the first time the store mirrors.

@@ -6,7 +6,8 @@ import GRDB
 /// describe:
 ///
 /// - `cloudstore_record_metadata`: one row per record this device knows on the server or has to
-///   upload (``RecordMetadata``): the queue of pending uploads.
+///   upload (``RecordMetadata``): the queue of pending uploads, with the server's refusal or the
+///   last attempts' error of each that failed.
 /// - `cloudstore_mirror_state`: key → value (the sync engine's tokens, the account, the zone, the
 ///   last import and export, the upload revision counter).
 /// - `cloudstore_mirror_unresolved_reference`: to-one references whose target has not arrived yet.
@@ -116,6 +117,10 @@ enum MirrorMetadata {
         // Stores from before the times of server versions were kept: unknown for their rows.
         if !columns.contains("server_modified") {
             try db.execute(sql: "ALTER TABLE cloudstore_record_metadata ADD COLUMN server_modified INTEGER")
+        }
+        // Stores from before uploads' retries were kept: none is known for their rows.
+        if !columns.contains("retry") {
+            try db.execute(sql: "ALTER TABLE cloudstore_record_metadata ADD COLUMN retry BLOB")
         }
         try db.execute(
             sql: """

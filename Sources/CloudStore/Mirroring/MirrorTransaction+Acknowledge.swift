@@ -11,9 +11,10 @@ enum SaveFailureOutcome: Equatable {
 }
 
 extension MirrorTransaction {
-    /// Settles one batch the server answered: acknowledged saves and deletes, refused ones, and the
-    /// engine's state after it (stored under `stateKey`), all in this transaction. Returns the
-    /// zones the server does not have.
+    /// Settles one batch the server answered: acknowledged saves and deletes, refused ones, the
+    /// attempts of those it did not take this time (``recordRetry(of:_:)``), and the engine's
+    /// state after it (stored under `stateKey`), all in this transaction. An answer that is not a
+    /// retry ends the upload's retry state. Returns the zones the server does not have.
     func acknowledge(
         _ sent: SyncEngine.Event.SentRecordZoneChanges, uploads: [RecordID: SentUpload], stateKey: MirrorStateKey = .engineState
     ) throws -> Set<ZoneID> {
@@ -29,6 +30,7 @@ extension MirrorTransaction {
             try acknowledgeDelete(of: recordID, sent: uploads[recordID])
         }
         for (recordID, error) in sent.failedRecordDeletes {
+            try db.setUploadRetry(nil, of: recordID.recordName, in: key(recordID.zoneID))
             switch error.serverErrorCode {
             case .notFound: try acknowledgeDelete(of: recordID, sent: uploads[recordID])
             case .zoneNotFound: missing.insert(recordID.zoneID)
@@ -54,6 +56,7 @@ extension MirrorTransaction {
             }
         }
         for failure in sent.failedRecordSaves {
+            try db.setUploadRetry(nil, of: failure.record.recordName, in: key(failure.record.recordID.zoneID))
             if failure.record.recordName == ShareMetadata.zoneShareRecordName {
                 if failure.error.serverErrorCode == .zoneNotFound {
                     missing.insert(failure.record.recordID.zoneID)
@@ -65,9 +68,23 @@ extension MirrorTransaction {
             let outcome = try resolveFailedSave(failure.record, error: failure.error)
             if outcome == .zoneMissing { missing.insert(failure.record.recordID.zoneID) }
         }
+        for (recordID, error) in sent.retryingRecordChanges {
+            try recordRetry(of: recordID, error)
+        }
         try logOrphans()
         try db.setMirrorState(stateKey, encoding: sent.stateSerialization)
         return missing
+    }
+
+    /// The server did not take a record's upload this time, with an error that may pass: the
+    /// upload stays pending, and its row counts the attempt, keeps the error and when the next
+    /// attempt is due (now plus the server's `retryAfter`; nil: with the next sync).
+    func recordRetry(of recordID: RecordID, _ error: ServerError) throws {
+        let zone = key(recordID.zoneID)
+        guard let row = try db.recordMetadata(recordID.recordName), row.zone == zone, row.hasPendingUpload else { return }
+        let retry = PersistentCloudContainer.ObjectSyncState.UploadRetry(
+            error: error, attempts: (row.retry?.attempts ?? 0) + 1, nextAttempt: error.retryAfter.map { now.addingTimeInterval($0) })
+        try db.setUploadRetry(retry, of: recordID.recordName, in: zone)
     }
 
     /// The server saved a record and answered with its whole copy (a field it does not carry is
@@ -79,6 +96,7 @@ extension MirrorTransaction {
         // A create's ancestor is only what it carried (``prepareUploads``): the server's copy replaces it.
         let created = !row.isOnServer
         row.serverHas(saved)
+        row.retry = nil
         counts.saved += 1
         let unchangedSinceSent = sent != nil && sent?.revision == row.uploadRevision
         guard row.link == nil, let entity = schema.entity(named: row.entityName), let id = UUID(text: row.recordName)
@@ -147,6 +165,7 @@ extension MirrorTransaction {
         guard try row.pendingUpload == .delete else {
             // Re-created here after the delete was sent: upload it whole as a new record.
             row.forgetServerVersion()
+            row.retry = nil
             try save(row)
             return
         }

@@ -61,6 +61,11 @@ struct RecordMetadata: Sendable {
     /// Why the server refused the pending upload for good (too large, say); it is not sent again
     /// until the app changes the object.
     var refusal: ServerError?
+    /// How the pending upload failed so far with errors that may pass (the server did not take it
+    /// at its last attempt); it goes again by itself. Set by ``Database/setUploadRetry(_:of:in:)``
+    /// as the engine reports the attempt, cleared when the server answers otherwise or nothing is
+    /// left to upload.
+    var retry: PersistentCloudContainer.ObjectSyncState.UploadRetry?
     var link: LinkEnds?
     /// The zone the record is in (or goes to): the primary zone unless the object is shared.
     var zone: MirrorZone.Key = .primary
@@ -98,10 +103,12 @@ struct RecordMetadata: Sendable {
         setUnknownFields(fields)
     }
 
-    /// Sets what is pending, stamped with `revision` (taken only when something is pending).
+    /// Sets what is pending, stamped with `revision` (taken only when something is pending);
+    /// nothing pending has no retry either.
     mutating func setPendingUpload(_ upload: PendingUpload?, revision: () throws -> Int64) rethrows {
         storedPendingUpload = upload.map(MetadataJSON.init)
         uploadRevision = upload == nil ? nil : try revision()
+        if upload == nil { retry = nil }
     }
 
     /// Adds one local change to what is pending (``PendingUpload/adding(_:at:to:mayBeOnServer:)``),
@@ -237,6 +244,30 @@ extension Database {
         try recordMetadata(RecordMetadata.select + "pending_upload IS NOT NULL AND refusal IS NOT NULL ORDER BY record_name")
     }
 
+    /// The metadata of the records whose pending upload the server refused for good or did not
+    /// take at its last attempt (``RecordMetadata/retry``), by record name.
+    func failedRecordMetadata() throws -> [RecordMetadata] {
+        try recordMetadata(
+            RecordMetadata.select + "pending_upload IS NOT NULL AND (refusal IS NOT NULL OR retry IS NOT NULL) ORDER BY record_name")
+    }
+
+    /// How many pending uploads the server did not take at their last attempt and will be sent
+    /// again (not refused).
+    func retryingUploadCount() throws -> Int {
+        try Int.fetchOne(
+            self,
+            sql: "SELECT count(*) FROM cloudstore_record_metadata WHERE pending_upload IS NOT NULL AND refusal IS NULL AND retry IS NOT NULL"
+        ) ?? 0
+    }
+
+    /// Stores how a record's pending upload failed so far (nil: clears it), if its row is in
+    /// `zone`; nothing else of the row changes, so the engine is not told of uploads again.
+    func setUploadRetry(_ retry: PersistentCloudContainer.ObjectSyncState.UploadRetry?, of recordName: String, in zone: MirrorZone.Key) throws {
+        try cachedStatement(
+            sql: "UPDATE cloudstore_record_metadata SET retry = ? WHERE record_name = ? AND zone_name IS ? AND zone_owner IS ?"
+        ).execute(arguments: [try retry.map { try MirrorMetadata.encode($0) }, recordName, zone.name, zone.owner])
+    }
+
     /// The names of the records of a zone that are on the server with nothing to upload here
     /// (`isOnServer` and no pending upload) and that `include` accepts, read with a cursor: only the names,
     /// never every record of the store at once.
@@ -269,8 +300,8 @@ extension Database {
             """
             INSERT OR REPLACE INTO cloudstore_record_metadata
             (record_name, entity, change_tag, may_be_on_server, ancestor, unknown_fields, pending_upload,
-             upload_revision, refusal, link_relationship, link_source, link_target, zone_name, zone_owner, server_modified)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+             upload_revision, refusal, link_relationship, link_source, link_target, zone_name, zone_owner, server_modified, retry)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
             [
                 .string(metadata.recordName), .string(metadata.entityName), .string(orNull: metadata.changeTag),
@@ -280,6 +311,7 @@ extension Database {
                 .string(orNull: metadata.link?.relationship), metadata.link.map { .uuid($0.source) } ?? .null,
                 metadata.link.map { .uuid($0.target) } ?? .null, .string(orNull: metadata.zone.name),
                 .string(orNull: metadata.zone.owner), integer(metadata.serverModified),
+                blob(try metadata.retry.map { try MirrorMetadata.encode($0) }),
             ])
     }
 
@@ -313,7 +345,8 @@ extension RecordMetadata {
     /// `SELECT` of the columns ``init(statement:)`` reads, in its order, up to `WHERE `.
     static let select =
         "SELECT record_name, entity, change_tag, may_be_on_server, ancestor, unknown_fields, pending_upload, upload_revision, "
-        + "refusal, link_relationship, link_source, link_target, zone_name, zone_owner, server_modified FROM cloudstore_record_metadata WHERE "
+        + "refusal, link_relationship, link_source, link_target, zone_name, zone_owner, server_modified, retry "
+        + "FROM cloudstore_record_metadata WHERE "
     /// ``select`` of one record, by name.
     static let selectByName = select + "record_name = ?"
 
@@ -336,6 +369,7 @@ extension RecordMetadata {
         }
         zone = Self.zone(statement)
         serverModified = columnInt64OrNil(statement, 14)
+        retry = try data(15).map { try MirrorMetadata.decode(PersistentCloudContainer.ObjectSyncState.UploadRetry.self, $0) }
     }
 
     /// The zone of the current row of a statement of ``select``.

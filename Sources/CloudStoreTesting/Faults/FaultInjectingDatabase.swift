@@ -11,6 +11,7 @@ import Synchronization
 /// database.inject(.serverError(.throttled, retryAfter: 30), into: .recordsModify)
 /// database.inject(.responseLost, into: .recordsModify)      // applied on the server, answer lost
 /// database.inject(.networkFailure, times: 3)               // the next three requests of any kind
+/// database.inject(.recordError(.quotaExceeded), into: .recordsModify)  // each record of it fails
 /// database.stripsServerRecordFromConflicts = true          // behave like real CloudKit
 /// #expect(database.requestCount(.recordsModify) == 2)
 /// ```
@@ -26,6 +27,10 @@ public final class FaultInjectingDatabase: CloudDatabase {
         case serverError(ServerErrorCode, retryAfter: Double? = nil)
         /// The server performs the request, then the connection drops before the answer arrives.
         case responseLost
+        /// The server answers a `records/modify` without performing it, with this error for each
+        /// of its records (a per-record `THROTTLED` or `QUOTA_EXCEEDED`, say); any other request
+        /// fails with it as a whole, as ``serverError(_:retryAfter:)`` does.
+        case recordError(ServerErrorCode, retryAfter: Double? = nil)
     }
 
     private struct Rule {
@@ -108,7 +113,15 @@ public final class FaultInjectingDatabase: CloudDatabase {
     }
 
     public func modifyRecords(_ request: RecordsModifyRequest) async throws -> RecordsResponse {
-        var response = try await perform(.recordsModify) { try await base.modifyRecords(request) }
+        let recordErrors = { (error: ServerError) in
+            RecordsResponse(
+                records: request.operations.map { operation in
+                    var recordError = error
+                    recordError.recordName = operation.record.recordName
+                    return .error(recordError)
+                })
+        }
+        var response = try await perform(.recordsModify, answering: recordErrors) { try await base.modifyRecords(request) }
         if stripsServerRecordFromConflicts {
             response.records = response.records.map { result in
                 guard case .error(var error) = result, error.code == .conflict || error.code == .exists else { return result }
@@ -182,8 +195,11 @@ public final class FaultInjectingDatabase: CloudDatabase {
 
     // MARK: Faults
 
+    /// Performs a request, or fails it with the next fault injected for `operation`. `recordErrors`
+    /// answers a ``Fault/recordError(_:retryAfter:)`` with that error for each record.
     private func perform<Response>(
-        _ operation: DatabaseOperation, _ request: () async throws -> Response
+        _ operation: DatabaseOperation, answering recordErrors: ((ServerError) -> Response)? = nil,
+        _ request: () async throws -> Response
     ) async throws -> Response {
         let (fault, waiters) = storage.withLock { storage -> (Fault?, [CheckedContinuation<Void, Never>]) in
             let waiters = storage.record(operation)
@@ -209,6 +225,10 @@ public final class FaultInjectingDatabase: CloudDatabase {
         case .responseLost?:
             _ = try await request()
             throw CloudError(.network, message: "injected connection drop after \(operation.rawValue) reached the server")
+        case .recordError(let code, let retryAfter)?:
+            let error = ServerError(code, reason: "injected \(code) for each record of \(operation.rawValue)", retryAfter: retryAfter)
+            guard let recordErrors else { throw CloudError.server(error, httpStatus: code.httpStatus) }
+            return recordErrors(error)
         }
     }
 }

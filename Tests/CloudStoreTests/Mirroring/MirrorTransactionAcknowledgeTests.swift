@@ -14,14 +14,14 @@ struct MirrorTransactionAcknowledgeTests {
     let zoneID = ZoneID(zoneName: "Notes")
 
     func transaction<T: Sendable>(
-        _ store: PersistentStore, _ body: @escaping @Sendable (MirrorTransaction) throws -> T
+        _ store: PersistentStore, now: Date = Date(), _ body: @escaping @Sendable (MirrorTransaction) throws -> T
     ) async throws -> T {
         let zoneID = zoneID
         return try await store.write(author: MirrorAuthor.import) { context in
             try body(
                 MirrorTransaction(
                     context: context, schema: try Schema.notes(), zoneID: zoneID, policy: .serverWins, deviceID: "A",
-                    now: Date(), logger: .quiet))
+                    now: now, logger: .quiet))
         }
     }
 
@@ -87,6 +87,49 @@ struct MirrorTransactionAcknowledgeTests {
         savedAgain.recordChangeTag = "2"
         try await transaction(a.store) { [savedAgain] in try $0.acknowledgeSave(of: savedAgain, sent: second.sent) }
         #expect(try await pending(a.store, note.id) == nil)
+        await a.close()
+    }
+
+    /// A batch whose note the server did not take counts the attempt on the note's row, with the
+    /// error and the transaction's time plus `retryAfter`, in the transaction that stores the
+    /// engine's state; a retry of a record of the same name in another zone leaves it alone, and
+    /// the server's refusal for good ends it.
+    @Test func anUploadTheServerDidNotTake_countsItsAttemptsUntilAnotherAnswerEndsThem() async throws {
+        let a = try await TestDevice.make("A", server: nil)
+        let note = Note(title: "waits")
+        try await a.write { [note] in try $0.insert(note) }
+        let upload = try #require(try await transaction(a.store) { try $0.prepareUploads(limit: 10, skipping: []) }.first)
+        let recordID = upload.change.recordID
+        @Sendable func sent(
+            retrying: [RecordID: ServerError] = [:], failed: [SyncEngine.Event.SentRecordZoneChanges.FailedRecordSave] = []
+        ) -> SyncEngine.Event.SentRecordZoneChanges {
+            SyncEngine.Event.SentRecordZoneChanges(
+                savedRecords: [], failedRecordSaves: failed, deletedRecordIDs: [], failedRecordDeletes: [:],
+                retryingRecordChanges: retrying, stateSerialization: SyncEngine.State.Serialization(databaseToken: "after"))
+        }
+        func retry() async throws -> PersistentCloudContainer.ObjectSyncState.UploadRetry? {
+            try await a.store.read { try $0.db.recordMetadata(recordID.recordName)?.retry }
+        }
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        let throttled = ServerError(.throttled, reason: "slow down", retryAfter: 5, recordName: recordID.recordName)
+        try await transaction(a.store, now: now) { _ = try $0.acknowledge(sent(retrying: [recordID: throttled]), uploads: [:]) }
+        #expect(try await retry() == .init(error: throttled, attempts: 1, nextAttempt: now.addingTimeInterval(5)))
+        #expect(
+            try await a.store.read { try $0.db.mirrorState(.engineState, as: SyncEngine.State.Serialization.self)?.databaseToken }
+                == "after")
+
+        let internalError = ServerError(.internalError, recordName: recordID.recordName)
+        try await transaction(a.store, now: now) { _ = try $0.acknowledge(sent(retrying: [recordID: internalError]), uploads: [:]) }
+        #expect(try await retry() == .init(error: internalError, attempts: 2, nextAttempt: nil))
+        let elsewhere = RecordID(recordName: recordID.recordName, zoneID: ZoneID(zoneName: "Notes.share-other"))
+        try await transaction(a.store) { _ = try $0.acknowledge(sent(retrying: [elsewhere: throttled]), uploads: [:]) }
+        #expect(try await retry()?.attempts == 2, "a record of another zone is another record")
+
+        let tooLarge = ServerError(.limitExceeded, reason: "too large", recordName: recordID.recordName)
+        let record = try #require(upload.record)
+        try await transaction(a.store) { _ = try $0.acknowledge(sent(failed: [.init(record: record, error: tooLarge)]), uploads: [:]) }
+        #expect(try await retry() == nil, "refused for good: no longer retried")
+        #expect(try await a.store.read { try $0.db.recordMetadata(recordID.recordName)?.refusal } == tooLarge)
         await a.close()
     }
 

@@ -162,6 +162,61 @@ struct MirroringPendingUploadTests {
         }
     }
 
+    /// Through a real `cloudstore serve`: the server does not take a note's upload, answering its
+    /// record with `THROTTLED` (retry after 30 s), then with `QUOTA_EXCEEDED` (no time given).
+    /// The note's state counts the attempts with the last error and when the next one is due,
+    /// `failedUploads()` and the status name it, and once the server takes it all of that is gone.
+    @Test func anUploadTheServerDidNotTakeYet_countsItsAttemptsUntilItIsTaken() async throws {
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            let now = Date(timeIntervalSince1970: 1_800_000_000)
+            let faults = FaultInjectingDatabase.Box()
+            let a = try await TestDevice.make("A", server: server.baseURL) { options in
+                options.storeConfiguration.now = { now }
+                options.configureEngine = { configuration in
+                    guard configuration.database.scope == .private else { return }
+                    let database = FaultInjectingDatabase(configuration.database)
+                    faults.database = database
+                    configuration.database = database
+                }
+            }
+            try await a.sync()
+            let database = try #require(faults.database)
+            let note = Note(title: "waits")
+            try await a.write { [note] in try $0.insert(note) }
+
+            // One send each (a sync sends again after its fetch): a create the server did not
+            // take goes again once a fetch covered it.
+            database.inject(.recordError(.throttled, retryAfter: 30), into: .recordsModify)
+            try await a.container.sendChanges()
+            let first = try #require(try a.container.syncState(of: Note.self, id: note.id))
+            let firstRetry = try #require(first.retry, "the server did not take the upload")
+            #expect(firstRetry.error.code == .throttled && firstRetry.error.reason?.isEmpty == false)
+            #expect(firstRetry.attempts == 1)
+            #expect(firstRetry.nextAttempt == now.addingTimeInterval(30), "when it was answered plus the server's retryAfter")
+            #expect(first.refusal == nil && first.pendingUpload != nil)
+            #expect(try a.container.failedUploads() == [first])
+            #expect(try a.container.refusedUploads().isEmpty, "not refused: it goes again by itself")
+            let status = try await a.container.status()
+            #expect(status.retryingUploads == 1 && status.pendingUploads == 1 && status.refusedUploads == 0)
+
+            try await a.container.fetchChanges()
+            database.inject(.recordError(.quotaExceeded), into: .recordsModify)
+            try await a.container.sendChanges()
+            let second = try #require(try a.container.syncState(of: Note.self, id: note.id)?.retry)
+            #expect(second.error.code == .quotaExceeded)
+            #expect(second.attempts == 2, "the attempts count up")
+            #expect(second.nextAttempt == nil, "no retryAfter: with the next sync")
+            #expect(try PersistentCloudContainer.failedUploads(in: a.store).map(\.retry) == [second])
+
+            try await a.sync()
+            let taken = try #require(try a.container.syncState(of: Note.self, id: note.id))
+            #expect(taken.retry == nil && taken.isSynced)
+            #expect(try a.container.failedUploads().isEmpty)
+            #expect(try await a.container.status().retryingUploads == 0)
+            await a.close()
+        }
+    }
+
     static func keys(_ upload: PersistentCloudContainer.ObjectSyncState.Upload) -> Set<String> {
         if case .save(let keys, _) = upload { return keys }
         return []

@@ -75,6 +75,35 @@ import Testing
         }
     }
 
+    /// A store from before retries were kept gains the column, empty for its rows; a retry set on
+    /// a row is read back, kept when the row is written back, and ends when nothing is left to upload.
+    @Test func aRetry_isAddedToExistingStoresAndEndsWithThePendingUpload() throws {
+        let queue = try DatabaseQueue()
+        try queue.write { db in
+            try MirrorMetadata.create(db)
+            try db.execute(sql: "ALTER TABLE cloudstore_record_metadata DROP COLUMN retry")
+            try db.execute(sql: "INSERT INTO cloudstore_record_metadata (record_name, entity) VALUES ('N-0', 'Note')")
+            try MirrorMetadata.create(db)
+            #expect(try db.recordMetadata("N-0")?.retry == nil)
+
+            var metadata = RecordMetadata(recordName: "N-1", entityName: "Note")
+            metadata.setPendingUpload(.delete) { 1 }
+            try db.save(metadata)
+            let retry = PersistentCloudContainer.ObjectSyncState.UploadRetry(
+                error: ServerError(.quotaExceeded, reason: "full"), attempts: 3, nextAttempt: Date(timeIntervalSince1970: 1_000))
+            try db.setUploadRetry(retry, of: "N-1", in: .primary)
+            var read = try #require(try db.recordMetadata("N-1"))
+            #expect(read.retry == retry)
+            #expect(try db.retryingUploadCount() == 1)
+            try db.save(read)
+            #expect(try db.recordMetadata("N-1")?.retry == retry, "written back as read")
+            read.setPendingUpload(nil) { 2 }
+            try db.save(read)
+            #expect(try db.recordMetadata("N-1")?.retry == nil)
+            #expect(try db.retryingUploadCount() == 0)
+        }
+    }
+
     /// A damaged ancestor fails the caller that reads it, not every reader of the row.
     @Test func aDamagedColumn_failsOnlyWhenRead() throws {
         try Self.database().write { db in
