@@ -18,6 +18,7 @@ struct CLIStatusTests {
                     "signed out        no",
                     "pending uploads   0",
                     "refused uploads   0",
+                    "retrying uploads  0",
                     "server token      none",
                     "last import       never",
                     "last export       never",
@@ -48,27 +49,41 @@ struct CLIStatusTests {
         }
     }
 
-    @Test func failed_listsTheRefusedUploadsWithWhy() async throws {
+    @Test func failed_listsTheRefusedAndRetryingUploadsWithWhy() async throws {
         try await TemporaryDirectory.with { directory in
-            let (url, refused) = try await StoreFixtures.refusedStore(in: directory)
+            let (url, refused, retrying) = try await StoreFixtures.failedStore(in: directory)
             let summary = await cloudstore("status", "--store", url.path)
+            #expect(summary.standardOutput.contains("pending uploads   1\n"), "\(summary.standardOutput)")
             #expect(summary.standardOutput.contains("refused uploads   1\n"), "\(summary.standardOutput)")
+            #expect(summary.standardOutput.contains("retrying uploads  1\n"), "\(summary.standardOutput)")
 
             let result = await cloudstore("status", "--store", url.path, "--failed")
             #expect(result.status == 0, "\(result.standardError)")
-            let lines = result.outputLines
-            #expect(lines.count == 2, "a header and the one refused note: \(lines)")
-            #expect(lines.first?.split(separator: " ", omittingEmptySubsequences: true) == ["ENTITY", "OBJECT", "ZONE", "PENDING", "ERROR", "REASON"])
-            let row = lines.last ?? ""
-            #expect(row.hasPrefix("Note    \(refused.uuidString)  Notes  whole object  LIMIT_EXCEEDED  "), "\(row)")
+            let rows = result.outputLines.map { $0.split(separator: "  ", omittingEmptySubsequences: true).map { $0.trimmingCharacters(in: .whitespaces) } }
+            #expect(rows.count == 3, "a header, the refused note and the retrying one: \(result.outputLines)")
+            #expect(rows.first == ["ENTITY", "OBJECT", "ZONE", "PENDING", "STATE", "ERROR", "ATTEMPTS", "NEXT ATTEMPT", "REASON"])
+            let byID = Dictionary(uniqueKeysWithValues: rows.dropFirst().map { ($0[1], $0) })
+            let refusedRow = try #require(byID[refused.uuidString])
+            #expect(Array(refusedRow.prefix(8)) == ["Note", refused.uuidString, "Notes", "whole object", "refused", "LIMIT_EXCEEDED", "-", "after a change"])
+            let next = StoreFixtures.failedStoreNow.addingTimeInterval(30).formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+            let retryingRow = try #require(byID[retrying.uuidString])
+            #expect(Array(retryingRow.prefix(8)) == ["Note", retrying.uuidString, "Notes", "whole object", "retrying", "THROTTLED", "1", next])
+            #expect(refusedRow.count == 9 && retryingRow.count == 9, "each with the server's reason")
 
             let json = await cloudstore("status", "--store", url.path, "--failed", "--json")
             let objects = try #require(try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [[String: Any]])
-            #expect(objects.count == 1)
-            #expect(objects.first?["id"] as? String == refused.uuidString)
-            #expect(objects.first?["code"] as? String == "LIMIT_EXCEEDED")
-            #expect(objects.first?["pending"] as? String == "save")
-            #expect((objects.first?["reason"] as? String)?.isEmpty == false)
+            #expect(objects.count == 2)
+            let refusedObject = try #require(objects.first { $0["id"] as? String == refused.uuidString })
+            #expect(refusedObject["state"] as? String == "refused")
+            #expect(refusedObject["code"] as? String == "LIMIT_EXCEEDED")
+            #expect(refusedObject["pending"] as? String == "save")
+            #expect((refusedObject["reason"] as? String)?.isEmpty == false)
+            #expect(refusedObject["attempts"] == nil && refusedObject["nextAttempt"] == nil)
+            let retryingObject = try #require(objects.first { $0["id"] as? String == retrying.uuidString })
+            #expect(retryingObject["state"] as? String == "retrying")
+            #expect(retryingObject["code"] as? String == "THROTTLED")
+            #expect(retryingObject["attempts"] as? Int == 1)
+            #expect(retryingObject["nextAttempt"] as? String == next)
         }
     }
 
@@ -92,7 +107,7 @@ struct CLIStatusTests {
             let (url, _, _) = try StoreFixtures.notesStore(in: directory)
             let result = await cloudstore("status", "--store", url.path, "--failed")
             #expect(result.status == 0, "\(result.standardError)")
-            #expect(result.outputLines == ["no refused uploads"])
+            #expect(result.outputLines == ["no failed uploads"])
             let json = await cloudstore("status", "--store", url.path, "--failed", "--json")
             let objects = try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [Any]
             #expect(objects?.isEmpty == true, "\(json.standardOutput)")

@@ -4,17 +4,20 @@ import Foundation
 
 /// `cloudstore status --store PATH [--schema FILE] [--failed] [--json]`: where a store's
 /// mirroring stands, read from the store file (no server needed); with `--failed`, the objects
-/// whose upload the server refused, with why.
+/// whose upload the server refused or did not take yet, with why.
 ///
 /// ```sh
 /// $ cloudstore status --store notes.sqlite
 /// store                    notes.sqlite (schema "Notes" version 2)
 /// mirroring                yes, user _alice
-/// pending uploads          0
+/// pending uploads          1
+/// refused uploads          1
+/// retrying uploads         1
 /// …
 /// $ cloudstore status --store notes.sqlite --failed
-/// ENTITY  OBJECT                                ZONE   PENDING       ERROR           REASON
-/// Note    6F1C0A52-…                            Notes  whole object  LIMIT_EXCEEDED  record 6F1C0A52-… has 1500124 bytes of fields; the limit is 1048576: make it smaller
+/// ENTITY  OBJECT      ZONE   PENDING       STATE     ERROR           ATTEMPTS  NEXT ATTEMPT              REASON
+/// Note    6F1C0A52-…  Notes  whole object  refused   LIMIT_EXCEEDED  -         after a change            record 6F1C0A52-… has 1500124 bytes of fields; the limit is 1048576: make it smaller
+/// Note    9B7E33D0-…  Notes  title         retrying  THROTTLED       2         2026-06-01T08:00:30.000Z  slow down
 /// ```
 public struct StatusCommand: CloudStoreSubcommand {
     public static let configuration = CommandConfiguration(
@@ -24,7 +27,9 @@ public struct StatusCommand: CloudStoreSubcommand {
             Reads the store file (no server needed): the user its mirrored data belongs to, \
             records waiting to be uploaded and uploads the server refused, the server \
             token fetched up to, the last import and export, the last error and how many values \
-            the conflict log holds. \(StoreFile.inspectionPromise)
+            the conflict log holds. Retrying uploads are pending uploads the server did not take \
+            at their last attempt (throttled, say); they go again by themselves. \
+            \(StoreFile.inspectionPromise)
 
             A store written by the previous CloudStore release keeps its unsent changes in the \
             old mirroring layout, which this release counts as pending uploads only after moving \
@@ -32,9 +37,13 @@ public struct StatusCommand: CloudStoreSubcommand {
             the move, cloudstore migrate, which the app does too when it first opens the store. \
             cloudstore history and conflicts read such a store as it is.
 
-            --failed lists every object whose upload the server refused for good (too large, \
-            say), with the server's error code and reason: such an upload is not sent again \
-            until the app changes the object.
+            --failed lists every object whose upload failed, with the server's error code and \
+            reason. State refused: the server refused it for good (too large, say), and it is \
+            not sent again until the app changes the object. State retrying: the server did not \
+            take it at its last attempt with an error that may pass (THROTTLED, TRY_AGAIN_LATER, \
+            INTERNAL_ERROR, QUOTA_EXCEEDED); it goes again by itself, after the time the server \
+            asked for (NEXT ATTEMPT) or with the next sync, and ATTEMPTS counts the attempts \
+            that failed so far.
 
             Example:
               cloudstore status --store notes.sqlite
@@ -48,7 +57,7 @@ public struct StatusCommand: CloudStoreSubcommand {
     @Option(help: "The schema file to open the store with; by default the schema the store keeps.")
     var schema: String?
 
-    @Flag(help: "List the objects whose upload the server refused, with why, instead of the summary.")
+    @Flag(help: "List the objects whose upload the server refused or did not take yet, with why, instead of the summary.")
     var failed = false
 
     @Option(help: "With --failed: the zone the store mirrors to, if the app names one (by default the schema's name).")
@@ -72,7 +81,7 @@ public struct StatusCommand: CloudStoreSubcommand {
                 "\(store) holds mirroring metadata written by the previous CloudStore release, whose unsent changes are counted only once moved to this release's layout: run cloudstore migrate --store \(store) --schema \(schema ?? "<its schema file>") (or open it with the app once), then status again")
         }
         if failed {
-            try printRefused(try PersistentCloudContainer.refusedUploads(in: opened, primaryZone: zone.map { ZoneID(zoneName: $0) }), in: context)
+            try printFailed(try PersistentCloudContainer.failedUploads(in: opened, primaryZone: zone.map { ZoneID(zoneName: $0) }), in: context)
             return
         }
         let report = StatusJSON(store: store, schema: opened.schema, status: status)
@@ -87,6 +96,7 @@ public struct StatusCommand: CloudStoreSubcommand {
             ["signed out", status.isSignedOut ? "yes: the server refused the credentials" : "no"],
             ["pending uploads", String(status.pendingUploads)],
             ["refused uploads", String(status.refusedUploads)],
+            ["retrying uploads", String(status.retryingUploads)],
             ["server token", status.serverChangeToken ?? "none"],
             ["last import", status.lastImport.map(CommandOutput.timestamp) ?? never],
             ["last export", status.lastExport.map(CommandOutput.timestamp) ?? never],
@@ -104,23 +114,33 @@ public struct StatusCommand: CloudStoreSubcommand {
 }
 
 extension StatusCommand {
-    private func printRefused(_ refused: [PersistentCloudContainer.ObjectSyncState], in context: CommandContext) throws {
+    private func printFailed(_ failed: [PersistentCloudContainer.ObjectSyncState], in context: CommandContext) throws {
         if json {
-            try context.output.printJSON(refused.map(RefusedUploadJSON.init))
+            try context.output.printJSON(failed.map(FailedUploadJSON.init))
             return
         }
-        guard !refused.isEmpty else {
-            context.output.print("no refused uploads")
+        guard !failed.isEmpty else {
+            context.output.print("no failed uploads")
             return
         }
-        var table = TextTable([["ENTITY", "OBJECT", "ZONE", "PENDING", "ERROR", "REASON"]])
-        for state in refused {
+        var table = TextTable([["ENTITY", "OBJECT", "ZONE", "PENDING", "STATE", "ERROR", "ATTEMPTS", "NEXT ATTEMPT", "REASON"]])
+        for state in failed {
+            let error = state.refusal ?? state.retry?.error
             table.append([
                 state.entityName, state.id.uuidString, Self.zone(state.sharing), state.pendingUpload.map(Self.text) ?? "nothing",
-                state.refusal?.code.rawValue ?? "", state.refusal?.reason ?? "",
+                state.refusal == nil ? "retrying" : "refused", error?.code.rawValue ?? "",
+                state.refusal == nil ? state.retry.map { String($0.attempts) } ?? "" : "-", Self.nextAttempt(state),
+                error?.reason ?? "",
             ])
         }
         context.output.print(table)
+    }
+
+    /// When a failed upload goes again: after the app changes the object (refused), at the time
+    /// the server asked for, or with the next sync.
+    static func nextAttempt(_ state: PersistentCloudContainer.ObjectSyncState) -> String {
+        guard state.refusal == nil else { return "after a change" }
+        return state.retry?.nextAttempt.map(CommandOutput.timestamp) ?? "next sync"
     }
 
     static func zone(_ sharing: PersistentCloudContainer.ObjectSharing) -> String {
@@ -136,8 +156,9 @@ extension StatusCommand {
     }
 }
 
-/// An object whose upload the server refused, as `status --failed --json` prints it.
-private struct RefusedUploadJSON: Encodable {
+/// An object whose upload failed, as `status --failed --json` prints it: `state` is `refused` or
+/// `retrying`, and a retrying one has its `attempts` and `nextAttempt` (none: the next sync).
+private struct FailedUploadJSON: Encodable {
     var entity: String
     var id: UUID
     var zone: String
@@ -145,8 +166,11 @@ private struct RefusedUploadJSON: Encodable {
     var changeTag: String?
     var pending: String?
     var pendingKeys: [String]?
+    var state: String
     var code: String?
     var reason: String?
+    var attempts: Int?
+    var nextAttempt: Date?
 
     init(_ state: PersistentCloudContainer.ObjectSyncState) {
         entity = state.entityName
@@ -163,8 +187,14 @@ private struct RefusedUploadJSON: Encodable {
         case nil:
             pending = nil
         }
-        code = state.refusal?.code.rawValue
-        reason = state.refusal?.reason
+        let error = state.refusal ?? state.retry?.error
+        self.state = state.refusal == nil ? "retrying" : "refused"
+        code = error?.code.rawValue
+        reason = error?.reason
+        if state.refusal == nil {
+            attempts = state.retry?.attempts
+            nextAttempt = state.retry?.nextAttempt
+        }
     }
 }
 
@@ -184,6 +214,7 @@ private struct StatusJSON: Encodable {
     var isSignedOut: Bool
     var pendingUploads: Int
     var refusedUploads: Int
+    var retryingUploads: Int
     var serverChangeToken: String?
     var lastImport: Date?
     var lastExport: Date?
@@ -201,6 +232,7 @@ private struct StatusJSON: Encodable {
         isSignedOut = status.isSignedOut
         pendingUploads = status.pendingUploads
         refusedUploads = status.refusedUploads
+        retryingUploads = status.retryingUploads
         serverChangeToken = status.serverChangeToken
         lastImport = status.lastImport
         lastExport = status.lastExport

@@ -54,6 +54,38 @@ public final class FaultInjectingDatabase: CloudDatabase {
         }
     }
 
+    /// Where a test finds the database a container's engine was configured with: the engine is
+    /// made inside the container, so the test hands ``configureEngine`` to its options.
+    ///
+    /// ```swift
+    /// let faults = FaultInjectingDatabase.Box()
+    /// options.configureEngine = faults.configureEngine
+    /// // … once the container has started:
+    /// faults.database?.inject(.recordError(.throttled, retryAfter: 30), into: .recordsModify)
+    /// ```
+    public final class Box: Sendable {
+        private let storage = Mutex<FaultInjectingDatabase?>(nil)
+
+        public init() {}
+
+        /// The database the private database's engine was configured with; nil until then.
+        public var database: FaultInjectingDatabase? {
+            get { storage.withLock { $0 } }
+            set { storage.withLock { $0 = newValue } }
+        }
+
+        /// Makes the engine of the private database go through a new `FaultInjectingDatabase`,
+        /// kept in ``database`` (the shared database's engine is left as it is).
+        public var configureEngine: @Sendable (inout SyncEngine.Configuration) -> Void {
+            { [self] configuration in
+                guard configuration.database.scope == .private else { return }
+                let database = FaultInjectingDatabase(configuration.database)
+                self.database = database
+                configuration.database = database
+            }
+        }
+    }
+
     public let base: any CloudDatabase
     private let storage = Mutex(Storage())
 

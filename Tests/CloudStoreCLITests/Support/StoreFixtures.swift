@@ -86,10 +86,16 @@ enum StoreFixtures {
     }
 
     /// The store file of a device whose note "large" (1.5 MB of body) the server refused, beside
-    /// a note "small" it took.
-    static func refusedStore(in directory: URL) async throws -> (url: URL, refused: UUID) {
-        let refused = UUID()
-        try await devices(["A"], users: ["alice-token": "_alice"], in: directory) { devices in
+    /// a note "small" it took, and whose note "waiting" it answered with `THROTTLED` (retry after
+    /// 30 s) at ``failedStoreNow``.
+    static func failedStore(in directory: URL) async throws -> (url: URL, refused: UUID, retrying: UUID) {
+        let (refused, retrying) = (UUID(), UUID())
+        let faults = FaultInjectingDatabase.Box()
+        let configure: @Sendable (inout PersistentCloudContainer.Options) -> Void = { options in
+            options.storeConfiguration.now = { failedStoreNow }
+            options.configureEngine = faults.configureEngine
+        }
+        try await devices(["A"], users: ["alice-token": "_alice"], in: directory, configure: configure) { devices in
             try await devices[0].write { context in
                 try context.insert(
                     EntitySnapshot(
@@ -98,9 +104,15 @@ enum StoreFixtures {
                 try context.insert(EntitySnapshot(entityName: "Note", id: UUID(), values: ["title": .string("small")]))
             }
             try await devices[0].container.sendChanges()
+            try await devices[0].write { try $0.insert(EntitySnapshot(entityName: "Note", id: retrying, values: ["title": .string("waiting")])) }
+            try #require(faults.database).inject(.recordError(.throttled, retryAfter: 30), into: .recordsModify)
+            try await devices[0].container.sendChanges()
         }
-        return (directory.appendingPathComponent("A.sqlite"), refused)
+        return (directory.appendingPathComponent("A.sqlite"), refused, retrying)
     }
+
+    /// The time of ``failedStore(in:)``'s device.
+    static let failedStoreNow = Date(timeIntervalSince1970: 1_800_000_000)
 
     /// The store file of a device whose zone was deleted on the server (by another device) while
     /// it held a note it had not sent: it waits for the app's decision.
@@ -158,7 +170,8 @@ enum StoreFixtures {
     /// `<name>-token`, else alice's) on an in-process server storing under `directory/server`,
     /// then closes them and moves their store files, `<name>.sqlite`, into `directory`.
     private static func devices(
-        _ names: [String], users: [String: String], in directory: URL, _ body: ([TestDevice]) async throws -> Void
+        _ names: [String], users: [String: String], in directory: URL,
+        configure: (inout PersistentCloudContainer.Options) -> Void = { _ in }, _ body: ([TestDevice]) async throws -> Void
     ) async throws {
         var logger = Logger(label: "test.mirroring")
         logger.logLevel = .error
@@ -171,7 +184,7 @@ enum StoreFixtures {
                 devices.append(
                     try await TestDevice.make(
                         name, schema: try schema(), server: server.baseURL, containerIdentifier: "iCloud.cli.test", token: token,
-                        directory: stores, logger: logger))
+                        directory: stores, logger: logger, configure: configure))
             }
             try await body(devices)
             for device in devices { try await device.container.close() }

@@ -21,14 +21,8 @@ struct MirroringAssetsTests {
         try await TestDevice.make(
             name, schema: Schema.notesWithExternalAttachments(), server: server, logger: .quiet
         ) { options in
-            guard let uploads else { return }
-            options.configureEngine = { configuration in
-                // Assets go through the private database's engine (the shared one has no zones here).
-                guard configuration.database.scope == .private else { return }
-                let counting = FaultInjectingDatabase(configuration.database)
-                uploads.database = counting
-                configuration.database = counting
-            }
+            // Assets go through the private database's engine (the shared one has no zones here).
+            options.configureEngine = uploads?.configureEngine
         }
     }
 
@@ -172,12 +166,5 @@ struct MirroringAssetsTests {
             await a.close()
             await b.close()
         }
-    }
-}
-
-extension FaultInjectingDatabase {
-    /// Where a test finds the database an engine was configured with.
-    final class Box: @unchecked Sendable {
-        var database: FaultInjectingDatabase?
     }
 }

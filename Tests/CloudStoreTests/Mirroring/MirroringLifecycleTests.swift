@@ -64,14 +64,7 @@ struct MirroringLifecycleTests {
     @Test func aDevicesUploadsAreNotFetchedBack() async throws {
         try await ServerProcess.with(users: TestServer.defaultUsers) { server in
             let counting = FaultInjectingDatabase.Box()
-            let a = try await TestDevice.make("A", server: server.baseURL) { options in
-                options.configureEngine = { configuration in
-                    guard configuration.database.scope == .private else { return }
-                    let database = FaultInjectingDatabase(configuration.database)
-                    counting.database = database
-                    configuration.database = database
-                }
-            }
+            let a = try await TestDevice.make("A", server: server.baseURL) { $0.configureEngine = counting.configureEngine }
             let b = try await TestDevice.make("B", server: server.baseURL)
             try await a.sync()
             try await a.write { context in

@@ -172,12 +172,7 @@ struct MirroringPendingUploadTests {
             let faults = FaultInjectingDatabase.Box()
             let a = try await TestDevice.make("A", server: server.baseURL) { options in
                 options.storeConfiguration.now = { now }
-                options.configureEngine = { configuration in
-                    guard configuration.database.scope == .private else { return }
-                    let database = FaultInjectingDatabase(configuration.database)
-                    faults.database = database
-                    configuration.database = database
-                }
+                options.configureEngine = faults.configureEngine
             }
             try await a.sync()
             let database = try #require(faults.database)
