@@ -120,6 +120,9 @@ extension PersistentCloudContainer {
     /// The objects of a store whose upload the server refused for good; the store may be opened
     /// for inspection. `primaryZone` is the zone the container mirrors to (by default the one
     /// named after the schema, as a container's).
+    ///
+    /// - Throws: ``StoreError/Code/needsUpgrade`` when a container has to bring the store's
+    ///   mirroring metadata up to date first (``status(of:)``).
     public static func refusedUploads(in store: PersistentStore, primaryZone: ZoneID? = nil) throws -> [ObjectSyncState] {
         try objectStates(in: store, primaryZone: primaryZone, MirrorMetadata.refusedUploads)
     }
@@ -146,17 +149,23 @@ extension PersistentCloudContainer {
     /// The objects of a store whose upload failed, refused or retrying (``failedUploads()``); the
     /// store may be opened for inspection. `primaryZone` is the zone the container mirrors to (by
     /// default the one named after the schema, as a container's).
+    ///
+    /// - Throws: ``StoreError/Code/needsUpgrade`` when a container has to bring the store's
+    ///   mirroring metadata up to date first (``status(of:)``).
     public static func failedUploads(in store: PersistentStore, primaryZone: ZoneID? = nil) throws -> [ObjectSyncState] {
         try objectStates(in: store, primaryZone: primaryZone, MirrorMetadata.failedUploads)
     }
 
     /// The states `query` reads from a store's metadata; none when the store never mirrored.
+    /// Throws ``StoreError/Code/needsUpgrade`` when a container has to bring the metadata up to
+    /// date first (``status(of:)``).
     private static func objectStates(
         in store: PersistentStore, primaryZone: ZoneID?, _ query: @escaping @Sendable (Database, ZoneID) throws -> [ObjectSyncState]
     ) throws -> [ObjectSyncState] {
         let primary = primaryZone ?? ZoneID(zoneName: store.schema.name)
         return try store.read { context in
             guard try MirrorMetadata.exists(context.db) else { return [] }
+            try MirrorMetadata.checkReadable(context.db, path: store.url.path)
             return try query(context.db, primary)
         }
     }

@@ -196,14 +196,11 @@ public final class PersistentCloudContainer: Sendable {
     ///
     /// - Throws: ``StoreError/Code/needsUpgrade`` when the store holds mirroring metadata in the
     ///   previous core's layout (``holdsLegacyMirrorLayout(at:)``), whose unsent changes become
-    ///   pending uploads only when a container opens the store.
+    ///   pending uploads only when a container opens the store, or metadata of an earlier version
+    ///   that a container brings up to date when it opens the store.
     public static func status(of store: PersistentStore) throws -> SyncStatus {
         try store.read { context in
-            guard try !LegacyMirrorLayout.isPresent(context.db) else {
-                throw StoreError(
-                    .needsUpgrade,
-                    "\(store.url.path) holds mirroring metadata in the layout of the previous CloudStore release, whose unsent changes are counted as pending uploads only once a PersistentCloudContainer has opened the store; open it through its container once, then read its status")
-            }
+            try MirrorMetadata.checkReadable(context.db, path: store.url.path)
             return try MirrorMetadata.status(context.db)
         }
     }

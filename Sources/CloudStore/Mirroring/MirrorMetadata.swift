@@ -104,29 +104,60 @@ enum MirrorMetadata {
                     change TEXT NOT NULL,
                     permission TEXT);
                 """)
-        // Stores that mirrored before sharing: every record is in the primary zone (NULL).
-        let columns = Set(try db.columns(in: "cloudstore_record_metadata").map(\.name))
-        if !columns.contains("zone_name") {
-            try db.execute(sql: "ALTER TABLE cloudstore_record_metadata ADD COLUMN zone_name TEXT")
-            try db.execute(sql: "ALTER TABLE cloudstore_record_metadata ADD COLUMN zone_owner TEXT")
-        }
-        // Stores from before a share's end waited for the app: no zone waits.
-        if try !db.columns(in: "cloudstore_mirror_zone").contains(where: { $0.name == "ended" }) {
-            try db.execute(sql: "ALTER TABLE cloudstore_mirror_zone ADD COLUMN ended BLOB")
-        }
-        // Stores from before the times of server versions were kept: unknown for their rows.
-        if !columns.contains("server_modified") {
-            try db.execute(sql: "ALTER TABLE cloudstore_record_metadata ADD COLUMN server_modified INTEGER")
-        }
-        // Stores from before uploads' retries were kept: none is known for their rows.
-        if !columns.contains("retry") {
-            try db.execute(sql: "ALTER TABLE cloudstore_record_metadata ADD COLUMN retry BLOB")
+        for added in try missingColumns(db) {
+            try db.execute(sql: "ALTER TABLE \(added.table) ADD COLUMN \(added.column) \(added.type)")
         }
         try db.execute(
             sql: """
                 CREATE INDEX IF NOT EXISTS cloudstore_record_metadata_zone
                     ON cloudstore_record_metadata (zone_owner, zone_name) WHERE zone_name IS NOT NULL
                 """)
+    }
+
+    /// A column added to a metadata table after the table's first layout.
+    struct AddedColumn: Hashable {
+        var table: String
+        var column: String
+        var type: String
+    }
+
+    /// The columns added after the tables' first layout, in the order they came; each is NULL in
+    /// the rows of a store from before it. A store from before sharing has every record in the
+    /// primary zone (no zone name or owner); one from before a share's end waited for the app has
+    /// no zone waiting (`ended`); one from before the times of server versions were kept knows
+    /// none (`server_modified`); one from before uploads' retries were kept knows none (`retry`).
+    static let addedColumns = [
+        AddedColumn(table: "cloudstore_record_metadata", column: "zone_name", type: "TEXT"),
+        AddedColumn(table: "cloudstore_record_metadata", column: "zone_owner", type: "TEXT"),
+        AddedColumn(table: "cloudstore_mirror_zone", column: "ended", type: "BLOB"),
+        AddedColumn(table: "cloudstore_record_metadata", column: "server_modified", type: "INTEGER"),
+        AddedColumn(table: "cloudstore_record_metadata", column: "retry", type: "BLOB"),
+    ]
+
+    /// The ``addedColumns`` the store's tables lack: what opening it in a container adds.
+    static func missingColumns(_ db: Database) throws -> [AddedColumn] {
+        var present: [String: Set<String>] = [:]
+        for table in Set(addedColumns.map(\.table)) {
+            present[table] = try db.tableExists(table) ? Set(try db.columns(in: table).map(\.name)) : []
+        }
+        return addedColumns.filter { present[$0.table]?.contains($0.column) != true }
+    }
+
+    /// Throws ``StoreError/Code/needsUpgrade`` when a store opened for inspection has metadata a
+    /// container has to bring up to date first: the previous release's layout, or tables that
+    /// lack columns this version reads (``addedColumns``).
+    static func checkReadable(_ db: Database, path: String) throws {
+        if try LegacyMirrorLayout.isPresent(db) {
+            throw StoreError(
+                .needsUpgrade,
+                "\(path) holds mirroring metadata in the layout of the previous CloudStore release, whose unsent changes are counted as pending uploads only once a PersistentCloudContainer has opened the store; open it through its container once, then read its status")
+        }
+        let missing = try exists(db) ? try missingColumns(db) : []
+        if !missing.isEmpty {
+            throw StoreError(
+                .needsUpgrade,
+                "\(path) holds mirroring metadata of an earlier CloudStore version, without \(missing.map { "\($0.table).\($0.column)" }.joined(separator: ", ")); open it through its container once (which adds them), then read it")
+        }
     }
 
     /// Whether the store has mirroring tables (a store a container has opened).

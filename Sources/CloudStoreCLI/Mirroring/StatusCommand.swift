@@ -77,6 +77,10 @@ public struct StatusCommand: CloudStoreSubcommand {
         do {
             status = try PersistentCloudContainer.status(of: opened)
         } catch StoreError.Code.needsUpgrade {
+            guard try PersistentCloudContainer.holdsLegacyMirrorLayout(at: opened.url) else {
+                throw CommandError(
+                    "\(store) holds mirroring metadata of an earlier CloudStore version, without columns this version reads: open it with the app once (its container adds them, keeping everything), then status again")
+            }
             throw CommandError(
                 "\(store) holds mirroring metadata written by the previous CloudStore release, whose unsent changes are counted only once moved to this release's layout: run cloudstore migrate --store \(store) --schema \(schema ?? "<its schema file>") (or open it with the app once), then status again")
         }

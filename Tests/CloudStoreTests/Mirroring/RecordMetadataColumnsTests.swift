@@ -75,15 +75,22 @@ import Testing
         }
     }
 
-    /// A store from before retries were kept gains the column, empty for its rows; a retry set on
-    /// a row is read back, kept when the row is written back, and ends when nothing is left to upload.
+    /// A store from before retries were kept cannot be read for inspection (a clear error naming
+    /// the column, not SQL's), and gains the column, empty for its rows, when a container opens
+    /// it; a retry set on a row is read back, kept when the row is written back, and ends when
+    /// nothing is left to upload.
     @Test func aRetry_isAddedToExistingStoresAndEndsWithThePendingUpload() throws {
         let queue = try DatabaseQueue()
         try queue.write { db in
             try MirrorMetadata.create(db)
             try db.execute(sql: "ALTER TABLE cloudstore_record_metadata DROP COLUMN retry")
             try db.execute(sql: "INSERT INTO cloudstore_record_metadata (record_name, entity) VALUES ('N-0', 'Note')")
+            #expect(try MirrorMetadata.missingColumns(db).map(\.column) == ["retry"])
+            let unreadable = #expect(throws: StoreError.self) { try MirrorMetadata.checkReadable(db, path: "old.sqlite") }
+            #expect(unreadable?.code == .needsUpgrade)
+            #expect(unreadable?.description.contains("cloudstore_record_metadata.retry") == true, "\(String(describing: unreadable))")
             try MirrorMetadata.create(db)
+            try MirrorMetadata.checkReadable(db, path: "old.sqlite")
             #expect(try db.recordMetadata("N-0")?.retry == nil)
 
             var metadata = RecordMetadata(recordName: "N-1", entityName: "Note")
