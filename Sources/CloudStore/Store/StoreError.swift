@@ -77,6 +77,10 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let unsupportedQuery = Code(rawValue: "unsupportedQuery")
         /// SQLite failed for another reason; the message carries SQLite's.
         public static let sqlite = Code(rawValue: "sqlite")
+        /// A write gave an object the values of a uniqueness constraint another object of its
+        /// entity has (``EntityDescription/uniquenessConstraints``); the message names the entity
+        /// and the properties. Nothing of the unit of work was written.
+        public static let uniqueKeyTaken = Code(rawValue: "uniqueKeyTaken")
     }
 
     /// The kind of failure, to match on.
@@ -111,8 +115,31 @@ extension StoreError {
             return StoreError(
                 .corrupt,
                 "\(path) is damaged (\(error.message ?? "SQLite \(error.resultCode)")) while \(doing); restore it from a backup, or delete it to start over (a mirrored store re-downloads its data)")
+        case .SQLITE_CONSTRAINT where error.extendedResultCode == .SQLITE_CONSTRAINT_UNIQUE:
+            return uniqueKeyTaken(error.message ?? "", path: path) ?? sqlite(error, path: path, while: doing)
         default:
-            return StoreError(.sqlite, "\(path): SQLite failed while \(doing): \(error.message ?? "\(error.resultCode)")")
+            return sqlite(error, path: path, while: doing)
         }
+    }
+
+    private static func sqlite(_ error: DatabaseError, path: String, while doing: String) -> StoreError {
+        StoreError(.sqlite, "\(path): SQLite failed while \(doing): \(error.message ?? "\(error.resultCode)")")
+    }
+
+    /// ``Code/uniqueKeyTaken`` for SQLite's "UNIQUE constraint failed: Folder.title, Folder.kind"
+    /// on an entity's table; nil for CloudStore's own tables (whose constraints are its own).
+    static func uniqueKeyTaken(_ message: String, path: String) -> StoreError? {
+        let prefix = "UNIQUE constraint failed: "
+        guard message.hasPrefix(prefix) else { return nil }
+        let columns = message.dropFirst(prefix.count).split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        let parts = columns.map { $0.split(separator: ".", maxSplits: 1).map(String.init) }
+        guard let entity = parts.first?.first, parts.allSatisfy({ $0.count == 2 && $0[0] == entity }),
+            !entity.lowercased().hasPrefix("cloudstore"), !entity.lowercased().hasPrefix("sqlite_")
+        else { return nil }
+        let properties = parts.map { $0[1] }
+        let values = properties.count == 1 ? "\(properties[0])" : "[\(properties.joined(separator: ", "))]"
+        return StoreError(
+            .uniqueKeyTaken,
+            "\(path): another \(entity) has the same \(values) (a uniqueness constraint of \(entity)); nothing was written: give this object another value, or change or delete the one that has it")
     }
 }

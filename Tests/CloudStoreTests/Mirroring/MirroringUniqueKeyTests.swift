@@ -206,6 +206,45 @@ struct MirroringUniqueKeyTests {
         }
     }
 
+    /// The server has folders "Groceries" and "Groceries (B)" (A's). B, new, made "Groceries"
+    /// offline and is refused; renaming it to "Groceries (B)", which B has fetched, fails at once
+    /// with a clear error and writes nothing; renamed to a free title, it uploads, and A's first
+    /// folder arrives.
+    @Test func aRefusedNewcomerCannotTakeAnotherKeyTheDeviceHas() async throws {
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            var schema = try Self.schema()
+            let folder = try #require(schema.entities.firstIndex { $0.name == "Folder" })
+            schema.entities[folder].duplicateKeyRule = .refuse
+            let a = try await TestDevice.make("A", schema: schema, server: server.baseURL)
+            let b = try await TestDevice.make("B", schema: schema, server: server.baseURL)
+            let (first, second) = (Folder(title: "Groceries"), Folder(title: "Groceries (B)"))
+            try await a.write { context in
+                try context.insert(first)
+                try context.insert(second)
+            }
+            try await a.sync()
+            var newcomer = Folder(title: "Groceries")
+            try await b.write { [newcomer] in try $0.insert(newcomer) }
+            await #expect(throws: ContainerError.self) { try await b.container.waitUntilSynced(timeout: .seconds(20)) }
+
+            var renamed = newcomer
+            renamed.title = "Groceries (B)"
+            let rename = renamed
+            let taken = await #expect(throws: StoreError.self) { try await b.write { try $0.update(rename) } }
+            #expect(taken?.code == .uniqueKeyTaken)
+            #expect(taken?.message.contains("another Folder has the same title") == true, "\(String(describing: taken))")
+            #expect(try b.folders().first { $0.id == newcomer.id }?.title == "Groceries", "nothing written")
+
+            newcomer.title = "Groceries at B's"
+            try await b.write { [newcomer] in try $0.update(newcomer) }
+            try await b.container.waitUntilSynced(timeout: .seconds(20))
+            #expect(Set(try b.folders().map(\.id)) == [first.id, second.id, newcomer.id], "A's first folder arrived once its title was free")
+            #expect(try b.container.refusedUploads().isEmpty)
+            await a.close()
+            await b.close()
+        }
+    }
+
     @Test func theServerRefusesTheSecondKeyAndTheDeviceMerges() async throws {
         try await bothCreateTheSameKeysOffline { b in try await b.sync() }
     }
