@@ -90,6 +90,7 @@ extension MirrorTransaction {
         if !entity.uniquenessConstraints.isEmpty, !applyingKeptAside, try hasKeptAside() {
             // A version kept aside before is replaced by this one, applied or kept aside in turn.
             try db.cachedStatement(sql: "DELETE FROM cloudstore_mirror_kept_aside WHERE record_name = ?").execute(arguments: [record.recordName])
+            if db.changesCount > 0 { replacedKeptAside.insert(record.recordName) }
         }
         let holders = entity.uniquenessConstraints.isEmpty ? [] : try uniqueKeyHolders(of: entity, values: serverValues, excluding: id)
         if !holders.isEmpty {
@@ -311,8 +312,9 @@ extension MirrorTransaction {
     /// changes went up. The first time is a warning; later attempts that still fail, debug lines.
     private func keepAside(_ record: Record, in zone: MirrorZone.Key, entity: EntityDescription, problem: String) throws {
         let zoneID = zoneID(zone)
-        let seen = try db.integer(
-            "SELECT 1 FROM cloudstore_mirror_kept_aside WHERE record_name = ?", [.string(record.recordName)]) != nil
+        let seen =
+            try replacedKeptAside.contains(record.recordName)
+            || db.integer("SELECT 1 FROM cloudstore_mirror_kept_aside WHERE record_name = ?", [.string(record.recordName)]) != nil
         keptAside = true
         logger.log(
             level: seen || applyingKeptAside ? .debug : .warning, "a fetched record is kept aside: a local object has its unique key",

@@ -51,6 +51,9 @@ final class MirrorTransaction {
     var applyingKeptAside = false
     /// Whether any record waits aside, once this transaction knows (``Database/hasKeptAside()``).
     var keptAside: Bool?
+    /// The records whose version kept aside this transaction replaced by a newer one: kept aside
+    /// again, they were seen before (a debug line, not a second warning).
+    var replacedKeptAside: Set<String> = []
     /// The primary zone's state, when this transaction stored it.
     private(set) var primaryZoneState: ZoneServerState?
 
