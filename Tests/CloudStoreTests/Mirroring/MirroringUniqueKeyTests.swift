@@ -158,6 +158,16 @@ struct MirroringUniqueKeyTests {
         }
     }
 
+    /// Devices A and B of one user whose folders refuse duplicate titles (``DuplicateKeyRule/refuse``).
+    static func devicesRefusingDuplicateFolders(_ server: URL) async throws -> (TestDevice, TestDevice) {
+        var schema = try Self.schema()
+        let folder = try #require(schema.entities.firstIndex { $0.name == "Folder" })
+        schema.entities[folder].duplicateKeyRule = .refuse
+        return (
+            try await TestDevice.make("A", schema: schema, server: server), try await TestDevice.make("B", schema: schema, server: server)
+        )
+    }
+
     /// Folders refuse duplicates (``DuplicateKeyRule/refuse``): A and B create "Groceries"
     /// offline, A syncs first. B's fetch keeps A's folder aside (when B fetches first; else the
     /// server's refusal brings it), the server refuses B's, which stays on B, listed as refused
@@ -166,11 +176,7 @@ struct MirroringUniqueKeyTests {
     @Test(arguments: [true, false])
     func anEntityThatRefusesDuplicatesKeepsTheNewcomerForTheApp(fetchFirst: Bool) async throws {
         try await ServerProcess.with(users: TestServer.defaultUsers) { server in
-            var schema = try Self.schema()
-            let folder = try #require(schema.entities.firstIndex { $0.name == "Folder" })
-            schema.entities[folder].duplicateKeyRule = .refuse
-            let a = try await TestDevice.make("A", schema: schema, server: server.baseURL)
-            let b = try await TestDevice.make("B", schema: schema, server: server.baseURL)
+            let (a, b) = try await Self.devicesRefusingDuplicateFolders(server.baseURL)
             let folderA = Folder(title: "Groceries", color: "red")
             var folderB = Folder(title: "Groceries", sortIndex: 5)
             try await a.write { try $0.insert(folderA) }
@@ -212,11 +218,7 @@ struct MirroringUniqueKeyTests {
     /// folder arrives.
     @Test func aRefusedNewcomerCannotTakeAnotherKeyTheDeviceHas() async throws {
         try await ServerProcess.with(users: TestServer.defaultUsers) { server in
-            var schema = try Self.schema()
-            let folder = try #require(schema.entities.firstIndex { $0.name == "Folder" })
-            schema.entities[folder].duplicateKeyRule = .refuse
-            let a = try await TestDevice.make("A", schema: schema, server: server.baseURL)
-            let b = try await TestDevice.make("B", schema: schema, server: server.baseURL)
+            let (a, b) = try await Self.devicesRefusingDuplicateFolders(server.baseURL)
             let (first, second) = (Folder(title: "Groceries"), Folder(title: "Groceries (B)"))
             try await a.write { context in
                 try context.insert(first)
