@@ -100,8 +100,14 @@ struct StoreOpening {
                     let metadata = StoreMetadata(storeIdentifier: identifier, schema: schema)
                     try metadata.write(db)
                     logger.notice("store created", metadata: ["store": "\(path)", "schema": "\(schema.name)", "version": "\(schema.version)"])
-                case .open(let metadata):
+                case .open(var metadata):
                     identifier = metadata.storeIdentifier
+                    if metadata.schema != schema {
+                        // Same shape, other settings the hash leaves out (a duplicate key rule):
+                        // the stored schema follows, for the tools that open the store with it.
+                        metadata.schema = schema
+                        try metadata.write(db)
+                    }
                 case .migrate(var metadata, let work):
                     let started = ContinuousClock.now
                     try Migrator(work: work, layout: layout, path: path, logger: logger).run(db)

@@ -86,6 +86,22 @@ import Testing
         #expect(storeError { _ = try PersistentStore.fileInfo(at: text) }?.code == .notAStore)
     }
 
+    /// A duplicate key rule is not the store's shape: the store opens with another one without a
+    /// new version, and keeps the schema it was opened with for the tools that read it.
+    @Test func aChangedDuplicateKeyRule_opensAndIsStored() throws {
+        let directory = try TemporaryDirectory()
+        var schema = try Schema.notes()
+        let tag = try #require(schema.entities.firstIndex { $0.name == "Tag" })
+        schema.entities[tag].uniquenessConstraints = [["name"]]
+        let url = directory.file("notes.sqlite")
+        try PersistentStore(url: url, schema: schema, logger: .quiet).close()
+        schema.entities[tag].duplicateKeyRule = .refuse
+        try PersistentStore(url: url, schema: schema, logger: .quiet).close()
+        let stored = try #require(try PersistentStore.fileInfo(at: url)?.storedSchema)
+        #expect(stored.entity(named: "Tag")?.duplicateKeyRule == .refuse)
+        #expect(stored == schema)
+    }
+
     @Test func migrationChanges_listWhatOpeningWouldDoInOrder() throws {
         let directory = try TemporaryDirectory()
         let (url, _) = try MigrationTests.v1Store(in: directory)
