@@ -55,10 +55,19 @@ extension PersistentCloudContainer {
             /// `retryAfter`; nil when the server gave none, and the upload goes with the next sync.
             public var nextAttempt: Date?
 
+            /// A retry state: the last attempt's error, the attempts so far, and when the next is due.
             public init(error: ServerError, attempts: Int, nextAttempt: Date?) {
                 self.error = error
                 self.attempts = attempts
                 self.nextAttempt = nextAttempt
+            }
+
+            /// Reads a retry state as `encode(to:)` wrote it (the store keeps it so).
+            public init(from decoder: any Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                error = try container.decode(ServerError.self, forKey: .error)
+                attempts = try container.decode(Int.self, forKey: .attempts)
+                nextAttempt = try container.decodeIfPresent(Date.self, forKey: .nextAttempt)
             }
         }
 

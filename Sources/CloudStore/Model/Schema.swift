@@ -244,4 +244,13 @@ public enum DuplicateKeyRule: String, Hashable, Sendable, CaseIterable {
     /// deletes it. Right when two objects with one key are a mistake only a person can settle (two
     /// accounts claiming one handle).
     case refuse
+
+    /// The rule a schema file names, `"merge"` or `"refuse"`; nil for any other text.
+    public init?(rawValue: String) {
+        switch rawValue {
+        case "merge": self = .merge
+        case "refuse": self = .refuse
+        default: return nil
+        }
+    }
 }
