@@ -159,13 +159,14 @@ struct MirroringUniqueKeyTests {
     }
 
     /// Devices A and B of one user whose folders refuse duplicate titles (``DuplicateKeyRule/refuse``).
-    static func devicesRefusingDuplicateFolders(_ server: URL) async throws -> (TestDevice, TestDevice) {
+    /// B logs to `bLog` when given.
+    static func devicesRefusingDuplicateFolders(_ server: URL, bLog: LogRecorder? = nil) async throws -> (TestDevice, TestDevice) {
         var schema = try Self.schema()
         let folder = try #require(schema.entities.firstIndex { $0.name == "Folder" })
         schema.entities[folder].duplicateKeyRule = .refuse
-        return (
-            try await TestDevice.make("A", schema: schema, server: server), try await TestDevice.make("B", schema: schema, server: server)
-        )
+        let a = try await TestDevice.make("A", schema: schema, server: server)
+        guard let bLog else { return (a, try await TestDevice.make("B", schema: schema, server: server)) }
+        return (a, try await TestDevice.make("B", schema: schema, server: server, logger: bLog.logger()))
     }
 
     /// Folders refuse duplicates (``DuplicateKeyRule/refuse``): A and B create "Groceries"
@@ -176,7 +177,8 @@ struct MirroringUniqueKeyTests {
     @Test(arguments: [true, false])
     func anEntityThatRefusesDuplicatesKeepsTheNewcomerForTheApp(fetchFirst: Bool) async throws {
         try await ServerProcess.with(users: TestServer.defaultUsers) { server in
-            let (a, b) = try await Self.devicesRefusingDuplicateFolders(server.baseURL)
+            let log = LogRecorder()
+            let (a, b) = try await Self.devicesRefusingDuplicateFolders(server.baseURL, bLog: log)
             let folderA = Folder(title: "Groceries", color: "red")
             var folderB = Folder(title: "Groceries", sortIndex: 5)
             try await a.write { try $0.insert(folderA) }
@@ -197,6 +199,8 @@ struct MirroringUniqueKeyTests {
             #expect(try b.container.refusedUploads().map(\.id) == [folderB.id])
             #expect(try b.folders().map(\.id) == [folderB.id] && b.folders().first?.sortIndex == 5, "B's folder is kept as it is")
             #expect(try b.container.conflicts().isEmpty, "nothing merged")
+            let warnings = log.messages.filter { $0.hasPrefix("warning a fetched record is kept aside") }
+            #expect(warnings.count == 1, "kept aside again by the refusal and later fetches: one warning, then debug lines: \(warnings)")
 
             folderB.title = "Groceries (B)"
             try await b.write { [folderB] in try $0.update(folderB) }
