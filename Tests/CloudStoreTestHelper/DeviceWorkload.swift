@@ -55,16 +55,7 @@ struct DeviceWorkload {
             } else if roll < 6 {
                 let id = mine[Int(random.next() % UInt64(mine.count))]
                 let title = "A-\(seed)-\(step)-edited"
-                // Another device may have deleted it, and an import removed it here. Nothing else
-                // writes to this store meanwhile, so what is read here is what the update replaces.
-                let old = try await device.store.read { context in
-                    try context.fetchSnapshot(entityName: "Note", id: id)
-                }
-                guard let old else {
-                    say("commit nothing \(id.uuidString) gone -")
-                    continue
-                }
-                let previous = if case .string(let text)? = old.values["title"] { text } else { "-" }
+                guard let previous = try await currentTitle(of: id, in: device) else { continue }
                 say("intent update \(id.uuidString) \(title) \(previous)")
                 try await device.store.write(author: "app") { context in
                     try context.update(EntitySnapshot(entityName: "Note", id: id, values: ["title": .string(title)]))
@@ -74,15 +65,8 @@ struct DeviceWorkload {
                 let id = mine.remove(at: Int(random.next() % UInt64(mine.count)))
                 // Both lines name the title the deletion replaces, as an update's lines name the
                 // title it overwrites: a kill between them may land after the commit, and then the
-                // child itself replaced that title. It is read first, as for an update.
-                let old = try await device.store.read { context in
-                    try context.fetchSnapshot(entityName: "Note", id: id)
-                }
-                guard let old else {
-                    say("commit nothing \(id.uuidString) gone -")
-                    continue
-                }
-                let deletedTitle = if case .string(let text)? = old.values["title"] { text } else { "-" }
+                // child itself replaced that title.
+                guard let deletedTitle = try await currentTitle(of: id, in: device) else { continue }
                 say("intent delete \(id.uuidString) - \(deletedTitle)")
                 try await device.store.write(author: "app") { context in
                     try context.delete(entityName: "Note", id: id)
@@ -108,6 +92,21 @@ struct DeviceWorkload {
         }
         say("done")
         try await device.close()
+    }
+
+    /// The title a change to note `id` replaces, read before the change ("-" when it has none);
+    /// nil, said as "commit nothing", when the note is gone (another device deleted it, and an
+    /// import removed it here). Nothing else writes to this store meanwhile, so what is read is
+    /// what the change replaces.
+    func currentTitle(of id: UUID, in device: PersistentCloudContainer) async throws -> String? {
+        let old = try await device.store.read { context in
+            try context.fetchSnapshot(entityName: "Note", id: id)
+        }
+        guard let old else {
+            say("commit nothing \(id.uuidString) gone -")
+            return nil
+        }
+        return if case .string(let text)? = old.values["title"] { text } else { "-" }
     }
 
     func say(_ line: String) {
