@@ -77,8 +77,12 @@ private func buildApplicationAndTokens(
     NotificationsController(services: services).register(on: database)
     SchemaController(services: services).register(on: database)
     UsersController(services: services).register(on: database)
-    UnsupportedOperations.register(
-        on: database, device: router.group("device/1/:container/:environment").add(middleware: RequestGate(services: services)))
+    SubscriptionsController(services: services).register(on: database)
+    let push = PushController(services: services)
+    push.register(
+        database: database, device: router.group("device/1/:container/:environment").add(middleware: RequestGate(services: services)))
+    push.registerCourier(on: router)
+    UnsupportedOperations.register(on: database)
     let assets = AssetsController(services: services)
     assets.register(on: database)
     assets.registerTransfers(

@@ -91,6 +91,9 @@ struct PostgresLayoutTests {
                 "creating table cloudstore_share", "creating table cloudstore_share_participant",
                 "creating index cloudstore_share_participant_by_db_seq", "creating unique index cloudstore_record_by_key",
                 "creating table cloudstore_record_key", "creating index cloudstore_record_key_by_source",
+                "creating table cloudstore_subscription", "creating table cloudstore_notification",
+                "creating table cloudstore_push_token", "creating index cloudstore_notification_by_user",
+                "creating index cloudstore_notification_by_db_seq", "creating index cloudstore_notification_by_age",
             ])
     }
 

@@ -18,14 +18,37 @@ struct ServerFuzzTests {
         var database: DatabaseScope = .private
         /// Who sends it: alice unless named (bob takes part in alice's shared `Fuzz` zone).
         var token: String? = nil
+        /// A path below `/device/1/{container}/{environment}` instead of a database operation.
+        var devicePath: String? = nil
 
         func path(_ client: CloudClient) -> String {
+            if let devicePath { return "/device/1/\(client.container)/\(client.environment.rawValue)/\(devicePath)" }
             guard let operation else { return DatabaseRoute(container: client.container, environment: client.environment).schemaModifyPath }
             return client.path(database, operation)
         }
     }
 
     static let fuzzRecord = #"{"recordName": "F-1", "recordType": "Note", "fields": {"title": {"value": "x", "type": "STRING"}, "n": {"value": 3}, "r": {"value": {"recordName": "F-2", "action": "VALIDATE"}, "type": "REFERENCE"}}}"#
+
+    /// Fuzzed first: the subscriptions they leave fire on the fuzzed writes to `Fuzz` that follow.
+    static let subscriptionRoutes: [Route] = [
+        Route(operation: .subscriptionsModify, examples: [
+            #"{"operations": [{"operationType": "create", "subscription": {"subscriptionID": "fz", "subscriptionType": "zone", "zoneID": {"zoneName": "Fuzz"}}}, {"operationType": "create", "subscription": {"subscriptionID": "q", "subscriptionType": "query", "query": {"recordType": "Note", "filterBy": [{"comparator": "BEGINS_WITH", "fieldName": "title", "fieldValue": {"value": "x", "type": "STRING"}}]}, "firesOn": ["create", "update", "delete"], "firesOnce": false, "zoneWide": false, "zoneID": {"zoneName": "Fuzz"}, "notificationInfo": {"alertBody": "b", "shouldBadge": true}}}]}"#,
+            #"{"operations": [{"operationType": "update", "subscription": {"subscriptionID": "q", "subscriptionType": "database"}}, {"operationType": "delete", "subscription": {"subscriptionID": "fz"}}]}"#,
+        ]),
+        Route(operation: .subscriptionsModify, examples: [
+            #"{"operations": [{"operationType": "create", "subscription": {"subscriptionID": "pub", "subscriptionType": "query", "query": {"recordType": "Note", "filterBy": [{"comparator": "IN", "fieldName": "n", "fieldValue": {"value": [1, 2], "type": "INT64_LIST"}}]}, "firesOn": ["create"], "firesOnce": true}}]}"#,
+        ], database: .public),
+        Route(operation: .subscriptionsModify, examples: [
+            #"{"operations": [{"operationType": "create", "subscription": {"subscriptionID": "shared", "subscriptionType": "zone", "zoneID": {"zoneName": "Fuzz", "ownerRecordName": "_alice"}}}]}"#,
+        ], database: .shared, token: "bob-token"),
+        Route(operation: .subscriptionsLookup, examples: [#"{"subscriptions": [{"subscriptionID": "q"}, {"subscriptionID": "none"}]}"#]),
+        Route(operation: .subscriptionsList, examples: ["{}"], database: .public),
+        Route(examples: [#"{"apnsEnvironment": "development"}"#], devicePath: "tokens/create"),
+        Route(
+            examples: [#"{"apnsEnvironment": "production", "apnsToken": "Zm9vZm9vZm9vZm9vZm9vZm9vZm9vZm9vZm9vZm9v+/=="}"#],
+            devicePath: "tokens/register"),
+    ]
 
     static let routes: [Route] = [
         Route(operation: .zonesModify, examples: [#"{"operations": [{"operationType": "create", "zone": {"zoneID": {"zoneName": "Fuzz"}}}]}"#]),
@@ -101,7 +124,7 @@ struct ServerFuzzTests {
             var statuses: [Int: Int] = [:]
             var client = alice
             client.requestTimeout = .seconds(20)
-            for route in Self.routes {
+            for route in Self.subscriptionRoutes + Self.routes {
                 let examples = route.examples.map { Data($0.utf8) }
                 for _ in 0..<Self.requestsPerRoute {
                     let body = fuzzer.next(from: examples)
@@ -110,6 +133,12 @@ struct ServerFuzzTests {
                     statuses[answer.status, default: 0] += 1
                     Self.checkDocumented(answer, route: route, body: body, seed: seed)
                 }
+            }
+            for courierID in [String(repeating: "0", count: 64), "x", String(repeating: "f", count: 65), "%2e%2e"] {
+                let answer = try await client.asUser(nil).send(
+                    .GET, "/device/1/\(client.container)/\(client.environment.rawValue)/courier/\(courierID)?timeout=0")
+                statuses[answer.status, default: 0] += 1
+                Self.checkDocumented(answer, route: Route(examples: [], devicePath: "courier"), body: Data(courierID.utf8), seed: seed)
             }
             for query in Self.fuzzedNotificationQueries(&fuzzer) {
                 let answer = try await client.send(.GET, client.path(.private, .notifications) + query)

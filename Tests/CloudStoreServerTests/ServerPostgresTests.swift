@@ -154,6 +154,31 @@ extension ServerPostgresTests {
         try await b.shutdown()
     }
 
+    /// A web courier waiting on one instance hears a write made through the other: the
+    /// notification's row is written with the change, and the change's `NOTIFY` wakes the courier.
+    @Test func courier_onOneServer_deliversANotificationOfAWriteThroughTheOther() async throws {
+        try await Backend.withFreshSchema { url in
+            try await withTwoServers(url) { throughA, throughB in
+                let subscribed = try await throughB.call(
+                    .public, .subscriptionsModify,
+                    SubscriptionsModifyRequest(operations: [
+                        .init(.create, Subscription(subscriptionID: "notes", query: .init(recordType: "Note"), firesOn: [.create]))
+                    ]))
+                try #require(subscribed.status == 200, "\(subscribed.text)")
+                let created = try await throughB.send(.POST, "/device/1/iCloud.test/development/tokens/create")
+                let url = try created.decode(PushTokenResponse.self).webcourierURL
+                #expect(url.hasPrefix(throughB.baseURL.absoluteString.trimmingCharacters(in: ["/"])))
+                async let waited = throughB.asUser(nil).send(.GET, url + "?timeout=30")
+                let saved = try await throughA.asUser("bob-token").call(
+                    .public, .recordsModify, RecordsModifyRequest(operations: [.init(.create, note("P-1"))]))
+                try #require(saved.status == 200, "\(saved.text)")
+                let payload = try await waited.decode(PushNotification.self)
+                #expect(payload.ck.query?.recordName == "P-1")
+                #expect(payload.ck.query?.reason == .recordCreated)
+            }
+        }
+    }
+
     func declare(_ client: CloudClient, _ schema: CloudSchema) async throws -> Answer {
         try await client.send(.POST, client.basePath + "/schema/modify", body: try WireCoding.encode(schema))
     }

@@ -76,8 +76,16 @@ final class ChangeBroker: Sendable {
     /// Returns when the partition changes after the subscription was taken (at once if it already
     /// did), when the timeout passes, or when the task is cancelled.
     func wait(_ subscription: Subscription, timeout: Duration) async {
+        await wait(anyOf: [subscription], timeout: timeout)
+    }
+
+    /// Returns when any of the subscriptions' partitions changes after it was taken, when the
+    /// timeout passes, or when the task is cancelled.
+    func wait(anyOf subscriptions: [Subscription], timeout: Duration) async {
         await withTaskGroup(of: Void.self) { group in
-            group.addTask { await self.waitForChange(subscription) }
+            for subscription in subscriptions {
+                group.addTask { await self.waitForChange(subscription) }
+            }
             group.addTask { try? await Task.sleep(for: timeout) }
             await group.next()
             group.cancelAll()

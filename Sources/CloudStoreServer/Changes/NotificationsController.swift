@@ -9,7 +9,9 @@ import ServiceLifecycle
 /// ``ChangeBroker`` to report a commit to the caller's database (from this process, or from another
 /// server through PostgreSQL `NOTIFY`), for at most `timeout` seconds (default and maximum
 /// ``ServerLimits/maxLongPollSeconds``). Without `since` it waits for the next change after now.
-/// A graceful shutdown answers waiting polls at once with `changed: false`.
+/// A graceful shutdown answers waiting polls at once with `changed: false`. A signed-in caller's
+/// answer carries the notifications their subscriptions to this database produced for those
+/// changes (WireProtocol.md §8).
 struct NotificationsController: Sendable {
     let services: CloudServices
 
@@ -40,10 +42,18 @@ struct NotificationsController: Sendable {
                 context.logger.info(
                     "long poll answered",
                     metadata: ["database": "\(partition)", "changed": "\(page.dbSeq > start)", "token": "\(page.dbSeq)"])
+                var notifications: [PushNotification] = []
+                if page.dbSeq > start, case .user(let user) = call.caller {
+                    let subscriber = Subscriber(
+                        container: partition.container, environment: partition.environment, scope: partition.scope, user: user)
+                    notifications = try await services.storage.notifications(
+                        for: subscriber, after: start, through: page.dbSeq, limit: services.limits.maxResultsLimit)
+                }
                 return try JSONResponse.make(
                     NotificationsResponse(
                         changed: page.dbSeq > start, syncToken: SyncToken.database(partition, seq: page.dbSeq).encoded,
-                        zones: page.zones.map { .init(zoneID: partition.address(of: $0).zoneID) }))
+                        zones: page.zones.map { .init(zoneID: partition.address(of: $0).zoneID) },
+                        notifications: notifications.isEmpty ? nil : notifications))
             }
             context.logger.debug("long poll waiting", metadata: ["database": "\(partition)", "token": "\(start)"])
             let broker = services.broker

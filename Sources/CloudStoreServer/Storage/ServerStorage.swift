@@ -16,9 +16,9 @@ import Foundation
 /// - The default zone always exists; before its first write it reads as ``StoredZone/pristineDefaultZone()``.
 /// - Identifiers from requests reach SQL only as bound parameters.
 ///
-/// The web console's reads are those of ``ConsoleStorage``, and assets those of ``AssetStorage``,
-/// which every backend implements too.
-protocol ServerStorage: ConsoleStorage, AssetStorage {
+/// The web console's reads are those of ``ConsoleStorage``, assets those of ``AssetStorage``, and
+/// subscriptions those of ``SubscriptionStorage``, which every backend implements too.
+protocol ServerStorage: ConsoleStorage, AssetStorage, SubscriptionStorage {
     /// Creates what is missing (files, tables) or upgrades it. Runs before the server accepts
     /// requests; on storage another instance is serving, it must not get in that instance's way
     /// (PostgreSQL: ``PostgresLayout``).

@@ -15,6 +15,8 @@ public struct ServerError: Error, Hashable, Sendable, Codable, CustomStringConve
     public var redirectURL: String?
     public var recordName: String?
     public var zoneID: ZoneID?
+    /// The subscription an item of `subscriptions/lookup` or `subscriptions/modify` is about.
+    public var subscriptionID: String?
     /// (ext) On `CONFLICT` and `EXISTS`: the record as the server has it now.
     public var serverRecord: Record?
 
@@ -32,11 +34,23 @@ public struct ServerError: Error, Hashable, Sendable, Codable, CustomStringConve
         self.redirectURL = redirectURL
     }
 
+    /// A per-item error naming a subscription.
+    public init(_ code: ServerErrorCode, reason: String, subscriptionID: String) {
+        self.init(code, reason: reason)
+        self.subscriptionID = subscriptionID
+    }
+
     public var code: ServerErrorCode { serverErrorCode }
 
     public var description: String {
         var text = serverErrorCode.rawValue
-        if let recordName { text += " (record \(recordName))" } else if let zoneID { text += " (zone \(zoneID))" }
+        if let recordName {
+            text += " (record \(recordName))"
+        } else if let zoneID {
+            text += " (zone \(zoneID))"
+        } else if let subscriptionID {
+            text += " (subscription \(subscriptionID))"
+        }
         if let reason { text += ": \(reason)" }
         if let retryAfter { text += ", retry after \(retryAfter)s" }
         return text

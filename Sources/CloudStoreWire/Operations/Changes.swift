@@ -194,10 +194,14 @@ public struct NotificationsResponse: Hashable, Sendable, Codable {
     /// The database token now.
     public var syncToken: String
     public var zones: [ZoneReference]
+    /// The caller's notifications from their subscriptions to this database
+    /// (``Subscription``), for the changes after `since` up to ``syncToken``; absent when none.
+    public var notifications: [PushNotification]?
 
-    public init(changed: Bool, syncToken: String, zones: [ZoneReference]) {
+    public init(changed: Bool, syncToken: String, zones: [ZoneReference], notifications: [PushNotification]? = nil) {
         self.changed = changed
         self.syncToken = syncToken
         self.zones = zones
+        self.notifications = notifications
     }
 }

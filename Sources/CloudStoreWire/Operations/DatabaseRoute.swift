@@ -34,11 +34,17 @@ public enum DatabaseOperation: String, Hashable, Sendable, CaseIterable {
     case usersDiscover = "users/discover"
     /// `POST /{db}/users/lookup/id`: identities of users named by record name.
     case usersLookupID = "users/lookup/id"
+    /// `GET /{db}/subscriptions/list`: the caller's subscriptions in the database.
+    case subscriptionsList = "subscriptions/list"
+    /// `POST /{db}/subscriptions/lookup`: the caller's subscriptions by ID.
+    case subscriptionsLookup = "subscriptions/lookup"
+    /// `POST /{db}/subscriptions/modify`: creates, updates and deletes subscriptions.
+    case subscriptionsModify = "subscriptions/modify"
 
     /// The HTTP method: GET for `zones/list`, the users endpoints and the long poll, POST otherwise.
     public var method: String {
         switch self {
-        case .zonesList, .usersCaller, .usersCurrent, .notifications: "GET"
+        case .zonesList, .usersCaller, .usersCurrent, .notifications, .subscriptionsList: "GET"
         default: "POST"
         }
     }

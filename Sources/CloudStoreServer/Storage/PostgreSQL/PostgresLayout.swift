@@ -343,6 +343,44 @@ extension PostgresLayout {
                 PRIMARY KEY (partition_id, zone, key)
                 """),
             index("cloudstore_record_key_by_source", on: "cloudstore_record_key", "(partition_id, zone, source)"),
+            // Subscriptions, their notifications and push tokens (WireProtocol.md §8).
+            table(
+                "cloudstore_subscription",
+                """
+                container TEXT NOT NULL,
+                environment TEXT NOT NULL,
+                scope TEXT NOT NULL,
+                user_name TEXT NOT NULL,
+                id TEXT NOT NULL,
+                content TEXT NOT NULL,
+                PRIMARY KEY (container, environment, scope, user_name, id)
+                """),
+            table(
+                "cloudstore_notification",
+                """
+                id BIGSERIAL PRIMARY KEY,
+                container TEXT NOT NULL,
+                environment TEXT NOT NULL,
+                scope TEXT NOT NULL,
+                user_name TEXT NOT NULL,
+                db_seq BIGINT NOT NULL,
+                created_at BIGINT NOT NULL,
+                payload TEXT NOT NULL
+                """),
+            table(
+                "cloudstore_push_token",
+                """
+                digest TEXT PRIMARY KEY,
+                container TEXT NOT NULL,
+                environment TEXT NOT NULL,
+                user_name TEXT NOT NULL,
+                delivered_through BIGINT NOT NULL
+                """),
+            index("cloudstore_notification_by_user", on: "cloudstore_notification", "(container, environment, user_name, id)"),
+            index(
+                "cloudstore_notification_by_db_seq", on: "cloudstore_notification",
+                "(container, environment, scope, user_name, db_seq)"),
+            index("cloudstore_notification_by_age", on: "cloudstore_notification", "(created_at)"),
         ]
     }
 }

@@ -83,9 +83,9 @@ extension PostgresStorage {
         }
     }
 
-    /// One batch: five round trips for a batch of creates or of updates without references (`BEGIN`,
+    /// One batch: six round trips for a batch of creates or of updates without references (`BEGIN`,
     /// the partition's lock, ``modifyContext(_:_:_:named:)``, ``writeBatch(_:after:replacing:_:_:_:)``,
-    /// `COMMIT`); removing replaced references, cascades, receipts, shares, schema changes and
+    /// the subscriptions watching the zone, `COMMIT`); removing replaced references, cascades, receipts, shares, schema changes and
     /// records of types with uniqueness constraints (their keys' holders, their key rows) add theirs.
     private func modifyRecords<Decision: Sendable>(
         _ connection: PostgresConnection, in zone: ZoneAddress, loading request: RecordSnapshotRequest,
@@ -128,7 +128,8 @@ extension PostgresStorage {
         let (plan, decision) = try decided.get()
         guard !plan.writes.isEmpty else { return (decision, []) }
 
-        let written = try await writeBatch(plan.writes, after: stored.seq, replacing: snapshot.records, connection, id, zone)
+        let (written, dbSeq) = try await writeBatch(
+            plan.writes, after: stored.seq, replacing: snapshot.records, connection, id, zone)
         stored.seq += Int64(written.count)
         if let newSchema = plan.schema {
             guard
@@ -140,7 +141,10 @@ extension PostgresStorage {
         if let change = plan.share {
             try await applyShare(change, connection, id, zone)
         }
-        try await advanceSharedDatabases(plan.sharedDatabases, connection, id, zone)
+        let sharedSeqs = try await advanceSharedDatabases(plan.sharedDatabases, connection, id, zone)
+        try await writeNotifications(
+            RecordEvent.events(of: plan.writes, before: snapshot.records), in: zone, dbSeq: dbSeq, sharedSeqs: sharedSeqs,
+            connection)
         return (decision, written)
     }
 
@@ -173,7 +177,7 @@ extension PostgresStorage {
     private func writeBatch(
         _ writes: [RecordWrite], after seq: Int64, replacing stored: [String: StoredRecord], _ connection: PostgresConnection,
         _ id: Int64, _ zone: ZoneAddress
-    ) async throws -> [StoredRecord] {
+    ) async throws -> (records: [StoredRecord], dbSeq: Int64) {
         var records: [StoredRecord] = []
         var references: (sources: [String], targets: [String]) = ([], [])
         for (offset, write) in writes.enumerated() {
@@ -208,10 +212,10 @@ extension PostgresStorage {
             partition: partition, kept: Array(writes.reduce(into: Set<String>()) { $0.formUnion($1.assetIDs) }),
             channel: Self.channel, notification: notification(partition))
         let rows = try await self.run(statement, on: connection)
-        var bumped = false
-        for try await _ in rows { bumped = true }
-        guard bumped else { throw PostgresStorageError("the row of partition \(partition) vanished") }
-        return records
+        var dbSeq: Int64?
+        for try await seq in rows { dbSeq = seq }
+        guard let dbSeq else { throw PostgresStorageError("the row of partition \(partition) vanished") }
+        return (records, dbSeq)
     }
 
     func records(named names: [String], in zone: ZoneAddress) async throws -> [String: StoredRecord]? {

@@ -98,9 +98,11 @@ extension PostgresStorage {
 
     /// Gives each user's shared database its next sequence (telling every instance), and the zone
     /// that position there.
+    @discardableResult
     func advanceSharedDatabases(
         _ users: Set<String>, _ connection: PostgresConnection, _ partitionID: Int64, _ zone: ZoneAddress
-    ) async throws {
+    ) async throws -> [String: Int64] {
+        var seqs: [String: Int64] = [:]
         for user in users.sorted() {
             let shared = zone.partition.sharedDatabase(of: user)
             let sharedID = try await lockPartition(connection, shared)
@@ -110,7 +112,9 @@ extension PostgresStorage {
                 UPDATE \(unescaped: table("share_participant")) SET db_seq = \(seq)
                 WHERE partition_id = \(partitionID) AND zone = \(zone.zoneName) AND user_name = \(user)
                 """, on: connection)
+            seqs[user] = seq
         }
+        return seqs
     }
 
     /// Stops the share of a zone being deleted; answers the users who had access.

@@ -31,6 +31,9 @@ final class PostgresStorage: ServerStorage {
     let layout: PostgresLayout
     /// How the preparation waits out conflicts with live traffic.
     let layoutRetry: PostgresLayout.Retry
+    /// Whether the layout has the tables of subscriptions: false only for an instance playing a
+    /// release before them (`layoutSteps`), which writes no notifications, as that release did.
+    let hasSubscriptions: Bool
     /// The last schema read of each container and environment (`container|environment`), with its
     /// version. A version is written once: every change raises it, a `records/modify` that extends
     /// a development schema too (``RecordWritePlan/schema``), and
@@ -47,6 +50,7 @@ final class PostgresStorage: ServerStorage {
         let url = try PostgresURL(text)
         let layout = PostgresLayout(schema: url.schema)
         self.layout = layoutSteps.map { layout.prefix($0) } ?? layout
+        self.hasSubscriptions = self.layout.steps.contains { $0.name == "cloudstore_notification" }
         self.layoutRetry = layoutRetry
         var configuration = PostgresClient.Configuration(
             host: url.host, port: url.port, username: url.user, password: url.password, database: url.database,

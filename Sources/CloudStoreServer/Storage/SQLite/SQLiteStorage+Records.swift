@@ -112,7 +112,10 @@ extension SQLiteStorage {
             if let change = plan.share {
                 try self.applyShare(change, db, id, zone)
             }
-            try self.advanceSharedDatabases(plan.sharedDatabases, db, id, zone)
+            let sharedSeqs = try self.advanceSharedDatabases(plan.sharedDatabases, db, id, zone)
+            try self.writeNotifications(
+                RecordEvent.events(of: plan.writes, before: snapshot.records), in: zone, dbSeq: dbSeq,
+                sharedSeqs: sharedSeqs, db)
             return (decision, written)
         }
     }

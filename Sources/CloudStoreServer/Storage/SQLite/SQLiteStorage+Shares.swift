@@ -101,14 +101,20 @@ extension SQLiteStorage {
     }
 
     /// Gives each user's shared database its next sequence, and the zone that position there.
-    func advanceSharedDatabases(_ users: Set<String>, _ db: Database, _ partitionID: Int64, _ zone: ZoneAddress) throws {
+    @discardableResult
+    func advanceSharedDatabases(_ users: Set<String>, _ db: Database, _ partitionID: Int64, _ zone: ZoneAddress) throws
+        -> [String: Int64]
+    {
+        var seqs: [String: Int64] = [:]
         for user in users.sorted() {
             let sharedID = try ensurePartition(db, zone.partition.sharedDatabase(of: user))
             let seq = try bumpDatabaseSeq(db, sharedID)
             try db.execute(
                 sql: "UPDATE cloudstore_share_participant SET db_seq = ? WHERE partition_id = ? AND zone = ? AND user_name = ?",
                 arguments: [seq, partitionID, zone.zoneName, user])
+            seqs[user] = seq
         }
+        return seqs
     }
 
     /// Stops the share of a zone being deleted; answers the users who had access.

@@ -150,6 +150,7 @@ final class SQLiteStorage: ServerStorage {
         }
         registerShareMigration(&migrator)
         registerUniqueKeyMigration(&migrator)
+        registerSubscriptionMigration(&migrator)
         return migrator
     }
 

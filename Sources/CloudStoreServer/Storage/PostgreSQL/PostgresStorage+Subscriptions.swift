@@ -1,0 +1,231 @@
+import CloudStoreWire
+import Foundation
+import PostgresNIO
+
+/// Subscriptions, their notifications and push tokens (``SubscriptionStorage``), in the tables the
+/// SQLite backend has, with the container in each key. A notification's row is written in the
+/// transaction of the change that fired it, whose `NOTIFY` of the partition wakes the long polls
+/// and web couriers of every instance.
+extension PostgresStorage {
+    func subscriptions(of subscriber: Subscriber, ids: [String]?) async throws -> [Subscription] {
+        try await snapshot { connection in
+            var subscriptions: [Subscription] = []
+            for try await (id, content) in try await self.run(
+                """
+                SELECT id, content FROM \(unescaped: self.table("subscription"))
+                WHERE container = \(subscriber.container) AND environment = \(subscriber.environment.rawValue)
+                    AND scope = \(subscriber.scope.rawValue) AND user_name = \(subscriber.user)
+                ORDER BY id
+                """, on: connection
+            ).decode((String, String).self) where ids?.contains(id) ?? true {
+                subscriptions.append(try NotificationPlan.decoded(Subscription.self, content))
+            }
+            return subscriptions
+        }
+    }
+
+    func modifySubscriptions(_ changes: [SubscriptionChange], of subscriber: Subscriber) async throws -> [Subscription?] {
+        try await transaction { connection in
+            var applied: [Subscription?] = []
+            for change in changes {
+                switch change {
+                case .save(let subscription, let mustExist):
+                    let content = try NotificationPlan.encoded(subscription)
+                    let rows =
+                        mustExist
+                        ? try await self.run(
+                            """
+                            UPDATE \(unescaped: self.table("subscription")) SET content = \(content)
+                            WHERE container = \(subscriber.container) AND environment = \(subscriber.environment.rawValue)
+                                AND scope = \(subscriber.scope.rawValue) AND user_name = \(subscriber.user)
+                                AND id = \(subscription.subscriptionID)
+                            RETURNING content
+                            """, on: connection)
+                        : try await self.run(
+                            """
+                            INSERT INTO \(unescaped: self.table("subscription")) (container, environment, scope, user_name, id, content)
+                            VALUES (\(subscriber.container), \(subscriber.environment.rawValue), \(subscriber.scope.rawValue),
+                                \(subscriber.user), \(subscription.subscriptionID), \(content))
+                            ON CONFLICT (container, environment, scope, user_name, id) DO UPDATE SET content = excluded.content
+                            RETURNING content
+                            """, on: connection)
+                    applied.append(try await Self.subscription(in: rows))
+                case .delete(let id):
+                    applied.append(try await self.deleteSubscription(connection, subscriber, id))
+                }
+            }
+            return applied
+        }
+    }
+
+    /// The subscription of the `content` a statement returned, or nil when it returned no row.
+    private static func subscription(in rows: PostgresRowSequence) async throws -> Subscription? {
+        var found: Subscription?
+        for try await content in rows.decode(String.self) {
+            found = try NotificationPlan.decoded(Subscription.self, content)
+        }
+        return found
+    }
+
+    @discardableResult
+    private func deleteSubscription(_ connection: PostgresConnection, _ subscriber: Subscriber, _ id: String) async throws
+        -> Subscription?
+    {
+        try await Self.subscription(
+            in: try await run(
+                """
+                DELETE FROM \(unescaped: table("subscription"))
+                WHERE container = \(subscriber.container) AND environment = \(subscriber.environment.rawValue)
+                    AND scope = \(subscriber.scope.rawValue) AND user_name = \(subscriber.user) AND id = \(id)
+                RETURNING content
+                """, on: connection))
+    }
+
+    func notifications(for subscriber: Subscriber, after: Int64, through: Int64, limit: Int) async throws
+        -> [PushNotification]
+    {
+        try await snapshot { connection in
+            var notifications: [PushNotification] = []
+            for try await payload in try await self.run(
+                """
+                SELECT payload FROM \(unescaped: self.table("notification"))
+                WHERE container = \(subscriber.container) AND environment = \(subscriber.environment.rawValue)
+                    AND scope = \(subscriber.scope.rawValue) AND user_name = \(subscriber.user)
+                    AND db_seq > \(after) AND db_seq <= \(through)
+                ORDER BY id LIMIT \(limit)
+                """, on: connection
+            ).decode(String.self) {
+                notifications.append(try NotificationPlan.decoded(PushNotification.self, payload))
+            }
+            return notifications
+        }
+    }
+
+    func registerPushToken(digest: String, user: String, container: String, environment: CloudEnvironment)
+        async throws -> Bool
+    {
+        try await transaction { connection in
+            try await self.run(
+                """
+                INSERT INTO \(unescaped: self.table("push_token")) (digest, container, environment, user_name, delivered_through)
+                SELECT \(digest), \(container), \(environment.rawValue), \(user),
+                    COALESCE((SELECT MAX(id) FROM \(unescaped: self.table("notification"))), 0)
+                ON CONFLICT (digest) DO NOTHING
+                """, on: connection)
+            for try await owner in try await self.run(
+                "SELECT user_name FROM \(unescaped: self.table("push_token")) WHERE digest = \(digest)", on: connection
+            ).decode(String.self) {
+                return owner == user
+            }
+            return false
+        }
+    }
+
+    func takeNotification(tokenDigest: String, container: String, environment: CloudEnvironment) async throws
+        -> PushDelivery?
+    {
+        try await transaction { connection in
+            var token: (String, Int64)?
+            for try await row in try await self.run(
+                """
+                SELECT user_name, delivered_through FROM \(unescaped: self.table("push_token"))
+                WHERE digest = \(tokenDigest) AND container = \(container) AND environment = \(environment.rawValue)
+                FOR UPDATE
+                """, on: connection
+            ).decode((String, Int64).self) {
+                token = row
+            }
+            guard let (user, deliveredThrough) = token else { return nil }
+            var next: (Int64, String)?
+            for try await row in try await self.run(
+                """
+                SELECT id, payload FROM \(unescaped: self.table("notification"))
+                WHERE container = \(container) AND environment = \(environment.rawValue) AND user_name = \(user)
+                    AND id > \(deliveredThrough)
+                ORDER BY id LIMIT 1
+                """, on: connection
+            ).decode((Int64, String).self) {
+                next = row
+            }
+            guard let (id, payload) = next else { return PushDelivery(user: user) }
+            try await self.run(
+                "UPDATE \(unescaped: self.table("push_token")) SET delivered_through = \(id) WHERE digest = \(tokenDigest)",
+                on: connection)
+            return PushDelivery(user: user, notification: try NotificationPlan.decoded(PushNotification.self, payload))
+        }
+    }
+
+    /// Writes the notifications a records/modify fires, in its transaction (as
+    /// `SQLiteStorage.writeNotifications`): one statement reads the subscriptions watching the
+    /// zone; when any fire, one more stores them, and the `firesOnce` ones that fired are deleted.
+    func writeNotifications(
+        _ events: [RecordEvent], in zone: ZoneAddress, dbSeq: Int64, sharedSeqs: [String: Int64],
+        _ connection: PostgresConnection
+    ) async throws {
+        guard !events.isEmpty, hasSubscriptions else { return }
+        let partition = zone.partition
+        var owners: [String] = []
+        var scopes: [String] = []
+        switch partition.scope {
+        case .public:
+            break
+        case .private:
+            owners.append(partition.owner)
+            scopes.append(DatabaseScope.private.rawValue)
+        case .shared:
+            return
+        }
+        for user in sharedSeqs.keys.sorted() {
+            owners.append(user)
+            scopes.append(DatabaseScope.shared.rawValue)
+        }
+        let rows: PostgresRowSequence
+        if partition.scope == .public {
+            rows = try await run(
+                """
+                SELECT scope, user_name, content FROM \(unescaped: table("subscription"))
+                WHERE container = \(partition.container) AND environment = \(partition.environment.rawValue)
+                    AND scope = 'public'
+                """, on: connection)
+        } else {
+            rows = try await run(
+                """
+                SELECT subscription.scope, subscription.user_name, subscription.content
+                FROM \(unescaped: table("subscription")) AS subscription
+                JOIN unnest(\(scopes)::text[], \(owners)::text[]) AS watcher(scope, user_name)
+                    ON subscription.scope = watcher.scope AND subscription.user_name = watcher.user_name
+                WHERE subscription.container = \(partition.container)
+                    AND subscription.environment = \(partition.environment.rawValue)
+                """, on: connection)
+        }
+        var watches: [SubscriptionWatch] = []
+        for try await (scopeName, user, content) in rows.decode((String, String, String).self) {
+            guard let scope = DatabaseScope(rawValue: scopeName) else { continue }
+            let subscriber = Subscriber(
+                container: partition.container, environment: partition.environment, scope: scope, user: user)
+            watches.append(
+                SubscriptionWatch(
+                    subscriber: subscriber, subscription: try NotificationPlan.decoded(Subscription.self, content),
+                    dbSeq: scope == .shared ? sharedSeqs[user] ?? dbSeq : dbSeq))
+        }
+        guard !watches.isEmpty else { return }
+        let plan = NotificationPlan(zone: zone, events: events, watches: watches) { UUID().uuidString.lowercased() }
+        guard !plan.notifications.isEmpty else { return }
+        let now = clock.now().millisecondsSince1970
+        let notifications = plan.notifications
+        try await run(
+            """
+            INSERT INTO \(unescaped: table("notification")) (container, environment, scope, user_name, db_seq, created_at, payload)
+            SELECT \(partition.container), \(partition.environment.rawValue), scope, user_name, db_seq, \(now), payload
+            FROM unnest(\(notifications.map(\.subscriber.scope.rawValue))::text[], \(notifications.map(\.subscriber.user))::text[],
+                \(notifications.map(\.dbSeq))::bigint[], \(try notifications.map { try NotificationPlan.encoded($0.payload) })::text[])
+                WITH ORDINALITY AS notification(scope, user_name, db_seq, payload, position)
+            ORDER BY position
+            """, on: connection)
+        for (subscriber, id) in plan.fired {
+            try await deleteSubscription(connection, subscriber, id)
+        }
+        let horizon = now - Int64(NotificationPlan.retention * 1000)
+        try await run("DELETE FROM \(unescaped: table("notification")) WHERE created_at < \(horizon)", on: connection)
+    }
+}

@@ -1,0 +1,202 @@
+import CloudStoreWire
+import Foundation
+import GRDB
+
+/// Subscriptions, their notifications and push tokens (``SubscriptionStorage``, WireProtocol.md §8).
+extension SQLiteStorage {
+    static func registerSubscriptionMigration(_ migrator: inout DatabaseMigrator) {
+        migrator.registerMigration("v5-subscriptions") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE cloudstore_subscription (
+                        environment TEXT NOT NULL,
+                        scope TEXT NOT NULL,
+                        user_name TEXT NOT NULL,
+                        id TEXT NOT NULL,
+                        content TEXT NOT NULL,
+                        PRIMARY KEY (environment, scope, user_name, id));
+                    CREATE TABLE cloudstore_notification (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT,
+                        environment TEXT NOT NULL,
+                        scope TEXT NOT NULL,
+                        user_name TEXT NOT NULL,
+                        db_seq INTEGER NOT NULL,
+                        created_at INTEGER NOT NULL,
+                        payload TEXT NOT NULL);
+                    CREATE INDEX cloudstore_notification_by_user ON cloudstore_notification (environment, user_name, id);
+                    CREATE INDEX cloudstore_notification_by_db_seq ON cloudstore_notification (environment, scope, user_name, db_seq);
+                    CREATE INDEX cloudstore_notification_by_age ON cloudstore_notification (created_at);
+                    CREATE TABLE cloudstore_push_token (
+                        digest TEXT PRIMARY KEY,
+                        environment TEXT NOT NULL,
+                        user_name TEXT NOT NULL,
+                        delivered_through INTEGER NOT NULL);
+                    """)
+        }
+    }
+
+    func subscriptions(of subscriber: Subscriber, ids: [String]?) async throws -> [Subscription] {
+        try await pool(subscriber.container).read { db in
+            var sql = "SELECT content FROM cloudstore_subscription WHERE environment = ? AND scope = ? AND user_name = ?"
+            var arguments: StatementArguments = [subscriber.environment.rawValue, subscriber.scope.rawValue, subscriber.user]
+            if let ids {
+                sql += " AND id IN (SELECT value FROM json_each(?))"
+                arguments += [Self.jsonList(ids)]
+            }
+            return try String.fetchAll(db.cachedStatement(sql: sql + " ORDER BY id"), arguments: arguments)
+                .map { try NotificationPlan.decoded(Subscription.self, $0) }
+        }
+    }
+
+    func modifySubscriptions(_ changes: [SubscriptionChange], of subscriber: Subscriber) async throws -> [Subscription?] {
+        try await pool(subscriber.container).write { db in
+            let key: StatementArguments = [subscriber.environment.rawValue, subscriber.scope.rawValue, subscriber.user]
+            let existing = try db.cachedStatement(
+                sql: "SELECT content FROM cloudstore_subscription WHERE environment = ? AND scope = ? AND user_name = ? AND id = ?")
+            return try changes.map { change -> Subscription? in
+                let before = try String.fetchOne(existing, arguments: key + [change.subscriptionID])
+                switch change {
+                case .save(_, mustExist: true) where before == nil, .delete where before == nil:
+                    return nil
+                case .save(let subscription, _):
+                    try db.cachedStatement(
+                        sql: """
+                            INSERT INTO cloudstore_subscription (environment, scope, user_name, id, content) VALUES (?, ?, ?, ?, ?)
+                            ON CONFLICT DO UPDATE SET content = excluded.content
+                            """
+                    ).execute(arguments: key + [subscription.subscriptionID, try NotificationPlan.encoded(subscription)])
+                    return subscription
+                case .delete(let id):
+                    try self.deleteSubscription(db, subscriber, id)
+                    return try before.map { try NotificationPlan.decoded(Subscription.self, $0) }
+                }
+            }
+        }
+    }
+
+    private func deleteSubscription(_ db: Database, _ subscriber: Subscriber, _ id: String) throws {
+        try db.cachedStatement(
+            sql: "DELETE FROM cloudstore_subscription WHERE environment = ? AND scope = ? AND user_name = ? AND id = ?"
+        ).execute(arguments: [subscriber.environment.rawValue, subscriber.scope.rawValue, subscriber.user, id])
+    }
+
+    func notifications(for subscriber: Subscriber, after: Int64, through: Int64, limit: Int) async throws
+        -> [PushNotification]
+    {
+        try await pool(subscriber.container).read { db in
+            try String.fetchAll(
+                db.cachedStatement(
+                    sql: """
+                        SELECT payload FROM cloudstore_notification
+                        WHERE environment = ? AND scope = ? AND user_name = ? AND db_seq > ? AND db_seq <= ?
+                        ORDER BY id LIMIT ?
+                        """),
+                arguments: [
+                    subscriber.environment.rawValue, subscriber.scope.rawValue, subscriber.user, after, through, limit,
+                ]
+            ).map { try NotificationPlan.decoded(PushNotification.self, $0) }
+        }
+    }
+
+    func registerPushToken(digest: String, user: String, container: String, environment: CloudEnvironment)
+        async throws -> Bool
+    {
+        try await pool(container).write { db in
+            if let owner = try String.fetchOne(
+                db, sql: "SELECT user_name FROM cloudstore_push_token WHERE digest = ?", arguments: [digest])
+            {
+                return owner == user
+            }
+            let newest =
+                try Int64.fetchOne(db, sql: "SELECT MAX(id) FROM cloudstore_notification") ?? 0
+            try db.execute(
+                sql: "INSERT INTO cloudstore_push_token (digest, environment, user_name, delivered_through) VALUES (?, ?, ?, ?)",
+                arguments: [digest, environment.rawValue, user, newest])
+            return true
+        }
+    }
+
+    func takeNotification(tokenDigest: String, container: String, environment: CloudEnvironment) async throws
+        -> PushDelivery?
+    {
+        try await pool(container).write { db in
+            guard
+                let token = try Row.fetchOne(
+                    db, sql: "SELECT user_name, delivered_through FROM cloudstore_push_token WHERE digest = ? AND environment = ?",
+                    arguments: [tokenDigest, environment.rawValue])
+            else { return nil }
+            let user: String = token["user_name"]
+            guard
+                let next = try Row.fetchOne(
+                    db.cachedStatement(
+                        sql: """
+                            SELECT id, payload FROM cloudstore_notification
+                            WHERE environment = ? AND user_name = ? AND id > ? ORDER BY id LIMIT 1
+                            """),
+                    arguments: [environment.rawValue, user, token["delivered_through"] as Int64])
+            else { return PushDelivery(user: user) }
+            try db.execute(
+                sql: "UPDATE cloudstore_push_token SET delivered_through = ? WHERE digest = ?",
+                arguments: [next["id"] as Int64, tokenDigest])
+            return PushDelivery(user: user, notification: try NotificationPlan.decoded(PushNotification.self, next["payload"]))
+        }
+    }
+
+    /// Writes the notifications a records/modify fires, in its transaction: reads the
+    /// subscriptions watching the zone (``NotificationPlan``), stores one row per notification,
+    /// deletes the `firesOnce` subscriptions that fired, and removes notifications older than
+    /// ``NotificationPlan/retention``.
+    func writeNotifications(
+        _ events: [RecordEvent], in zone: ZoneAddress, dbSeq: Int64, sharedSeqs: [String: Int64], _ db: Database
+    ) throws {
+        guard !events.isEmpty else { return }
+        var watches: [SubscriptionWatch] = []
+        func read(_ scope: DatabaseScope, user: String?, dbSeq: Int64) throws {
+            var sql = "SELECT user_name, content FROM cloudstore_subscription WHERE environment = ? AND scope = ?"
+            var arguments: StatementArguments = [zone.partition.environment.rawValue, scope.rawValue]
+            if let user {
+                sql += " AND user_name = ?"
+                arguments += [user]
+            }
+            for row in try Row.fetchAll(db.cachedStatement(sql: sql), arguments: arguments) {
+                let subscriber = Subscriber(
+                    container: zone.partition.container, environment: zone.partition.environment, scope: scope,
+                    user: row["user_name"])
+                watches.append(
+                    SubscriptionWatch(
+                        subscriber: subscriber, subscription: try NotificationPlan.decoded(Subscription.self, row["content"]),
+                        dbSeq: dbSeq))
+            }
+        }
+        switch zone.partition.scope {
+        case .public: try read(.public, user: nil, dbSeq: dbSeq)
+        case .private: try read(.private, user: zone.partition.owner, dbSeq: dbSeq)
+        case .shared: break
+        }
+        for (user, seq) in sharedSeqs.sorted(by: { $0.key < $1.key }) {
+            try read(.shared, user: user, dbSeq: seq)
+        }
+        guard !watches.isEmpty else { return }
+        let plan = NotificationPlan(zone: zone, events: events, watches: watches) { UUID().uuidString.lowercased() }
+        let now = clock.now()
+        let insert = try db.cachedStatement(
+            sql: """
+                INSERT INTO cloudstore_notification (environment, scope, user_name, db_seq, created_at, payload)
+                VALUES (?, ?, ?, ?, ?, ?)
+                """)
+        for notification in plan.notifications {
+            try insert.execute(arguments: [
+                notification.subscriber.environment.rawValue, notification.subscriber.scope.rawValue,
+                notification.subscriber.user, notification.dbSeq, now.millisecondsSince1970,
+                try NotificationPlan.encoded(notification.payload),
+            ])
+        }
+        for (subscriber, id) in plan.fired {
+            try deleteSubscription(db, subscriber, id)
+        }
+        if !plan.notifications.isEmpty {
+            try db.cachedStatement(sql: "DELETE FROM cloudstore_notification WHERE created_at < ?")
+                .execute(arguments: [now.addingTimeInterval(-NotificationPlan.retention).millisecondsSince1970])
+        }
+    }
+}
