@@ -59,6 +59,9 @@ struct ObservedDatabase: EncodedRecordsModifying {
     func resolveShares(_ request: ShareAcceptRequest) async throws -> ShareAcceptResponse {
         try await observe { try await base.resolveShares(request) }
     }
+    func modifySubscriptions(_ request: SubscriptionsModifyRequest) async throws -> SubscriptionsResponse {
+        try await observe { try await base.modifySubscriptions(request) }
+    }
     func requestAssetUploads(_ request: AssetUploadRequest) async throws -> AssetUploadResponse {
         try await observe { try await base.requestAssetUploads(request) }
     }

@@ -61,6 +61,17 @@ public protocol CloudDatabase: Sendable {
     /// `POST /public/records/resolve`: what accepting would give (the share, its owner, the
     /// caller's permission), without joining.
     func resolveShares(_ request: ShareAcceptRequest) async throws -> ShareAcceptResponse
+
+    /// `POST subscriptions/modify`: creates, updates and deletes the caller's subscriptions to
+    /// this database (WireProtocol.md §8); one result per operation, in order.
+    func modifySubscriptions(_ request: SubscriptionsModifyRequest) async throws -> SubscriptionsResponse
+}
+
+extension CloudDatabase {
+    /// A database that keeps no subscriptions: every request throws.
+    public func modifySubscriptions(_ request: SubscriptionsModifyRequest) async throws -> SubscriptionsResponse {
+        throw CloudError(.invalidResponse, message: "this database does not keep subscriptions")
+    }
 }
 
 /// Why a request to a ``CloudDatabase`` failed as a whole.

@@ -161,6 +161,10 @@ public struct HTTPCloudDatabase: CloudDatabase, EncodedRecordsModifying {
         try await call(.POST, route.path(.public, .recordsResolve), body: request)
     }
 
+    public func modifySubscriptions(_ request: SubscriptionsModifyRequest) async throws -> SubscriptionsResponse {
+        try await call(.POST, route.path(scope, .subscriptionsModify), body: request)
+    }
+
     public func requestAssetUploads(_ request: AssetUploadRequest) async throws -> AssetUploadResponse {
         try await call(.POST, route.path(scope, .assetsUpload), body: request)
     }

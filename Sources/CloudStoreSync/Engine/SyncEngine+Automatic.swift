@@ -119,7 +119,7 @@ extension SyncEngine {
                 failures = 0
                 since = response.syncToken
                 guard let strong = engine.value else { return }
-                await strong.pushAnswered(changed: response.changed)
+                await strong.pushAnswered(changed: configuration.isWoken(by: response, scope: database.scope))
             } catch {
                 let cloudError = error as? CloudError
                 if Task.isCancelled || error is CancellationError || cloudError?.kind == .cancelled { return }

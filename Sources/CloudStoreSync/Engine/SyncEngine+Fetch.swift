@@ -14,6 +14,7 @@ extension SyncEngine {
         do {
             try checkCanOperate()
             try await checkAccount()
+            try await saveSubscriptionsIfNeeded()
             logger.notice("Fetching changes", metadata: ["reason": "\(context.reason)"])
             await emit(.willFetchChanges(Event.WillFetchChanges(context: context)))
             let start = clock.now
@@ -208,7 +209,11 @@ extension SyncEngine {
     private nonisolated func fetchZonePage(_ zoneID: ZoneID, token: String?) async throws -> ZoneChanges {
         logger.info("Fetching zone changes", metadata: ["zone": "\(zoneID)", "token": "\(token ?? "none")"])
         let request = ZoneChangesRequest(
-            zones: [.init(zoneID: zoneID, syncToken: token, resultsLimit: configuration.fetchResultsLimit)])
+            zones: [
+                .init(
+                    zoneID: zoneID, syncToken: token, resultsLimit: configuration.fetchResultsLimit,
+                    desiredRecordTypes: configuration.recordTypes?.sorted())
+            ])
         let response = try await database.fetchZoneChanges(request)
         switch response.zones.first {
         case .value(let page)?:
@@ -270,3 +275,54 @@ extension SyncEngine {
         error?.code == .changeTokenExpired || error?.code == .badRequest
     }
 }
+
+extension SyncEngine {
+    /// The ID of the query subscription the engine keeps for a record type on the public database.
+    public static func subscriptionID(forRecordType recordType: String) -> String { "cloudstore.\(recordType)" }
+
+    /// On the public database with ``Configuration/recordTypes``: saves the query subscription of
+    /// each type the state does not list yet (a new user's state lists none), before the fetch
+    /// whose token the long poll then listens from. A server that refuses one is logged, and the
+    /// engine still fetches (and polls, when it has a poll interval).
+    func saveSubscriptionsIfNeeded() async throws {
+        guard database.scope == .public, let recordTypes = configuration.recordTypes else { return }
+        let missing = recordTypes.subtracting(state.withStorage { $0.subscribedRecordTypes }).sorted()
+        guard !missing.isEmpty else { return }
+        let request = SubscriptionsModifyRequest(
+            operations: missing.map { type in
+                .init(.create, Subscription(subscriptionID: Self.subscriptionID(forRecordType: type), query: .init(recordType: type)))
+            })
+        let response: SubscriptionsResponse
+        do {
+            response = try await database.modifySubscriptions(request)
+        } catch let error as CloudError where error.kind == .invalidResponse || error.serverError.map({ !$0.code.isTransient }) == true {
+            logger.warning(
+                "The server keeps no subscriptions; fetching without push", metadata: ["error": "\(error)"])
+            return
+        }
+        var saved: [String] = []
+        for (type, result) in zip(missing, response.subscriptions) {
+            if let error = result.error {
+                logger.warning("The server refused a subscription", metadata: ["recordType": "\(type)", "error": "\(error)"])
+            } else {
+                saved.append(type)
+            }
+        }
+        logger.info("Saved query subscriptions", metadata: ["recordTypes": "\(saved)"])
+        state.withStorage { $0.subscribedRecordTypes.formUnion(saved) }
+    }
+}
+
+extension SyncEngine.Configuration {
+    /// Whether a long poll's answer is a reason to fetch: any change, except on the public
+    /// database with ``recordTypes``, where only a notification of one of their subscriptions
+    /// is (or a full page of notifications, which may have cut one off).
+    func isWoken(by response: NotificationsResponse, scope: DatabaseScope) -> Bool {
+        guard response.changed else { return false }
+        guard scope == .public, let recordTypes else { return true }
+        let notifications = response.notifications ?? []
+        let ids = Set(recordTypes.map(SyncEngine.subscriptionID(forRecordType:)))
+        return notifications.count >= 200 || notifications.contains { $0.subscriptionID.map(ids.contains) ?? false }
+    }
+}
+

@@ -71,6 +71,23 @@ extension SyncEngine {
         public var maxBatchBytes: Int = Configuration.defaultMaxBatchBytes
         /// Records per `changes/zone` page to ask for; nil lets the server choose (200).
         public var fetchResultsLimit: Int?
+        /// The record types the engine fetches; nil (the default) fetches every type.
+        ///
+        /// On the **public database**, which holds everyone's records, the engine also keeps a
+        /// query subscription for each type (`cloudstore.<type>`, saved once per user and listed
+        /// in the state), and its long poll wakes it only when one of them fired: a record of
+        /// these types was created, changed or deleted. Writes of other types, however many, cost
+        /// it nothing. A public database engine thus syncs by push, with no polling interval:
+        ///
+        /// ```swift
+        /// var configuration = SyncEngine.Configuration(
+        ///     database: HTTPCloudDatabase(baseURL: server, container: container, environment: .production,
+        ///                                 scope: .public, token: userToken, deviceID: deviceID),
+        ///     stateSerialization: savedPublicState, delegate: self)
+        /// configuration.recordTypes = ["Announcement"]
+        /// configuration.pollInterval = nil
+        /// ```
+        public var recordTypes: Set<String>?
         /// Where the engine downloads the assets of fetched records; nil (the default) downloads
         /// nothing: fetched assets then carry their `downloadURL` and no `fileURL`.
         ///

@@ -32,18 +32,23 @@ extension SyncEngine.State {
         var pendingRecordZoneChanges: [SyncEngine.PendingRecordZoneChange] = []
         var pendingDatabaseChanges: [SyncEngine.PendingDatabaseChange] = []
         var hasPendingUntrackedChanges = false
+        /// The record types whose query subscription the engine saved (public database,
+        /// ``SyncEngine/Configuration/recordTypes``), sorted.
+        var subscribedRecordTypes: [String] = []
 
         enum CodingKeys: String, CodingKey {
             case format, userRecordName, databaseToken, zoneTokens, zonesWithUnfetchedChanges, zonesFetchingFromScratch
-            case pendingRecordZoneChanges, pendingDatabaseChanges, hasPendingUntrackedChanges
+            case pendingRecordZoneChanges, pendingDatabaseChanges, hasPendingUntrackedChanges, subscribedRecordTypes
         }
 
         init(
             userRecordName: String? = nil, databaseToken: String? = nil, zoneTokens: [ZoneToken] = [],
             zonesWithUnfetchedChanges: [ZoneID] = [], zonesFetchingFromScratch: [ZoneID] = [],
             pendingRecordZoneChanges: [SyncEngine.PendingRecordZoneChange] = [],
-            pendingDatabaseChanges: [SyncEngine.PendingDatabaseChange] = [], hasPendingUntrackedChanges: Bool = false
+            pendingDatabaseChanges: [SyncEngine.PendingDatabaseChange] = [], hasPendingUntrackedChanges: Bool = false,
+            subscribedRecordTypes: [String] = []
         ) {
+            self.subscribedRecordTypes = subscribedRecordTypes
             self.userRecordName = userRecordName
             self.databaseToken = databaseToken
             self.zoneTokens = zoneTokens
@@ -80,6 +85,7 @@ extension SyncEngine.State {
                 ?? []
             hasPendingUntrackedChanges =
                 try container.decodeIfPresent(Bool.self, forKey: .hasPendingUntrackedChanges) ?? false
+            subscribedRecordTypes = try container.decodeIfPresent([String].self, forKey: .subscribedRecordTypes) ?? []
         }
     }
 }

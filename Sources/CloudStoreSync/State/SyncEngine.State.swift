@@ -138,6 +138,7 @@ extension SyncEngine.State {
         var recordChanges: PendingChangeList<SyncEngine.PendingRecordZoneChange> { didSet { version &+= 1 } }
         var databaseChanges: PendingChangeList<SyncEngine.PendingDatabaseChange> { didSet { version &+= 1 } }
         var hasPendingUntrackedChanges: Bool { didSet { version &+= 1 } }
+        var subscribedRecordTypes: Set<String> { didSet { version &+= 1 } }
         /// Raised by every change to the fields above, in their observers and nowhere else, so the
         /// engine can tell whether a state update is due; not persisted.
         private(set) var version: UInt64 = 0
@@ -152,6 +153,7 @@ extension SyncEngine.State {
             recordChanges = PendingChangeList(serialization.pendingRecordZoneChanges)
             databaseChanges = PendingChangeList(serialization.pendingDatabaseChanges)
             hasPendingUntrackedChanges = serialization.hasPendingUntrackedChanges
+            subscribedRecordTypes = Set(serialization.subscribedRecordTypes)
         }
 
         var serialization: Serialization {
@@ -164,7 +166,8 @@ extension SyncEngine.State {
                 zonesFetchingFromScratch: zonesFetchingFromScratch.sorted(by: Self.persistedOrder),
                 pendingRecordZoneChanges: recordChanges.changes,
                 pendingDatabaseChanges: databaseChanges.changes,
-                hasPendingUntrackedChanges: hasPendingUntrackedChanges)
+                hasPendingUntrackedChanges: hasPendingUntrackedChanges,
+                subscribedRecordTypes: subscribedRecordTypes.sorted())
         }
 
         /// The order zones are persisted in, so that equal states serialize equally.

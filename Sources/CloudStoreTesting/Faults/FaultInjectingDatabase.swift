@@ -213,6 +213,10 @@ public final class FaultInjectingDatabase: CloudDatabase {
         try await perform(.recordsResolve) { try await base.resolveShares(request) }
     }
 
+    public func modifySubscriptions(_ request: SubscriptionsModifyRequest) async throws -> SubscriptionsResponse {
+        try await perform(.subscriptionsModify) { try await base.modifySubscriptions(request) }
+    }
+
     public func requestAssetUploads(_ request: AssetUploadRequest) async throws -> AssetUploadResponse {
         try await perform(.assetsUpload) { try await base.requestAssetUploads(request) }
     }

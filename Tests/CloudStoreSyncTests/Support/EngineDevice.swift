@@ -72,6 +72,9 @@ actor EngineDevice: SyncEngineDelegate {
 
     func record(_ recordID: RecordID) -> Record? { records[recordID] }
 
+    /// The names of the records the device holds, sorted.
+    func recordNames() -> [String] { records.keys.map(\.recordName).sorted() }
+
     func setConflictPolicy(_ policy: ConflictPolicy) { conflictPolicy = policy }
     func setAtomic(_ value: Bool) { atomic = value }
 
