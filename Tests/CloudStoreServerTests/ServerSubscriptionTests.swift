@@ -1,6 +1,7 @@
 @testable import CloudStoreServer
 import CloudStoreTesting
 import CloudStoreWire
+import Crypto
 import Foundation
 import NIOHTTP1
 import Testing
@@ -243,6 +244,51 @@ struct ServerSubscriptionTests {
             let unknown = try await alice.asUser(nil).send(
                 .GET, device + "/courier/" + String(repeating: "0", count: 64) + "?timeout=0")
             #expect(unknown.status == 404)
+        }
+    }
+}
+
+extension ServerSubscriptionTests {
+    /// As CloudKit JS and MistKit sign in, `?ckAPIToken=…&ckWebAuthToken=…` in the query: every
+    /// subscription and token endpoint acts as that user. A server-to-server key, which is no
+    /// user, is 421 there; an API token alone too.
+    @Test(arguments: Backend.all)
+    func queryStringSignIn_reachesEveryEndpoint_andServerKeysAreNoUser(_ backend: Backend) async throws {
+        let key = P256.Signing.PrivateKey()
+        let clock = ManualClock()
+        try await withServer(backend, serverKeys: ["key-1": key.publicKey.pemRepresentation], clock: clock) { server, alice in
+            server.server.replaceAPITokens(["iCloud.test": ["website": "web-secret"]])
+            let web = alice.asUser(nil)
+            let signIn = "?ckAPIToken=web-secret&ckWebAuthToken=alice-token"
+            let database = alice.basePath + "/private"
+            let calls: [(HTTPMethod, String, String?)] = [
+                (.POST, database + "/subscriptions/modify", #"{"operations":[{"operationType":"create","subscription":{"subscriptionID":"z","subscriptionType":"zone"}}]}"#),
+                (.GET, database + "/subscriptions/list", nil),
+                (.POST, database + "/subscriptions/lookup", #"{"subscriptions":[{"subscriptionID":"z"}]}"#),
+                (.POST, database + "/tokens/create", #"{"apnsEnvironment":"development"}"#),
+                (.POST, alice.basePath + "/tokens/create", "{}"),
+                (.POST, "/device/1/iCloud.test/development/tokens/create", "{}"),
+                (.POST, database + "/tokens/register", #"{"apnsToken":"\#(String(repeating: "ab", count: 20))"}"#),
+            ]
+            for (method, path, body) in calls {
+                let answer = try await web.send(method, path + signIn, body: body.map { Data($0.utf8) })
+                #expect(answer.status == 200, "\(path): \(answer.text)")
+                #expect(!answer.text.contains("serverErrorCode"), "\(path): \(answer.text)")
+                let alone = try await web.send(method, path + "?ckAPIToken=web-secret", body: body.map { Data($0.utf8) })
+                #expect(alone.status == 421, "an API token alone at \(path): \(alone.text)")
+            }
+            let list = try await alice.send(.GET, alice.path(.private, .subscriptionsList))
+            #expect(try list.decode(SubscriptionsResponse.self).subscriptions.compactMap(\.value?.subscriptionID) == ["z"])
+
+            let signer = Signer(key: key, keyID: "key-1", client: web)
+            let publicPath = alice.path(.public, .subscriptionsModify)
+            let signed = try await signer.send(
+                publicPath, body: Data(#"{"operations":[{"operationType":"create","subscription":{"subscriptionID":"q","subscriptionType":"query","query":{"recordType":"Note"}}}]}"#.utf8),
+                date: clock.now)
+            #expect(signed.status == 421, "a server key is no user: \(signed.text)")
+            #expect(signed.error?.reason?.contains("signed-in user") == true)
+            let token = try await signer.send("/device/1/iCloud.test/development/tokens/create", body: Data("{}".utf8), date: clock.now)
+            #expect(token.status == 421, "\(token.text)")
         }
     }
 }
