@@ -94,6 +94,7 @@ struct PostgresLayoutTests {
                 "creating table cloudstore_subscription", "creating table cloudstore_notification",
                 "creating table cloudstore_push_token", "creating index cloudstore_notification_by_user",
                 "creating index cloudstore_notification_by_db_seq", "creating index cloudstore_notification_by_age",
+                "creating index cloudstore_subscription_by_record_type",
             ])
     }
 

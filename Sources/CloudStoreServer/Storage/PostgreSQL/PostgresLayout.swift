@@ -352,6 +352,7 @@ extension PostgresLayout {
                 scope TEXT NOT NULL,
                 user_name TEXT NOT NULL,
                 id TEXT NOT NULL,
+                record_type TEXT,
                 content TEXT NOT NULL,
                 PRIMARY KEY (container, environment, scope, user_name, id)
                 """),
@@ -381,6 +382,9 @@ extension PostgresLayout {
                 "cloudstore_notification_by_db_seq", on: "cloudstore_notification",
                 "(container, environment, scope, user_name, db_seq)"),
             index("cloudstore_notification_by_age", on: "cloudstore_notification", "(created_at)"),
+            index(
+                "cloudstore_subscription_by_record_type", on: "cloudstore_subscription",
+                "(container, environment, scope, record_type)", where: "record_type IS NOT NULL"),
         ]
     }
 }

@@ -35,7 +35,8 @@ extension PostgresStorage {
                         mustExist
                         ? try await self.run(
                             """
-                            UPDATE \(unescaped: self.table("subscription")) SET content = \(content)
+                            UPDATE \(unescaped: self.table("subscription"))
+                            SET record_type = \(subscription.query?.recordType), content = \(content)
                             WHERE container = \(subscriber.container) AND environment = \(subscriber.environment.rawValue)
                                 AND scope = \(subscriber.scope.rawValue) AND user_name = \(subscriber.user)
                                 AND id = \(subscription.subscriptionID)
@@ -43,10 +44,12 @@ extension PostgresStorage {
                             """, on: connection)
                         : try await self.run(
                             """
-                            INSERT INTO \(unescaped: self.table("subscription")) (container, environment, scope, user_name, id, content)
+                            INSERT INTO \(unescaped: self.table("subscription"))
+                                (container, environment, scope, user_name, id, record_type, content)
                             VALUES (\(subscriber.container), \(subscriber.environment.rawValue), \(subscriber.scope.rawValue),
-                                \(subscriber.user), \(subscription.subscriptionID), \(content))
-                            ON CONFLICT (container, environment, scope, user_name, id) DO UPDATE SET content = excluded.content
+                                \(subscriber.user), \(subscription.subscriptionID), \(subscription.query?.recordType), \(content))
+                            ON CONFLICT (container, environment, scope, user_name, id)
+                            DO UPDATE SET record_type = excluded.record_type, content = excluded.content
                             RETURNING content
                             """, on: connection)
                     applied.append(try await Self.subscription(in: rows))
@@ -185,7 +188,7 @@ extension PostgresStorage {
                 """
                 SELECT scope, user_name, content FROM \(unescaped: table("subscription"))
                 WHERE container = \(partition.container) AND environment = \(partition.environment.rawValue)
-                    AND scope = 'public'
+                    AND scope = 'public' AND record_type = ANY(\(Array(Set(events.map(\.type)))))
                 """, on: connection)
         } else {
             rows = try await run(

@@ -13,8 +13,11 @@ extension SQLiteStorage {
                         scope TEXT NOT NULL,
                         user_name TEXT NOT NULL,
                         id TEXT NOT NULL,
+                        record_type TEXT,
                         content TEXT NOT NULL,
                         PRIMARY KEY (environment, scope, user_name, id));
+                    CREATE INDEX cloudstore_subscription_by_record_type
+                        ON cloudstore_subscription (environment, scope, record_type) WHERE record_type IS NOT NULL;
                     CREATE TABLE cloudstore_notification (
                         id INTEGER PRIMARY KEY AUTOINCREMENT,
                         environment TEXT NOT NULL,
@@ -61,10 +64,14 @@ extension SQLiteStorage {
                 case .save(let subscription, _):
                     try db.cachedStatement(
                         sql: """
-                            INSERT INTO cloudstore_subscription (environment, scope, user_name, id, content) VALUES (?, ?, ?, ?, ?)
-                            ON CONFLICT DO UPDATE SET content = excluded.content
+                            INSERT INTO cloudstore_subscription (environment, scope, user_name, id, record_type, content)
+                            VALUES (?, ?, ?, ?, ?, ?)
+                            ON CONFLICT DO UPDATE SET record_type = excluded.record_type, content = excluded.content
                             """
-                    ).execute(arguments: key + [subscription.subscriptionID, try NotificationPlan.encoded(subscription)])
+                    ).execute(
+                        arguments: key + [
+                            subscription.subscriptionID, subscription.query?.recordType, try NotificationPlan.encoded(subscription),
+                        ])
                     return subscription
                 case .delete(let id):
                     try self.deleteSubscription(db, subscriber, id)
@@ -157,6 +164,11 @@ extension SQLiteStorage {
             if let user {
                 sql += " AND user_name = ?"
                 arguments += [user]
+            } else {
+                // Everyone's subscriptions to the public database: only query subscriptions of
+                // the types written (the only kind it takes), through their index.
+                sql += " AND record_type IN (SELECT value FROM json_each(?))"
+                arguments += [Self.jsonList(Set(events.map(\.type)))]
             }
             for row in try Row.fetchAll(db.cachedStatement(sql: sql), arguments: arguments) {
                 let subscriber = Subscriber(
