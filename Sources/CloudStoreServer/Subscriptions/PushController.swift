@@ -102,7 +102,7 @@ struct PushController: Sendable {
             }
             if watched.isEmpty {
                 // Subscribe, then read again: a notification written in between is not missed.
-                let user = Caller.user(delivery.user).userRecordName
+                let user = delivery.user
                 let publicDatabase = DatabasePartition(
                     container: container, environment: environment, scope: .public, owner: DatabasePartition.publicOwner)
                 watched = [publicDatabase, publicDatabase.privateDatabase(of: user), publicDatabase.sharedDatabase(of: user)]

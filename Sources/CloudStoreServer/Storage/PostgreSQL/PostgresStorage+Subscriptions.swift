@@ -124,38 +124,55 @@ extension PostgresStorage {
         }
     }
 
+    /// Reads first, and locks the token's row only to mark a notification delivered (as the
+    /// SQLite backend: a courier that wakes to nothing, or a guessed URL, writes nothing).
     func takeNotification(tokenDigest: String, container: String, environment: CloudEnvironment) async throws
         -> PushDelivery?
     {
-        try await transaction { connection in
-            var token: (String, Int64)?
-            for try await row in try await self.run(
-                """
-                SELECT user_name, delivered_through FROM \(unescaped: self.table("push_token"))
-                WHERE digest = \(tokenDigest) AND container = \(container) AND environment = \(environment.rawValue)
-                FOR UPDATE
-                """, on: connection
-            ).decode((String, Int64).self) {
-                token = row
-            }
-            guard let (user, deliveredThrough) = token else { return nil }
-            var next: (Int64, String)?
-            for try await row in try await self.run(
-                """
-                SELECT id, payload FROM \(unescaped: self.table("notification"))
-                WHERE container = \(container) AND environment = \(environment.rawValue) AND user_name = \(user)
-                    AND id > \(deliveredThrough)
-                ORDER BY id LIMIT 1
-                """, on: connection
-            ).decode((Int64, String).self) {
-                next = row
-            }
-            guard let (id, payload) = next else { return PushDelivery(user: user) }
+        let peeked = try await snapshot { connection in
+            try await self.nextNotification(tokenDigest, container, environment, lock: false, connection)
+        }
+        guard let peeked else { return nil }
+        guard peeked.next != nil else { return PushDelivery(user: peeked.user) }
+        return try await transaction { connection in
+            guard let found = try await self.nextNotification(tokenDigest, container, environment, lock: true, connection)
+            else { return nil }
+            guard let (id, payload) = found.next else { return PushDelivery(user: found.user) }
             try await self.run(
                 "UPDATE \(unescaped: self.table("push_token")) SET delivered_through = \(id) WHERE digest = \(tokenDigest)",
                 on: connection)
-            return PushDelivery(user: user, notification: try NotificationPlan.decoded(PushNotification.self, payload))
+            return PushDelivery(user: found.user, notification: try NotificationPlan.decoded(PushNotification.self, payload))
         }
+    }
+
+    /// A token's user and the oldest notification not delivered to it; nil when the token is
+    /// unknown. With `lock`, the token's row stays locked until the transaction ends.
+    private func nextNotification(
+        _ tokenDigest: String, _ container: String, _ environment: CloudEnvironment, lock: Bool, _ connection: PostgresConnection
+    ) async throws -> (user: String, next: (Int64, String)?)? {
+        var token: (String, Int64)?
+        for try await row in try await run(
+            """
+            SELECT user_name, delivered_through FROM \(unescaped: table("push_token"))
+            WHERE digest = \(tokenDigest) AND container = \(container) AND environment = \(environment.rawValue)
+            \(unescaped: lock ? "FOR UPDATE" : "")
+            """, on: connection
+        ).decode((String, Int64).self) {
+            token = row
+        }
+        guard let (user, deliveredThrough) = token else { return nil }
+        var next: (Int64, String)?
+        for try await row in try await run(
+            """
+            SELECT id, payload FROM \(unescaped: table("notification"))
+            WHERE container = \(container) AND environment = \(environment.rawValue) AND user_name = \(user)
+                AND id > \(deliveredThrough)
+            ORDER BY id LIMIT 1
+            """, on: connection
+        ).decode((Int64, String).self) {
+            next = row
+        }
+        return (user, next)
     }
 
     /// Writes the notifications a records/modify fires, in its transaction (as

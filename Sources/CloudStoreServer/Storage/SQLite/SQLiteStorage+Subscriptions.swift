@@ -123,29 +123,38 @@ extension SQLiteStorage {
         }
     }
 
+    /// Reads first, and writes only to mark a notification delivered: a courier that wakes to
+    /// find nothing (every public write wakes them all), or a guessed courier URL, never waits
+    /// for the file's one writer.
     func takeNotification(tokenDigest: String, container: String, environment: CloudEnvironment) async throws
         -> PushDelivery?
     {
-        try await pool(container).write { db in
+        let pool = try pool(container)
+        @Sendable func next(_ db: Database) throws -> (user: String, id: Int64?, payload: String?)? {
             guard
                 let token = try Row.fetchOne(
-                    db, sql: "SELECT user_name, delivered_through FROM cloudstore_push_token WHERE digest = ? AND environment = ?",
+                    db.cachedStatement(
+                        sql: "SELECT user_name, delivered_through FROM cloudstore_push_token WHERE digest = ? AND environment = ?"),
                     arguments: [tokenDigest, environment.rawValue])
             else { return nil }
             let user: String = token["user_name"]
-            guard
-                let next = try Row.fetchOne(
-                    db.cachedStatement(
-                        sql: """
-                            SELECT id, payload FROM cloudstore_notification
-                            WHERE environment = ? AND user_name = ? AND id > ? ORDER BY id LIMIT 1
-                            """),
-                    arguments: [environment.rawValue, user, token["delivered_through"] as Int64])
-            else { return PushDelivery(user: user) }
+            let next = try Row.fetchOne(
+                db.cachedStatement(
+                    sql: """
+                        SELECT id, payload FROM cloudstore_notification
+                        WHERE environment = ? AND user_name = ? AND id > ? ORDER BY id LIMIT 1
+                        """),
+                arguments: [environment.rawValue, user, token["delivered_through"] as Int64])
+            return (user, next?["id"], next?["payload"])
+        }
+        guard let peeked = try await pool.read(next) else { return nil }
+        guard peeked.id != nil else { return PushDelivery(user: peeked.user) }
+        return try await pool.write { db in
+            guard let found = try next(db) else { return nil }
+            guard let id = found.id, let payload = found.payload else { return PushDelivery(user: found.user) }
             try db.execute(
-                sql: "UPDATE cloudstore_push_token SET delivered_through = ? WHERE digest = ?",
-                arguments: [next["id"] as Int64, tokenDigest])
-            return PushDelivery(user: user, notification: try NotificationPlan.decoded(PushNotification.self, next["payload"]))
+                sql: "UPDATE cloudstore_push_token SET delivered_through = ? WHERE digest = ?", arguments: [id, tokenDigest])
+            return PushDelivery(user: found.user, notification: try NotificationPlan.decoded(PushNotification.self, payload))
         }
     }
 
