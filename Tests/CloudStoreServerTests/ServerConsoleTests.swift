@@ -273,7 +273,7 @@ struct ServerConsoleTests {
 
 /// Runs `body` with an in-process server of `backend` that serves the console, a client of the
 /// console (acting as the operator unless told otherwise) and Alice's client of the database API.
-func withConsole(_ backend: Backend, _ body: (ConsoleClient, CloudClient) async throws -> Void) async throws {
+func withConsole(_ backend: Backend, _ body: (PageClient, CloudClient) async throws -> Void) async throws {
     try await backend.withFreshServerStorage { storage in
         let server = try await CloudServer.start(
             configuration: ServerConfiguration(
@@ -281,47 +281,11 @@ func withConsole(_ backend: Backend, _ body: (ConsoleClient, CloudClient) async 
                 operatorToken: TestServer.operatorToken, console: true,
                 logger: Logger(label: "cloudstore.test-server", factory: { _ in SwiftLogNoOpLogHandler() })))
         do {
-            try await body(ConsoleClient(baseURL: server.baseURL), CloudClient(baseURL: server.baseURL))
+            try await body(PageClient(baseURL: server.baseURL), CloudClient(baseURL: server.baseURL))
         } catch {
             try? await server.shutdown()
             throw error
         }
         try await server.shutdown()
-    }
-}
-
-/// A client of the console's pages that does not follow redirects, so tests see the 303s and
-/// their cookies.
-struct ConsoleClient: Sendable {
-    static let http: HTTPClient = {
-        var configuration = HTTPClient.Configuration()
-        configuration.redirectConfiguration = .disallow
-        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-    }()
-
-    var baseURL: URL
-
-    /// GETs a path with a bearer token (the operator's by default) or a sign-in cookie.
-    func get(_ path: String, token: String? = TestServer.operatorToken, cookie: String? = nil) async throws -> Answer {
-        var request = HTTPClientRequest(url: baseURL.absoluteString + path)
-        if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
-        if let cookie { request.headers.add(name: "Cookie", value: "cloudstore_console=\(cookie)") }
-        return try await send(request)
-    }
-
-    /// POSTs a form (`application/x-www-form-urlencoded`).
-    func post(_ path: String, form: String, cookie: String? = nil) async throws -> Answer {
-        var request = HTTPClientRequest(url: baseURL.absoluteString + path)
-        request.method = .POST
-        request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
-        if let cookie { request.headers.add(name: "Cookie", value: "cloudstore_console=\(cookie)") }
-        request.body = .bytes(ByteBuffer(string: form))
-        return try await send(request)
-    }
-
-    private func send(_ request: HTTPClientRequest) async throws -> Answer {
-        let response = try await Self.http.execute(request, timeout: .seconds(60))
-        let body = try await response.body.collect(upTo: 16 << 20)
-        return Answer(status: Int(response.status.code), headers: response.headers, body: Data(buffer: body))
     }
 }

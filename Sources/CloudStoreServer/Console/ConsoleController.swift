@@ -84,7 +84,7 @@ struct ConsoleController: Sendable {
 
     private func signIn(token: String, next: String?, context: CloudRequestContext) -> Response {
         guard operating.isOperator(token) else {
-            if let wait = throttledFailure(context) {
+            if let wait = services.throttleFailedSignIn(from: context.clientAddress) {
                 return ConsoleView.failure(
                     status: .tooManyRequests, signedIn: false,
                     message: "Too many failed sign-ins from this address: wait \(wait) s and try again.")
@@ -109,15 +109,6 @@ struct ConsoleController: Sendable {
         ConsoleView.render(
             "sign-in", status: status, title: "Sign in", signedIn: false,
             page: SignInView(next: ConsoleSession.destination(next), message: message ?? "", hasMessage: message != nil))
-    }
-
-    /// Counts a failed sign-in against the client's address (with the API's failed sign-ins) when
-    /// the server rate-limits; answers the seconds to wait when the address is over the limit.
-    private func throttledFailure(_ context: CloudRequestContext) -> Int? {
-        guard let limiter = services.rateLimiter,
-            let wait = limiter.take(for: "address \(context.clientAddress ?? "unknown")", now: services.clock.now())
-        else { return nil }
-        return Int(max(1, wait.rounded(.up)))
     }
 
     // MARK: - Pages

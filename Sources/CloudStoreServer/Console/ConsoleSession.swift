@@ -27,7 +27,7 @@ struct ConsoleSession: Sendable {
     /// The cookie a successful sign-in sets: it lasts as long as the browser keeps it.
     var signedInCookie: Cookie {
         let code = Data(HMAC<SHA256>.authenticationCode(for: Self.message, using: key))
-        return Cookie(name: Self.cookieName, value: Self.base64URL(code), path: "/console", httpOnly: true, sameSite: .strict)
+        return Cookie(name: Self.cookieName, value: Base64URL.encode(code), path: "/console", httpOnly: true, sameSite: .strict)
     }
 
     /// The cookie sign-out sets: empty and already expired, so the browser drops it.
@@ -39,7 +39,7 @@ struct ConsoleSession: Sendable {
 
     /// Whether a cookie's value is the one a sign-in set with the current operator token.
     func isValid(cookie value: String) -> Bool {
-        guard let code = Self.data(base64URL: value) else { return false }
+        guard value.utf8.count <= 64, let code = Base64URL.decode(value) else { return false }
         return HMAC<SHA256>.isValidAuthenticationCode(code, authenticating: Self.message, using: key)
     }
 
@@ -51,18 +51,5 @@ struct ConsoleSession: Sendable {
             next.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F })
         else { return "/console" }
         return next
-    }
-
-    private static func base64URL(_ data: Data) -> String {
-        data.base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
-
-    private static func data(base64URL text: String) -> Data? {
-        guard text.utf8.count <= 64 else { return nil }
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        return Data(base64Encoded: base64)
     }
 }

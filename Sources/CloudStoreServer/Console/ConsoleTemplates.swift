@@ -7,18 +7,8 @@ import Mustache
 /// never use `{{{ }}}`. A page's view is a ``ConsolePage`` whose `page` holds what the page
 /// shows. Plain CSS, no JavaScript.
 enum ConsoleTemplates {
-    /// Every template, parsed once; a template that does not parse is a programming error.
-    static let library: MustacheLibrary = {
-        var library = MustacheLibrary()
-        for (name, text) in templates {
-            do {
-                try library.register(text, named: name)
-            } catch {
-                preconditionFailure("console template \(name) does not parse: \(error)")
-            }
-        }
-        return library
-    }()
+    /// Every template, parsed once.
+    static let library = MustacheLibrary(parsing: templates, of: "console")
 
     static let templates: [(String, String)] = [
         ("layout", layout), ("sign-in", signIn), ("failure", failure), ("overview", overview),
@@ -188,4 +178,19 @@ enum ConsoleTemplates {
         {{^hasRequests}}<p>{{empty}}</p>{{/hasRequests}}
         {{/page}}{{/body}}{{/layout}}
         """
+}
+
+extension MustacheLibrary {
+    /// A library of the server's own templates (name, text); one that does not parse is a
+    /// programming error, named with `owner` (`console template sign-in does not parse: …`).
+    init(parsing templates: [(String, String)], of owner: String) {
+        self.init()
+        for (name, text) in templates {
+            do {
+                try register(text, named: name)
+            } catch {
+                preconditionFailure("\(owner) template \(name) does not parse: \(error)")
+            }
+        }
+    }
 }

@@ -19,6 +19,21 @@ struct CloudServices: Sendable {
     /// check that transfers stream).
     var assetChunkObserver: (@Sendable (Int) -> Void)?
 
+    /// Counts a failed sign-in (an unknown token, a wrong operator token or password) against the
+    /// client's address when the server rate-limits; answers the whole seconds to wait when the
+    /// address is over the limit, else nil. The API, the console and the sign-in page share the
+    /// address's bucket.
+    func throttleFailedSignIn(from address: String?) -> Int? {
+        throttle("address \(address ?? "unknown")")
+    }
+
+    /// Takes a token from the rate limiter's bucket for `key` when the server rate-limits; answers
+    /// the whole seconds to wait when the bucket is empty, else nil.
+    func throttle(_ key: String) -> Int? {
+        guard let rateLimiter, let wait = rateLimiter.take(for: key, now: clock.now()) else { return nil }
+        return Int(max(1, wait.rounded(.up)))
+    }
+
     /// 404 `ZONE_NOT_FOUND` for a zone a request names.
     func zoneNotFound(_ zone: ZoneAddress) -> APIError {
         APIError(

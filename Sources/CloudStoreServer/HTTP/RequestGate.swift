@@ -32,11 +32,15 @@ struct RequestGate: RouterMiddleware {
         do {
             caller = try await authenticate(request, body: body, container: container, parameters: context.parameters)
         } catch {
-            try throttle(key: "address \(context.clientAddress ?? "unknown")", what: "failed sign-ins from this address")
+            if let wait = services.throttleFailedSignIn(from: context.clientAddress) {
+                throw Self.throttled(wait: wait, what: "failed sign-ins from this address")
+            }
             throw error
         }
         context.trace.caller = caller.description
-        try throttle(key: caller.description, what: "requests from this caller")
+        if let wait = services.throttle(caller.description) {
+            throw Self.throttled(wait: wait, what: "requests from this caller")
+        }
         guard services.containers.contains(container) else {
             throw APIError(
                 .notFound,
@@ -177,13 +181,11 @@ struct RequestGate: RouterMiddleware {
         return Caller(userRecordName: upload.caller)
     }
 
-    /// Takes a token from the rate limiter's bucket for `key`; throws 429 when it is empty.
-    private func throttle(key: String, what: String) throws(APIError) {
-        guard let limiter = services.rateLimiter, let wait = limiter.take(for: key, now: services.clock.now()) else { return }
-        let seconds = max(1, wait.rounded(.up))
-        var error = APIError(.throttled, "too many \(what): wait \(Int(seconds)) s", retryAfter: seconds)
-        error.headers[named: WireHeader.retryAfter] = String(Int(seconds))
-        throw error
+    /// 429 `THROTTLED` asking to wait `wait` seconds, in the body and in `Retry-After`.
+    private static func throttled(wait: Int, what: String) -> APIError {
+        var error = APIError(.throttled, "too many \(what): wait \(wait) s", retryAfter: Double(wait))
+        error.headers[named: WireHeader.retryAfter] = String(wait)
+        return error
     }
 }
 
