@@ -1,7 +1,8 @@
 import Mustache
 
-/// The console's pages as Mustache templates, kept in the code (no resource bundle to ship): one
-/// layout and a template per page, each filling the layout's `body` block.
+/// The console's pages as Mustache templates, kept in the code (no resource bundle to ship): the
+/// server's HTML ``document``, the console's layout in it, and a template per page, each filling
+/// the layout's `body` block.
 ///
 /// Every value goes through `{{ }}`, which escapes HTML (`<`, `>`, `&`, `"`, `'`); the templates
 /// never use `{{{ }}}`. A page's view is a ``ConsolePage`` whose `page` holds what the page
@@ -11,19 +12,35 @@ enum ConsoleTemplates {
     static let library = MustacheLibrary(parsing: templates, of: "console")
 
     static let templates: [(String, String)] = [
-        ("layout", layout), ("sign-in", signIn), ("failure", failure), ("overview", overview),
+        ("document", document), ("layout", layout), ("sign-in", signIn), ("failure", failure), ("overview", overview),
         ("container", container), ("database", database), ("zone", zone), ("record", record), ("schema", schema),
         ("requests", requests),
     ]
 
-    static let layout = """
+    /// The HTML document every page of the server fills (the sign-in page's too): its `site`,
+    /// `style`, `header` and `main` blocks, and the view's `title`.
+    static let document = """
         <!DOCTYPE html>
         <html lang="en">
         <head>
         <meta charset="utf-8">
         <meta name="viewport" content="width=device-width, initial-scale=1">
-        <title>{{title}} · CloudStore console</title>
+        <title>{{title}} · {{$site}}CloudStore{{/site}}</title>
         <style>
+        {{$style}}{{/style}}
+        </style>
+        </head>
+        <body>
+        {{$header}}{{/header}}
+        <main>
+        {{$main}}{{/main}}
+        </main>
+        </body>
+        </html>
+        """
+
+    static let layout = """
+        {{<document}}{{$site}}CloudStore console{{/site}}{{$style}}
         body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0; color: #1d1d1f; background: #f5f5f7; }
         header { background: #1d1d1f; color: #fff; padding: .6em 1.5em; display: flex; gap: 1.5em; align-items: center; }
         header a { color: #fff; text-decoration: none; }
@@ -49,17 +66,11 @@ enum ConsoleTemplates {
         form.sign-in label { display: block; margin: .8em 0 .3em; }
         form.sign-in input[type=password] { width: 28em; max-width: 100%; padding: .3em; }
         button { font: inherit; padding: .25em .9em; }
-        </style>
-        </head>
-        <body>
-        <header><a class="brand" href="/console">CloudStore console</a>{{#signedIn}}<a href="/console/operations">Recent operations</a><a href="/console/errors">Recent errors</a><form method="post" action="/console/sign-out"><button type="submit">Sign out</button></form>{{/signedIn}}</header>
-        <main>
+        {{/style}}{{$header}}<header><a class="brand" href="/console">CloudStore console</a>{{#signedIn}}<a href="/console/operations">Recent operations</a><a href="/console/errors">Recent errors</a><form method="post" action="/console/sign-out"><button type="submit">Sign out</button></form>{{/signedIn}}</header>{{/header}}{{$main}}
         <nav class="crumbs">{{#crumbs}}<a href="{{href}}">{{text}}</a> › {{/crumbs}}</nav>
         <h1>{{title}}</h1>
         {{$body}}{{/body}}
-        </main>
-        </body>
-        </html>
+        {{/main}}{{/document}}
         """
 
     static let signIn = """
