@@ -58,7 +58,7 @@ final class BearerTokens: Sendable {
         let presented = Self.digest(token)
         let entries = entries.withLock { $0 }
         var match: Caller?
-        for entry in entries where Self.equal(presented, entry.digest) { match = entry.caller }
+        for entry in entries where ConstantTime.equal(presented, entry.digest) { match = entry.caller }
         return match
     }
 
@@ -72,19 +72,11 @@ final class BearerTokens: Sendable {
         let presented = Self.digest(token)
         let entries = apiEntries.withLock { $0 }
         var match: String?
-        for entry in entries where Self.equal(presented, entry.digest) && entry.container == container { match = entry.name }
+        for entry in entries where ConstantTime.equal(presented, entry.digest) && entry.container == container { match = entry.name }
         return match
     }
 
     private static func digest(_ token: String) -> [UInt8] {
         Array(SHA256.hash(data: Data(token.utf8)))
-    }
-
-    /// Compares two digests in time that does not depend on where they differ.
-    private static func equal(_ lhs: [UInt8], _ rhs: [UInt8]) -> Bool {
-        guard lhs.count == rhs.count else { return false }
-        var difference: UInt8 = 0
-        for index in 0..<lhs.count { difference |= lhs[index] ^ rhs[index] }
-        return difference == 0
     }
 }

@@ -55,6 +55,12 @@ public struct ServerConfiguration: Sendable {
     /// request acts as that user. Where a container has API tokens, a request that names an
     /// unknown one is 401 whatever else it carries; where it has none, `ckAPIToken` is ignored.
     public var apiTokens: [String: [String: String]]
+    /// Who may sign in on the sign-in page (`/signin/{container}/{environment}`), with the secret
+    /// that signs their web auth tokens and the origins the page may return to. With them, every
+    /// 421 `AUTHENTICATION_REQUIRED` of a served container carries the page's URL as
+    /// `redirectURL`, and `ckWebAuthToken` takes the page's tokens besides the bearer tokens. Nil:
+    /// no sign-in page, and 421s carry no `redirectURL`.
+    public var signInUsers: SignInUsers?
     /// The operator's bearer token: it may change the production schema, which no user's token
     /// may, and reaches the public database as a server-to-server key does. Nil: no operator.
     public var operatorToken: String?
@@ -77,7 +83,7 @@ public struct ServerConfiguration: Sendable {
     public init(
         host: String = "127.0.0.1", port: Int = 8080, storage: Storage, containers: Set<String>,
         users: [String: String] = [:], serverKeys: [String: String] = [:], apiTokens: [String: [String: String]] = [:],
-        operatorToken: String? = nil, limits: ServerLimits = ServerLimits(), clock: ServerClock = .system, activity: ServerActivity = ServerActivity(),
+        signInUsers: SignInUsers? = nil, operatorToken: String? = nil, limits: ServerLimits = ServerLimits(), clock: ServerClock = .system, activity: ServerActivity = ServerActivity(),
         console: Bool = false, logger: Logger = Logger(label: "cloudstore.server")
     ) {
         self.host = host
@@ -87,6 +93,7 @@ public struct ServerConfiguration: Sendable {
         self.users = users
         self.serverKeys = serverKeys
         self.apiTokens = apiTokens
+        self.signInUsers = signInUsers
         self.operatorToken = operatorToken
         self.limits = limits
         self.clock = clock
@@ -102,16 +109,19 @@ extension ServerConfiguration {
     /// (`_serverKey_…`, `_apiToken_…`, `_operator`, the public database's `_defaultOwner`), or a
     /// user so named would pass for a server key as a record's creator.
     public static func usersProblem(_ users: [String: String]) -> String? {
-        for name in users.values.sorted() {
-            if name.isEmpty || name.utf8.count > 255 {
-                return "user \"\(name.prefix(64))\" is not a valid userRecordName: use 1 to 255 characters"
-            }
-            let reserved = [Caller.serverKey("").userRecordName, Caller.apiToken("").userRecordName]
-            if reserved.contains(where: name.hasPrefix)
-                || name == Caller.operator.userRecordName || name == DatabasePartition.publicOwner
-            {
-                return "user \"\(name.prefix(64))\" has a name the server keeps for callers that are not users: name the user otherwise"
-            }
+        users.values.sorted().lazy.compactMap(userRecordNameProblem).first
+    }
+
+    /// What is wrong with one user's name, by the rules of ``usersProblem(_:)``, or nil.
+    static func userRecordNameProblem(_ name: String) -> String? {
+        if name.isEmpty || name.utf8.count > 255 {
+            return "user \"\(name.prefix(64))\" is not a valid userRecordName: use 1 to 255 characters"
+        }
+        let reserved = [Caller.serverKey("").userRecordName, Caller.apiToken("").userRecordName]
+        if reserved.contains(where: name.hasPrefix)
+            || name == Caller.operator.userRecordName || name == DatabasePartition.publicOwner
+        {
+            return "user \"\(name.prefix(64))\" has a name the server keeps for callers that are not users: name the user otherwise"
         }
         return nil
     }
@@ -143,6 +153,7 @@ extension ServerConfiguration {
                     "API token \"\(name.prefix(64))\" of container \(container) has an empty name or token: give each token a name and a secret")
             }
         }
+        if let problem = signInUsers?.problem { throw ServerConfigurationError("sign-in users: \(problem)") }
         if console, operatorToken == nil {
             throw ServerConfigurationError(
                 "the console needs an operator token: give the server one (operatorToken) or leave the console off")

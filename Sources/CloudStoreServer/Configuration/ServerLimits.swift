@@ -40,13 +40,16 @@ public struct ServerLimits: Hashable, Sendable {
     /// One asset's bytes (WireProtocol.md §7); a larger upload answers 413 `LIMIT_EXCEEDED` (before
     /// reading when its `Content-Length` says so, else as soon as it passes the limit).
     public var assetBytes: Int64
+    /// How long a web auth token from the sign-in page lasts (``SignInUsers``); after it a request
+    /// with the token answers 401 `AUTHENTICATION_FAILED`, and the user signs in again.
+    public var webAuthTokenLifetime: TimeInterval
 
     public init(
         maxOperations: Int = 200, maxResultsLimit: Int = 200, maxBodyBytes: Int = 4 << 20,
         maxRecordBytes: Int = 1 << 20, requestsPerSecondPerUser: Double? = nil,
         tombstoneHorizon: TimeInterval = 30 * 24 * 3600, maxLongPollSeconds: Double = 60,
         idleTimeoutSeconds: Double = 75, bodyTimeoutSeconds: Double = 60, maxConnections: Int = 1000,
-        assetBytes: Int64 = 250 << 20
+        assetBytes: Int64 = 250 << 20, webAuthTokenLifetime: TimeInterval = 24 * 3600
     ) {
         self.maxOperations = maxOperations
         self.maxResultsLimit = maxResultsLimit
@@ -59,6 +62,7 @@ public struct ServerLimits: Hashable, Sendable {
         self.bodyTimeoutSeconds = bodyTimeoutSeconds
         self.maxConnections = maxConnections
         self.assetBytes = assetBytes
+        self.webAuthTokenLifetime = webAuthTokenLifetime
     }
 
     /// Throws when a limit cannot work (zero pages, no body, a rate of zero), naming it.
@@ -69,7 +73,7 @@ public struct ServerLimits: Hashable, Sendable {
             ("requestsPerSecondPerUser", requestsPerSecondPerUser ?? 1), ("tombstoneHorizon", tombstoneHorizon),
             ("maxLongPollSeconds", maxLongPollSeconds), ("idleTimeoutSeconds", idleTimeoutSeconds),
             ("bodyTimeoutSeconds", bodyTimeoutSeconds), ("maxConnections", Double(maxConnections)),
-            ("assetBytes", Double(assetBytes)),
+            ("assetBytes", Double(assetBytes)), ("webAuthTokenLifetime", webAuthTokenLifetime),
         ]
         if let (name, value) = positive.first(where: { !($0.1 > 0) }) {
             throw ServerConfigurationError("limit \(name) must be above 0; it is \(value)")
