@@ -55,17 +55,19 @@ private func buildApplicationAndTokens(
         storage: storage, broker: ChangeBroker(), limits: configuration.limits, clock: configuration.clock,
         containers: configuration.containers,
         bearerTokens: bearerTokens, serverKeys: try ServerKeys(configuration.serverKeys),
+        signIn: SignInAuthority(configuration.signInUsers),
         rateLimiter: configuration.limits.requestsPerSecondPerUser.map { RateLimiter(requestsPerSecond: $0) },
         metrics: ServerMetrics(activity: configuration.activity), logger: configuration.logger,
         assetChunkObserver: configuration.assetChunkObserver)
-    if services.bearerTokens.hasNoUsers {
+    if services.bearerTokens.hasNoUsers, configuration.signInUsers?.users.isEmpty ?? true {
         configuration.logger.warning(
-            "no users: private and shared databases answer 421 or 401; pass a tokens file to add users")
+            "no users: private and shared databases answer 421 or 401; pass a tokens file or a sign-in users file to add users")
     }
 
     let router = Router(context: CloudRequestContext.self)
     router.add(middleware: ErrorMiddleware(metrics: services.metrics, logger: configuration.logger))
     OperatingController(services: services, operatorToken: configuration.operatorToken).register(on: router)
+    SignInController(services: services).register(on: router)
     if configuration.console, let operatorToken = configuration.operatorToken {
         ConsoleController(services: services, operatorToken: operatorToken).register(on: router)
     }
@@ -261,6 +263,15 @@ public final class CloudServer: Sendable {
     /// is refused from the next request on (``ServerConfiguration/apiTokens``).
     public func replaceAPITokens(_ tokens: [String: [String: String]]) {
         bearerTokens.replaceAPITokens(tokens)
+    }
+
+    /// Replaces the sign-in users, their secret and the allowed redirects while the server runs
+    /// (``ServerConfiguration/signInUsers``): a removed user's web auth tokens, and every token of
+    /// a replaced secret, are refused from the next request on. Sign-in users the configuration
+    /// would refuse (``SignInUsers/problem``) are refused here too, and the previous ones stay.
+    public func replaceSignInUsers(_ users: SignInUsers) throws(ServerConfigurationError) {
+        if let problem = users.problem { throw ServerConfigurationError("sign-in users: \(problem)") }
+        services.signIn.replace(users)
     }
 
     /// Removes the asset bytes no record needs any more, now (the server also does so every

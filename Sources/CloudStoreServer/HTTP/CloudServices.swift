@@ -12,6 +12,8 @@ struct CloudServices: Sendable {
     var containers: Set<String>
     var bearerTokens: BearerTokens
     var serverKeys: ServerKeys
+    /// The sign-in users, and the checks of their passwords and web auth tokens.
+    var signIn: SignInAuthority
     var rateLimiter: RateLimiter?
     var metrics: ServerMetrics
     var logger: Logger
@@ -98,10 +100,16 @@ struct CloudServices: Sendable {
         for user in users { broker.publish(zone.partition.sharedDatabase(of: user).key) }
     }
 
+    /// Whether the server knows a user by this userRecordName: a user of the tokens file or of the
+    /// sign-in users. Only they can be invited to a share or looked up.
+    func isKnownUser(_ userRecordName: String) -> Bool {
+        bearerTokens.isKnownUser(userRecordName) || signIn.isKnownUser(userRecordName)
+    }
+
     /// The rules of share records, with the server's users.
     var shareRules: ShareRules {
-        let bearerTokens = bearerTokens
-        return ShareRules(isKnownUser: { bearerTokens.isKnownUser($0) })
+        let services = self
+        return ShareRules(isKnownUser: { services.isKnownUser($0) })
     }
 
     /// Removes the assets due for removal now, counting and logging what went.

@@ -8,7 +8,8 @@ import Logging
 /// In order: checks the container, environment and database of the path (400), reads the body up
 /// to the limit and within the body timeout (413, 400), authenticates the caller by bearer token or
 /// server-to-server signature (421 without credentials, 401 with bad ones; when rate limiting is on,
-/// failures are limited per client address and answer 429 beyond it), applies the per-caller rate
+/// failures are limited per client address and answer 429 beyond it; a bearer token is one of the
+/// tokens file or a web auth token of the sign-in page), applies the per-caller rate
 /// limit (429), checks that the server serves the container (404), and puts the result in the
 /// context as an ``AuthenticatedCall``.
 ///
@@ -16,6 +17,9 @@ import Logging
 /// themselves: their gate has `readsBody` false and leaves the body unread (a signed request there
 /// must be a `GET`, whose empty body is what the signature covers). An upload without credentials
 /// acts as the caller its upload URL was issued to.
+///
+/// Every 421 `AUTHENTICATION_REQUIRED` it or the routes behind it answer carries the sign-in
+/// page's URL as `redirectURL` when the server has sign-in users (``SignInAuthority``).
 struct RequestGate: RouterMiddleware {
     typealias Context = CloudRequestContext
 
@@ -23,6 +27,33 @@ struct RequestGate: RouterMiddleware {
     var readsBody = true
 
     func handle(
+        _ request: Request, context: CloudRequestContext,
+        next: (Request, CloudRequestContext) async throws -> Response
+    ) async throws -> Response {
+        do {
+            return try await pass(request, context: context, next: next)
+        } catch var error as APIError where error.error.serverErrorCode == .authenticationRequired {
+            if let url = signInURL(for: request, context: context) {
+                error.error.redirectURL = url
+                error.error.reason = (error.error.reason ?? "this request needs a user")
+                    + "; or sign the user in at redirectURL and send the ckWebAuthToken it gives"
+            }
+            throw error
+        }
+    }
+
+    /// The sign-in page's absolute URL for the request's container and environment
+    /// (``SignInController/path(container:environment:)``, on the origin the client reached:
+    /// ``RequestOrigin``), when the server has sign-in users and serves the container; else nil.
+    private func signInURL(for request: Request, context: CloudRequestContext) -> String? {
+        guard services.signIn.isConfigured, let (container, environment, _) = try? Self.route(of: context.parameters),
+            services.containers.contains(container)
+        else { return nil }
+        return (RequestOrigin.of(request) ?? "") + SignInController.path(container: container, environment: environment)
+    }
+
+    /// The gate's checks, in the order the type's summary gives, then the route behind it.
+    private func pass(
         _ request: Request, context: CloudRequestContext,
         next: (Request, CloudRequestContext) async throws -> Response
     ) async throws -> Response {
@@ -148,10 +179,11 @@ struct RequestGate: RouterMiddleware {
                 .authenticationRequired,
                 "this request needs a user: send Authorization: Bearer <token>, or sign it with a server-to-server key for the public database")
         }
-        guard let caller = services.bearerTokens.caller(for: token) else {
-            throw APIError(.authenticationFailed, "the bearer token is not known to this server")
+        if let caller = services.bearerTokens.caller(for: token) { return caller }
+        if let caller = try services.signIn.caller(forWebAuthToken: token, container: container, now: services.clock.now()) {
+            return caller
         }
-        return caller
+        throw APIError(.authenticationFailed, "the bearer token is not known to this server")
     }
 
     /// The name of the request's `ckAPIToken`, checked against the container's API tokens; nil

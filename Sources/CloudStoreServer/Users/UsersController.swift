@@ -27,7 +27,7 @@ struct UsersController: Sendable {
         try services.limits.checkOperationCount(body.lookupInfos.count, of: "users")
         var found: [ShareParticipant.UserIdentity] = []
         for info in body.lookupInfos {
-            guard let name = info.userRecordName, services.bearerTokens.isKnownUser(name) else { continue }
+            guard let name = info.userRecordName, services.isKnownUser(name) else { continue }
             found.append(.init(userRecordName: name, lookupInfo: .init(userRecordName: name)))
         }
         return try JSONResponse.make(UsersResponse(users: found))
