@@ -29,7 +29,7 @@ public struct CloudStoreCommand: AsyncParsableCommand {
             """,
         version: CloudStoreVersion.current,
         subcommands: [
-            SchemaCommand.self, ServeCommand.self, MigrateCommand.self, SyncCommand.self, StatusCommand.self,
+            SchemaCommand.self, ServeCommand.self, HashPasswordCommand.self, MigrateCommand.self, SyncCommand.self, StatusCommand.self,
             HistoryCommand.self, ConflictsCommand.self, SharesCommand.self, DemoCommand.self,
         ])
 

@@ -56,7 +56,8 @@ struct ServerOperatingTests {
 }
 
 /// `cloudstore serve` run as an operator runs it: a child process configured by a config file and
-/// its environment only, scraped, its tokens reloaded with SIGHUP, stopped with SIGTERM.
+/// its environment only, scraped, its tokens, API tokens and sign-in users reloaded with SIGHUP,
+/// stopped with SIGTERM.
 @Suite("cloudstore serve operated as a process", .timeLimit(.minutes(2)))
 struct ServerOperatedProcessTests {
     @Test func configFileAndEnvironmentOnly_metricsSIGHUPReloadAndSIGTERM() async throws {
@@ -65,10 +66,13 @@ struct ServerOperatedProcessTests {
         try WireCoding.encode(["alice-token": "_alice"]).write(to: tokens)
         let apiTokens = directory.file("api-tokens.json")
         try WireCoding.encode(["iCloud.test": ["website": "api-secret-1"]]).write(to: apiTokens)
+        let signInUsers = directory.file("sign-in-users.json")
+        let signInFile = try ServerSignInTests.users()
+        try JSONEncoder().encode(signInFile).write(to: signInUsers)
         let config = directory.file("serve.json")
         let settings: [String: Any] = [
             "host": "127.0.0.1", "port": 0, "data": directory.file("data").path, "tokens": tokens.path,
-            "apiTokens": apiTokens.path, "containers": ["iCloud.test"],
+            "apiTokens": apiTokens.path, "signInUsers": signInUsers.path, "containers": ["iCloud.test"],
         ]
         try JSONSerialization.data(withJSONObject: settings).write(to: config)
         let child = try await ServerProcess.launch(
@@ -93,11 +97,18 @@ struct ServerOperatedProcessTests {
         let queryBody = Data(#"{"query":{"recordType":"Note"}}"#.utf8)
         let anonymous = alice.asUser(nil)
         #expect(try await anonymous.send(.POST, publicQuery + "?ckAPIToken=api-secret-1", body: queryBody).status == 200)
+        let carolsToken = try await SignInForm.token(SignInForm.client(child.baseURL), login: "carol")
+        let asCarol = alice.path(.private, .zonesList) + "?ckWebAuthToken=\(carolsToken)"
+        #expect(try await anonymous.send(.GET, asCarol).status == 200)
 
         try WireCoding.encode(["new-alice-token": "_alice"]).write(to: tokens)
         try WireCoding.encode(["iCloud.test": ["website-2": "api-secret-2"]]).write(to: apiTokens)
+        var withoutCarol = signInFile
+        withoutCarol.users.removeAll { $0.login == "carol" }
+        try JSONEncoder().encode(withoutCarol).write(to: signInUsers)
         child.signal(SIGHUP)
-        await child.waitForOutput("API tokens reloaded")
+        await child.waitForOutput("sign-in users reloaded")
+        #expect(try await anonymous.send(.GET, asCarol).status == 401, "a user removed from the sign-in users file")
         #expect(try await alice.send(.GET, alice.path(.private, .zonesList)).status == 401, "the old token is refused")
         #expect(
             try await anonymous.send(.POST, publicQuery + "?ckAPIToken=api-secret-1", body: queryBody).status == 401,
@@ -114,5 +125,6 @@ struct ServerOperatedProcessTests {
         #expect(child.output.contains("shutting down gracefully"))
         #expect(!child.output.contains("the-operator"), "the operator token is never logged")
         #expect(!child.output.contains("api-secret"), "nor are API tokens")
+        #expect(!child.output.contains(ServerSignInTests.secret) && !child.output.contains(carolsToken), "nor the sign-in secret and tokens")
     }
 }

@@ -323,9 +323,7 @@ struct ServerSignInTests {
                     signInUsers: users, clock: clock?.serverClock ?? .system,
                     logger: Logger(label: "cloudstore.test-server", factory: { _ in SwiftLogNoOpLogHandler() })))
             do {
-                try await body(
-                    server, PageClient(baseURL: server.baseURL, cookieName: SignInController.cookieName),
-                    CloudClient(baseURL: server.baseURL))
+                try await body(server, SignInForm.client(server.baseURL), CloudClient(baseURL: server.baseURL))
             } catch {
                 try? await server.shutdown()
                 throw error
@@ -342,6 +340,11 @@ struct SignInForm {
     var cookie: String?
     var csrf: String
     var answer: Answer
+
+    /// A client of the sign-in pages of the server at `baseURL`, which sends their cookie.
+    static func client(_ baseURL: URL) -> PageClient {
+        PageClient(baseURL: baseURL, cookieName: SignInController.cookieName)
+    }
 
     /// GETs the page at `path` (which may carry `?redirect=`).
     static func open(_ pages: PageClient, _ path: String) async throws -> SignInForm {

@@ -1,12 +1,14 @@
 import ArgumentParser
 import CloudStoreServer
+import CloudStoreWire
 import Configuration
 import Foundation
 import Logging
 import UnixSignals
 
 /// `cloudstore serve`: runs the CloudStore server until SIGTERM or SIGINT (then shuts down
-/// gracefully: in-flight requests finish); SIGHUP reloads the tokens and API tokens files.
+/// gracefully: in-flight requests finish); SIGHUP reloads the tokens, API tokens and sign-in users
+/// files.
 ///
 /// ```sh
 /// cloudstore serve --data ./data --tokens tokens.json --container iCloud.com.example.notes
@@ -20,8 +22,9 @@ public struct ServeCommand: CloudStoreSubcommand {
         discussion: """
             Serves the CloudKit Web Services database API for the containers it declares \
             (--container, repeatable) until SIGTERM or SIGINT, then finishes the requests in flight \
-            and exits. SIGHUP reloads the tokens and API tokens files without dropping connections. Stores in SQLite under --data (one file per container), or in PostgreSQL with \
-            --postgres. Users sign in with the bearer tokens of --tokens. Prints "cloudstore: \
+            and exits. SIGHUP reloads the tokens, API tokens and sign-in users files without dropping connections. Stores in SQLite under --data (one file per container), or in PostgreSQL with \
+            --postgres. Users sign in with the bearer tokens of --tokens, or on the sign-in page \
+            /signin/CONTAINER/ENVIRONMENT with a login and password of --sign-in-users. Prints "cloudstore: \
             listening on http://HOST:PORT (storage: ...)" once it accepts connections; --debug 2 \
             logs each request.
 
@@ -58,6 +61,13 @@ public struct ServeCommand: CloudStoreSubcommand {
         name: .customLong("api-tokens"),
         help: "A JSON file of API tokens by container and name: {\"<container>\": {\"<name>\": \"<token>\"}}. ?ckAPIToken= alone then reads that container's public database; an unknown token is 401. SIGHUP reloads it.")
     var apiTokens: String?
+
+    @Option(
+        name: .customLong("sign-in-users"),
+        help: ArgumentHelp(
+            "A JSON file of people who may sign in on the sign-in page /signin/CONTAINER/ENVIRONMENT, and the secret that signs their web auth tokens: {\"secret\": \"<32+ random characters>\", \"allowedRedirects\": [\"https://app.example.com\"], \"users\": [<entries of cloudstore hash-password>]}. 421s then carry the page's URL as redirectURL. SIGHUP reloads it.",
+            valueName: "file"))
+    var signInUsers: String?
 
     @Option(
         name: .customLong("container"),
@@ -117,7 +127,7 @@ public struct ServeCommand: CloudStoreSubcommand {
             users: try settings.tokens.map(Self.loadTokens) ?? [:],
             serverKeys: try Self.loadServerKeys(settings.serverKeys.map(Self.splitServerKey)),
             apiTokens: try settings.apiTokens.map { try Self.loadAPITokens($0, containers: Set(settings.containers)) } ?? [:],
-            operatorToken: settings.operatorToken, limits: settings.limits, console: settings.console,
+            signInUsers: try settings.signInUsers.map(Self.loadSignInUsers), operatorToken: settings.operatorToken, limits: settings.limits, console: settings.console,
             logger: context.logger("server"))
         let logger = context.logger("server")
         let server = try await CloudServer.start(
@@ -130,6 +140,9 @@ public struct ServeCommand: CloudStoreSubcommand {
                 if let path = settings.apiTokens {
                     Self.reloadAPITokens(path, containers: Set(settings.containers), into: server, logger: logger)
                 }
+                if let path = settings.signInUsers {
+                    Self.reloadSignInUsers(path, into: server, logger: logger)
+                }
             }
         }
         defer { reloading.cancel() }
@@ -140,32 +153,48 @@ public struct ServeCommand: CloudStoreSubcommand {
         }
     }
 
-    /// On SIGHUP: reads the tokens file again and replaces the users, keeping every connection and
-    /// request in flight; a file that cannot be read keeps the previous tokens, with an error line.
+    /// On SIGHUP: reads the tokens file again and replaces the users.
     static func reloadTokens(_ path: String?, into server: CloudServer, logger: Logger) {
         guard let path else {
             logger.warning("SIGHUP: no tokens file to reload (start with --tokens to add users)")
             return
         }
-        do {
-            let users = try loadTokens(path)
-            try server.replaceUsers(users)
-            logger.notice("tokens reloaded", metadata: ["file": "\(path)", "users": "\(Set(users.values).count)"])
-        } catch {
-            logger.error("tokens not reloaded; the previous tokens stay in effect", metadata: ["error": "\(error)"])
-        }
+        reload(
+            path, logger: logger, reloaded: "tokens reloaded", failed: "tokens not reloaded; the previous tokens stay in effect",
+            load: loadTokens, count: { ("users", Set($0.values).count) }, into: server.replaceUsers)
     }
 
-    /// On SIGHUP: reads the API tokens file again and replaces the API tokens; a file that cannot
-    /// be read keeps the previous ones, with an error line.
+    /// On SIGHUP: reads the API tokens file again and replaces the API tokens.
     static func reloadAPITokens(_ path: String, containers: Set<String>, into server: CloudServer, logger: Logger) {
+        reload(
+            path, logger: logger, reloaded: "API tokens reloaded", failed: "API tokens not reloaded; the previous ones stay in effect",
+            load: { try loadAPITokens($0, containers: containers) }, count: { ("tokens", $0.values.reduce(0) { $0 + $1.count }) },
+            into: server.replaceAPITokens)
+    }
+
+    /// On SIGHUP: reads the sign-in users file again and replaces the sign-in users, their secret
+    /// and the allowed redirects.
+    static func reloadSignInUsers(_ path: String, into server: CloudServer, logger: Logger) {
+        reload(
+            path, logger: logger, reloaded: "sign-in users reloaded",
+            failed: "sign-in users not reloaded; the previous ones stay in effect", load: loadSignInUsers,
+            count: { ("users", $0.users.count) }, into: server.replaceSignInUsers)
+    }
+
+    /// Reads a file again and hands what it holds to the server, keeping every connection and
+    /// request in flight; a file that cannot be read, or that the server refuses, keeps the
+    /// previous values, with an error line.
+    private static func reload<Value>(
+        _ path: String, logger: Logger, reloaded: Logger.Message, failed: Logger.Message, load: (String) throws -> Value,
+        count: (Value) -> (name: String, count: Int), into replace: (Value) throws -> Void
+    ) {
         do {
-            let tokens = try loadAPITokens(path, containers: containers)
-            server.replaceAPITokens(tokens)
-            logger.notice(
-                "API tokens reloaded", metadata: ["file": "\(path)", "tokens": "\(tokens.values.reduce(0) { $0 + $1.count })"])
+            let value = try load(path)
+            try replace(value)
+            let (name, number) = count(value)
+            logger.notice(reloaded, metadata: ["file": "\(path)", "\(name)": "\(number)"])
         } catch {
-            logger.error("API tokens not reloaded; the previous ones stay in effect", metadata: ["error": "\(error)"])
+            logger.error(failed, metadata: ["error": "\(error)"])
         }
     }
 
@@ -178,6 +207,7 @@ public struct ServeCommand: CloudStoreSubcommand {
         options[.postgres] = postgres.map { .string($0) }
         options[.tokens] = tokens.map { .string($0) }
         options[.apiTokens] = apiTokens.map { .string($0) }
+        options[.signInUsers] = signInUsers.map { .string($0) }
         options[.containers] = containers.isEmpty ? nil : .stringArray(containers)
         options[.serverKeys] = serverKeys.isEmpty ? nil : .stringArray(serverKeys)
         options[.operatorTokenFile] = operatorTokenFile.map { .string($0) }
@@ -272,6 +302,26 @@ public struct ServeCommand: CloudStoreSubcommand {
                 "the API tokens file \(path) has an empty name or token for container \(container): give each token a name and a secret")
         }
         return tokens
+    }
+
+    /// Reads a sign-in users file (``SignInUsers``), refusing one the server could not use (a short
+    /// secret, a bad entry) with a line that names the file and the fix.
+    static func loadSignInUsers(_ path: String) throws -> SignInUsers {
+        let data: Data
+        do {
+            data = try Data(contentsOf: URL(fileURLWithPath: path))
+        } catch {
+            throw CommandError("cannot read the sign-in users file \(path): \(error.localizedDescription)")
+        }
+        let users: SignInUsers
+        do {
+            users = try JSONDecoder().decode(SignInUsers.self, from: data)
+        } catch {
+            throw CommandError(
+                "the sign-in users file \(path) is not a JSON object like {\"secret\": \"…\", \"allowedRedirects\": [\"https://app.example.com\"], \"users\": [<entries of cloudstore hash-password>]} (\(WireCoding.describe(error)))")
+        }
+        if let problem = users.problem { throw CommandError("the sign-in users file \(path): \(problem)") }
+        return users
     }
 
     /// Reads each key's PEM file: key ID → PEM.

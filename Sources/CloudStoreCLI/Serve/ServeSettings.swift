@@ -10,7 +10,7 @@ import SystemPackage
 ///
 /// ```json
 /// {"port": 8080, "data": "/var/lib/cloudstore", "tokens": "/etc/cloudstore/tokens.json",
-///  "apiTokens": "/etc/cloudstore/api-tokens.json",
+///  "apiTokens": "/etc/cloudstore/api-tokens.json", "signInUsers": "/etc/cloudstore/sign-in-users.json",
 ///  "containers": ["iCloud.com.example.notes"], "operatorTokenFile": "/etc/cloudstore/operator-token",
 ///  "idleTimeout": 75, "maxConnections": 1000, "maxAssetBytes": 262144000}
 /// ```
@@ -20,7 +20,8 @@ import SystemPackage
 struct ServeSettings: Sendable {
     /// The keys, as in the config file.
     enum Key: String, CaseIterable {
-        case host, port, data, postgres, tokens, apiTokens, containers, serverKeys, operatorToken, operatorTokenFile
+        case host, port, data, postgres, tokens, apiTokens, signInUsers, containers, serverKeys, operatorToken
+        case operatorTokenFile
         case rateLimit, idleTimeout, bodyTimeout, maxConnections, maxAssetBytes, console
     }
 
@@ -31,6 +32,8 @@ struct ServeSettings: Sendable {
     var tokens: String?
     /// The API tokens file: container → name → token.
     var apiTokens: String?
+    /// The sign-in users file (``SignInUsers``): who may sign in on the sign-in page.
+    var signInUsers: String?
     var containers: [String] = []
     var serverKeys: [String] = []
     var operatorToken: String?
@@ -84,6 +87,7 @@ struct ServeSettings: Sendable {
         settings.postgres = try await read(.postgres) { try await reader.fetchString(forKey: $0, isSecret: true) }
         settings.tokens = try await read(.tokens) { try await reader.fetchString(forKey: $0) }
         settings.apiTokens = try await read(.apiTokens) { try await reader.fetchString(forKey: $0) }
+        settings.signInUsers = try await read(.signInUsers) { try await reader.fetchString(forKey: $0) }
         settings.containers = try await read(.containers) { try await reader.fetchStringArray(forKey: $0) } ?? []
         settings.serverKeys = try await read(.serverKeys) { try await reader.fetchStringArray(forKey: $0) } ?? []
         settings.operatorToken = try await read(.operatorToken) { try await reader.fetchString(forKey: $0, isSecret: true) }
