@@ -4,14 +4,15 @@ import Foundation
 
 /// `cloudstore hash-password --user NAME --login LOGIN`: reads a password (the first line of
 /// standard input, or of `--password-file`) and prints the entry of the sign-in users file
-/// (``SignInUsers/User``) that lets that person sign in as that user, the password kept only as a
-/// PBKDF2-HMAC-SHA256 hash with a salt of its own.
+/// (`SignInUsers.User` of `CloudStoreServer`) that lets that person sign in as that user, the
+/// password kept only as a PBKDF2-HMAC-SHA256 hash with a salt of its own.
 ///
 /// ```sh
 /// $ printf '%s\n' 'correct horse battery staple' | cloudstore hash-password --user _alice --login alice
 /// {"login":"alice","password":{"algorithm":"PBKDF2-HMAC-SHA256","hash":"…","iterations":600000,"salt":"…"},"userRecordName":"_alice"}
 /// ```
 public struct HashPasswordCommand: CloudStoreSubcommand {
+    /// The command's name, abstract and help.
     public static let configuration = CommandConfiguration(
         commandName: "hash-password",
         abstract: "Print a sign-in users file entry for a login and a password read from standard input.",
@@ -37,10 +38,13 @@ public struct HashPasswordCommand: CloudStoreSubcommand {
     @Option(help: "PBKDF2 iterations (default 600000); more make every guess, and every sign-in, slower.")
     var iterations = SignInUsers.PasswordHash.defaultIterations
 
+    /// `--debug`, which this command does not use beyond its own errors.
     @OptionGroup public var global: GlobalOptions
 
+    /// The command with no options given (ArgumentParser fills them).
     public init() {}
 
+    /// Refuses a user name the server keeps for others, an empty login, iterations out of range.
     public func validate() throws {
         if let problem = ServerConfiguration.usersProblem(["-": user]) { throw ValidationError(problem) }
         guard !login.isEmpty, login.utf8.count <= 255 else { throw ValidationError("--login must be 1 to 255 characters") }
@@ -50,6 +54,7 @@ public struct HashPasswordCommand: CloudStoreSubcommand {
         }
     }
 
+    /// Reads the password, hashes it and prints the entry.
     public func run(in context: CommandContext) async throws {
         let (passwordFile, iterations) = (passwordFile, iterations)
         // Reading a terminal and hashing (a fraction of a second of CPU) block: off the cooperative threads.

@@ -26,6 +26,7 @@ public struct SignInUsers: Sendable, Hashable, Codable {
     /// pages the sign-in page may return a browser to with its token; any other `redirect` is
     /// refused, so no one can use the page to send a token elsewhere.
     public var allowedRedirects: [String]
+    /// The people who may sign in, each with a login of their own.
     public var users: [User]
 
     /// The shortest ``secret`` the server accepts.
@@ -34,10 +35,14 @@ public struct SignInUsers: Sendable, Hashable, Codable {
     /// A person who may sign in: the userRecordName they act as (the names of the tokens file),
     /// the login they type, and their password's hash.
     public struct User: Sendable, Hashable, Codable {
+        /// The user the person acts as once signed in: their private database, their records' stamps.
         public var userRecordName: String
+        /// What the person types on the sign-in page (compared exactly; unique in the file).
         public var login: String
+        /// The hash the password typed is checked against.
         public var password: PasswordHash
 
+        /// A user entry, as `cloudstore hash-password` prints it.
         public init(userRecordName: String, login: String, password: PasswordHash) {
             self.userRecordName = userRecordName
             self.login = login
@@ -60,11 +65,16 @@ public struct SignInUsers: Sendable, Hashable, Codable {
         /// The iterations the server accepts: fewer is too cheap to guess, more too slow to check.
         public static let iterationRange = 1_000...10_000_000
 
+        /// ``algorithmName``; the server refuses any other.
         public var algorithm: String
+        /// PBKDF2's iterations, within ``iterationRange``.
         public var iterations: Int
+        /// Random bytes of this password alone (16 from ``init(password:iterations:)``; 8 at least).
         public var salt: Data
+        /// The derived key (32 bytes from ``init(password:iterations:)``; 16 at least).
         public var hash: Data
 
+        /// A hash as the file holds it.
         public init(algorithm: String = algorithmName, iterations: Int, salt: Data, hash: Data) {
             self.algorithm = algorithm
             self.iterations = iterations
@@ -97,6 +107,7 @@ public struct SignInUsers: Sendable, Hashable, Codable {
         }
     }
 
+    /// Sign-in users with their secret and the origins the sign-in page may return to.
     public init(secret: String, allowedRedirects: [String] = [], users: [User]) {
         self.secret = secret
         self.allowedRedirects = allowedRedirects

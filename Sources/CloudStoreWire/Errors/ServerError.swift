@@ -12,6 +12,8 @@ public struct ServerError: Error, Hashable, Sendable, Codable, CustomStringConve
     public var reason: String?
     /// Seconds to wait before retrying.
     public var retryAfter: Double?
+    /// On 421 `AUTHENTICATION_REQUIRED`, where the user signs in: a page that returns a
+    /// `ckWebAuthToken` (<doc:WireProtocol> §1). Absent when the server has no sign-in page.
     public var redirectURL: String?
     public var recordName: String?
     public var zoneID: ZoneID?
