@@ -40,7 +40,7 @@ struct SignInController: Sendable {
     @Sendable func page(_ request: Request, context: CloudRequestContext) async throws -> Response {
         let place: Place
         do {
-            place = try self.place(of: request, context: context, redirect: request.uri.queryParameters["redirect"].map(String.init))
+            place = try self.place(context: context, redirect: request.uri.queryParameters["redirect"].map(String.init))
         } catch {
             return Self.refusal(error)
         }
@@ -54,7 +54,7 @@ struct SignInController: Sendable {
         let posted = (try? URLEncodedFormDecoder().decode(PostedForm.self, from: String(buffer: body))) ?? PostedForm()
         let place: Place
         do {
-            place = try self.place(of: request, context: context, redirect: posted.redirect)
+            place = try self.place(context: context, redirect: posted.redirect)
         } catch {
             return Self.refusal(error)
         }
@@ -114,7 +114,10 @@ struct SignInController: Sendable {
         return render("refusal", title: title, page: FailureView(message: failure.message), status: failure.status)
     }
 
-    private func place(of request: Request, context: CloudRequestContext, redirect: String?) throws(ConsoleFailure) -> Place {
+    /// The sign-in's place, from the path's container and environment and the return URL. Refuses
+    /// a bad path (400), a server without sign-in users or a container it does not serve (404), and
+    /// a return URL of an origin it does not allow (400).
+    private func place(context: CloudRequestContext, redirect: String?) throws(ConsoleFailure) -> Place {
         let container: String
         let environment: CloudEnvironment
         do {
