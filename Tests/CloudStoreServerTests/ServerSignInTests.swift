@@ -228,6 +228,29 @@ struct ServerSignInTests {
         }
     }
 
+    @Test func webAuthToken_ofAUserWithTwoLoginsEndsWhenEitherPasswordChanges() async throws {
+        func file(workPassword: String) throws -> SignInUsers {
+            var users = try Self.users()
+            users.users.append(
+                SignInUsers.User(
+                    userRecordName: "_carol", login: "carol.work",
+                    password: try SignInUsers.PasswordHash(password: workPassword, iterations: 1_000)))
+            return users
+        }
+        let before = try file(workPassword: "carol.work's password")
+        try await withSignIn(users: before) { server, pages, client in
+            let token = try await SignInForm.token(pages, login: "carol")
+            let path = client.path(.private, .zonesList) + "?ckWebAuthToken=\(token)"
+            let valid = try await client.asUser(nil).send(.GET, path)
+            #expect(valid.status == 200)
+            var after = before
+            after.users[2].password = try SignInUsers.PasswordHash(password: "a new work password", iterations: 1_000)
+            try server.replaceSignInUsers(after)
+            let refused = try await client.asUser(nil).send(.GET, path)
+            #expect(refused.status == 401, "the other login's new password ends the token too")
+        }
+    }
+
     @Test func webAuthToken_ofOneInstanceWorksOnAnotherWithTheSameFile() async throws {
         let file = try Self.users()
         try await withSignIn(users: file) { _, firstPages, _ in

@@ -20,7 +20,7 @@ final class SignInAuthority: Sendable {
     /// The users with what the server derives from them.
     private struct Current: Sendable {
         var usersByLogin: [String: SignInUsers.User]
-        /// userRecordName → credential stamp; a user with several logins has the first one's.
+        /// userRecordName → credential stamp (``credentialStamp(of:key:)``).
         var credentials: [String: String]
         var allowedOrigins: [String]
         var tokenKey: SymmetricKey
@@ -50,13 +50,12 @@ final class SignInAuthority: Sendable {
         }
         let tokenKey = key("web auth token v1")
         var usersByLogin: [String: SignInUsers.User] = [:]
-        var credentials: [String: String] = [:]
+        var passwords: [String: [SignInUsers.PasswordHash]] = [:]
         for user in users.users {
             usersByLogin[user.login] = user
-            if credentials[user.userRecordName] == nil {
-                credentials[user.userRecordName] = credentialStamp(of: user.password, key: tokenKey)
-            }
+            passwords[user.userRecordName, default: []].append(user.password)
         }
+        let credentials = passwords.mapValues { credentialStamp(of: $0, key: tokenKey) }
         let iterations = users.users.first?.password.iterations ?? SignInUsers.PasswordHash.defaultIterations
         return Current(
             usersByLogin: usersByLogin, credentials: credentials,
@@ -65,9 +64,10 @@ final class SignInAuthority: Sendable {
             decoy: SignInUsers.PasswordHash(iterations: iterations, salt: Data(count: 16), hash: Data(count: 32)))
     }
 
-    /// A short MAC of a password hash: it changes when the password does, and tells nothing of it.
-    private static func credentialStamp(of password: SignInUsers.PasswordHash, key: SymmetricKey) -> String {
-        let code = HMAC<SHA256>.authenticationCode(for: password.salt + password.hash, using: key)
+    /// A short MAC of a user's password hashes (one per login): it changes when any of their
+    /// passwords does, and tells nothing of them.
+    private static func credentialStamp(of passwords: [SignInUsers.PasswordHash], key: SymmetricKey) -> String {
+        let code = HMAC<SHA256>.authenticationCode(for: passwords.reduce(Data()) { $0 + $1.salt + $1.hash }, using: key)
         return Base64URL.encode(Data(code).prefix(12))
     }
 

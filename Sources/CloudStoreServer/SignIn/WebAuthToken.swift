@@ -20,7 +20,7 @@ struct WebAuthToken: Hashable, Sendable, Codable {
     var userRecordName: String
     /// Seconds since 1970 after which the token is refused.
     var expires: Int64
-    /// ``SignInAuthority/credentialStamp(of:)`` of the user's password hash when the token was issued.
+    /// The stamp of the user's password hashes when the token was issued (``SignInAuthority``).
     var credential: String
 
     private enum CodingKeys: String, CodingKey {
