@@ -110,12 +110,17 @@ import Testing
         }
         let other = NotificationsResponse(changed: true, syncToken: "t", zones: [], notifications: [notification("theirs")])
         let ours = NotificationsResponse(changed: true, syncToken: "t", zones: [], notifications: [notification("cloudstore.Announcement")])
-        #expect(!configuration.isWoken(by: other, scope: .public))
-        #expect(configuration.isWoken(by: ours, scope: .public))
-        #expect(configuration.isWoken(by: other, scope: .private), "other databases wake on any change")
-        #expect(!configuration.isWoken(by: NotificationsResponse(changed: false, syncToken: "t", zones: []), scope: .private))
+        let subscribed: Set<String> = ["Announcement"]
+        #expect(!configuration.isWoken(by: other, scope: .public, subscribed: subscribed))
+        #expect(configuration.isWoken(by: ours, scope: .public, subscribed: subscribed))
+        #expect(configuration.isWoken(by: other, scope: .public, subscribed: []), "without a saved subscription, any change")
+        #expect(configuration.isWoken(by: other, scope: .private, subscribed: subscribed), "other databases wake on any change")
+        #expect(!configuration.isWoken(by: NotificationsResponse(changed: false, syncToken: "t", zones: []), scope: .private, subscribed: []))
+        let full = NotificationsResponse(
+            changed: true, syncToken: "t", zones: [], notifications: (0..<200).map { notification("theirs-\($0)") })
+        #expect(configuration.isWoken(by: full, scope: .public, subscribed: subscribed), "a full page may have cut ours off")
         configuration.recordTypes = nil
-        #expect(configuration.isWoken(by: other, scope: .public))
+        #expect(configuration.isWoken(by: other, scope: .public, subscribed: subscribed))
     }
 }
 

@@ -119,7 +119,9 @@ extension SyncEngine {
                 failures = 0
                 since = response.syncToken
                 guard let strong = engine.value else { return }
-                await strong.pushAnswered(changed: configuration.isWoken(by: response, scope: database.scope))
+                let subscribed = strong.state.withStorage { $0.subscribedRecordTypes }
+                await strong.pushAnswered(
+                    changed: configuration.isWoken(by: response, scope: database.scope, subscribed: subscribed))
             } catch {
                 let cloudError = error as? CloudError
                 if Task.isCancelled || error is CancellationError || cloudError?.kind == .cancelled { return }

@@ -315,14 +315,19 @@ extension SyncEngine {
 
 extension SyncEngine.Configuration {
     /// Whether a long poll's answer is a reason to fetch: any change, except on the public
-    /// database with ``recordTypes``, where only a notification of one of their subscriptions
-    /// is (or a full page of notifications, which may have cut one off).
-    func isWoken(by response: NotificationsResponse, scope: DatabaseScope) -> Bool {
+    /// database once the subscriptions of ``recordTypes`` are saved (`subscribed`), where only a
+    /// notification of one of them is (or a full page of notifications, which may have cut one
+    /// off). Before any is saved (the server refused them, say) every change is.
+    func isWoken(by response: NotificationsResponse, scope: DatabaseScope, subscribed: Set<String>) -> Bool {
         guard response.changed else { return false }
-        guard scope == .public, let recordTypes else { return true }
+        guard scope == .public, recordTypes != nil, !subscribed.isEmpty else { return true }
         let notifications = response.notifications ?? []
-        let ids = Set(recordTypes.map(SyncEngine.subscriptionID(forRecordType:)))
-        return notifications.count >= 200 || notifications.contains { $0.subscriptionID.map(ids.contains) ?? false }
+        let ids = Set(subscribed.map(SyncEngine.subscriptionID(forRecordType:)))
+        return notifications.count >= Self.notificationsPerPoll
+            || notifications.contains { $0.subscriptionID.map(ids.contains) ?? false }
     }
+
+    /// The most notifications a long poll answers (WireProtocol.md §3, Push).
+    static let notificationsPerPoll = 200
 }
 
