@@ -143,8 +143,7 @@ extension PostgresStorage {
         }
         let sharedSeqs = try await advanceSharedDatabases(plan.sharedDatabases, connection, id, zone)
         try await writeNotifications(
-            RecordEvent.events(of: plan.writes, before: snapshot.records), in: zone, dbSeq: dbSeq, sharedSeqs: sharedSeqs,
-            connection)
+            of: plan.writes, before: snapshot.records, in: zone, dbSeq: dbSeq, sharedSeqs: sharedSeqs, connection)
         return (decision, written)
     }
 

@@ -177,12 +177,13 @@ extension PostgresStorage {
 
     /// Writes the notifications a records/modify fires, in its transaction (as
     /// `SQLiteStorage.writeNotifications`): one statement reads the subscriptions watching the
-    /// zone; when any fire, one more stores them, and the `firesOnce` ones that fired are deleted.
+    /// zone; only when any does are the writes' events worked out, and when any fire, one more
+    /// statement stores them, and the `firesOnce` ones that fired are deleted.
     func writeNotifications(
-        _ events: [RecordEvent], in zone: ZoneAddress, dbSeq: Int64, sharedSeqs: [String: Int64],
-        _ connection: PostgresConnection
+        of writes: [RecordWrite], before stored: [String: StoredRecord], in zone: ZoneAddress, dbSeq: Int64,
+        sharedSeqs: [String: Int64], _ connection: PostgresConnection
     ) async throws {
-        guard !events.isEmpty, hasSubscriptions else { return }
+        guard !writes.isEmpty, hasSubscriptions else { return }
         let partition = zone.partition
         var owners: [String] = []
         var scopes: [String] = []
@@ -205,7 +206,7 @@ extension PostgresStorage {
                 """
                 SELECT scope, user_name, content FROM \(unescaped: table("subscription"))
                 WHERE container = \(partition.container) AND environment = \(partition.environment.rawValue)
-                    AND scope = 'public' AND record_type = ANY(\(Array(Set(events.map(\.type)))))
+                    AND scope = 'public' AND record_type = ANY(\(Array(Set(writes.map(\.type)))))
                 """, on: connection)
         } else {
             rows = try await run(
@@ -229,7 +230,9 @@ extension PostgresStorage {
                     dbSeq: scope == .shared ? sharedSeqs[user] ?? dbSeq : dbSeq))
         }
         guard !watches.isEmpty else { return }
-        let plan = NotificationPlan(zone: zone, events: events, watches: watches) { UUID().uuidString.lowercased() }
+        let plan = NotificationPlan(
+            zone: zone, events: RecordEvent.events(of: writes, before: stored), watches: watches
+        ) { UUID().uuidString.lowercased() }
         guard !plan.notifications.isEmpty else { return }
         let now = clock.now().millisecondsSince1970
         let notifications = plan.notifications

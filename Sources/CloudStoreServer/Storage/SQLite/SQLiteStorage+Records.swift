@@ -114,8 +114,7 @@ extension SQLiteStorage {
             }
             let sharedSeqs = try self.advanceSharedDatabases(plan.sharedDatabases, db, id, zone)
             try self.writeNotifications(
-                RecordEvent.events(of: plan.writes, before: snapshot.records), in: zone, dbSeq: dbSeq,
-                sharedSeqs: sharedSeqs, db)
+                of: plan.writes, before: snapshot.records, in: zone, dbSeq: dbSeq, sharedSeqs: sharedSeqs, db)
             return (decision, written)
         }
     }

@@ -162,10 +162,13 @@ extension SQLiteStorage {
     /// subscriptions watching the zone (``NotificationPlan``), stores one row per notification,
     /// deletes the `firesOnce` subscriptions that fired, and removes notifications older than
     /// ``NotificationPlan/retention``.
+    /// The events of the writes (``RecordEvent/events(of:before:)``) are worked out only when a
+    /// subscription watches: a write nobody subscribed to costs one read.
     func writeNotifications(
-        _ events: [RecordEvent], in zone: ZoneAddress, dbSeq: Int64, sharedSeqs: [String: Int64], _ db: Database
+        of writes: [RecordWrite], before rows: [String: StoredRecord], in zone: ZoneAddress, dbSeq: Int64,
+        sharedSeqs: [String: Int64], _ db: Database
     ) throws {
-        guard !events.isEmpty else { return }
+        guard !writes.isEmpty else { return }
         var watches: [SubscriptionWatch] = []
         func read(_ scope: DatabaseScope, user: String?, dbSeq: Int64) throws {
             var sql = "SELECT user_name, content FROM cloudstore_subscription WHERE environment = ? AND scope = ?"
@@ -177,7 +180,7 @@ extension SQLiteStorage {
                 // Everyone's subscriptions to the public database: only query subscriptions of
                 // the types written (the only kind it takes), through their index.
                 sql += " AND record_type IN (SELECT value FROM json_each(?))"
-                arguments += [Self.jsonList(Set(events.map(\.type)))]
+                arguments += [Self.jsonList(Set(writes.map(\.type)))]
             }
             for row in try Row.fetchAll(db.cachedStatement(sql: sql), arguments: arguments) {
                 let subscriber = Subscriber(
@@ -198,7 +201,9 @@ extension SQLiteStorage {
             try read(.shared, user: user, dbSeq: seq)
         }
         guard !watches.isEmpty else { return }
-        let plan = NotificationPlan(zone: zone, events: events, watches: watches) { UUID().uuidString.lowercased() }
+        let plan = NotificationPlan(
+            zone: zone, events: RecordEvent.events(of: writes, before: rows), watches: watches
+        ) { UUID().uuidString.lowercased() }
         let now = clock.now()
         let insert = try db.cachedStatement(
             sql: """
