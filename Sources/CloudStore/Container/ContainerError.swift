@@ -50,6 +50,13 @@ public struct ContainerError: Error, Sendable, CustomStringConvertible {
         /// time. Write the file from here with a plain `PersistentStore`; the container that
         /// mirrors it sends what this process saves.
         public static let alreadyMirrored = Code(rawValue: "alreadyMirrored")
+        /// The container's options do not fit its schema (an entity of
+        /// ``PersistentCloudContainer/Options/publicEntities`` it lacks, say); the message names
+        /// what and what to do. Nothing was opened.
+        public static let invalidOptions = Code(rawValue: "invalidOptions")
+        /// A save changed or deleted an object of the public database that another user created:
+        /// there, only a record's creator may change it. Nothing of the unit of work was saved.
+        public static let notCreator = Code(rawValue: "notCreator")
     }
 
     /// The kind of failure, to match on.
@@ -99,6 +106,16 @@ public struct ContainerError: Error, Sendable, CustomStringConvertible {
         ContainerError(
             .readOnlyShare,
             "\(entityName) \(id.uuidString) is in a zone \(owner) shares with you read-only: nothing of this unit of work was saved; you may read it but not change it (ask \(owner) for READ_WRITE)")
+    }
+
+    static func invalidOptions(_ message: String) -> ContainerError {
+        ContainerError(.invalidOptions, message)
+    }
+
+    static func notCreator(entityName: String, id: UUID, creator: String) -> ContainerError {
+        ContainerError(
+            .notCreator,
+            "\(entityName) \(id.uuidString) is in the public database and \(creator) created it: only its creator may change or delete it; nothing of this unit of work was saved")
     }
 
     static func sharing(_ message: String) -> ContainerError {

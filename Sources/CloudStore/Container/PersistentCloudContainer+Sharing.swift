@@ -155,9 +155,10 @@ extension PersistentCloudContainer {
 
     /// Where the object `id` of `entityName` lives and what the current user may do with it.
     public func sharing(entityName: String, id: UUID) throws -> ObjectSharing {
-        let primary = zoneID
+        let (primary, initial) = (zoneID, options.publicEntities.contains(entityName) ? MirrorZone.Key.publicDatabase : .primary)
         return try store.read { context in
-            try MirrorMetadata.sharing(context.db, of: try context.db.recordMetadata(id.uuidString)?.zone ?? .primary, primary: primary)
+            let zone = try context.db.recordMetadata(id.uuidString)?.zone ?? initial
+            return try MirrorMetadata.sharing(context.db, of: zone, recordName: id.uuidString, primary: primary)
         }
     }
 

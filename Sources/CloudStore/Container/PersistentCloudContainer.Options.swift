@@ -98,6 +98,16 @@ extension PersistentCloudContainer {
         public var zoneDeletionPolicy: ZoneDeletionPolicy = .ask
         /// What to do when the server reports another user (`ask` by default).
         public var accountChangePolicy: AccountChangePolicy = .ask
+        /// Entities mirrored in the server's **public database** instead of the user's private
+        /// one: every user's objects of them are read into the store and kept current by push (a
+        /// query subscription per entity, no polling interval), and this user's own are uploaded
+        /// there. Only an object's creator may change or delete it (``ContainerError/Code/notCreator``).
+        /// A public entity relates only to public entities. See <doc:PublicDatabase>.
+        ///
+        /// ```swift
+        /// options.publicEntities = ["Announcement"]
+        /// ```
+        public var publicEntities: Set<String> = []
         /// Records per fetched page (at most 200).
         public var fetchPageSize: Int?
         /// How the local store opens and commits (`synchronous`, reader count, the clock its

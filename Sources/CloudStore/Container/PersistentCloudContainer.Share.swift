@@ -15,7 +15,8 @@ extension PersistentCloudContainer {
         /// The zone the shared objects live in, as this user names it: without an owner for a share
         /// this user owns, with its owner for one shared with this user.
         public var zoneID: ZoneID
-        /// The owner's user record name; nil when it is the current user.
+        /// The owner's user record name (for an object of the public database, its creator); nil
+        /// when it is the current user.
         public var owner: String?
         /// The title the owner gave the share (``PersistentCloudContainer/share(_:with:publicPermission:title:timeout:)``).
         public var title: String?
@@ -85,7 +86,8 @@ extension PersistentCloudContainer {
     public struct ObjectSharing: Sendable, Hashable {
         /// The object's zone, as this user names it.
         public var zoneID: ZoneID
-        /// The owner's user record name; nil when it is the current user.
+        /// The owner's user record name (for an object of the public database, its creator); nil
+        /// when it is the current user.
         public var owner: String?
         /// What the current user may do with the object (`SharePermission.readWrite` for their own).
         public var permission: SharePermission

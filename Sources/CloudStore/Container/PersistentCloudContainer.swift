@@ -83,13 +83,15 @@ public final class PersistentCloudContainer: Sendable {
 
     /// Opens the store and mirrors it through databases you provide, e.g. ones wrapped to inject
     /// faults in tests. `makeDatabase` is called when `options.server` is set, once for the
-    /// `private` database (the store's own zones) and once for the `shared` one (zones other users
-    /// share with this user, see <doc:Sharing>).
+    /// `private` database (the store's own zones), once for the `shared` one (zones other users
+    /// share with this user, see <doc:Sharing>) and, with ``Options/publicEntities``, once for the
+    /// `public` one (<doc:PublicDatabase>).
     public init(
         url: URL, schema: Schema, migrations: MigrationPlan = MigrationPlan(), options: Options = Options(),
         logger: Logger = Logger.cloudStore("mirroring"),
         makeDatabase: @Sendable (Server, DatabaseScope, _ deviceID: String) throws -> any CloudDatabase
     ) async throws {
+        let publicEntities = try PublicEntities(options.publicEntities, in: schema)
         var storeLogger = Logger(label: "cloudstore.store")
         storeLogger.logLevel = logger.logLevel
         let store = try PersistentStore(
@@ -109,7 +111,8 @@ public final class PersistentCloudContainer: Sendable {
         self.zoneID = ZoneID(zoneName: options.zoneName ?? schema.name)
         self.hub = EventHub()
         self.mirror = CloudMirror(
-            store: store, schema: schema, zoneID: zoneID, options: options, events: hub, logger: logger)
+            store: store, schema: schema, zoneID: zoneID, publicEntities: publicEntities, options: options, events: hub,
+            logger: logger)
         do {
             var databases: [DatabaseScope: any CloudDatabase] = [:]
             var deviceID: String?
@@ -117,7 +120,7 @@ public final class PersistentCloudContainer: Sendable {
                 var id = server.deviceID ?? ""
                 if server.deviceID == nil { id = try await Self.storedDeviceID(store) }
                 deviceID = id
-                for scope in [DatabaseScope.private, .shared] {
+                for scope in [DatabaseScope.private, .shared] + (publicEntities.isEmpty ? [] : [.public]) {
                     databases[scope] = try makeDatabase(server, scope, id)
                 }
             }

@@ -60,7 +60,7 @@ extension CloudMirror {
             if event.fromScratch { sessions[scope]?.fromScratch[event.zoneID] = RecordNameSet() }
         case .didFetchRecordZoneChanges(let event):
             let seen = sessions[scope]?.fromScratch.removeValue(forKey: event.zoneID)
-            if let seen, event.error == nil { try await removeUnseen(seen, in: event.zoneID) }
+            if let seen, event.error == nil { try await removeUnseen(seen, in: Self.mirrorZoneID(event.zoneID, scope: scope)) }
             if let error = event.error {
                 // A zone that is not on the server holds none of this device's creates either.
                 if error.code != .zoneNotFound { sessions[scope]?.zoneFetchFailed = true }
@@ -119,7 +119,8 @@ extension CloudMirror {
         if sessions[scope]?.fromScratch[page.zoneID] != nil {
             for record in page.modifications { sessions[scope]?.fromScratch[page.zoneID]?.insert(record.recordName) }
         }
-        let (modifications, deletions, state, zone) = (page.modifications, page.deletions, page.stateSerialization, page.zoneID)
+        let (modifications, deletions, state) = (page.modifications, page.deletions, page.stateSerialization)
+        let zone = Self.mirrorZoneID(page.zoneID, scope: scope)
         let deletedBefore = sessions[scope]?.deletedInFetch ?? []
         let key = Self.stateKey(scope)
         let (deleted, counts) = try await transaction { transaction in
@@ -137,6 +138,12 @@ extension CloudMirror {
                 "zone": "\(zone)", "count": "\(modifications.count + deletions.count)", "conflicts": "\(counts.conflicts)",
             ])
         reportProgress(scope, \.importTracker, "import progress")
+    }
+
+    /// The zone as mirroring names it: the public database has one zone (``ZoneID/publicDefault``),
+    /// however the engine named it; other databases' zones are named as their engines name them.
+    static func mirrorZoneID(_ zoneID: ZoneID, scope: DatabaseScope) -> ZoneID {
+        scope == .public ? .publicDefault : zoneID
     }
 
     /// Reports work under way: an event after each batch or page, and a level-1 line with the

@@ -159,6 +159,7 @@ extension CloudMirror {
     func applyAccountChoice(
         _ choice: PersistentCloudContainer.LocalDataChoice, newUser: String, restartingEngines: Bool = false
     ) async throws {
+        let refetchesPublic = choice == .deleteLocalData && databases[.public] != nil
         try await transaction { transaction in
             try transaction.db.setMirrorState(.userRecordName, encoding: newUser)
             try transaction.db.setMirrorState(.accountStatus, nil)
@@ -177,7 +178,9 @@ extension CloudMirror {
             }
             try transaction.db.setMirrorState(.localDataDecision, nil)
             if restartingEngines {
-                for scope in [DatabaseScope.private, .shared] { try transaction.db.setMirrorState(Self.stateKey(scope), nil) }
+                for key in Self.stateKeys { try transaction.db.setMirrorState(key, nil) }
+            } else if refetchesPublic {
+                try transaction.db.setMirrorState(Self.stateKey(.public), nil)
             }
         }
         pausedDecision = nil
@@ -188,6 +191,12 @@ extension CloudMirror {
                 sessions[scope] = EngineSession()
                 makeEngine(database, state: nil)
             }
+        } else if refetchesPublic, let database = databases[.public] {
+            // The public objects went with the rest: everyone's are fetched again from scratch.
+            let stopped = engines.removeValue(forKey: .public)
+            await stopped?.cancelOperations()
+            sessions[.public] = EngineSession()
+            makeEngine(database, state: nil)
         }
         signal.uploadsPending()
     }
@@ -203,7 +212,7 @@ extension CloudMirror {
             try await transaction { transaction in
                 try transaction.deleteMirroredData(allZones: true)
                 try transaction.setPrimaryZone(.unsaved)
-                for key in [MirrorStateKey.engineState, .sharedEngineState, .localDataDecision] {
+                for key in Self.stateKeys + [.localDataDecision] {
                     try transaction.db.setMirrorState(key, nil)
                 }
             }

@@ -3,11 +3,11 @@ import Foundation
 import GRDB
 
 extension CloudMirror {
-    /// The engines, private first; throws when the container has no server.
+    /// The engines, private first, then shared and public; throws when the container has no server.
     private func allEngines() throws -> [SyncEngine] {
         try checkCanSync()
         guard let engine else { throw ContainerError.localOnly }
-        return [engine] + (engines[.shared].map { [$0] } ?? [])
+        return [engine] + [DatabaseScope.shared, .public].compactMap { engines[$0] }
     }
 
     /// Sends the pending uploads now, through every database.

@@ -19,12 +19,15 @@ actor CloudMirror: SyncEngineDelegate {
     let schema: Schema
     /// The primary zone: where every object that is not shared lives.
     let zoneID: ZoneID
+    /// The entities mirrored in the public database.
+    let publicEntities: PublicEntities
     let options: PersistentCloudContainer.Options
     let logger: Logger
     let events: EventHub
     let signal: PendingUploadSignal
     /// One engine per database, as CKSyncEngine: the private database's mirrors the primary zone
-    /// and the shares this user owns, the shared database's the zones others shared with this user.
+    /// and the shares this user owns, the shared database's the zones others shared with this
+    /// user, and the public database's (with public entities) their records of every user.
     var engines: [DatabaseScope: SyncEngine] = [:]
     /// Each engine's bookkeeping of the fetch or send under way.
     var sessions: [DatabaseScope: EngineSession] = [:]
@@ -86,12 +89,13 @@ actor CloudMirror: SyncEngineDelegate {
     }
 
     init(
-        store: PersistentStore, schema: Schema, zoneID: ZoneID, options: PersistentCloudContainer.Options,
-        events: EventHub, logger: Logger
+        store: PersistentStore, schema: Schema, zoneID: ZoneID, publicEntities: PublicEntities = .none,
+        options: PersistentCloudContainer.Options, events: EventHub, logger: Logger
     ) {
         self.store = store
         self.schema = schema
         self.zoneID = zoneID
+        self.publicEntities = publicEntities
         self.options = options
         self.events = events
         self.logger = logger
@@ -102,8 +106,15 @@ actor CloudMirror: SyncEngineDelegate {
 
     /// Where an engine's state is stored.
     static func stateKey(_ scope: DatabaseScope) -> MirrorStateKey {
-        scope == .shared ? .sharedEngineState : .engineState
+        switch scope {
+        case .private: .engineState
+        case .shared: .sharedEngineState
+        case .public: .publicEngineState
+        }
     }
+
+    /// Every database's engine state key.
+    static let stateKeys = DatabaseScope.allCases.map(stateKey)
 
     // MARK: Start and stop
 
@@ -114,8 +125,9 @@ actor CloudMirror: SyncEngineDelegate {
         var setup = EventTracker(.setup)
         events.send(setup.started)
         do {
-            store.add(PendingUploadRecorder(schema: schema, primaryZone: zoneID, signal: signal))
+            store.add(PendingUploadRecorder(schema: schema, primaryZone: zoneID, publicEntities: publicEntities, signal: signal))
             let (store, schema, zoneID, policy, logger) = (store, schema, zoneID, options.conflictPolicy, logger)
+            let publicEntities = publicEntities
             let now = store.configuration.now()
             let (states, primaryZone, zones, pending, unheard, decision) = try await store.write(author: MirrorAuthor.import) { context in
                 let firstMirroring = try MirrorMetadata.prepare(context, store: store, schema: schema)
@@ -123,15 +135,18 @@ actor CloudMirror: SyncEngineDelegate {
                     // Objects saved before the store first mirrored: each is an upload to make,
                     // recorded in the transaction that turns mirroring on.
                     try MirrorTransaction(
-                        context: context, schema: schema, zoneID: zoneID, policy: policy, deviceID: deviceID, now: now,
-                        logger: logger
+                        context: context, schema: schema, zoneID: zoneID, publicEntities: publicEntities, policy: policy,
+                        deviceID: deviceID, now: now, logger: logger
                     ).uploadEverythingAgain()
                 }
                 if try context.db.mirrorState(.primaryZoneName, as: String.self) != zoneID.zoneName {
                     try context.db.setMirrorState(.primaryZoneName, encoding: zoneID.zoneName)
                 }
+                if try context.db.mirrorState(.publicEntities, as: [String].self) ?? [] != publicEntities.names.sorted() {
+                    try context.db.setMirrorState(.publicEntities, encoding: publicEntities.names.sorted())
+                }
                 var states: [DatabaseScope: SyncEngine.State.Serialization] = [:]
-                for scope in [DatabaseScope.private, .shared] {
+                for scope in DatabaseScope.allCases {
                     states[scope] = try context.db.mirrorState(Self.stateKey(scope), as: SyncEngine.State.Serialization.self)
                 }
                 return (
@@ -183,7 +198,7 @@ actor CloudMirror: SyncEngineDelegate {
         }
         var configuration = SyncEngine.Configuration(
             database: observed, stateSerialization: state, delegate: self, automaticallySync: options.automaticallySync)
-        var engineLogger = Logger(label: database.scope == .shared ? "cloudstore.sync.shared" : "cloudstore.sync")
+        var engineLogger = Logger(label: database.scope == .private ? "cloudstore.sync" : "cloudstore.sync.\(database.scope.rawValue)")
         engineLogger.logLevel = logger.logLevel
         configuration.logger = engineLogger
         configuration.sendDebounce = options.exportDebounce
@@ -192,6 +207,10 @@ actor CloudMirror: SyncEngineDelegate {
         configuration.sendsAtLeadingEdge = true
         configuration.pollInterval = options.pollInterval
         configuration.fetchResultsLimit = options.fetchPageSize
+        if database.scope == .public {
+            // Only the public entities' records, kept current by a query subscription each.
+            configuration.recordTypes = publicEntities.names
+        }
         if let transfers = store.layout.externalData?.transfers,
             schema.mirroredEntities.contains(where: { $0.attributes.contains { $0.type == .data } })
         {
@@ -248,11 +267,11 @@ actor CloudMirror: SyncEngineDelegate {
     ) async throws -> (value: T, counts: MirrorCounts) {
         let (schema, zoneID, policy, deviceID, logger) = (schema, zoneID, options.conflictPolicy, deviceID, logger)
         let now = store.configuration.now()
-        let signal = signal
+        let (signal, publicEntities) = (signal, publicEntities)
         let (value, counts, pending, activity, primaryZone) = try await store.write(author: MirrorAuthor.import) { context in
             let transaction = try MirrorTransaction(
-                context: context, schema: schema, zoneID: zoneID, policy: policy, deviceID: deviceID, now: now,
-                logger: logger)
+                context: context, schema: schema, zoneID: zoneID, publicEntities: publicEntities, policy: policy,
+                deviceID: deviceID, now: now, logger: logger)
             let value = try body(transaction)
             let zonesToSave = transaction.zonesToSave
             if !zonesToSave.isEmpty {

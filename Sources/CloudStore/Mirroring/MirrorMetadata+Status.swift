@@ -48,11 +48,22 @@ extension MirrorMetadata {
         return (objects, unsent)
     }
 
-    /// Where a record of `zone` lives and what the current user may do with it.
-    static func sharing(_ db: Database, of zone: MirrorZone.Key, primary: ZoneID) throws -> PersistentCloudContainer.ObjectSharing {
+    /// Where the record `recordName` of `zone` lives and what the current user may do with it.
+    static func sharing(
+        _ db: Database, of zone: MirrorZone.Key, recordName: String, primary: ZoneID
+    ) throws -> PersistentCloudContainer.ObjectSharing {
         let zoneID = zone.zoneID(primary: primary)
         guard !zone.isPrimary else {
             return PersistentCloudContainer.ObjectSharing(zoneID: zoneID, owner: nil, permission: .readWrite, isShared: false)
+        }
+        if zone == .publicDatabase {
+            // Another user's public object is theirs to change; this user's own (or one not
+            // fetched back yet, so this device's) is this user's.
+            let creator = try db.publicCreator(of: recordName)
+            let user = try db.mirrorState(.userRecordName, as: String.self)
+            let owner = creator == user ? nil : creator
+            return PersistentCloudContainer.ObjectSharing(
+                zoneID: zoneID, owner: owner, permission: owner == nil ? .readWrite : .readOnly, isShared: false)
         }
         let row = try db.mirrorZone(zoneID)
         return PersistentCloudContainer.ObjectSharing(
@@ -98,7 +109,7 @@ extension MirrorMetadata {
             case nil: nil
             }
         return PersistentCloudContainer.ObjectSyncState(
-            entityName: row.entityName, id: id, sharing: try sharing(db, of: row.zone, primary: primary),
+            entityName: row.entityName, id: id, sharing: try sharing(db, of: row.zone, recordName: row.recordName, primary: primary),
             changeTag: row.changeTag, serverModified: row.serverModified.map { Date(millisecondsSince1970: $0) },
             pendingUpload: upload, refusal: row.refusal, retry: row.retry)
     }

@@ -103,6 +103,9 @@ enum MirrorMetadata {
                     user TEXT,
                     change TEXT NOT NULL,
                     permission TEXT);
+                CREATE TABLE IF NOT EXISTS cloudstore_mirror_public_creator (
+                    record_name TEXT PRIMARY KEY NOT NULL,
+                    creator TEXT NOT NULL);
                 """)
         for added in try missingColumns(db) {
             try db.execute(sql: "ALTER TABLE \(added.table) ADD COLUMN \(added.column) \(added.type)")
@@ -204,6 +207,11 @@ enum MirrorStateKey: String {
     case localDataDecision = "local_data_decision"
     /// The primary zone's name, for the recorder of another process's plain store.
     case primaryZoneName = "primary_zone_name"
+    /// The public database engine's `State.Serialization`.
+    case publicEngineState = "public_engine_state"
+    /// The entities mirrored in the public database (sorted names), for the recorder of another
+    /// process's plain store.
+    case publicEntities = "public_entities"
 }
 
 extension Database {

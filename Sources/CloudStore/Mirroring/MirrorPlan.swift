@@ -144,6 +144,8 @@ struct MirrorPlan: Sendable {
     private func zonesChanged(
         modified: [ZoneID], deleted: [SyncEngine.Event.FetchedDatabaseChanges.Deletion], scope: DatabaseScope, facts: Facts
     ) -> [Step] {
+        // The public database's one zone is always there, and has no row of its own.
+        guard scope != .public else { return [] }
         var steps: [Step] = []
         if scope == .private, facts.primaryZone.needsSave, modified.contains(primaryZone),
             !deleted.contains(where: { $0.zoneID == primaryZone })

@@ -12,7 +12,8 @@ extension MirrorTransaction {
     ) throws {
         // A zone of the private database that is neither the primary zone nor a share's is another
         // store's (another zone name, another app): not applied here.
-        guard try zoneID == self.zoneID || adoptZone(zoneID) != nil else { return }
+        guard try zoneID == self.zoneID || (zoneID == .publicDefault && !publicEntities.isEmpty) || adoptZone(zoneID) != nil
+        else { return }
         let zone = key(zoneID)
         for record in records where ShareMetadata.isShareType(record.recordType) {
             try applyShareRecord(record)
@@ -83,6 +84,10 @@ extension MirrorTransaction {
         }
         guard var row = try fetchedMetadata(record, existing, in: zone, { RecordMetadata(recordName: record.recordName, entityName: entity.name) })
         else { return }
+        if zone == .publicDatabase, let creator = record.created?.userRecordName {
+            // Only its creator may change a public record: a local save checks this.
+            try db.setPublicCreator(creator, of: record.recordName)
+        }
         try adoptAssetFiles(of: record, entity)
         let id = content.snapshot.id
         let serverValues = recordValues(content.snapshot, entity)
@@ -384,6 +389,7 @@ extension MirrorTransaction {
         }
         if allZones {
             try db.execute(sql: "DELETE FROM cloudstore_record_metadata")
+            try db.execute(sql: "DELETE FROM cloudstore_mirror_public_creator")
             try db.execute(sql: "DELETE FROM cloudstore_mirror_unresolved_reference")
             try db.execute(sql: "DELETE FROM cloudstore_mirror_zone")
             try db.execute(sql: "DELETE FROM cloudstore_mirror_moved_record")

@@ -349,7 +349,8 @@ extension MirrorTransaction {
         for zone in try db.mirrorZones() where zone.role == .sharedWithMe {
             try removeZoneData(zone)
         }
-        try db.execute(sql: "UPDATE cloudstore_record_metadata SET zone_name = NULL, zone_owner = NULL")
+        try db.execute(
+            sql: "UPDATE cloudstore_record_metadata SET zone_name = NULL, zone_owner = NULL WHERE NOT (\(MirrorZone.Key.ownerCondition(.public)))")
         try db.execute(sql: "DELETE FROM cloudstore_mirror_zone")
         try db.execute(sql: "DELETE FROM cloudstore_mirror_moved_record")
     }

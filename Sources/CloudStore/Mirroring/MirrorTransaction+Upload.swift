@@ -190,8 +190,15 @@ extension MirrorTransaction {
             for snapshot in try context.fetchSnapshots(entityName: entity.name) {
                 let name = snapshot.id.uuidString
                 seen.insert(name)
-                var row = try db.recordMetadata(name) ?? RecordMetadata(recordName: name, entityName: entity.name)
-                guard row.zone.isPrimary else { continue }
+                // A public object goes up as a new one only if it never went (this user's, saved
+                // before the store first mirrored); one the server has stays as it is there.
+                var row: RecordMetadata
+                if let existing = try db.recordMetadata(name) {
+                    guard existing.zone.isPrimary else { continue }
+                    row = existing
+                } else {
+                    row = RecordMetadata(recordName: name, entityName: entity.name, zone: publicEntities.initialZone(of: entity.name))
+                }
                 row.forgetServerVersion()
                 let values = recordValues(snapshot, entity)
                 try setPendingUpload(.save(full: true, keys: Dictionary(uniqueKeysWithValues: values.keys.map { ($0, now) })), of: &row)
@@ -201,9 +208,16 @@ extension MirrorTransaction {
                         let ends = LinkRecords.ends(side, object: snapshot.id, member: member)
                         let linkName = LinkRecords.recordName(ends)
                         seen.insert(linkName)
-                        var link = try db.recordMetadata(linkName)
-                            ?? RecordMetadata(recordName: linkName, entityName: LinkRecords.recordType, link: ends)
-                        guard link.zone.isPrimary else { continue }
+                        var link: RecordMetadata
+                        if let existing = try db.recordMetadata(linkName) {
+                            guard existing.zone.isPrimary else { continue }
+                            link = existing
+                        } else {
+                            // Both ends of a public entity's links are public (``PublicEntities``).
+                            link = RecordMetadata(
+                                recordName: linkName, entityName: LinkRecords.recordType, link: ends,
+                                zone: publicEntities.initialZone(of: entity.name))
+                        }
                         link.forgetServerVersion()
                         try setPendingUpload(.save(full: true, keys: [:]), of: &link)
                         try save(link)

@@ -17,6 +17,8 @@ final class MirrorTransaction {
     let schema: Schema
     /// The primary zone: where objects that are not shared live.
     let zoneID: ZoneID
+    /// The entities mirrored in the public database.
+    let publicEntities: PublicEntities
     let resolution: ConflictResolution
     /// This device's ID as the server records it in `modified.deviceID`, when it mirrors.
     let deviceID: String?
@@ -62,12 +64,13 @@ final class MirrorTransaction {
     var now: Date { resolution.now }
 
     init(
-        context: WriteContext, schema: Schema, zoneID: ZoneID, policy: ConflictPolicy, deviceID: String? = nil,
-        now: Date, logger: Logger
+        context: WriteContext, schema: Schema, zoneID: ZoneID, publicEntities: PublicEntities = .none, policy: ConflictPolicy,
+        deviceID: String? = nil, now: Date, logger: Logger
     ) throws {
         self.context = context
         self.schema = schema
         self.zoneID = zoneID
+        self.publicEntities = publicEntities
         self.resolution = ConflictResolution(policy: policy, now: now)
         self.deviceID = deviceID
         self.logger = logger

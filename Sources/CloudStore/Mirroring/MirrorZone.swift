@@ -50,6 +50,9 @@ struct MirrorZone: Sendable, Hashable {
         var owner: String?
 
         static let primary = Key(name: nil, owner: nil)
+        /// The public database's zone: the objects of the entities the container mirrors there
+        /// (``PersistentCloudContainer/Options/publicEntities``). It has no row of its own.
+        static let publicDatabase = Key(ZoneID.publicDefault)
 
         init(name: String?, owner: String?) {
             self.name = name
@@ -68,7 +71,25 @@ struct MirrorZone: Sendable, Hashable {
         var isPrimary: Bool { name == nil }
 
         /// The database the zone is mirrored through.
-        var scope: DatabaseScope { owner == nil ? .private : .shared }
+        var scope: DatabaseScope { Self.scope(owner: owner) }
+
+        /// The database a zone of this owner is mirrored through (nil: this user's own zones).
+        static func scope(owner: String?) -> DatabaseScope {
+            switch owner {
+            case nil: .private
+            case ZoneID.publicDatabaseOwner?: .public
+            default: .shared
+            }
+        }
+
+        /// The SQL condition on a metadata table's `zone_owner` that selects the zones of `scope`.
+        static func ownerCondition(_ scope: DatabaseScope) -> String {
+            switch scope {
+            case .private: "zone_owner IS NULL"
+            case .public: "zone_owner = '\(ZoneID.publicDatabaseOwner)'"
+            case .shared: "zone_owner IS NOT NULL AND zone_owner <> '\(ZoneID.publicDatabaseOwner)'"
+            }
+        }
 
         func zoneID(primary: ZoneID) -> ZoneID {
             guard let name else { return primary }
@@ -94,6 +115,7 @@ struct MirrorZone: Sendable, Hashable {
     /// the shared database (shared with this user). Other zones of the private database (another
     /// app's, or a store with another zone name) are not this store's.
     static func isMirrorable(_ zoneID: ZoneID, primary: ZoneID) -> Bool {
+        guard zoneID != .publicDefault else { return false }
         guard zoneID.ownerRecordName == nil else { return true }
         let prefix = "\(primary.zoneName).share-"
         return zoneID.zoneName.hasPrefix(prefix) && UUID(text: String(zoneID.zoneName.dropFirst(prefix.count))) != nil
@@ -233,8 +255,8 @@ extension Database {
     /// The deletes of moved records to send through the database of `scope`, in upload order.
     func movedRecords(scope: DatabaseScope, limit: Int) throws -> [MovedRecord] {
         try movedRecords(
-            MovedRecord.select + "(zone_owner IS NULL) = ? ORDER BY upload_revision, sequence LIMIT ?",
-            [.bool(scope != .shared), .int64(Int64(limit))])
+            MovedRecord.select + "\(MirrorZone.Key.ownerCondition(scope)) ORDER BY upload_revision, sequence LIMIT ?",
+            [.int64(Int64(limit))])
     }
 
     /// The pending delete of `recordName` from `zone`, if any.

@@ -13,6 +13,7 @@ import Synchronization
 struct PendingUploadRecorder: UnitOfWorkObserver {
     let schema: Schema
     let primaryZone: ZoneID
+    let publicEntities: PublicEntities
     let signal: PendingUploadSignal
 
     var name: String { MirrorMetadata.observerName }
@@ -22,13 +23,15 @@ struct PendingUploadRecorder: UnitOfWorkObserver {
     /// container named in the file, and wakes no engine (the mirroring process notices the commit).
     static func forOtherWriter(of db: Database, schema: Schema) throws -> PendingUploadRecorder {
         let zone = ZoneID(zoneName: try db.mirrorState(.primaryZoneName, as: String.self) ?? schema.name)
-        return PendingUploadRecorder(schema: schema, primaryZone: zone, signal: PendingUploadSignal())
+        return PendingUploadRecorder(
+            schema: schema, primaryZone: zone, publicEntities: try .stored(in: db), signal: PendingUploadSignal())
     }
 
     func unitOfWorkWillCommit(_ unitOfWork: CommittingUnitOfWork) throws {
         guard unitOfWork.author != MirrorAuthor.import else { return }
         var recording = PendingUploadRecording(context: unitOfWork.context, schema: schema, date: unitOfWork.date)
         recording.primaryZone = primaryZone
+        recording.publicEntities = publicEntities
         for change in unitOfWork.changes { try recording.record(change) }
         try recording.finish()
         guard recording.hasRecorded else { return }
@@ -107,6 +110,10 @@ struct PendingUploadRecording {
     var date: Date
     /// The primary zone, to name it in errors.
     var primaryZone = ZoneID(zoneName: "")
+    /// The entities mirrored in the public database: their new objects go there.
+    var publicEntities = PublicEntities.none
+    /// The current user as the store last heard it, read when a public object is changed.
+    private var userRecordName: String??
     private var revision: Int64?
     private var dirtyLinks: Set<DirtyLinks> = []
     /// Objects inserted, and objects given another holder (``ShareGraph/holders(of:in:)``): their
@@ -141,7 +148,9 @@ struct PendingUploadRecording {
     mutating func record(_ change: HistoryChange) throws {
         guard let entity = schema.entity(named: change.entityName), entity.isMirrored else { return }
         let recordName = change.objectID.uuidString
-        var metadata = try db.recordMetadata(recordName) ?? RecordMetadata(recordName: recordName, entityName: entity.name)
+        var metadata =
+            try db.recordMetadata(recordName)
+            ?? RecordMetadata(recordName: recordName, entityName: entity.name, zone: publicEntities.initialZone(of: entity.name))
         let object = ObjectKey(entityName: entity.name, id: change.objectID)
         try checkWritable(object, in: metadata.zone)
         let linkSides = LinkRecords.sides(of: entity, in: schema)
@@ -239,9 +248,16 @@ struct PendingUploadRecording {
         hasRecorded = true
     }
 
-    /// Throws when `zone` is shared with this user read-only: the unit of work is rolled back.
+    /// Throws when `zone` is shared with this user read-only, or when the object is another
+    /// user's in the public database: the unit of work is rolled back.
     private mutating func checkWritable(_ object: ObjectKey, in zone: MirrorZone.Key) throws {
         guard zone.owner != nil else { return }
+        if zone == .publicDatabase {
+            guard let creator = try db.publicCreator(of: object.id.uuidString) else { return }
+            if userRecordName == nil { userRecordName = .some(try db.mirrorState(.userRecordName, as: String.self)) }
+            guard let user = userRecordName ?? nil, user != creator else { return }
+            throw ContainerError.notCreator(entityName: object.entityName, id: object.id, creator: creator)
+        }
         guard let shared = try mirroredZones()[zone], shared.permission == .readOnly else { return }
         throw ContainerError.readOnlyShare(entityName: object.entityName, id: object.id, owner: zone.owner ?? "")
     }
@@ -292,7 +308,7 @@ struct PendingUploadRecording {
         for member in current where mirrored[member] == nil {
             let ends = LinkRecords.ends(links.side, object: links.id, member: member)
             let name = LinkRecords.recordName(ends)
-            let zone = try mirroredZones().isEmpty ? .primary : db.linkZone(ends)
+            let zone = try mirroredZones().isEmpty && publicEntities.isEmpty ? .primary : db.linkZone(ends)
             try checkWritable(ObjectKey(entityName: entity.name, id: links.id), in: zone)
             var row = try db.recordMetadata(name)
                 ?? RecordMetadata(recordName: name, entityName: LinkRecords.recordType, link: ends, zone: zone)

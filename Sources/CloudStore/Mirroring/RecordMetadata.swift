@@ -185,10 +185,10 @@ extension Database {
         guard limit > 0 else { return [] }
         var uploads: [RecordMetadata] = []
         let sql = RecordMetadata.select + """
-            pending_upload IS NOT NULL AND refusal IS NULL AND (zone_owner IS NULL) = ?
+            pending_upload IS NOT NULL AND refusal IS NULL AND \(MirrorZone.Key.ownerCondition(scope))
             ORDER BY upload_revision, record_name
             """
-        try eachWhile(sql, [.bool(scope != .shared)]) { statement in
+        try eachWhile(sql, []) { statement in
             if !skip(columnText(statement, 0), RecordMetadata.zone(statement)) {
                 uploads.append(try RecordMetadata(statement: statement))
             }
@@ -202,7 +202,7 @@ extension Database {
     /// object moved out of is such a create, with the database each goes through:
     /// ``UnheardCreates`` holds them back until a fetch covered them.
     func unheardCreateNames() throws -> [(name: String, scope: DatabaseScope)] {
-        func scope(_ row: Row) -> DatabaseScope { (row["zone_owner"] as String?) == nil ? .private : .shared }
+        func scope(_ row: Row) -> DatabaseScope { MirrorZone.Key.scope(owner: row["zone_owner"]) }
         let creates = try Row.fetchAll(
             self,
             sql: """

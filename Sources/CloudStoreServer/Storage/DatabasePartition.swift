@@ -4,7 +4,7 @@ import CloudStoreWire
 /// partitioned by it, and one user's partition is never reachable from another user's requests.
 struct DatabasePartition: Hashable, Sendable, CustomStringConvertible {
     /// The owner of the public database's zones, as CloudKit names it.
-    static let publicOwner = "_defaultOwner"
+    static let publicOwner = ZoneID.publicDatabaseOwner
 
     var container: String
     var environment: CloudEnvironment

@@ -13,6 +13,12 @@ public struct ZoneID: Hashable, Sendable, Codable, CustomStringConvertible {
     public static let defaultZoneName = "_defaultZone"
     /// The caller's default zone.
     public static let `default` = ZoneID(zoneName: defaultZoneName)
+    /// The owner of the public database's zones, as the server names it in its answers: no user
+    /// has this name.
+    public static let publicDatabaseOwner = "_defaultOwner"
+    /// The public database's zone, as the server names it in its answers (every user's records of
+    /// the public database are in it).
+    public static let publicDefault = ZoneID(zoneName: defaultZoneName, ownerRecordName: publicDatabaseOwner)
 
     public var zoneName: String
     /// The owner's user record name, or nil for the caller.

@@ -38,6 +38,8 @@ struct MirrorPlanTests {
         Row(name: "rejected credentials change nothing local", event: .accountChanged(.signOut(previousUser: "_alice")), steps: [.recordSignOut]),
         Row(name: "another user: ask by default", event: .accountChanged(switched), steps: [.ask(.accountChanged(previousUser: "_alice", currentUser: "_bob"))]),
         Row(name: "another user seen by the shared engine: ask too", event: .accountChanged(switched), scope: .shared, steps: [.ask(.accountChanged(previousUser: "_alice", currentUser: "_bob"))]),
+        Row(name: "the public engine's sign-in is the private one's", event: .accountChanged(.signIn(currentUser: "_alice")), scope: .public, steps: []),
+        Row(name: "the public database's zone listed: nothing to adopt", event: .zonesChanged(modified: [.publicDefault], deleted: []), scope: .public, steps: []),
         Row(name: "another user, replaceLocalData", event: .accountChanged(switched), accountPolicy: .replaceLocalData, steps: [.applyAccountChoice(.deleteLocalData, newUser: "_bob")]),
         Row(name: "another user, keepLocalData", event: .accountChanged(switched), accountPolicy: .keepLocalData, steps: [.applyAccountChoice(.uploadAgain, newUser: "_bob")]),
         Row(name: "another user, policy, shared engine: the private one acts", event: .accountChanged(switched), scope: .shared, accountPolicy: .keepLocalData, steps: []),
