@@ -51,6 +51,37 @@ struct CLISyncTests {
         }
     }
 
+    /// A store whose app mirrors its entities in the public database: `sync` sends them there by
+    /// default (the entities the store keeps), and another user's store named with
+    /// `--public-entity` reads them.
+    @Test func publicEntities_areThoseTheStoreKeeps_orThoseNamed() async throws {
+        try await TemporaryDirectory.with { directory in
+            try await TestServer.with(users: ["alice-token": "_alice", "bob-token": "_bob"]) { server in
+                let a = try Self.store("a.sqlite", notes: 3, in: directory)
+                let b = try Self.store("b.sqlite", notes: 0, in: directory)
+                let everything: Set<String> = ["Folder", "Note", "Tag"]
+                var options = PersistentCloudContainer.Options()
+                options.publicEntities = everything
+                try await PersistentCloudContainer(url: a, schema: try StoreFixtures.schema(), options: options).close()
+                #expect(try PersistentCloudContainer.publicEntities(at: a) == everything)
+                #expect(try PersistentCloudContainer.publicEntities(at: b).isEmpty)
+                let common = ["--server", server.baseURL.absoluteString, "--container", "iCloud.cli.test"]
+
+                let upload = await cloudstore(["sync", "--store", a.path] + common, environment: ["CLOUDSTORE_TOKEN": "alice-token"])
+                #expect(upload.outputLines == ["synced \(a.path): 3 uploaded, 0 fetched, 0 conflicts logged, nothing pending"], "\(upload.standardError)")
+                let named = everything.sorted().flatMap { ["--public-entity", $0] }
+                let fetch = await cloudstore(["sync", "--store", b.path] + named + common, environment: ["CLOUDSTORE_TOKEN": "bob-token"])
+                #expect(fetch.outputLines == ["synced \(b.path): 0 uploaded, 3 fetched, 0 conflicts logged, nothing pending"], "\(fetch.standardError)")
+                #expect(try PersistentCloudContainer.publicEntities(at: b) == everything, "the store keeps them for the next sync")
+                // Bob's private database holds none of them.
+                let bobsPrivate = await cloudstore(
+                    ["sync", "--store", try Self.store("c.sqlite", notes: 0, in: directory).path] + common,
+                    environment: ["CLOUDSTORE_TOKEN": "bob-token"])
+                #expect(bobsPrivate.outputLines.first?.contains("0 fetched") == true, "\(bobsPrivate.standardOutput)")
+            }
+        }
+    }
+
     /// The zone is deleted on the server after a sync: the next sync stops and says how to
     /// decide; `--decide uploadAgain` puts the store's notes back.
     @Test func aZoneDeletedOnTheServer_waitsFor_decide() async throws {

@@ -225,6 +225,21 @@ public final class PersistentCloudContainer: Sendable {
         }
     }
 
+    /// The entities the store at `url` mirrors in the public database, as the container that last
+    /// opened it named them (``Options/publicEntities``), read without modifying the file: what a
+    /// tool that syncs the file on the app's behalf opens it with (the CLI's `sync`).
+    ///
+    /// ```swift
+    /// options.publicEntities = try PersistentCloudContainer.publicEntities(at: url)
+    /// ```
+    public static func publicEntities(at url: URL) throws -> Set<String> {
+        guard try PersistentStore.fileInfo(at: url) != nil else { return [] }
+        return try StoreOpening.readWithoutWriting(path: url.path, while: "reading its public entities") { db in
+            guard try db.tableExists("cloudstore_mirror_state") else { return [] }
+            return try PublicEntities.stored(in: db).names
+        }
+    }
+
     /// The conflict log: every value that lost a conflict, oldest first, after a sequence number.
     ///
     /// ```swift

@@ -89,7 +89,7 @@ final class PendingUploadSignal: Sendable {
         if held { state?.remove(pendingDatabaseChanges: [.saveZone(zoneID)]) }
     }
 
-    func uploadsPending(in scopes: Set<DatabaseScope> = [.private, .shared]) {
+    func uploadsPending(in scopes: Set<DatabaseScope> = Set(DatabaseScope.allCases)) {
         let (states, saveZones) = target.withLock { target in (target.states, target.unsaved.subtracting(target.held)) }
         for scope in scopes {
             guard let state = states[scope] else { continue }

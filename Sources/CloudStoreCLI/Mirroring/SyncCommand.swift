@@ -58,6 +58,13 @@ public struct SyncCommand: CloudStoreSubcommand {
     @Option(help: "This device's identifier; by default the one the store keeps.")
     var device: String?
 
+    @Option(
+        name: .customLong("public-entity"),
+        help: ArgumentHelp(
+            "An entity mirrored in the public database (repeat for several); by default the ones the store keeps.",
+            valueName: "entity"))
+    var publicEntities: [String] = []
+
     @Option(help: "Seconds to keep trying before giving up.")
     var timeout: Double = 300
 
@@ -93,6 +100,7 @@ public struct SyncCommand: CloudStoreSubcommand {
         var options = PersistentCloudContainer.Options(
             server: .init(url: serverURL, containerIdentifier: container, token: try token(context), deviceID: device))
         options.automaticallySync = false
+        options.publicEntities = publicEntities.isEmpty ? try PersistentCloudContainer.publicEntities(at: url) : Set(publicEntities)
         // What went wrong reaches the user once, as this command's error; the container's own
         // error lines add nothing at the default level (--debug 1 and up shows everything).
         var logger = context.logger("mirroring")

@@ -127,6 +127,26 @@ struct MirroringPublicDatabaseTests {
         }
     }
 
+    /// Announcements saved before the store first mirrored, and the container that opens it
+    /// next, with a server: they go to the public database, where bob reads them.
+    @Test func objectsSavedBeforeTheStoreFirstMirrored_goToThePublicDatabase() async throws {
+        try await ServerProcess.with(users: Self.users) { server in
+            let directory = try TemporaryDirectory()
+            let url = directory.file("alice.sqlite")
+            let old = Announcement(title: "Written offline")
+            let store = try PersistentStore(url: url, schema: try Self.schema())
+            try await store.write(author: "app") { context in try context.insert(old) }
+            try store.close()
+            let alice = try await Self.device("alice", server: server.baseURL, token: "alice-token", directory: directory)
+            let bob = try await Self.device("bob", server: server.baseURL, token: "bob-token")
+            defer { Task { await alice.close(); await bob.close() } }
+            #expect(try await alice.container.status().pendingUploads == 1)
+            try await alice.container.waitUntilSynced(timeout: .seconds(30))
+            try await bob.sync()
+            #expect(try announcements(bob) == [old])
+        }
+    }
+
     @Test func aPublicEntityRelatedToAPrivateOne_isRefusedAtOpen_naming_both() async throws {
         await #expect {
             _ = try await TestDevice.make("alice", schema: Self.schema(), server: nil) { $0.publicEntities = ["Note"] }
