@@ -12,6 +12,29 @@ import Testing
 struct ServerSubscriptionTests {
     static let pinnedNotes = #"{"recordType":"Note","filterBy":[{"comparator":"EQUALS","fieldName":"title","fieldValue":{"value":"Hi","type":"STRING"}}]}"#
 
+    /// An ID PostgreSQL cannot store (a NUL) or longer than 255 bytes is a per-item BAD_REQUEST in
+    /// a delete and a lookup as in a save, never a failure of the request (a fuzzed delete once
+    /// made PostgreSQL fail).
+    @Test(arguments: Backend.all)
+    func invalidIDs_areRefusedPerItem_inEveryOperation(_ backend: Backend) async throws {
+        try await withServer(backend) { _, alice in
+            let long = String(repeating: "x", count: 300)
+            let modified = try await alice.call(
+                .private, .subscriptionsModify,
+                json: #"{"operations":[{"operationType":"delete","subscription":{"subscriptionID":"a\u0000b"}},{"operationType":"delete","subscription":{"subscriptionID":"\#(long)"}},{"operationType":"create","subscription":{"subscriptionID":"ok","subscriptionType":"database"}}]}"#)
+            try #require(modified.status == 200, "\(modified.text)")
+            let results = try modified.decode(SubscriptionsResponse.self).subscriptions
+            #expect(results.map { $0.error?.serverErrorCode } == [.badRequest, .badRequest, nil])
+            #expect(results.first?.error?.reason?.contains("subscriptionID") == true)
+            let lookup = try await alice.call(
+                .private, .subscriptionsLookup, json: #"{"subscriptions":[{"subscriptionID":"a\u0000b"},{"subscriptionID":"ok"}]}"#)
+            try #require(lookup.status == 200, "\(lookup.text)")
+            let found = try lookup.decode(SubscriptionsResponse.self).subscriptions
+            #expect(found.first?.error?.serverErrorCode == .badRequest)
+            #expect(found.last?.value?.subscriptionID == "ok")
+        }
+    }
+
     @Test(arguments: Backend.all)
     func modifyListLookup_keepEachUsersSubscriptionsPerDatabase(_ backend: Backend) async throws {
         try await withServer(backend) { _, alice in

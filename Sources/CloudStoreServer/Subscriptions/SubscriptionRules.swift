@@ -37,11 +37,16 @@ enum SubscriptionChange: Hashable, Sendable {
 /// - Query subscriptions: private and public databases, as CloudKit's; `query.recordType` and
 ///   its filters are checked as a `records/query`'s.
 enum SubscriptionRules {
+    /// The problem of a subscription ID in any operation (a save, a delete, a lookup), or nil: the
+    /// rules of record names (PostgreSQL stores no NUL, and an index entry has a size limit).
+    static func idProblem(_ id: String) -> String? {
+        guard RecordRules.recordNameProblem(id) != nil else { return nil }
+        return "subscriptionID \"\(id.prefix(64))\" is invalid: use 1 to 255 printable characters"
+    }
+
     /// The problem of a subscription in a database, or nil.
     static func problem(_ subscription: Subscription, in scope: DatabaseScope) -> String? {
-        if RecordRules.recordNameProblem(subscription.subscriptionID) != nil {
-            return "subscriptionID \"\(subscription.subscriptionID.prefix(64))\" is invalid: use 1 to 255 printable characters"
-        }
+        if let problem = idProblem(subscription.subscriptionID) { return problem }
         switch (subscription.subscriptionType, scope) {
         case (.zone, .public), (.database, .public):
             return "the public database takes query subscriptions only: watch its records with a query subscription"

@@ -31,10 +31,15 @@ struct SubscriptionsController: Sendable {
         let body = try call.decode(SubscriptionsLookupRequest.self)
         try services.limits.checkOperationCount(body.subscriptions.count, of: "subscriptions")
         let ids = body.subscriptions.map(\.subscriptionID)
-        let found = try await services.storage.subscriptions(of: subscriber, ids: ids)
+        let valid = ids.filter { SubscriptionRules.idProblem($0) == nil }
+        let found = try await services.storage.subscriptions(of: subscriber, ids: valid)
         let byID = Dictionary(found.map { ($0.subscriptionID, $0) }, uniquingKeysWith: { $1 })
         return try JSONResponse.make(
-            SubscriptionsResponse(subscriptions: ids.map { id in byID[id].map { .value($0) } ?? .error(Self.notFound(id)) }))
+            SubscriptionsResponse(
+                subscriptions: ids.map { id in
+                    if let problem = SubscriptionRules.idProblem(id) { return .error(ServerError(.badRequest, reason: problem, subscriptionID: id)) }
+                    return byID[id].map { .value($0) } ?? .error(Self.notFound(id))
+                }))
     }
 
     @Sendable func modify(_ request: Request, context: CloudRequestContext) async throws -> Response {
@@ -47,6 +52,10 @@ struct SubscriptionsController: Sendable {
         for (index, operation) in body.operations.enumerated() {
             switch operation.operationType {
             case .delete:
+                if let problem = SubscriptionRules.idProblem(operation.subscriptionID) {
+                    results.append(.error(ServerError(.badRequest, reason: problem, subscriptionID: operation.subscriptionID)))
+                    continue
+                }
                 changes.append((index, .delete(operation.subscriptionID)))
                 results.append(nil)
             case .create, .update:
