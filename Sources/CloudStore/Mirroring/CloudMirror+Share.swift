@@ -11,6 +11,10 @@ extension CloudMirror {
     ) async throws -> MirrorZone {
         guard engine != nil else { throw ContainerError.localOnly }
         let zoneID = ZoneID(zoneName: MirrorZone.shareZoneName(root: root.id, primary: self.zoneID))
+        guard !publicEntities.contains(root.entityName) else {
+            throw ContainerError.sharing(
+                "\(root.entityName) \(root.id.uuidString) is in the public database, where every user reads it already: share private objects only")
+        }
         let schema = schema
         let change = PendingShareChange.save(participants: participants, publicPermission: publicPermission, title: title)
         try await transaction { transaction in

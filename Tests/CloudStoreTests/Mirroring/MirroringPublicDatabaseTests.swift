@@ -74,6 +74,9 @@ struct MirroringPublicDatabaseTests {
             }
             #expect(try announcements(bob) == [opening])
             #expect(try await bob.container.status().pendingUploads == 0)
+            await #expect(throws: ContainerError.self, "a public object is not shared: everyone reads it") {
+                _ = try await alice.container.share(opening, with: [.init(user: "_bob", permission: .readWrite)])
+            }
 
             // Bob's own announcement is his to change; alice sees each change.
             var party = Announcement(title: "Party", body: "Saturday")
