@@ -164,6 +164,14 @@ struct TestHelper {
             say("saved")
         }
         say("sync")
+        if arguments.count > 10, let milliseconds = Int(arguments[10]) {
+            // Killed by its own timer, so the moment lands inside the transfer however late the
+            // test reads "sync" on a loaded machine.
+            Thread.detachNewThread {
+                Thread.sleep(forTimeInterval: Double(milliseconds) / 1000)
+                kill(getpid(), SIGKILL)
+            }
+        }
         try await device.sync()
         say("done")
         try await device.close()

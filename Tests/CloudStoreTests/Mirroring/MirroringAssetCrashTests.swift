@@ -60,25 +60,15 @@ struct MirroringAssetCrashTests {
         }
     }
 
-    /// Runs the helper; with a delay, kills it that long after it says "sync" unless it finished.
-    /// Answers whether it was killed before "done".
+    /// Runs the helper; with a delay, it is killed (SIGKILL, by a timer of its own) that long
+    /// after it says "sync", unless it finished. Answers whether it was killed before "done".
     static func run(_ arguments: [String], killAfter delay: Duration?) async throws -> Bool {
-        let (child, lines) = try TestHelperProcess.start(arguments)
-        var killed = false
+        let milliseconds = delay.map { String($0.components.seconds * 1000 + $0.components.attoseconds / 1_000_000_000_000_000) }
+        let (child, lines) = try TestHelperProcess.start(arguments + (milliseconds.map { [$0] } ?? []))
         var done = false
-        while let line = await lines.nextLine() {
-            if line == "done" { done = true }
-            if line == "sync", let delay {
-                try await Task.sleep(for: delay)  // a random moment inside the transfer, not a wait for it
-                if child.termination == nil {
-                    child.signal(SIGKILL)
-                    killed = true
-                    break
-                }
-            }
-        }
-        let termination = await child.waitForExit()
         while let line = await lines.nextLine() { done = done || line == "done" }
+        let termination = await child.waitForExit()
+        let killed = termination == .signaled(SIGKILL)
         if !killed {
             #expect(done, "the helper \(arguments[6]) ended without finishing (\(termination))")
         }
