@@ -43,7 +43,10 @@ let package = Package(
         // The wire contract (Sources/CloudStoreWire/CloudStoreWire.docc/WireProtocol.md): records, IDs, field values, requests, responses, errors.
         .target(
             name: "CloudStoreWire",
-            dependencies: [.product(name: "Crypto", package: "swift-crypto")],
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings),
         // CLOUDSTORE_DEBUG levels and the log line format every subsystem shares.
         .target(

@@ -324,7 +324,7 @@ extension FieldValue: JSONBytesWritable {
             if json.numbersAsStrings { json.string(String(value)) } else { json.int(value) }
         case .double(let value): try json.double(value)
         case .timestamp(let date): json.int(date.millisecondsSince1970)
-        case .bytes(let data): json.string(data.base64EncodedString())
+        case .bytes(let data), .encryptedBytes(let data): json.string(data.base64EncodedString())
         case .reference(let reference): try json.value(reference)
         case .location(let location): try json.value(location)
         case .asset(let asset): try json.value(asset)

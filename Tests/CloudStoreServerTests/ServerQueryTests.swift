@@ -82,4 +82,27 @@ struct ServerQueryTests {
             #expect(unknownComparator.error?.reason?.contains("comparator") == true)
         }
     }
+
+    /// An end-to-end encrypted field (`ENCRYPTED_BYTES`, WireProtocol.md §9) is stored and served
+    /// byte for byte; a query that filters or sorts on it is 400 naming it, and one on other
+    /// fields still runs.
+    @Test(arguments: Backend.all)
+    func encryptedFields_areOpaque_andNotQueryable(_ backend: Backend) async throws {
+        try await withServer(backend) { _, client in
+            try await client.createZone("Notes")
+            let ciphertext = Data((0..<77).map { UInt8(($0 * 37) % 256) })
+            try await client.save([note("A", title: "apple", extra: ["body": .encryptedBytes(ciphertext)])])
+            let records = try await query(client, Query(recordType: "Note", filterBy: [.init("title", .equals, "apple")])).records
+            #expect(records.first?.value?.fields["body"] == .encryptedBytes(ciphertext))
+            for refused in [
+                Query(recordType: "Note", filterBy: [.init("body", .equals, .encryptedBytes(ciphertext))]),
+                Query(recordType: "Note", filterBy: [.init("body", .equals, "apple")]),
+                Query(recordType: "Note", sortBy: [.init(fieldName: "body")]),
+            ] {
+                let answer = try await client.call(.private, .recordsQuery, RecordsQueryRequest(zoneID: ZoneID(zoneName: "Notes"), query: refused))
+                #expect(answer.status == 400)
+                #expect(answer.error?.reason?.contains("body") == true && answer.error?.reason?.contains("encrypted") == true, "\(answer.text)")
+            }
+        }
+    }
 }

@@ -81,7 +81,8 @@ struct JSONBytesTests {
         }
 
         mutating func field() -> FieldValue {
-            switch int(0...11) {
+            switch int(0...12) {
+            case 12: return .encryptedBytes(Data((0..<int(0...60)).map { _ in UInt8.random(in: 0...255, using: &generator) }))
             case 8: return .list((0..<int(0...3)).map { _ in scalar(int(0...7)) })
             case 9: return .null
             case 10: return .unknown(type: "FUTURE_" + text(), value: json())

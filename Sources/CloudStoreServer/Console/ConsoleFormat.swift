@@ -100,6 +100,7 @@ enum ConsoleFormat {
         case .double(let number): String(number)
         case .timestamp(let date): time(date)
         case .bytes(let data): "\(count(data.count, "byte", "bytes")): \(data.prefix(48).base64EncodedString())"
+        case .encryptedBytes(let data): "\(count(data.count, "byte", "bytes")), encrypted end to end"
         case .reference(let reference): reference.recordName + (reference.action == .none ? "" : " (\(reference.action.rawValue))")
         case .location(let location): "\(location.latitude), \(location.longitude)"
         case .asset(let asset): "asset, \(count(Int(clamping: asset.size), "byte", "bytes")), SHA-256 \(asset.fileChecksum)"

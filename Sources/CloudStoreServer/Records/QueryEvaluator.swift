@@ -68,10 +68,12 @@ struct QueryEvaluator: Sendable {
         var content: RecordContent?
     }
 
-    /// The matching rows, sorted; throws when a row's stored content cannot be read.
+    /// The matching rows, sorted; throws when a row's stored content cannot be read, and 400 when
+    /// the query filters or sorts on an end-to-end encrypted field (``refuseEncryptedFields(in:)``).
     func run(_ rows: [StoredRecord]) throws -> [StoredRecord] {
         let filters = query.filterBy ?? []
         let candidates = try rows.map { Candidate(row: $0, content: try $0.content?.decoded()) }
+        try refuseEncryptedFields(in: candidates)
         let matching = candidates.filter { candidate in filters.allSatisfy { matches(candidate, $0) } }
         let sorts = query.sortBy ?? []
         return matching.sorted { left, right in
@@ -89,6 +91,32 @@ struct QueryEvaluator: Sendable {
             }
             return left.row.name < right.row.name
         }.map(\.row)
+    }
+
+    /// The server holds only ciphertext of an encrypted field (`ENCRYPTED_BYTES`): a filter or sort
+    /// on one could only compare random bytes, so it is refused, naming the field.
+    func refuseEncryptedFields(in candidates: [Candidate]) throws(APIError) {
+        let named = (query.filterBy ?? []).compactMap(\.fieldName) + (query.sortBy ?? []).compactMap(\.fieldName)
+        guard !named.isEmpty else { return }
+        let encryptedFilterValue = (query.filterBy ?? []).first { filter in
+            if case .encryptedBytes = filter.fieldValue { return true }
+            if case .list(let elements) = filter.fieldValue { return elements.contains { $0.type == .encryptedBytes } }
+            return false
+        }
+        let field =
+            encryptedFilterValue?.fieldName
+            ?? named.first { name in
+                candidates.contains { candidate in
+                    guard let value = candidate.content?.fields[name] else { return false }
+                    if case .encryptedBytes = value { return true }
+                    if case .list(let elements) = value { return elements.first?.type == .encryptedBytes }
+                    return false
+                }
+            }
+        guard let field else { return }
+        throw APIError(
+            .badRequest,
+            "query: field \(field) of \(query.recordType) is encrypted end to end (ENCRYPTED_BYTES): the server holds only ciphertext and cannot filter or sort on it; filter on the device after fetching")
     }
 
     func matches(_ row: Candidate, _ filter: Filter) -> Bool {

@@ -106,6 +106,7 @@ enum SchemaRules {
         case .asset: "the dictionary an asset upload answers"
         case .list(let element): "an array of \(example(of: element))"
         case .unknownList: "an array"
+        case .encryptedBytes: "base64 ciphertext"
         }
     }
 

@@ -68,7 +68,7 @@ public struct JSONFuzzer: Sendable {
         "123456789012345678901234567890", "9.2233720368547758e18", "-9.3e18", "1e-400", "0", "-1", "2147483648",
         "\"\"", "\"\\u0000\"", "\"\\ud800\"", "\"\\udc00\\ud800\"", "\"\u{1F600}\"", "\"\\\\\"", "\"%%%\"",
         "\"' OR 1=1 --\"", "\"Robert'); DROP TABLE cloudstore_record;--\"", "\"../../etc/passwd\"",
-        "\"\\n\\r\\t\"", "\"_defaultZone\"", "\"INT64\"", "\"UNKNOWN_LIST\"", "\"STRING_LIST_LIST\"",
+        "\"\\n\\r\\t\"", "\"_defaultZone\"", "\"INT64\"", "\"UNKNOWN_LIST\"", "\"STRING_LIST_LIST\"", "\"ENCRYPTED_BYTES\"",
         "true", "false", "null", "[]", "{}", "[null]", "{\"value\": null}",
     ]
 

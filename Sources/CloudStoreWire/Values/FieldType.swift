@@ -1,7 +1,7 @@
 /// The type of a record field, as the `type` key of a field value names it.
 ///
 /// Scalars are `STRING`, `INT64`, `DOUBLE`, `TIMESTAMP`, `BYTES`, `REFERENCE`, `LOCATION` and
-/// `ASSETID`; a list of a scalar is the scalar's name with `_LIST` (`STRING_LIST`), and an empty list
+/// `ASSETID`, and `ENCRYPTED_BYTES` for ciphertext; a list of a scalar is the scalar's name with `_LIST` (`STRING_LIST`), and an empty list
 /// whose element type is not known is `UNKNOWN_LIST`. Booleans travel as `INT64` 0 or 1.
 public enum FieldType: Hashable, Sendable, CustomStringConvertible {
     case string
@@ -16,6 +16,9 @@ public enum FieldType: Hashable, Sendable, CustomStringConvertible {
     indirect case list(FieldType)
     /// An empty list whose element type is not known.
     case unknownList
+    /// Ciphertext the server stores and serves as opaque bytes: an end-to-end encrypted field
+    /// (<doc:WireProtocol> §9), as CloudKit's `encryptedValues` travel.
+    case encryptedBytes
 
     /// Reads a wire type name; nil for names this version does not know.
     public init?(rawValue: String) {
@@ -42,6 +45,7 @@ public enum FieldType: Hashable, Sendable, CustomStringConvertible {
         case "REFERENCE": self = .reference
         case "LOCATION": self = .location
         case "ASSETID": self = .asset
+        case "ENCRYPTED_BYTES": self = .encryptedBytes
         default: return nil
         }
     }
@@ -58,6 +62,7 @@ public enum FieldType: Hashable, Sendable, CustomStringConvertible {
         case .asset: "ASSETID"
         case .list(let element): element.rawValue + "_LIST"
         case .unknownList: "UNKNOWN_LIST"
+        case .encryptedBytes: "ENCRYPTED_BYTES"
         }
     }
 

@@ -30,6 +30,9 @@ public enum FieldValue: Hashable, Sendable {
     case null
     /// A value of a type this version does not know, kept verbatim so it survives a round trip.
     case unknown(type: String, value: JSONValue)
+    /// Ciphertext of an end-to-end encrypted field (`ENCRYPTED_BYTES`, base64 on the wire): the
+    /// server stores and serves it as opaque bytes (<doc:WireProtocol> §9, ``FieldEncryption``).
+    case encryptedBytes(Data)
 
     /// A boolean, which travels as `INT64` 0 or 1.
     public static func bool(_ value: Bool) -> FieldValue { .int64(value ? 1 : 0) }
@@ -42,6 +45,7 @@ public enum FieldValue: Hashable, Sendable {
         case .double: .double
         case .timestamp: .timestamp
         case .bytes: .bytes
+        case .encryptedBytes: .encryptedBytes
         case .reference: .reference
         case .location: .location
         case .asset: .asset
@@ -148,6 +152,12 @@ extension FieldValue: Codable {
                     in: container, debugDescription: "BYTES value is not valid base64")
             }
             return .bytes(data)
+        case .encryptedBytes:
+            let container = try decoder.singleValueContainer()
+            guard let data = Data(base64Encoded: try container.decode(String.self)) else {
+                throw DecodingError.dataCorruptedError(in: container, debugDescription: "ENCRYPTED_BYTES value is not valid base64")
+            }
+            return .encryptedBytes(data)
         case .reference:
             return .reference(try Reference(from: decoder))
         case .location:
@@ -292,7 +302,7 @@ extension FieldValue: Codable {
         case .timestamp(let date):
             var container = encoder.singleValueContainer()
             try container.encode(date.millisecondsSince1970)
-        case .bytes(let data):
+        case .bytes(let data), .encryptedBytes(let data):
             var container = encoder.singleValueContainer()
             try container.encode(data.base64EncodedString())
         case .reference(let reference):

@@ -1,0 +1,146 @@
+import CloudStoreWire
+import Crypto
+import Foundation
+import Testing
+
+/// The format of encrypted fields and wrapped keys (WireProtocol.md §9): what an operator who
+/// alters, swaps or moves ciphertexts gets is an error naming the value, never a wrong value.
+@Suite("Wire: encrypted fields and wrapped keys")
+struct FieldEncryptionTests {
+    static let place = EncryptedFieldContext(
+        zoneName: "Notes", zoneOwner: "_alice", recordName: "4F1C", recordType: "Note", fieldName: "body")
+
+    static func at(record: String = "4F1C", type: String = "Note", field: String = "body", zone: String = "Notes", owner: String = "_alice")
+        -> EncryptedFieldContext
+    {
+        EncryptedFieldContext(zoneName: zone, zoneOwner: owner, recordName: record, recordType: type, fieldName: field)
+    }
+
+    /// Small scrypt costs: the format, not the cost, is under test.
+    static let cheap = WrappedKey.PassphraseParameters(salt: Data(repeating: 7, count: 32), rounds: 1 << 10, blockSize: 8, parallelism: 1)
+
+    @Test(arguments: [
+        FieldValue.string("my diary"), .int64(-42), .double(2.5), .timestamp(Date(millisecondsSince1970: 1_700_000_000_123)),
+        .bytes(Data([0, 1, 2, 255])), .list([.string("a"), .string("b")]), .string(""),
+    ])
+    func everyFieldType_roundTrips(_ value: FieldValue) throws {
+        let key = EncryptionKey()
+        let sealed = try FieldEncryption.seal(value, with: key, for: Self.place)
+        #expect(try FieldEncryption.keyID(of: sealed) == key.id)
+        #expect(try FieldEncryption.open(sealed, keys: [key.id: key], for: Self.place) == value)
+    }
+
+    @Test func theSameValueSealsDifferentlyEachTime_andHidesItsText() throws {
+        let key = EncryptionKey()
+        let secret = "the launch code is 0000"
+        let first = try FieldEncryption.seal(.string(secret), with: key, for: Self.place)
+        let second = try FieldEncryption.seal(.string(secret), with: key, for: Self.place)
+        #expect(first != second, "a fresh nonce each time")
+        #expect(first.range(of: Data(secret.utf8)) == nil)
+        #expect(first.base64EncodedString().contains(Data(secret.utf8).base64EncodedString()) == false)
+    }
+
+    /// An operator who moves a ciphertext to another record, field, type or zone, or flips a byte.
+    @Test(arguments: [
+        ("another record", at(record: "9A2B")), ("another field", at(field: "title")), ("another record type", at(type: "Folder")),
+        ("another zone", at(zone: "Trips")), ("another owner", at(owner: "_mallory")),
+    ])
+    func aMovedCiphertext_doesNotOpen(_ move: (String, EncryptedFieldContext)) throws {
+        let key = EncryptionKey()
+        let sealed = try FieldEncryption.seal(.string("mine"), with: key, for: Self.place)
+        #expect(throws: EncryptionError.self, "moved to \(move.0)") {
+            try FieldEncryption.open(sealed, keys: [key.id: key], for: move.1)
+        }
+        do {
+            _ = try FieldEncryption.open(sealed, keys: [key.id: key], for: move.1)
+        } catch let error as EncryptionError {
+            #expect(error.code == .authenticationFailed)
+            #expect(error.message.contains(move.1.recordName) && error.message.contains(move.1.fieldName))
+        }
+    }
+
+    @Test func aFlippedByte_anywhere_isDetected() throws {
+        let key = EncryptionKey()
+        let sealed = try FieldEncryption.seal(.string("twelve bytes"), with: key, for: Self.place)
+        for index in 1 + KeyID.byteCount..<sealed.count {
+            var altered = sealed
+            altered[altered.startIndex + index] ^= 0x01
+            #expect(throws: EncryptionError.self, "byte \(index)") { try FieldEncryption.open(altered, keys: [key.id: key], for: Self.place) }
+        }
+    }
+
+    @Test func aValueOfAnotherKey_namesTheKeyItNeeds() throws {
+        let (old, new) = (EncryptionKey(), EncryptionKey())
+        let sealed = try FieldEncryption.seal(.string("before the rotation"), with: old, for: Self.place)
+        do {
+            _ = try FieldEncryption.open(sealed, keys: [new.id: new], for: Self.place)
+            Issue.record("opened with the wrong key")
+        } catch let error as EncryptionError {
+            #expect(error.code == .unknownKey)
+            #expect(error.keyID == old.id)
+        }
+        // A key posing under the old key's ID does not open it either.
+        let impostor = EncryptionKey(id: old.id, key: SymmetricKey(size: .bits256))
+        #expect(throws: EncryptionError.self) { try FieldEncryption.open(sealed, keys: [old.id: impostor], for: Self.place) }
+        #expect(try FieldEncryption.open(sealed, keys: [old.id: old, new.id: new], for: Self.place) == .string("before the rotation"))
+    }
+
+    @Test func aSealedValue_travelsAsEncryptedBytes() throws {
+        let sealed = try FieldEncryption.seal(.string("x"), with: EncryptionKey(), for: Self.place)
+        let value = FieldValue.encryptedBytes(sealed)
+        let json = String(decoding: try JSONEncoder().encode(value), as: UTF8.self)
+        let object = try JSONDecoder().decode([String: String].self, from: Data(json.utf8))
+        #expect(object == ["type": "ENCRYPTED_BYTES", "value": sealed.base64EncodedString()], "\(json)")
+        #expect(try JSONDecoder().decode(FieldValue.self, from: Data(json.utf8)) == value)
+        #expect(value.type == .encryptedBytes && FieldType(rawValue: "ENCRYPTED_BYTES") == .encryptedBytes)
+        #expect(FieldType(rawValue: "ENCRYPTED_BYTES_LIST") == .list(.encryptedBytes))
+    }
+
+    @Test func aShortOrForeignValue_isMalformed() {
+        for bad in [Data(), Data([1]), Data([2] + [UInt8](repeating: 0, count: 60))] {
+            #expect(throws: EncryptionError.self) { try FieldEncryption.keyID(of: bad) }
+        }
+    }
+
+    @Test func aZoneKey_wrappedByTheAccountKey_unwrapsOnlyForItsZone() throws {
+        let (account, zone) = (EncryptionKey(), EncryptionKey())
+        let wrapped = try KeyWrapping.wrap(zone, zoneName: "Notes", zoneOwner: "_alice", with: account)
+        #expect(wrapped.sealed.range(of: zone.rawBytes) == nil)
+        let unwrapped = try KeyWrapping.unwrap(wrapped, zoneName: "Notes", zoneOwner: "_alice", with: account)
+        #expect(unwrapped.id == zone.id && unwrapped.rawBytes == zone.rawBytes)
+        #expect(throws: EncryptionError.self) { try KeyWrapping.unwrap(wrapped, zoneName: "Trips", zoneOwner: "_alice", with: account) }
+        #expect(throws: EncryptionError.self) { try KeyWrapping.unwrap(wrapped, zoneName: "Notes", zoneOwner: "_alice", with: EncryptionKey()) }
+        // It survives its trip through JSON, as it rests on the server.
+        let decoded = try JSONDecoder().decode(WrappedKey.self, from: try JSONEncoder().encode(wrapped))
+        #expect(try KeyWrapping.unwrap(decoded, zoneName: "Notes", zoneOwner: "_alice", with: account).rawBytes == zone.rawBytes)
+    }
+
+    @Test func thePassphrase_unlocksTheAccountKey_andAWrongOneSaysSo() throws {
+        let account = EncryptionKey()
+        let locked = try KeyWrapping.lock(account, user: "_alice", passphrase: "correct horse", parameters: Self.cheap)
+        #expect(try KeyWrapping.unlock(locked, user: "_alice", passphrase: "correct horse").rawBytes == account.rawBytes)
+        do {
+            _ = try KeyWrapping.unlock(locked, user: "_alice", passphrase: "correct hoarse")
+            Issue.record("a wrong passphrase unlocked the key")
+        } catch let error as EncryptionError {
+            #expect(error.code == .wrongPassphrase)
+            #expect(error.message.contains("passphrase"))
+        }
+        #expect(throws: EncryptionError.self, "another user's locked key") {
+            try KeyWrapping.unlock(locked, user: "_mallory", passphrase: "correct horse")
+        }
+    }
+
+    @Test func aGrant_opensOnlyForItsParticipant() throws {
+        let zone = EncryptionKey()
+        let bob = Curve25519.KeyAgreement.PrivateKey()
+        let carol = Curve25519.KeyAgreement.PrivateKey()
+        let grant = try KeyWrapping.grant(zone, zoneName: "Notes.share-1", zoneOwner: "_alice", to: "_bob", publicKey: bob.publicKey)
+        #expect(try KeyWrapping.accept(grant, zoneName: "Notes.share-1", zoneOwner: "_alice", privateKey: bob).rawBytes == zone.rawBytes)
+        #expect(throws: EncryptionError.self) { try KeyWrapping.accept(grant, zoneName: "Notes.share-1", zoneOwner: "_alice", privateKey: carol) }
+        var renamed = grant
+        renamed.participant = "_carol"
+        #expect(throws: EncryptionError.self) { try KeyWrapping.accept(renamed, zoneName: "Notes.share-1", zoneOwner: "_alice", privateKey: bob) }
+        #expect(throws: EncryptionError.self) { try KeyWrapping.accept(grant, zoneName: "Notes.share-2", zoneOwner: "_alice", privateKey: bob) }
+    }
+}
