@@ -72,9 +72,17 @@ struct FieldValueCodingTests {
     }
 
     @Test func unknownTypesSurviveARoundTrip() throws {
+        let json = #"{"value": {"w": 1, "x": 0, "y": 0, "z": 0}, "type": "QUATERNION"}"#
+        let value = try decode(FieldValue.self, json)
+        #expect(value == .unknown(type: "QUATERNION", value: .object(["w": .number(1), "x": .number(0), "y": .number(0), "z": .number(0)])))
+        #expect(try jsonObject(value) == jsonObject(json))
+    }
+
+    /// CloudKit's encrypted values' type is a known one (WireProtocol.md §9): opaque bytes.
+    @Test func encryptedBytes_areKnown() throws {
         let json = #"{"value": "c2VjcmV0", "type": "ENCRYPTED_BYTES"}"#
         let value = try decode(FieldValue.self, json)
-        #expect(value == .unknown(type: "ENCRYPTED_BYTES", value: .string("c2VjcmV0")))
+        #expect(value == .encryptedBytes(Data("secret".utf8)))
         #expect(try jsonObject(value) == jsonObject(json))
     }
 
