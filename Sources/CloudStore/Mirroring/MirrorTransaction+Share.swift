@@ -349,8 +349,12 @@ extension MirrorTransaction {
         for zone in try db.mirrorZones() where zone.role == .sharedWithMe {
             try removeZoneData(zone)
         }
+        // Public objects stay in the public database (a NULL owner is this user's own zone).
         try db.execute(
-            sql: "UPDATE cloudstore_record_metadata SET zone_name = NULL, zone_owner = NULL WHERE NOT (\(MirrorZone.Key.ownerCondition(.public)))")
+            sql: """
+                UPDATE cloudstore_record_metadata SET zone_name = NULL, zone_owner = NULL
+                WHERE \(MirrorZone.Key.ownerCondition(.private)) OR (\(MirrorZone.Key.ownerCondition(.shared)))
+                """)
         try db.execute(sql: "DELETE FROM cloudstore_mirror_zone")
         try db.execute(sql: "DELETE FROM cloudstore_mirror_moved_record")
     }

@@ -260,6 +260,39 @@ struct MirroringLifecycleTests {
         }
     }
 
+    /// Alice shared a folder from this device; Bob signs in and the local data is kept for him:
+    /// the folder and its notes go back to the primary zone and up into Bob's account, where
+    /// Bob's other device reads them.
+    @Test func switchingAccountsWithKeepLocalData_bringsASharedFolderBackToThePrimaryZone() async throws {
+        try await ServerProcess.with(users: TestServer.defaultUsers.merging(["carol-token": "_carol"]) { $1 }) { server in
+            let directory = try TemporaryDirectory()
+            let alice = try await TestDevice.make("device", server: server.baseURL, token: "alice-token", directory: directory)
+            let folder = Folder(title: "Shopping")
+            let milk = Note(title: "Milk", folder: folder.id)
+            try await alice.write { context in
+                try context.insert(folder)
+                try context.insert(milk)
+            }
+            try await alice.sync()
+            _ = try await alice.container.share(folder, with: [.init(user: "_carol", permission: .readOnly)])
+            #expect(try alice.container.sharing(of: Folder.self, id: folder.id).isShared)
+            await alice.close()
+
+            let switched = try await TestDevice.make("device", server: server.baseURL, token: "bob-token", directory: directory) {
+                $0.accountChangePolicy = .keepLocalData
+            }
+            try await switched.container.waitUntilSynced(timeout: .seconds(30))
+            let sharing = try switched.container.sharing(of: Folder.self, id: folder.id)
+            #expect(sharing.zoneID == switched.container.zoneID && !sharing.isShared)
+            let bobsOther = try await TestDevice.make("other", server: server.baseURL, token: "bob-token")
+            try await bobsOther.sync()
+            #expect(try bobsOther.folders().map(\.title) == ["Shopping"])
+            #expect(try bobsOther.notes().map(\.title) == ["Milk"])
+            await switched.close()
+            await bobsOther.close()
+        }
+    }
+
     @Test func aRejectedTokenKeepsLocalChanges() async throws {
         try await ServerProcess.with(users: TestServer.defaultUsers) { server in
             let device = try await TestDevice.make("A", server: server.baseURL, token: "wrong-token")
