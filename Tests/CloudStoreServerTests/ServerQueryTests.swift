@@ -94,6 +94,13 @@ struct ServerQueryTests {
             try await client.save([note("A", title: "apple", extra: ["body": .encryptedBytes(ciphertext)])])
             let records = try await query(client, Query(recordType: "Note", filterBy: [.init("title", .equals, "apple")])).records
             #expect(records.first?.value?.fields["body"] == .encryptedBytes(ciphertext))
+            // Sent without a type, base64 text takes the type the schema declares, as for BYTES.
+            let untyped = try await client.call(
+                .private, .recordsModify,
+                json: #"{"zoneID": {"zoneName": "Notes"}, "operations": [{"operationType": "create", "record": {"recordName": "B", "recordType": "Note", "fields": {"title": {"value": "banana"}, "body": {"value": "\#(ciphertext.base64EncodedString())"}}}}]}"#)
+            #expect(untyped.status == 200, "\(untyped.text)")
+            let banana = try await query(client, Query(recordType: "Note", filterBy: [.init("title", .equals, "banana")])).records
+            #expect(banana.first?.value?.fields["body"] == .encryptedBytes(ciphertext))
             for refused in [
                 Query(recordType: "Note", filterBy: [.init("body", .equals, .encryptedBytes(ciphertext))]),
                 Query(recordType: "Note", filterBy: [.init("body", .equals, "apple")]),

@@ -114,7 +114,7 @@ enum SchemaRules {
     /// it cannot be one. The wire decoder typed it by its JSON (``FieldValue`` infers `INT64` for
     /// an integer, `DOUBLE` for a fraction, `STRING` for text); a client that leaves the type out
     /// means the schema's: an integer or a fraction is a `TIMESTAMP` in milliseconds (rounded) or a
-    /// `DOUBLE`, text is `BYTES` when it is base64, and a list takes the element type the same way.
+    /// `DOUBLE`, text is `BYTES` (or `ENCRYPTED_BYTES`) when it is base64, and a list takes the element type the same way.
     /// Nothing else converts: text is never a number, a fraction never an `INT64`.
     static func retype(_ value: FieldValue, as declared: FieldType) -> FieldValue? {
         if let type = value.type, declared.accepts(type) { return value }
@@ -130,6 +130,8 @@ enum SchemaRules {
             return .double(Double(number))
         case (.string(let text), .bytes):
             return Data(base64Encoded: text).map(FieldValue.bytes)
+        case (.string(let text), .encryptedBytes):
+            return Data(base64Encoded: text).map(FieldValue.encryptedBytes)
         case (.list(let elements), .list(let element)):
             var typed: [FieldValue] = []
             typed.reserveCapacity(elements.count)
