@@ -130,6 +130,32 @@ struct MirroringPublicDatabaseTests {
         }
     }
 
+    /// Alice edits her announcement on two devices at once, each a different field: both edits
+    /// survive, merged field by field as for private objects.
+    @Test func oneUsersTwoDevices_editingAPublicObject_mergeFieldByField() async throws {
+        try await ServerProcess.with(users: Self.users) { server in
+            let phone = try await Self.device("phone", server: server.baseURL, token: "alice-token")
+            let laptop = try await Self.device("laptop", server: server.baseURL, token: "alice-token")
+            defer { Task { await phone.close(); await laptop.close() } }
+            let news = Announcement(title: "Shop opens at 9", body: "From Monday")
+            try await phone.write { context in try context.insert(news) }
+            try await phone.sync()
+            try await laptop.sync()
+            var retitled = news
+            retitled.title = "Shop opens at 8"
+            var reworded = news
+            reworded.body = "From Tuesday"
+            try await phone.write { [retitled] context in try context.update(retitled) }
+            try await laptop.write { [reworded] context in try context.update(reworded) }
+            try await phone.sync()
+            try await laptop.sync()
+            try await phone.sync()
+            let merged = Announcement(id: news.id, title: "Shop opens at 8", body: "From Tuesday")
+            #expect(try announcements(phone) == [merged])
+            #expect(try announcements(laptop) == [merged])
+        }
+    }
+
     /// Announcements saved before the store first mirrored, and the container that opens it
     /// next, with a server: they go to the public database, where bob reads them.
     @Test func objectsSavedBeforeTheStoreFirstMirrored_goToThePublicDatabase() async throws {
