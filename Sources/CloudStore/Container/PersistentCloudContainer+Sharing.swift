@@ -155,7 +155,7 @@ extension PersistentCloudContainer {
 
     /// Where the object `id` of `entityName` lives and what the current user may do with it.
     public func sharing(entityName: String, id: UUID) throws -> ObjectSharing {
-        let (primary, initial) = (zoneID, options.publicEntities.contains(entityName) ? MirrorZone.Key.publicDatabase : .primary)
+        let (primary, initial) = (zoneID, mirror.publicEntities.initialZone(of: entityName))
         return try store.read { context in
             let zone = try context.db.recordMetadata(id.uuidString)?.zone ?? initial
             return try MirrorMetadata.sharing(context.db, of: zone, recordName: id.uuidString, primary: primary)

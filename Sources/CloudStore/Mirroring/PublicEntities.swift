@@ -64,9 +64,10 @@ extension Database {
     /// Who created a record of the public database that another device fetched: one row of
     /// `cloudstore_mirror_public_creator`, written by the import that fetched it. Nil for records
     /// this device created and has not fetched back (its own).
+    /// Asked only of a record of the public zone, whose store a container with public entities
+    /// opened, which made the table.
     func publicCreator(of recordName: String) throws -> String? {
-        guard try tableExists("cloudstore_mirror_public_creator") else { return nil }
-        return try String.fetchOne(
+        try String.fetchOne(
             cachedStatement(sql: "SELECT creator FROM cloudstore_mirror_public_creator WHERE record_name = ?"),
             arguments: [recordName])
     }
