@@ -43,7 +43,8 @@ struct ModelCode {
                     CloudStore.AttributeDescription(\(literal(property.name)), CloudStore.AttributeType.of(\(type).self), \
                     optional: \(isOptional), default: \(defaultValue), renamedFrom: \(optionalLiteral(property.originalName)), \
                     preservesValueAfterDeletion: \(property.options.contains("preserveAfterDeletion")), \
-                    externalStorage: \(property.options.contains("externalStorage")))
+                    externalStorage: \(property.options.contains("externalStorage")), \
+                    encrypted: \(property.options.contains("encrypted")))
                     """)
             case .toOne(let destination), .toMany(let destination):
                 let isToMany = property.kind == .toMany(destination: destination)

@@ -45,7 +45,7 @@ struct StoredProperty {
     var kind: Kind
     /// The initial value, when it is a literal the schema can keep as the attribute's default.
     var defaultLiteral: String?
-    /// `@Attribute` options by name (`externalStorage`, `preserveAfterDeletion`, `indexed`, `unique`).
+    /// `@Attribute` options by name (`externalStorage`, `preserveAfterDeletion`, `indexed`, `unique`, `encrypted`).
     var options: Set<String> = []
     var originalName: String?
     /// `@Relationship(deleteRule:)` as written (`.cascade`), when given.

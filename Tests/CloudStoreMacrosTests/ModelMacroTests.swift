@@ -70,12 +70,12 @@ struct ModelMacroTests {
                     CloudStore.EntityDescription(
                         Self.entityName,
                         attributes: [
-                            CloudStore.AttributeDescription("title", CloudStore.AttributeType.of(String.self), optional: false, default: CloudStore.AttributeValue.of("" as String), renamedFrom: nil, preservesValueAfterDeletion: true, externalStorage: false),
-                            CloudStore.AttributeDescription("body", CloudStore.AttributeType.of(String.self), optional: true, default: nil, renamedFrom: nil, preservesValueAfterDeletion: false, externalStorage: false),
-                            CloudStore.AttributeDescription("pinned", CloudStore.AttributeType.of(Bool.self), optional: false, default: CloudStore.AttributeValue.of(false as Bool), renamedFrom: nil, preservesValueAfterDeletion: false, externalStorage: false),
-                            CloudStore.AttributeDescription("created", CloudStore.AttributeType.of(Date.self), optional: true, default: nil, renamedFrom: nil, preservesValueAfterDeletion: false, externalStorage: false),
-                            CloudStore.AttributeDescription("priority", CloudStore.AttributeType.of(Int64.self), optional: false, default: CloudStore.AttributeValue.of(-1 as Int64), renamedFrom: "rank", preservesValueAfterDeletion: false, externalStorage: false),
-                            CloudStore.AttributeDescription("mood", CloudStore.AttributeType.of(Mood.self), optional: false, default: CloudStore.AttributeValue.of(.calm as Mood), renamedFrom: nil, preservesValueAfterDeletion: false, externalStorage: false),
+                            CloudStore.AttributeDescription("title", CloudStore.AttributeType.of(String.self), optional: false, default: CloudStore.AttributeValue.of("" as String), renamedFrom: nil, preservesValueAfterDeletion: true, externalStorage: false, encrypted: false),
+                            CloudStore.AttributeDescription("body", CloudStore.AttributeType.of(String.self), optional: true, default: nil, renamedFrom: nil, preservesValueAfterDeletion: false, externalStorage: false, encrypted: false),
+                            CloudStore.AttributeDescription("pinned", CloudStore.AttributeType.of(Bool.self), optional: false, default: CloudStore.AttributeValue.of(false as Bool), renamedFrom: nil, preservesValueAfterDeletion: false, externalStorage: false, encrypted: false),
+                            CloudStore.AttributeDescription("created", CloudStore.AttributeType.of(Date.self), optional: true, default: nil, renamedFrom: nil, preservesValueAfterDeletion: false, externalStorage: false, encrypted: false),
+                            CloudStore.AttributeDescription("priority", CloudStore.AttributeType.of(Int64.self), optional: false, default: CloudStore.AttributeValue.of(-1 as Int64), renamedFrom: "rank", preservesValueAfterDeletion: false, externalStorage: false, encrypted: false),
+                            CloudStore.AttributeDescription("mood", CloudStore.AttributeType.of(Mood.self), optional: false, default: CloudStore.AttributeValue.of(.calm as Mood), renamedFrom: nil, preservesValueAfterDeletion: false, externalStorage: false, encrypted: false),
                         ],
                         relationships: [
                             CloudStore.RelationshipDescription("folder", destination: Folder.entityName, toMany: false, inverse: nil, deleteRule: .nullify, renamedFrom: nil),
@@ -158,9 +158,9 @@ struct ModelMacroTests {
                     CloudStore.EntityDescription(
                         Self.entityName,
                         attributes: [
-                            CloudStore.AttributeDescription("code", CloudStore.AttributeType.of(String.self), optional: false, default: nil, renamedFrom: nil, preservesValueAfterDeletion: false, externalStorage: false),
-                            CloudStore.AttributeDescription("photo", CloudStore.AttributeType.of(Data.self), optional: true, default: nil, renamedFrom: nil, preservesValueAfterDeletion: false, externalStorage: true),
-                            CloudStore.AttributeDescription("labels", CloudStore.AttributeType.of([String].self), optional: false, default: CloudStore.AttributeValue.of([] as [String]), renamedFrom: nil, preservesValueAfterDeletion: false, externalStorage: false),
+                            CloudStore.AttributeDescription("code", CloudStore.AttributeType.of(String.self), optional: false, default: nil, renamedFrom: nil, preservesValueAfterDeletion: false, externalStorage: false, encrypted: false),
+                            CloudStore.AttributeDescription("photo", CloudStore.AttributeType.of(Data.self), optional: true, default: nil, renamedFrom: nil, preservesValueAfterDeletion: false, externalStorage: true, encrypted: false),
+                            CloudStore.AttributeDescription("labels", CloudStore.AttributeType.of([String].self), optional: false, default: CloudStore.AttributeValue.of([] as [String]), renamedFrom: nil, preservesValueAfterDeletion: false, externalStorage: false, encrypted: false),
                         ],
                         relationships: [],
                         indexes: [["code"]],

@@ -9,7 +9,7 @@ extension Schema {
         var recordTypes = mirroredEntities.map { entity in
             CloudSchema.RecordType(
                 name: entity.name,
-                fields: entity.attributes.map { CloudSchema.Field(name: $0.name, type: $0.fieldType, queryable: true) }
+                fields: entity.attributes.map { CloudSchema.Field(name: $0.name, type: $0.fieldType, queryable: !$0.isEncrypted) }
                     + entity.toOneRelationships.map { CloudSchema.Field(name: $0.name, type: .reference, queryable: true) }
                     + [CloudSchema.Field(name: EditTimes.field, type: .string, queryable: false)],
                 uniquenessConstraints: entity.uniquenessConstraints.isEmpty ? nil : entity.uniquenessConstraints)

@@ -107,5 +107,8 @@ extension AttributeDescription {
         public static let indexed = Option(name: "indexed")
         /// A uniqueness constraint on the attribute alone (entities that are not mirrored).
         public static let unique = Option(name: "unique")
+        /// The value travels end-to-end encrypted; the server keeps only ciphertext
+        /// (``AttributeDescription/isEncrypted``, <doc:EndToEndEncryption>).
+        public static let encrypted = Option(name: "encrypted")
     }
 }

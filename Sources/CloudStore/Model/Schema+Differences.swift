@@ -48,6 +48,7 @@ extension Schema {
             compare(name, "renamedFrom", attribute.renamedFrom.debugDescription, other.renamedFrom.debugDescription)
             compare(name, "preserveAfterDeletion", attribute.preservesValueAfterDeletion, other.preservesValueAfterDeletion)
             compare(name, "externalStorage", attribute.allowsExternalStorage, other.allowsExternalStorage)
+            compare(name, "encrypted", attribute.isEncrypted, other.isEncrypted)
         }
         for relationship in ours.relationships {
             guard let other = theirs.relationship(named: relationship.name) else { continue }

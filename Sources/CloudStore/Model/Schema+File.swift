@@ -143,6 +143,7 @@ extension AttributeDescription {
         if let renamedFrom { members.append(("renamedFrom", .string(renamedFrom))) }
         if preservesValueAfterDeletion { members.append(("preserveAfterDeletion", .bool(true))) }
         if allowsExternalStorage { members.append(("externalStorage", .bool(true))) }
+        if isEncrypted { members.append(("encrypted", .bool(true))) }
         return members
     }
 
@@ -153,6 +154,7 @@ extension AttributeDescription {
         if let renamedFrom { object["renamedFrom"] = .string(renamedFrom) }
         if preservesValueAfterDeletion { object["preserveAfterDeletion"] = .bool(true) }
         if allowsExternalStorage { object["externalStorage"] = .bool(true) }
+        if isEncrypted { object["encrypted"] = .bool(true) }
         return .object(object)
     }
 }
@@ -334,7 +336,7 @@ struct SchemaFileReader {
             return nil
         }
         checkKeys(
-            object, allowed: ["name", "type", "optional", "default", "renamedFrom", "preserveAfterDeletion", "externalStorage"],
+            object, allowed: ["name", "type", "optional", "default", "renamedFrom", "preserveAfterDeletion", "externalStorage", "encrypted"],
             entity: entity, property: name, what: "attribute")
         let typeName = string(object["type"], key: "type", entity: entity, property: name)
         let type = typeName.flatMap(AttributeType.init(rawValue:))
@@ -351,6 +353,7 @@ struct SchemaFileReader {
             bool(object["preserveAfterDeletion"], key: "preserveAfterDeletion", entity: entity, property: name) ?? false
         attribute.allowsExternalStorage =
             bool(object["externalStorage"], key: "externalStorage", entity: entity, property: name) ?? false
+        attribute.isEncrypted = bool(object["encrypted"], key: "encrypted", entity: entity, property: name) ?? false
         if let type, let json = object["default"] {
             if let value = AttributeValue.fromFile(json, as: type) {
                 attribute.defaultValue = value

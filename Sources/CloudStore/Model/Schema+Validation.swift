@@ -140,6 +140,11 @@ extension Schema {
                         name,
                         "an attribute with external storage cannot be in a uniqueness constraint of a mirrored entity (the server stores its bytes as an asset, not a value it compares); remove it from the constraint or store it inline")
                 }
+                if let attribute = entity.attribute(named: name), attribute.isEncrypted {
+                    problem(
+                        name,
+                        "an encrypted attribute cannot be in a uniqueness constraint of a mirrored entity (the server sees only ciphertext, which differs for equal values); remove it from the constraint or remove \"encrypted\"")
+                }
             }
         }
         return problems
@@ -170,6 +175,13 @@ extension Schema {
         }
         if attribute.allowsExternalStorage, let value = attribute.defaultValue, !value.isNull {
             problem("an attribute with externalStorage cannot have a default other than null; make it optional instead")
+        }
+        if attribute.isEncrypted && !entity.isMirrored {
+            problem("\"encrypted\" protects a value on the server, and this entity is not mirrored; remove \"encrypted\" (the device's own file is not encrypted)")
+        }
+        if attribute.isEncrypted && attribute.allowsExternalStorage {
+            problem(
+                "an encrypted attribute cannot use external storage yet (assets travel unencrypted); store it inline or remove \"encrypted\"")
         }
         return problems
     }

@@ -121,12 +121,19 @@ public struct AttributeDescription: Hashable, Sendable {
     /// SHA-256) rather than in the row, and travel as an `ASSETID` asset rather than inline `BYTES`.
     /// Core Data's "Allows External Storage". Entities still read and write `Data`.
     public var allowsExternalStorage: Bool
+    /// Whether the value travels end-to-end encrypted: the server stores and serves only
+    /// ciphertext (`ENCRYPTED_BYTES`) that the user's devices seal and open with their zone key.
+    /// On the device the value is plain in the store, so queries, sorts and history work as for
+    /// any attribute. SwiftData's `@Attribute(.allowsCloudEncryption)`, CloudKit's `encryptedValues`.
+    /// See <doc:EndToEndEncryption>.
+    public var isEncrypted: Bool
 
     /// An attribute named `name` of type `type`: required unless `optional`, with no default unless
     /// one is given.
     public init(
         _ name: String, _ type: AttributeType, optional: Bool = false, default defaultValue: AttributeValue? = nil,
-        renamedFrom: String? = nil, preservesValueAfterDeletion: Bool = false, externalStorage: Bool = false
+        renamedFrom: String? = nil, preservesValueAfterDeletion: Bool = false, externalStorage: Bool = false,
+        encrypted: Bool = false
     ) {
         self.name = name
         self.type = type
@@ -135,11 +142,12 @@ public struct AttributeDescription: Hashable, Sendable {
         self.renamedFrom = renamedFrom
         self.preservesValueAfterDeletion = preservesValueAfterDeletion
         self.allowsExternalStorage = externalStorage
+        self.isEncrypted = encrypted
     }
 
-    /// The record field type the attribute travels as: `ASSETID` for external storage, else its
-    /// type's (``AttributeType/fieldType``).
-    public var fieldType: FieldType { allowsExternalStorage ? .asset : type.fieldType }
+    /// The record field type the attribute travels as: `ENCRYPTED_BYTES` when encrypted, `ASSETID`
+    /// for external storage, else its type's (``AttributeType/fieldType``).
+    public var fieldType: FieldType { isEncrypted ? .encryptedBytes : allowsExternalStorage ? .asset : type.fieldType }
 }
 
 /// One relationship of an entity. Relationships are always optional: a to-one may be nil and a

@@ -56,6 +56,12 @@ public struct EncryptionKey: Sendable {
 
     /// The key's bytes, to store it where the app keeps secrets.
     public var rawBytes: Data { key.withUnsafeBytes { Data($0) } }
+
+    /// The key of `rawBytes` (32 bytes, as ``rawBytes`` gives them), named `id`; nil for another length.
+    public init?(id: KeyID, rawBytes: Data) {
+        guard rawBytes.count == 32 else { return nil }
+        self.init(id: id, key: SymmetricKey(data: rawBytes))
+    }
 }
 
 /// Where an encrypted value belongs: what its authenticated data binds it to, so a value moved to

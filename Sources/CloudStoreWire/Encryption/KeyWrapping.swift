@@ -73,6 +73,21 @@ public enum KeyWrapping {
         }
     }
 
+    /// The first key of a zone its owner's account key derives (HKDF-SHA256): every device that
+    /// holds the account key computes the same key and key ID, so none has to be stored or
+    /// fetched, and two devices that start a zone at once cannot pick different keys. A key that
+    /// replaces it (after a share ends, say) is random and travels wrapped
+    /// (``wrap(_:zoneName:zoneOwner:with:)``).
+    public static func derivedZoneKey(zoneName: String, zoneOwner: String, from account: EncryptionKey) -> EncryptionKey {
+        func derive(_ purpose: String, _ count: Int) -> SymmetricKey {
+            HKDF<SHA256>.deriveKey(
+                inputKeyMaterial: account.key, salt: account.id.bytes,
+                info: label(purpose, [zoneName, zoneOwner], [account.id]), outputByteCount: count)
+        }
+        let id = derive("cloudstore.zonekey.id.v1", KeyID.byteCount).withUnsafeBytes { Data($0) }
+        return EncryptionKey(id: KeyID(bytes: id)!, key: derive("cloudstore.zonekey.derived.v1", 32))
+    }
+
     /// Locks an account key with a passphrase the user holds, stretched with scrypt: what lets the
     /// user's next device read their encrypted fields.
     public static func lock(

@@ -52,6 +52,23 @@ struct SchemaFileTests {
         ])
     }
 
+    /// `"encrypted": true` is written only when set, read back, and makes the attribute travel as
+    /// `ENCRYPTED_BYTES`, not queryable on the server.
+    @Test func encryptedAttributesRoundTrip() throws {
+        var schema = try Schema.notes()
+        let plain = schema
+        schema.entities[1].attributes[1].isEncrypted = true
+        let text = String(decoding: try schema.fileData(), as: UTF8.self)
+        #expect(text.contains(#""encrypted": true"#))
+        #expect(!String(decoding: try plain.fileData(), as: UTF8.self).contains("encrypted"))
+        #expect(try Schema.load(try schema.fileData()) == schema)
+        let attribute = schema.entities[1].attributes[1]
+        let field = try #require(schema.cloudSchema.recordType(named: schema.entities[1].name)?.fields.first { $0.name == attribute.name })
+        #expect(field.type == .encryptedBytes)
+        #expect(field.queryable == false)
+        #expect(schema.differences(from: plain).map(\.description).contains { $0.contains("encrypted") })
+    }
+
     @Test func theHashIsStableAndFollowsTheShape() throws {
         let schema = try Schema.notes()
         #expect(schema.schemaHash.count == 16)

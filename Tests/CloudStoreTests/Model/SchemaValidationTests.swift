@@ -159,6 +159,28 @@ struct SchemaValidationTests {
         ])
     }
 
+    @Test func encryptedAttributes_nameWhatCannotWork() {
+        #expect(Self.problems { $0.entities[1].attributes[1].isEncrypted = true } == [])
+        #expect(Self.problems {
+            $0.entities[1].attributes[1].isEncrypted = true
+            $0.entities[1].uniquenessConstraints = [["body"]]
+        } == [
+            #"Note.body: an encrypted attribute cannot be in a uniqueness constraint of a mirrored entity (the server sees only ciphertext, which differs for equal values); remove it from the constraint or remove "encrypted""#
+        ])
+        #expect(Self.problems {
+            $0.entities[1].attributes.append(AttributeDescription("scan", .data, optional: true, externalStorage: true, encrypted: true))
+        } == [
+            #"Note.scan: an encrypted attribute cannot use external storage yet (assets travel unencrypted); store it inline or remove "encrypted""#
+        ])
+        #expect(Self.problems {
+            $0.entities[1].isMirrored = false
+            $0.entities[0].isMirrored = false
+            $0.entities[1].attributes[1].isEncrypted = true
+        } == [
+            #"Note.body: "encrypted" protects a value on the server, and this entity is not mirrored; remove "encrypted" (the device's own file is not encrypted)"#
+        ])
+    }
+
     @Test func indexesNameAttributesOrToOneRelationships() {
         #expect(Self.problems { $0.entities[1].indexes = [["title", "craeted"]] } == [
             #"Note: index [title, craeted] names "craeted", which is not an attribute or to-one relationship"#
