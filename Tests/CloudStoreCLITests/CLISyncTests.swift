@@ -190,3 +190,62 @@ struct CLISyncTests {
         }
     }
 }
+
+/// `sync --passphrase-file` and `status` for a store whose schema has encrypted attributes.
+@Suite("cloudstore sync: encrypted attributes", .timeLimit(.minutes(3)))
+struct CLIEncryptionTests {
+    static let schema = """
+        {"name": "Journal", "version": 1, "entities": [{"name": "Entry", "attributes": [
+            {"name": "day", "type": "string", "default": ""},
+            {"name": "text", "type": "string", "optional": true, "encrypted": true}]}]}
+        """
+
+    @Test func syncNeedsThePassphraseOnce_andStatusShowsTheKeyAndWhatWaits() async throws {
+        try await TemporaryDirectory.with { directory in
+            try await TestServer.with(users: ["alice-token": "_alice"]) { server in
+                let schema = try Schema.load(Data(Self.schema.utf8))
+                let url = directory.appendingPathComponent("journal.sqlite")
+                let store = try PersistentStore(url: url, schema: schema)
+                try await store.write(author: "app") { context in
+                    try context.insert(EntitySnapshot(entityName: "Entry", id: UUID(), values: ["day": .string("monday"), "text": .string("dear diary")]))
+                }
+                try store.close()
+                let other = directory.appendingPathComponent("other.sqlite")
+                try PersistentStore(url: other, schema: schema).close()
+                let passphrase = directory.appendingPathComponent("passphrase")
+                try "correct horse\n".write(to: passphrase, atomically: true, encoding: .utf8)
+                let common = ["--server", server.baseURL.absoluteString, "--container", "iCloud.cli.test"]
+                let alice = ["CLOUDSTORE_TOKEN": "alice-token"]
+
+                let refused = await cloudstore(["sync", "--store", url.path] + common, environment: alice)
+                #expect(refused.status == 1)
+                #expect(refused.standardError.contains("--passphrase-file"), "\(refused.standardError)")
+
+                let upload = await cloudstore(["sync", "--store", url.path, "--passphrase-file", passphrase.path] + common, environment: alice)
+                #expect(upload.outputLines == ["synced \(url.path): 1 uploaded, 0 fetched, 0 conflicts logged, nothing pending"], "\(upload.standardError)")
+                let again = await cloudstore(["sync", "--store", url.path] + common, environment: alice)
+                #expect(again.status == 0, "the key file beside the store serves the next sync: \(again.standardError)")
+
+                // Another store fetches before it has the key: the entry waits, and status says so.
+                _ = await cloudstore(["sync", "--store", other.path, "--timeout", "5"] + common, environment: alice)
+                let status = await cloudstore(["status", "--store", other.path, "--json"])
+                let report = try #require(try JSONSerialization.jsonObject(with: Data(status.standardOutput.utf8)) as? [String: Any])
+                let encryption = try #require(report["encryption"] as? [String: Any], "\(status.standardOutput)")
+                #expect(encryption["hasKey"] as? Bool == false)
+
+                let wrong = directory.appendingPathComponent("wrong")
+                try "wrong horse\n".write(to: wrong, atomically: true, encoding: .utf8)
+                let denied = await cloudstore(["sync", "--store", other.path, "--passphrase-file", wrong.path] + common, environment: alice)
+                #expect(denied.status == 1)
+                #expect(denied.standardError.contains("passphrase does not unlock"), "\(denied.standardError)")
+                let fetched = await cloudstore(["sync", "--store", other.path, "--passphrase-file", passphrase.path] + common, environment: alice)
+                #expect(fetched.status == 0, "\(fetched.standardError)")
+                let unlocked = await cloudstore(["status", "--store", other.path])
+                #expect(unlocked.standardOutput.contains("on this device"), "\(unlocked.standardOutput)")
+                let reader = try PersistentStore(inspecting: other, schema: schema)
+                #expect(try await reader.read { try $0.fetchSnapshots(entityName: "Entry").first?.values["text"] } == .string("dear diary"))
+                try reader.close()
+            }
+        }
+    }
+}

@@ -57,6 +57,12 @@ public struct ContainerError: Error, Sendable, CustomStringConvertible {
         /// A save changed or deleted an object of the public database that another user created:
         /// there, only a record's creator may change it. Nothing of the unit of work was saved.
         public static let notCreator = Code(rawValue: "notCreator")
+        /// ``PersistentCloudContainer/setUpEncryption(passphrase:)`` was given a passphrase that
+        /// does not unlock the user's account key. Nothing changed: ask the user again.
+        public static let wrongPassphrase = Code(rawValue: "wrongPassphrase")
+        /// The encryption key store could not be read or written (the message names the file
+        /// and why); the key it should hold is not lost on the server.
+        public static let encryptionKeyStore = Code(rawValue: "encryptionKeyStore")
     }
 
     /// The kind of failure, to match on.

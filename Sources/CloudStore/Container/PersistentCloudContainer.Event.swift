@@ -32,6 +32,11 @@ extension PersistentCloudContainer {
             /// (``localDataDecision``): answer with ``PersistentCloudContainer/decide(_:zoneID:)``.
             /// Delivered once, ended.
             case localDataDecision
+            /// Fetched records were refused because an encrypted field did not open: altered on
+            /// the server, moved from another record or field, or plain where the schema says
+            /// encrypted (``decryptionRefusals``). Nothing of them was applied; the rest synced.
+            /// Delivered once, ended. See <doc:EndToEndEncryption>.
+            case decryptionRefused
         }
 
         /// Where the work is: just started, under way with ``counts`` so far, or ended.
@@ -69,6 +74,8 @@ extension PersistentCloudContainer {
         public let activity: [ShareActivity]
         /// For ``Kind/localDataDecision``: what the app is asked to decide.
         public let localDataDecision: LocalDataDecision?
+        /// For ``Kind/decryptionRefused``: each refused record and the field that did not open.
+        public internal(set) var decryptionRefusals: [DecryptionRefusal] = []
 
         /// Records handled so far: saved, deleted, or refused for good.
         public var completed: Int { counts.saved + counts.deleted + counts.failed }
@@ -84,8 +91,25 @@ extension PersistentCloudContainer {
             }
             if kind == .sharing { return "sharing: " + activity.map(\.description).joined(separator: "; ") }
             if kind == .localDataDecision { return "local data decision needed: \(localDataDecision?.description ?? "")" }
+            if kind == .decryptionRefused { return "decryption refused: " + decryptionRefusals.map(\.description).joined(separator: "; ") }
             return "\(kind.rawValue) \(state): \(counts.saved) saved, \(counts.deleted) deleted, \(counts.conflicts) conflicts"
         }
+    }
+
+    /// A fetched record refused because one of its encrypted fields did not open
+    /// (``Event/Kind/decryptionRefused``).
+    public struct DecryptionRefusal: Sendable, Hashable, CustomStringConvertible {
+        /// The record's entity.
+        public var entityName: String
+        /// The record's name: the object's id.
+        public var recordName: String
+        /// The encrypted attribute whose value did not open.
+        public var field: String
+        /// Why: altered or another record's, malformed, or plain.
+        public var reason: String
+
+        /// One line for logs.
+        public var description: String { "\(entityName) \(recordName).\(field): \(reason)" }
     }
 
     /// Why mirroring failed, as the server or the network said.

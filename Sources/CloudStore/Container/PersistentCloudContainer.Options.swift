@@ -108,6 +108,10 @@ extension PersistentCloudContainer {
         /// options.publicEntities = ["Announcement"]
         /// ```
         public var publicEntities: Set<String> = []
+        /// Where this device keeps the user's account key for encrypted attributes; nil: a file
+        /// beside the store, readable by its owner only (``FileEncryptionKeyStore``). See
+        /// <doc:EndToEndEncryption>.
+        public var encryptionKeyStore: (any EncryptionKeyStore)?
         /// Records per fetched page (at most 200).
         public var fetchPageSize: Int?
         /// How the local store opens and commits (`synchronous`, reader count, the clock its

@@ -281,6 +281,9 @@ extension CloudMirror {
                 try transaction.db.setMirrorState(.userRecordName, encoding: user)
                 try transaction.db.setMirrorState(.accountStatus, nil)
             }
+            // The key store may hold this user's key (set up in an earlier run, or by the app's
+            // keychain): the encrypted records wait no longer.
+            if keyring?.user != user { try await loadKeyring() }
         case .recordSignOut:
             fail(PersistentCloudContainer.SyncFailure(code: .authenticationFailed, message: ContainerError.credentialsRejected))
             try await transaction { try $0.db.setMirrorState(.accountStatus, encoding: "signedOut") }

@@ -63,6 +63,9 @@ actor CloudMirror: SyncEngineDelegate {
     /// Whether this device's copy was purged (``PersistentCloudContainer/PurgeScope/thisDevice``):
     /// syncing waits until the container is opened again.
     var purgedLocally = false
+    /// The keys that seal and open encrypted attributes, once this device has the user's account
+    /// key (``setUpEncryption(passphrase:)``): a copy of what the key store keeps.
+    var keyring: EncryptionKeyring?
     /// Whether the server was given this schema's uniqueness constraints in this process
     /// (``declareUniquenessConstraints(_:)``).
     var uniquenessDeclared = false
@@ -179,6 +182,7 @@ actor CloudMirror: SyncEngineDelegate {
                 sessions[scope] = session
                 makeEngine(database, state: states[scope])
             }
+            if !databases.isEmpty { try await loadKeyring() }
             if pending > 0 { signal.uploadsPending() }
             if !databases.isEmpty { otherWriters = watchOtherWriters() }
             events.send(setup.ended())
@@ -267,11 +271,11 @@ actor CloudMirror: SyncEngineDelegate {
     ) async throws -> (value: T, counts: MirrorCounts) {
         let (schema, zoneID, policy, deviceID, logger) = (schema, zoneID, options.conflictPolicy, deviceID, logger)
         let now = store.configuration.now()
-        let (signal, publicEntities) = (signal, publicEntities)
-        let (value, counts, pending, activity, primaryZone) = try await store.write(author: MirrorAuthor.import) { context in
+        let (signal, publicEntities, keyring) = (signal, publicEntities, keyring)
+        let (value, counts, pending, activity, primaryZone, refusals) = try await store.write(author: MirrorAuthor.import) { context in
             let transaction = try MirrorTransaction(
                 context: context, schema: schema, zoneID: zoneID, publicEntities: publicEntities, policy: policy,
-                deviceID: deviceID, now: now, logger: logger)
+                deviceID: deviceID, now: now, logger: logger, keyring: keyring)
             let value = try body(transaction)
             let zonesToSave = transaction.zonesToSave
             if !zonesToSave.isEmpty {
@@ -281,12 +285,13 @@ actor CloudMirror: SyncEngineDelegate {
             }
             return (
                 value, transaction.counts, transaction.hasPendingUploads || transaction.hasPendingShareChanges,
-                transaction.activity, transaction.primaryZoneState
+                transaction.activity, transaction.primaryZoneState, transaction.decryptionRefusals
             )
         }
         if let primaryZone { self.primaryZone = primaryZone }
         if pending { signal.uploadsPending() }
         if !activity.isEmpty { events.send(EventTracker.sharing(activity)) }
+        if !refusals.isEmpty { events.send(EventTracker.decryptionRefused(refusals)) }
         return (value, counts)
     }
 

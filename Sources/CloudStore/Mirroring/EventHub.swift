@@ -77,6 +77,14 @@ struct EventTracker {
             succeeded: true, error: nil, counts: MirrorCounts(), total: nil, activity: [], localDataDecision: decision)
     }
 
+    /// The event that reports fetched records refused for an encrypted field that did not open
+    /// (``PersistentCloudContainer/Event/Kind/decryptionRefused``).
+    static func decryptionRefused(_ refusals: [PersistentCloudContainer.DecryptionRefusal], at date: Date = Date()) -> PersistentCloudContainer.Event {
+        PersistentCloudContainer.Event(
+            id: UUID(), kind: .decryptionRefused, phase: .ended, startDate: date, endDate: date, succeeded: true, error: nil,
+            counts: MirrorCounts(), total: nil, activity: [], localDataDecision: nil, decryptionRefusals: refusals)
+    }
+
     /// The level-1 line for work under way: running totals and the rate since the start.
     func progressMetadata(at date: Date = Date()) -> Logger.Metadata {
         let seconds = max(date.timeIntervalSince(startDate), 0.001)

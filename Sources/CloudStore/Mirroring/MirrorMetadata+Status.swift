@@ -4,6 +4,14 @@ import GRDB
 
 extension MirrorMetadata {
     /// Where mirroring of a store stands, read from its file.
+    /// Fetched records waiting for their key, and those refused (``MirrorTransaction/opened(_:of:in:)``).
+    static func awaitingDecryptionCounts(_ db: Database) throws -> (waiting: Int, refused: Int) {
+        guard try db.tableExists("cloudstore_mirror_awaiting_decryption") else { return (0, 0) }
+        let row = try Row.fetchOne(
+            db, sql: "SELECT COUNT(*) FILTER (WHERE refused = 0), COUNT(*) FILTER (WHERE refused = 1) FROM cloudstore_mirror_awaiting_decryption")
+        return (row?[0] ?? 0, row?[1] ?? 0)
+    }
+
     static func status(_ db: Database) throws -> PersistentCloudContainer.SyncStatus {
         guard try exists(db) else {
             return PersistentCloudContainer.SyncStatus(

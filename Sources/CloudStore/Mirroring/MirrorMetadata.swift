@@ -15,6 +15,10 @@ import GRDB
 /// - `cloudstore_mirror_foreign_record`: records of types this schema does not know, kept verbatim.
 /// - `cloudstore_mirror_kept_aside`: fetched records a local object's unique key keeps from being
 ///   applied, with their zone, applied again after each fetch (``MirrorTransaction/applyKeptAside()``).
+/// - `cloudstore_mirror_awaiting_decryption`: fetched records with encrypted fields this device
+///   cannot open: the key has not reached it (`problem` says which), applied once it does
+///   (``MirrorTransaction/applyAwaitingDecryption()``), or a field that failed authentication
+///   (refused; replaced by the record's next version).
 /// - `cloudstore_mirror_zone`: the zones mirrored besides the primary one (``MirrorZone``): owned
 ///   shares and zones shared with this user, with their share records and pending share changes.
 /// - `cloudstore_mirror_moved_record`: records to delete from the zone an object moved out of
@@ -74,6 +78,13 @@ enum MirrorMetadata {
                     zone_name TEXT NOT NULL,
                     zone_owner TEXT NOT NULL DEFAULT '',
                     record BLOB NOT NULL);
+                CREATE TABLE IF NOT EXISTS cloudstore_mirror_awaiting_decryption (
+                    record_name TEXT PRIMARY KEY NOT NULL,
+                    zone_name TEXT NOT NULL,
+                    zone_owner TEXT NOT NULL DEFAULT '',
+                    record BLOB NOT NULL,
+                    refused INTEGER NOT NULL,
+                    problem TEXT NOT NULL);
                 CREATE TABLE IF NOT EXISTS cloudstore_mirror_zone (
                     zone_name TEXT NOT NULL,
                     zone_owner TEXT NOT NULL DEFAULT '',

@@ -105,7 +105,7 @@ extension MirrorTransaction {
             try save(row)
             return
         }
-        let serverValues = try serverValues(of: saved, entity)
+        let serverValues = try serverValues(of: sealing.readable(saved, of: entity), entity)
         let ancestor = created ? nil : try row.ancestor
         // A create the server took as sent already has its values as its ancestor, encoded.
         if !(created && sent?.values == serverValues) {
@@ -201,6 +201,12 @@ extension MirrorTransaction {
                 if try row.pendingUpload != .delete { try setPendingUpload(nil, of: &row) }
                 try save(row)
                 counts.saved += 1
+                return .handled
+            }
+            guard let entity = schema.entity(named: row.entityName), let server = try opened(server, of: entity, in: row.zone) else {
+                // The server's version does not open here (refused, or its key has not come):
+                // this save cannot merge with it, and stays refused until the app changes the object.
+                try refuse(record.recordName, error)
                 return .handled
             }
             try merge(server, into: &row)

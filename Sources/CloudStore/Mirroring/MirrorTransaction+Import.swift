@@ -75,6 +75,7 @@ extension MirrorTransaction {
         // The version this device already has (its own upload coming back, say). Change tags are
         // per zone: the same tag in another zone is another version.
         if let tag = record.recordChangeTag, let existing, existing.zone == zone, existing.changeTag == tag { return }
+        guard let record = try opened(record, of: entity, in: zone) else { return }
         let content: RecordContent
         do {
             content = try schema.content(of: record)
@@ -199,9 +200,7 @@ extension MirrorTransaction {
         let row = try db.recordMetadata(name)
         if let row, row.zone != zone { return }
         try db.execute(sql: "DELETE FROM cloudstore_mirror_foreign_record WHERE record_name = ?", arguments: [name])
-        try db.execute(
-            sql: "DELETE FROM cloudstore_mirror_kept_aside WHERE record_name = ? AND zone_name = ? AND zone_owner = ?",
-            arguments: [name, zoneID(zone).zoneName, zone.owner ?? ""])
+        try forgetSetAsideRecords(in: zoneID(zone), named: name)
         if let ends = row?.link ?? (recordType == LinkRecords.recordType ? LinkRecords.ends(recordName: name) : nil) {
             if var row, case .save? = try row.pendingUpload, let (entity, relationship) = LinkRecords.canonical(ends.relationship, in: schema) {
                 let (winner, conflicts) = resolution.linkAgainstDeletion(link(ends, entity, relationship))
@@ -393,11 +392,11 @@ extension MirrorTransaction {
             try db.execute(sql: "DELETE FROM cloudstore_mirror_unresolved_reference")
             try db.execute(sql: "DELETE FROM cloudstore_mirror_zone")
             try db.execute(sql: "DELETE FROM cloudstore_mirror_moved_record")
-            try db.execute(sql: "DELETE FROM cloudstore_mirror_kept_aside")
+            try forgetSetAsideRecords(in: nil)
         } else {
             try db.execute(sql: "DELETE FROM cloudstore_record_metadata WHERE zone_name IS NULL")
             try db.execute(sql: "DELETE FROM cloudstore_mirror_moved_record WHERE zone_name IS NULL")
-            try db.execute(sql: "DELETE FROM cloudstore_mirror_kept_aside WHERE zone_name = ? AND zone_owner = ''", arguments: [zoneID.zoneName])
+            try forgetSetAsideRecords(in: zoneID)
         }
         try db.execute(sql: "DELETE FROM cloudstore_mirror_foreign_record")
     }
@@ -409,7 +408,7 @@ extension MirrorTransaction {
     /// that change (``PersistentCloudContainer/LocalDataChoice/keepLocalOnly``).
     func forgetMirroredRecords() throws {
         try db.execute(sql: "DELETE FROM cloudstore_record_metadata WHERE zone_name IS NULL")
-        try db.execute(sql: "DELETE FROM cloudstore_mirror_kept_aside WHERE zone_name = ? AND zone_owner = ''", arguments: [zoneID.zoneName])
+        try forgetSetAsideRecords(in: zoneID)
         try db.execute(sql: "DELETE FROM cloudstore_mirror_moved_record WHERE zone_name IS NULL")
         try db.execute(sql: "DELETE FROM cloudstore_mirror_foreign_record")
     }

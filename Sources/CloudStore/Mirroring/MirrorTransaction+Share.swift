@@ -221,7 +221,7 @@ extension MirrorTransaction {
         guard var row = try db.recordMetadata(moved.recordName), row.link == nil,
             let entity = schema.entity(named: row.entityName), let id = UUID(text: row.recordName),
             let local = try context.fetchSnapshot(entityName: entity.name, id: id),
-            let content = try? schema.content(of: server)
+            let content = try? schema.content(of: sealing.open(server, of: entity))
         else {
             try db.addMovedRecord(updated)
             return
@@ -328,9 +328,7 @@ extension MirrorTransaction {
         try db.execute(
             sql: "DELETE FROM cloudstore_mirror_moved_record WHERE zone_name IS ? AND zone_owner IS ?",
             arguments: [key.name, key.owner])
-        try db.execute(
-            sql: "DELETE FROM cloudstore_mirror_kept_aside WHERE zone_name = ? AND zone_owner = ?",
-            arguments: [zone.zoneID.zoneName, zone.zoneID.ownerRecordName ?? ""])
+        try forgetSetAsideRecords(in: zone.zoneID)
         if zone.role == .sharedWithMe {
             var ended = ShareActivity(change: .accessEnded, user: userRecordName, permission: zone.permission)
             ended.date = now

@@ -45,8 +45,10 @@ extension MirrorTransaction {
         var prepared = try prepareShareUploads(scope: scope, skipping: skipping)
         var rows: [PreparedUpload] = []
         var revisions: [Int64] = []
-        let pending = try db.pendingUploads(limit: limit, scope: scope) { name, zone in
-            holding.contains(name) || holdingZones.contains(zone)
+        // Objects with encrypted attributes wait while this device has no key to seal them.
+        let unsealable = Set(schema.mirroredEntities.filter { !sealing.canSeal($0) }.map(\.name))
+        let pending = try db.pendingUploads(limit: limit, scope: scope) { name, entityName, zone in
+            holding.contains(name) || holdingZones.contains(zone) || unsealable.contains(entityName)
                 || skipping.contains(RecordID(recordName: name, zoneID: zoneID(zone)))
         }
         for var metadata in pending {
@@ -137,6 +139,7 @@ extension MirrorTransaction {
             let edited = EditTimes.parse(unknownFields[EditTimes.field])
                 .merging(pending.changeDates.filter { recordKeys.contains($0.key) }) { _, new in new }
             record.fields[EditTimes.field] = EditTimes.fieldValue(edited)
+            try sealing.seal(&record, of: entity)
             values = recordValues(snapshot, entity).filter { keys?.contains($0.key) ?? true }
             try attachFiles(to: &record, of: snapshot, entity, metadata)
         }

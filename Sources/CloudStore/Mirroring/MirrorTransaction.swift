@@ -19,6 +19,8 @@ final class MirrorTransaction {
     let zoneID: ZoneID
     /// The entities mirrored in the public database.
     let publicEntities: PublicEntities
+    /// Seals encrypted attributes on upload and opens them on import.
+    let sealing: RecordSealing
     let resolution: ConflictResolution
     /// This device's ID as the server records it in `modified.deviceID`, when it mirrors.
     let deviceID: String?
@@ -56,6 +58,10 @@ final class MirrorTransaction {
     /// The records whose version kept aside this transaction replaced by a newer one: kept aside
     /// again, they were seen before (a debug line, not a second warning).
     var replacedKeptAside: Set<String> = []
+    /// Whether any fetched record waits for decryption, once this transaction knows.
+    var awaitingDecryption: Bool?
+    /// Fetched records this transaction refused because an encrypted field did not open.
+    var decryptionRefusals: [PersistentCloudContainer.DecryptionRefusal] = []
     /// The primary zone's state, when this transaction stored it.
     private(set) var primaryZoneState: ZoneServerState?
 
@@ -65,7 +71,7 @@ final class MirrorTransaction {
 
     init(
         context: WriteContext, schema: Schema, zoneID: ZoneID, publicEntities: PublicEntities = .none, policy: ConflictPolicy,
-        deviceID: String? = nil, now: Date, logger: Logger
+        deviceID: String? = nil, now: Date, logger: Logger, keyring: EncryptionKeyring? = nil
     ) throws {
         self.context = context
         self.schema = schema
@@ -74,7 +80,11 @@ final class MirrorTransaction {
         self.resolution = ConflictResolution(policy: policy, now: now)
         self.deviceID = deviceID
         self.logger = logger
-        self.userRecordName = try context.db.mirrorState(.userRecordName, as: String.self)
+        let user = try context.db.mirrorState(.userRecordName, as: String.self)
+        self.userRecordName = user
+        // An account key serves its user only: after an account change, records wait for the
+        // new user's.
+        self.sealing = RecordSealing(keyring: keyring.flatMap { $0.user == user ? $0 : nil })
     }
 
     /// The zone a metadata key names; `zoneID` is the primary zone.

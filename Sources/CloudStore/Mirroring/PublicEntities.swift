@@ -38,6 +38,10 @@ struct PublicEntities: Sendable, Hashable {
                 throw ContainerError.invalidOptions(
                     "publicEntities names \(name), which the schema keeps local only (not mirrored): mirror it, or leave it out of publicEntities")
             }
+            if let encrypted = entity.attributes.first(where: \.isEncrypted) {
+                throw ContainerError.invalidOptions(
+                    "publicEntities names \(name), whose attribute \(encrypted.name) is encrypted: every user reads the public database, and no key is shared with all of them. Remove \"encrypted\", or leave \(name) out of publicEntities")
+            }
         }
         for entity in schema.mirroredEntities {
             for relationship in entity.relationships where names.contains(entity.name) != names.contains(relationship.destination) {

@@ -176,11 +176,12 @@ extension Database {
     }
 
     /// The next pending uploads to send through the database of `scope`, in upload order, leaving
-    /// out refused ones and those `skip` names (by record name and zone, asked before the rest of
+    /// out refused ones and those `skip` names (by record name, entity and zone, asked before the rest of
     /// the row is decoded). Rows are read one by one until `limit` are taken, so what is skipped
     /// (a batch in flight, say) never crowds out what comes after it.
     func pendingUploads(
-        limit: Int, scope: DatabaseScope = .private, skipping skip: (_ recordName: String, _ zone: MirrorZone.Key) -> Bool
+        limit: Int, scope: DatabaseScope = .private,
+        skipping skip: (_ recordName: String, _ entityName: String, _ zone: MirrorZone.Key) -> Bool
     ) throws -> [RecordMetadata] {
         guard limit > 0 else { return [] }
         var uploads: [RecordMetadata] = []
@@ -189,7 +190,7 @@ extension Database {
             ORDER BY upload_revision, record_name
             """
         try eachWhile(sql, []) { statement in
-            if !skip(columnText(statement, 0), RecordMetadata.zone(statement)) {
+            if !skip(columnText(statement, 0), columnText(statement, 1), RecordMetadata.zone(statement)) {
                 uploads.append(try RecordMetadata(statement: statement))
             }
             return uploads.count < limit

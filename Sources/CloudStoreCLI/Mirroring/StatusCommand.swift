@@ -88,7 +88,15 @@ public struct StatusCommand: CloudStoreSubcommand {
             try printFailed(try PersistentCloudContainer.failedUploads(in: opened, primaryZone: zone.map { ZoneID(zoneName: $0) }), in: context)
             return
         }
-        let report = StatusJSON(store: store, schema: opened.schema, status: status)
+        let encryption = try PersistentCloudContainer.encryptionStatus(of: opened)
+        let keyStore = FileEncryptionKeyStore(besideStoreAt: opened.url)
+        let hasKey = try status.user.map { try keyStore.accountKey(for: $0) != nil } ?? false
+        var report = StatusJSON(store: store, schema: opened.schema, status: status)
+        if encryption.isUsed {
+            report.encryption = .init(
+                keyFile: keyStore.url.path, hasKey: hasKey, recordsAwaitingKey: encryption.recordsAwaitingKey,
+                refusedRecords: encryption.refusedRecords)
+        }
         if json {
             try context.output.printJSON(report)
             return
@@ -112,6 +120,16 @@ public struct StatusCommand: CloudStoreSubcommand {
         }
         for ended in status.endedShares {
             table.append(["decision needed", "\(ended) (the app decides; its changes wait, the rest syncs)"])
+        }
+        if let encryption = report.encryption {
+            table.append([
+                "encryption key",
+                encryption.hasKey
+                    ? "on this device (\(encryption.keyFile))"
+                    : "not on this device: the app sets up encryption with the passphrase (an app keychain is not read here)",
+            ])
+            table.append(["awaiting key", "\(encryption.recordsAwaitingKey) fetched records (applied once the key is here)"])
+            table.append(["refused records", "\(encryption.refusedRecords) (an encrypted field did not open: altered on the server)"])
         }
         context.output.print(table)
     }
@@ -226,6 +244,15 @@ private struct StatusJSON: Encodable {
     var conflictCount: Int
     var localDataDecision: String?
     var endedShares: [String]
+    /// With encrypted attributes: where the key is and what waits.
+    var encryption: Encryption?
+
+    struct Encryption: Encodable {
+        var keyFile: String
+        var hasKey: Bool
+        var recordsAwaitingKey: Int
+        var refusedRecords: Int
+    }
 
     init(store: String, schema: Schema, status: PersistentCloudContainer.SyncStatus) {
         self.store = store

@@ -65,6 +65,11 @@ public struct SyncCommand: CloudStoreSubcommand {
             valueName: "entity"))
     var publicEntities: [String] = []
 
+    @Option(help: ArgumentHelp(
+        "A file holding the user's encryption passphrase, for a schema with encrypted attributes: the first device creates the user's key with it, later ones unlock it. Needed until this store's device holds the key.",
+        valueName: "file"))
+    var passphraseFile: String?
+
     @Option(help: "Seconds to keep trying before giving up.")
     var timeout: Double = 300
 
@@ -79,6 +84,25 @@ public struct SyncCommand: CloudStoreSubcommand {
     @OptionGroup public var global: GlobalOptions
 
     public init() {}
+
+    /// Gives the device the user's encryption key when the schema has encrypted attributes: from
+    /// the passphrase file, unless the device holds the key already.
+    private func setUpEncryption(of cloud: PersistentCloudContainer) async throws {
+        let encryption = try await cloud.encryptionStatus()
+        guard encryption.isUsed else { return }
+        guard let passphraseFile else {
+            if encryption.hasKey { return }
+            throw CommandError(
+                "\(store)'s schema has encrypted attributes and this device does not hold the user's key: run again with --passphrase-file <file holding the passphrase>")
+        }
+        let text: String
+        do {
+            text = try String(contentsOfFile: passphraseFile, encoding: .utf8)
+        } catch {
+            throw CommandError("--passphrase-file \(passphraseFile) cannot be read (\(error.localizedDescription)): give a readable file holding the passphrase")
+        }
+        try await cloud.setUpEncryption(passphrase: text.trimmingCharacters(in: .newlines))
+    }
 
     public func run(in context: CommandContext) async throws {
         let url = try StoreFile.existing(store)
@@ -106,9 +130,12 @@ public struct SyncCommand: CloudStoreSubcommand {
         var logger = context.logger("mirroring")
         if context.debugLevel == .errors { logger.logLevel = .critical }
         let cloud = try await PersistentCloudContainer(url: url, schema: schema, options: options, logger: logger)
-        let progress = Task { await Self.showProgress(of: cloud.events(), output: context.output) }
+        // Subscribed before anything runs, so no export or import goes uncounted.
+        let events = cloud.events()
+        let progress = Task { await Self.showProgress(of: events, output: context.output) }
         let outcome: Result<Void, any Error>
         do {
+            try await setUpEncryption(of: cloud)
             // Each decision the sync meets (the zone, then every share that ended) gets the choice,
             // once: one asked again was not settled by it, and ends the command.
             var answered: Set<ZoneID> = []

@@ -57,11 +57,11 @@ struct ChildDevice {
 
     /// Runs `CloudStoreTestHelper device …` until it ends or `kill` says.
     static func run(
-        store: URL, server: URL, container: String, token: String = "alice-token", steps: Int, seed: UInt64,
-        drain: Bool = false, kill: Kill
+        store: URL, schema: URL = RepositoryPaths.notesSchema, server: URL, container: String, token: String = "alice-token",
+        steps: Int, seed: UInt64, drain: Bool = false, kill: Kill
     ) async throws -> Run {
         var arguments = [
-            "device", store.path, RepositoryPaths.notesSchema.path, "\(steps)", server.absoluteString, container, token,
+            "device", store.path, schema.path, "\(steps)", server.absoluteString, container, token,
             "\(seed)",
         ]
         if drain { arguments.append("drain") }

@@ -39,6 +39,7 @@ struct MirroringRandomizedConvergenceTests {
         try await server.shutdown()
         print("convergence: first seed \(first), \(report)")
         #expect(report.seeds == seeds)
+        #expect(report.encryptedSeeds == seeds / 2 + (seeds % 2 == 1 && first % 2 == 1 ? 1 : 0), "\(report)")
         #expect(report.faults > 0 && report.crashes > 0 && report.serverRestarts > 0, "\(report)")
         if seeds >= 6 {
             #expect(report.conflictsLogged > 0, "the schedule should make devices edit the same values concurrently")
@@ -50,6 +51,7 @@ struct MirroringRandomizedConvergenceTests {
 struct ConvergenceReport: CustomStringConvertible {
     var seeds = 0, operations = 0, syncs = 0, failedSyncs = 0, faults = 0, partitions = 0
     var crashes = 0, serverRestarts = 0, conflictsLogged = 0, uniqueKeyMerges = 0, lost = 0, duplicated = 0
+    var encryptedSeeds = 0
 
     mutating func add(_ run: ConvergenceRun) {
         seeds += 1
@@ -64,11 +66,12 @@ struct ConvergenceReport: CustomStringConvertible {
         uniqueKeyMerges += run.uniqueKeyMerges
         lost += run.lost
         duplicated += run.duplicated
+        encryptedSeeds += run.encryptedSeeds
     }
 
     var description: String {
         let c = ReportFormat.count
-        return "seeds \(c(seeds)), operations \(c(operations)), syncs \(c(syncs)) (\(c(failedSyncs)) failed), "
+        return "seeds \(c(seeds)) (\(c(encryptedSeeds)) with encrypted bodies), operations \(c(operations)), syncs \(c(syncs)) (\(c(failedSyncs)) failed), "
             + "faults \(c(faults)), partitions \(c(partitions)), crashes \(c(crashes)), "
             + "server restarts \(c(serverRestarts)), conflicts logged \(c(conflictsLogged)), "
             + "unique-key merges \(c(uniqueKeyMerges)), lost \(lost), duplicated \(duplicated)"
@@ -82,7 +85,7 @@ struct ConvergenceRun {
     let container: String
     var random: SeededRandomNumberGenerator
     var operations = 0, syncs = 0, failedSyncs = 0, faults = 0, partitions = 0, crashes = 0, serverRestarts = 0
-    var conflictsLogged = 0, uniqueKeyMerges = 0, lost = 0, duplicated = 0
+    var conflictsLogged = 0, uniqueKeyMerges = 0, lost = 0, duplicated = 0, encryptedSeeds = 0
 
     // The ledger: what every device wrote, and what each write replaced.
     var ledger = ConvergenceLedger()
@@ -101,6 +104,31 @@ struct ConvergenceRun {
         schema.entities[tag].uniquenessConstraints = [["name"]]
         return schema
     }()
+
+    /// Odd seeds run with a note's body end-to-end encrypted (<doc:EndToEndEncryption>): A creates
+    /// the key, B and D read it from the key file they share, the child from a copy beside its store.
+    var encrypted: Bool { seed % 2 == 1 }
+
+    /// ``schema`` with a note's body encrypted.
+    static let encryptedSchema = withEncryptedBody(schema)
+
+    /// The child's schema: the plain Notes one, with the body encrypted on odd seeds.
+    var childSchema: Schema { encrypted ? Self.withEncryptedBody(try! Schema.notes()) : try! Schema.notes() }
+
+    var deviceSchema: Schema { encrypted ? Self.encryptedSchema : Self.schema }
+
+    static func withEncryptedBody(_ plain: Schema) -> Schema {
+        var schema = plain
+        let note = schema.entities.firstIndex { $0.name == "Note" }!
+        let body = schema.entities[note].attributes.firstIndex { $0.name == "body" }!
+        schema.entities[note].attributes[body].isEncrypted = true
+        return schema
+    }
+
+    /// The key file the in-process devices share.
+    func keyStore(in directory: TemporaryDirectory) -> FileEncryptionKeyStore {
+        FileEncryptionKeyStore(url: directory.file("alice.keys"))
+    }
 
     /// Each seed syncs in a container of its own on the one server.
     static func container(seed: UInt64) -> String { "iCloud.convergence.s\(seed)" }
@@ -121,13 +149,23 @@ struct ConvergenceRun {
         ]
         let childDirectory = try TemporaryDirectory()
         let container = container
+        let (schema, keyStore) = (deviceSchema, keyStore(in: childDirectory))
         var devices: [TestDevice] = []
         do {
             for (index, name) in ["A", "B"].enumerated() {
                 devices.append(
-                    try await TestDevice.make(name, schema: Self.schema, server: proxies[index].baseURL, logger: Self.logger(name)) {
+                    try await TestDevice.make(name, schema: schema, server: proxies[index].baseURL, logger: Self.logger(name)) {
                         $0.server?.containerIdentifier = container
+                        $0.encryptionKeyStore = keyStore
                     })
+            }
+            if encrypted {
+                // A creates the key; B finds it in the key file; the child gets a copy of it.
+                try await devices[0].container.setUpEncryption(passphrase: "convergence \(seed)")
+                try await devices[1].container.setUpEncryption(passphrase: "convergence \(seed)")
+                try FileManager.default.copyItem(
+                    at: keyStore.url, to: FileEncryptionKeyStore(besideStoreAt: childDirectory.file("C.sqlite")).url)
+                try childSchema.fileData().write(to: childDirectory.file("schema.json"))
             }
             for (index, proxy) in proxies.enumerated() {
                 proxy.setRandomFaults(seed: seed &+ UInt64(index), rate: 0.15, faults: Self.faults)
@@ -214,8 +252,9 @@ struct ConvergenceRun {
             default: kill = .duringSync(1, delay: .milliseconds(random.next(upTo: 30)))
             }
         }
+        let schemaFile = encrypted ? store.deletingLastPathComponent().appendingPathComponent("schema.json") : RepositoryPaths.notesSchema
         let run = try await ChildDevice.run(
-            store: store, server: proxy.baseURL, container: container, steps: steps,
+            store: store, schema: schemaFile, server: proxy.baseURL, container: container, steps: steps,
             seed: seed &* 1000 &+ UInt64(childRuns), drain: drain, kill: kill)
         if run.wasKilled { crashes += 1 }
         Self.trace("C ran \(steps) steps, killed: \(run.wasKilled), output: \(run.output)")
@@ -406,18 +445,25 @@ struct ConvergenceRun {
 
     mutating func check(devices: [TestDevice], child: URL) async throws {
         let container = container
-        let fresh = try await TestDevice.make("D", schema: Self.schema, server: server.baseURL) {
+        let keyStore = FileEncryptionKeyStore(url: child.deletingLastPathComponent().appendingPathComponent("alice.keys"))
+        let fresh = try await TestDevice.make("D", schema: deviceSchema, server: server.baseURL) {
             $0.server?.containerIdentifier = container
+            $0.encryptionKeyStore = keyStore
         }
         let childStore: PersistentStore
         do {
             try await fresh.sync()
-            childStore = try PersistentStore(url: child, schema: try Schema.notes(), logger: .quiet)
+            childStore = try PersistentStore(url: child, schema: childSchema, logger: .quiet)
         } catch {
             await fresh.close()
             throw error
         }
         defer { try? childStore.close() }
+        if encrypted {
+            let status = try await fresh.container.encryptionStatus()
+            #expect(status.hasKey && status.recordsAwaitingKey == 0 && status.refusedRecords == 0, "seed \(seed): \(status)")
+            encryptedSeeds += 1
+        }
         try await compare(devices: devices, fresh: fresh, childStore: childStore)
         await fresh.close()
     }

@@ -1,0 +1,132 @@
+import CloudStoreSync
+import CloudStoreWire
+import Foundation
+
+/// The user's account key on the server: locked by the passphrase (``KeyWrapping/lock(_:user:passphrase:parameters:)``),
+/// one record in a zone of its own in the private database, which no store mirrors, so a zone
+/// reset or another app's store never touches it (<doc:EndToEndEncryption>).
+enum AccountKeyRecord {
+    static let zoneID = ZoneID(zoneName: "CloudStoreKeys")
+    static let recordName = "account-key"
+    static let recordType = "CloudStoreAccountKey"
+    /// The field holding the locked key, as JSON (``WrappedKey``).
+    static let field = "lockedKey"
+
+    static func record(_ locked: WrappedKey) throws -> Record {
+        var record = Record(recordType: recordType, recordID: RecordID(recordName: recordName, zoneID: zoneID))
+        record.fields[field] = .bytes(try JSONEncoder().encode(locked))
+        return record
+    }
+
+    static func lockedKey(in record: Record) throws -> WrappedKey {
+        guard case .bytes(let data)? = record.fields[field], let locked = try? JSONDecoder().decode(WrappedKey.self, from: data) else {
+            throw ContainerError(
+                .encryptionKeyStore,
+                "the account key record on the server has no readable \(field) field: it was altered; restore the zone \(zoneID.zoneName) or contact the server's operator")
+        }
+        return locked
+    }
+}
+
+extension CloudMirror {
+    /// Where this device keeps account keys.
+    var keyStore: any EncryptionKeyStore {
+        options.encryptionKeyStore ?? FileEncryptionKeyStore(besideStoreAt: store.url)
+    }
+
+    var hasEncryptionKey: Bool { keyring != nil }
+
+    /// Reads the account key of the user the store last heard from the key store, when the schema
+    /// has encrypted attributes: a device that set up encryption before needs no passphrase again.
+    /// Called when mirroring starts and when the engine learns who the user is.
+    func loadKeyring() async throws {
+        guard schema.mirroredEntities.contains(where: RecordSealing.needsKey) else { return }
+        guard let user = try await store.read({ try $0.db.mirrorState(.userRecordName, as: String.self) }),
+            let key = try keyStore.accountKey(for: user)
+        else { return }
+        keyring = EncryptionKeyring(user: user, account: key)
+        try await transaction { try $0.applyAwaitingDecryption() }
+    }
+
+    /// ``PersistentCloudContainer/setUpEncryption(passphrase:)``: unlocks the user's account key
+    /// on the server with the passphrase, or creates and locks one when the user has none yet;
+    /// keeps it in the key store, applies the records that waited for it and wakes the uploads
+    /// that did.
+    func setUpEncryption(passphrase: String) async throws {
+        guard let database = databases[.private] else { throw ContainerError.localOnly }
+        let user = try await database.caller().userRecordName
+        let account: EncryptionKey
+        if let stored = try keyStore.accountKey(for: user) {
+            account = stored
+        } else {
+            account = try await accountKey(of: user, passphrase: passphrase, database: database)
+            try keyStore.saveAccountKey(account, for: user)
+        }
+        keyring = EncryptionKeyring(user: user, account: account)
+        logger.info("encryption set up on this device", metadata: ["user": "\(user)", "accountKey": "\(account.id)"])
+        try await transaction { try $0.applyAwaitingDecryption() }
+        signal.uploadsPending()
+    }
+
+    /// The user's account key from the server, unlocked with the passphrase; a new one, locked and
+    /// saved there, when the user has none (another device creating one at the same time wins:
+    /// its key is unlocked instead).
+    private func accountKey(of user: String, passphrase: String, database: any CloudDatabase) async throws -> EncryptionKey {
+        for _ in 0..<2 {
+            if let locked = try await lockedAccountKey(database) {
+                do {
+                    return try await Self.offCooperativePool { try KeyWrapping.unlock(locked, user: user, passphrase: passphrase) }
+                } catch let error as EncryptionError where error.code == .wrongPassphrase {
+                    throw ContainerError(
+                        .wrongPassphrase,
+                        "the passphrase does not unlock the encryption key of \(user): check it and try again (nothing changed)")
+                }
+            }
+            let account = EncryptionKey()
+            let locked = try await Self.offCooperativePool { try KeyWrapping.lock(account, user: user, passphrase: passphrase) }
+            _ = try await database.modifyZones(ZonesModifyRequest(operations: [.init(.create, AccountKeyRecord.zoneID)]))
+            let answer = try await database.modifyRecords(
+                RecordsModifyRequest(zoneID: AccountKeyRecord.zoneID, operations: [.init(.create, try AccountKeyRecord.record(locked))]))
+            switch answer.records.first {
+            case .value?:
+                logger.notice("created the account encryption key", metadata: ["user": "\(user)", "accountKey": "\(account.id)"])
+                return account
+            case .error(let error)? where error.serverErrorCode == .exists || error.serverErrorCode == .conflict:
+                continue  // another device created it first: unlock theirs
+            case .error(let error)?:
+                throw ContainerError.syncFailed(PersistentCloudContainer.SyncFailure(error))
+            case nil:
+                throw ContainerError(.encryptionKeyStore, "the server did not answer the save of the account key; try again")
+            }
+        }
+        throw ContainerError(.encryptionKeyStore, "the account key could be neither created nor read on the server; try again")
+    }
+
+    /// The locked account key the server holds, or nil when the user has none.
+    private func lockedAccountKey(_ database: any CloudDatabase) async throws -> WrappedKey? {
+        let answer: RecordsResponse
+        do {
+            answer = try await database.lookupRecords(
+                RecordsLookupRequest(zoneID: AccountKeyRecord.zoneID, recordNames: [AccountKeyRecord.recordName]))
+        } catch let error as CloudError where error.code == .zoneNotFound {
+            return nil
+        }
+        switch answer.records.first {
+        case .value(let record)?:
+            return try AccountKeyRecord.lockedKey(in: record)
+        case .error(let error)? where error.serverErrorCode == .notFound || error.serverErrorCode == .zoneNotFound:
+            return nil
+        case .error(let error)?:
+            throw ContainerError.syncFailed(PersistentCloudContainer.SyncFailure(error))
+        case nil:
+            return nil
+        }
+    }
+
+    /// Runs CPU-bound work (scrypt) on a thread of its own, never on the cooperative pool.
+    static func offCooperativePool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(with: Result { try work() }) }
+        }
+    }
+}

@@ -1,0 +1,266 @@
+@testable import CloudStore
+import CloudStoreSync
+import CloudStoreTesting
+import CloudStoreWire
+import Foundation
+import Testing
+
+/// A journal entry whose text, mood and photo the server never reads.
+@Model
+struct JournalEntry: Equatable {
+    var id = UUID()
+    var day = ""
+    @Attribute(.encrypted) var text: String?
+    @Attribute(.encrypted) var mood: Int = 0
+    @Attribute(.encrypted) var written: Date?
+    @Attribute(.encrypted) var photo: Data?
+}
+
+/// End-to-end encrypted attributes through a real `cloudstore serve` child (SQLite, or two on one
+/// PostgreSQL): the first device creates the account key, the next unlocks it with the passphrase,
+/// the server keeps ciphertext only, and what an operator alters is refused, never applied.
+@Suite("Mirroring: end-to-end encryption", .timeLimit(.minutes(4)))
+struct MirroringEncryptionTests {
+    static let users = ["alice-token": "_alice", "bob-token": "_bob"]
+    static let passphrase = "correct horse battery staple"
+
+    static func schema() -> Schema {
+        Schema(name: "Journal", version: 1, entities: [JournalEntry.entityDescription])
+    }
+
+    static func device(_ name: String, server: URL, token: String = "alice-token") async throws -> TestDevice {
+        try await TestDevice.make(name, schema: schema(), server: server, token: token)
+    }
+
+    static func entries(_ device: TestDevice) throws -> [JournalEntry] {
+        try device.store.read { try $0.fetch(JournalEntry.self, sortBy: [.ascending("day")]) }
+    }
+
+    /// Random values no log line or page would hold by chance.
+    static func secret() -> String { "secret-" + UUID().uuidString + "-" + String(UInt64.random(in: 0...UInt64.max), radix: 36) }
+
+    static func makeEntries(_ count: Int) -> [JournalEntry] {
+        (0..<count).map { index in
+            JournalEntry(
+                day: String(format: "day %04d", index), text: secret(), mood: Int.random(in: 1_000_000...9_999_999),
+                written: Date(timeIntervalSince1970: 1_800_000_000 + Double(index)), photo: Data(secret().utf8))
+        }
+    }
+
+    /// Alice's first device saves entries before encryption is set up (they wait), sets it up
+    /// (they go up sealed); her second device fetches them before it has the key (they wait),
+    /// refuses a wrong passphrase without losing them, then reads them with the right one; an
+    /// edit travels back.
+    func twoDevices(first: URL, second: URL, count: Int) async throws -> [JournalEntry] {
+        let phone = try await Self.device("phone", server: first)
+        let laptop = try await Self.device("laptop", server: second)
+        defer { Task { await phone.close(); await laptop.close() } }
+        let entries = Self.makeEntries(count)
+        try await phone.write { [entries] context in for entry in entries { try context.insert(entry) } }
+        try await phone.sync()
+        #expect(try await phone.container.status().pendingUploads == count, "without a key nothing encrypted goes up")
+        #expect(try await phone.container.encryptionStatus().hasKey == false)
+
+        try await phone.container.setUpEncryption(passphrase: Self.passphrase)
+        try await phone.sync()
+        #expect(try await phone.container.status().pendingUploads == 0)
+        #expect(try await phone.container.status().lastError == nil, "every acknowledgement of a sealed record was handled")
+
+        try await laptop.sync()
+        var status = try await laptop.container.encryptionStatus()
+        #expect(status.recordsAwaitingKey == count, "records wait for the key, never dropped")
+        #expect(try Self.entries(laptop).isEmpty)
+
+        await #expect(performing: { try await laptop.container.setUpEncryption(passphrase: "wrong horse") }, throws: {
+            ($0 as? ContainerError)?.code == .wrongPassphrase
+        })
+        status = try await laptop.container.encryptionStatus()
+        #expect(status.recordsAwaitingKey == count, "a wrong passphrase changes nothing")
+        #expect(!status.hasKey)
+
+        try await laptop.container.setUpEncryption(passphrase: Self.passphrase)
+        #expect(try Self.entries(laptop) == entries, "the second device reads every encrypted value")
+        #expect(try await laptop.container.encryptionStatus().recordsAwaitingKey == 0)
+
+        var edited = entries[0]
+        edited.text = Self.secret()
+        edited.mood = 7_654_321
+        try await laptop.write { [edited] context in try context.update(edited) }
+        try await laptop.sync()
+        try await phone.sync()
+        #expect(try Self.entries(phone).first == edited)
+        return Array(entries.dropFirst()) + [edited]
+    }
+
+    @Test func secondDeviceJoinsWithThePassphrase_andTheServerKeepsNoPlaintext() async throws {
+        let data = try TemporaryDirectory(prefix: "cloudstore-e2e")
+        let server = try await ServerProcess.launch(users: Self.users, data: data.url, arguments: ["--debug", "4"])
+        let entries: [JournalEntry]
+        do {
+            entries = try await twoDevices(first: server.baseURL, second: server.baseURL, count: 1_000)
+        } catch {
+            _ = await server.terminate()
+            throw error
+        }
+        _ = await server.terminate()
+        // Every file of the data directory and the server's level-4 log: no value's bytes.
+        var haystacks = [Data(server.output.utf8)]
+        let files = FileManager.default.enumerator(at: data.url, includingPropertiesForKeys: nil)
+        while let file = files?.nextObject() as? URL {
+            if let bytes = try? Data(contentsOf: file) { haystacks.append(bytes) }
+        }
+        #expect(haystacks.count > 2, "the scan read the server's files")
+        var hits: [String] = []
+        for entry in entries {
+            for needle in [entry.text!, String(decoding: entry.photo!, as: UTF8.self), String(entry.mood)] {
+                if haystacks.contains(where: { $0.range(of: Data(needle.utf8)) != nil }) { hits.append(needle) }
+            }
+        }
+        #expect(hits.isEmpty, "plaintext on the server: \(hits.prefix(3))")
+    }
+
+    @Test(.enabled(if: ServerProcess.testPostgresURL != nil || ProcessInfo.processInfo.environment["CI"] != nil))
+    func secondDeviceJoinsWithThePassphrase_onPostgreSQL() async throws {
+        try await ServerProcess.withTwoOnPostgres(users: Self.users) { first, second in
+            _ = try await twoDevices(first: first, second: second, count: 50)
+        }
+    }
+
+    /// What an operator can do to the stored records, done through the wire: swap two records'
+    /// ciphertexts, swap two fields of one record, flip a byte, cut a value short (a plain value
+    /// the server itself refuses: the field's type is `ENCRYPTED_BYTES`). Each altered
+    /// record is refused with an event naming it and its field; the device keeps what it had, and
+    /// the rest syncs.
+    @Test func alteredCiphertexts_areRefused_andNothingWrongIsApplied() async throws {
+        try await ServerProcess.with(users: Self.users) { server in
+            let phone = try await Self.device("phone", server: server.baseURL)
+            let laptop = try await Self.device("laptop", server: server.baseURL)
+            defer { Task { await phone.close(); await laptop.close() } }
+            try await phone.container.setUpEncryption(passphrase: Self.passphrase)
+            try await laptop.container.setUpEncryption(passphrase: Self.passphrase)
+            let entries = Self.makeEntries(6)
+            try await phone.write { [entries] context in for entry in entries { try context.insert(entry) } }
+            try await phone.sync()
+            try await laptop.sync()
+            #expect(try Self.entries(laptop) == entries)
+
+            let operatorView = HTTPCloudDatabase(
+                baseURL: server.baseURL, container: TestDevice.containerIdentifier, token: "alice-token", deviceID: "operator")
+            let zone = ZoneID(zoneName: "Journal")
+            let looked = try await operatorView.lookupRecords(
+                RecordsLookupRequest(zoneID: zone, recordNames: entries.prefix(5).map(\.id.uuidString)))
+            var records = looked.records.compactMap(\.value)
+            #expect(records.count == 5)
+            // Records 0 and 1 trade their text; record 2's text and photo trade places; a byte of
+            // record 3's mood flips; record 4's text is cut short.
+            (records[0].fields["text"], records[1].fields["text"]) = (records[1].fields["text"], records[0].fields["text"])
+            (records[2].fields["text"], records[2].fields["photo"]) = (records[2].fields["photo"], records[2].fields["text"])
+            guard case .encryptedBytes(var flipped)? = records[3].fields["mood"] else {
+                Issue.record("the server holds mood as \(String(describing: records[3].fields["mood"]))")
+                return
+            }
+            flipped[flipped.count - 1] ^= 0x01
+            records[3].fields["mood"] = .encryptedBytes(flipped)
+            if case .encryptedBytes(let sealed)? = records[4].fields["text"] {
+                records[4].fields["text"] = .encryptedBytes(sealed.prefix(20))
+            }
+            let altered = try await operatorView.modifyRecords(
+                RecordsModifyRequest(zoneID: zone, operations: records.map { .init(.forceUpdate, $0) }))
+            #expect(altered.records.compactMap(\.error).isEmpty, "the operator's writes: \(altered.records.compactMap(\.error))")
+
+            var changed = entries[5]
+            changed.text = "still syncs"
+            try await phone.write { [changed] context in try context.update(changed) }
+            try await phone.sync()
+
+            let events = laptop.container.events()
+            try await laptop.sync()
+            let after = try Self.entries(laptop)
+            let refusedCount = try await laptop.container.encryptionStatus().refusedRecords
+            // Closing finishes the stream: the events the sync sent are all in it.
+            await laptop.close()
+            var refused: [PersistentCloudContainer.DecryptionRefusal] = []
+            for await event in events where event.kind == .decryptionRefused { refused += event.decryptionRefusals }
+            #expect(Set(refused.map(\.recordName)) == Set(entries.prefix(5).map(\.id.uuidString)))
+            #expect(refused.first { $0.recordName == entries[3].id.uuidString }?.field == "mood")
+            #expect(Array(after.prefix(5)) == Array(entries.prefix(5)), "nothing altered was applied")
+            #expect(after.last == changed, "the rest synced")
+            #expect(refusedCount == 5)
+        }
+    }
+
+    @Test func sharingEncryptedAttributes_isRefusedWithAClearError() async throws {
+        try await ServerProcess.with(users: Self.users) { server in
+            let phone = try await Self.device("phone", server: server.baseURL)
+            defer { Task { await phone.close() } }
+            let entry = JournalEntry(day: "one", text: "hidden")
+            try await phone.write { context in try context.insert(entry) }
+            await #expect(performing: {
+                _ = try await phone.container.share(entry, with: [.init(user: "_bob", permission: .readOnly)])
+            }, throws: { ($0 as? ContainerError)?.code == .sharing && "\($0)".contains("encrypted") })
+        }
+    }
+}
+
+/// ``RecordSealing`` driven directly: what it seals opens only as the same field of the same
+/// record of the same zone, with the same account key.
+@Suite("Record sealing")
+struct RecordSealingTests {
+    let entity = JournalEntry.entityDescription
+    let keyring = EncryptionKeyring(user: "_alice", account: EncryptionKey())
+
+    func record(_ text: String, name: String = UUID().uuidString, zone: String = "Journal") -> Record {
+        var record = Record(recordType: "JournalEntry", recordID: RecordID(recordName: name, zoneID: ZoneID(zoneName: zone)))
+        record.fields = ["day": .string("monday"), "text": .string(text), "mood": .int64(7), "written": .null]
+        return record
+    }
+
+    @Test func sealedFields_openOnlyInTheirPlace() throws {
+        let sealing = RecordSealing(keyring: keyring)
+        let plain = record("dear diary")
+        var sealed = plain
+        try sealing.seal(&sealed, of: entity)
+        guard case .encryptedBytes? = sealed.fields["text"], case .encryptedBytes? = sealed.fields["mood"] else {
+            Issue.record("not sealed: \(sealed.fields)")
+            return
+        }
+        #expect(sealed.fields["day"] == .string("monday"), "a plain attribute stays plain")
+        #expect(sealed.fields["written"] == .null, "a null clears the field, sealed or not")
+        #expect(try sealing.open(sealed, of: entity) == plain)
+
+        var moved = record("other", name: UUID().uuidString)
+        moved.fields["text"] = sealed.fields["text"]
+        #expect(throws: RecordSealing.Failure.self) { try sealing.open(moved, of: entity) }
+        var swapped = sealed
+        (swapped.fields["text"], swapped.fields["mood"]) = (sealed.fields["mood"], sealed.fields["text"])
+        #expect(throws: RecordSealing.Failure.self) { try sealing.open(swapped, of: entity) }
+        var otherZone = record("other", name: sealed.recordName, zone: "Elsewhere")
+        otherZone.fields = sealed.fields
+        #expect(throws: RecordSealing.Failure.self) { try sealing.open(otherZone, of: entity) }
+    }
+
+    @Test func plainValuesWhereEncrypted_areRefused_andMissingKeysWait() throws {
+        let sealing = RecordSealing(keyring: keyring)
+        #expect(performing: { try sealing.open(record("plain"), of: entity) }, throws: {
+            if case .refused(field: "text", _)? = $0 as? RecordSealing.Failure { true } else { false }
+        })
+        var sealed = record("dear diary")
+        try sealing.seal(&sealed, of: entity)
+        #expect(performing: { try RecordSealing.none.open(sealed, of: entity) }, throws: {
+            if case .missingKey(let id?)? = $0 as? RecordSealing.Failure { id == keyring.zoneKey(ZoneID(zoneName: "Journal")).id } else { false }
+        })
+        let stranger = RecordSealing(keyring: EncryptionKeyring(user: "_alice", account: EncryptionKey()))
+        #expect(performing: { try stranger.open(sealed, of: entity) }, throws: {
+            if case .missingKey? = $0 as? RecordSealing.Failure { true } else { false }
+        })
+        var unsealable = record("x")
+        #expect(throws: RecordSealing.Failure.self) { try RecordSealing.none.seal(&unsealable, of: entity) }
+    }
+
+    @Test func everyDeviceDerivesTheSameZoneKey() {
+        let again = EncryptionKeyring(user: "_alice", account: EncryptionKey(id: keyring.account.id, rawBytes: keyring.account.rawBytes)!)
+        #expect(keyring.zoneKey(ZoneID(zoneName: "Journal")).id == again.zoneKey(ZoneID(zoneName: "Journal")).id)
+        #expect(keyring.zoneKey(ZoneID(zoneName: "Journal")).rawBytes == again.zoneKey(ZoneID(zoneName: "Journal")).rawBytes)
+        #expect(keyring.zoneKey(ZoneID(zoneName: "Journal")).id != keyring.zoneKey(ZoneID(zoneName: "Other")).id)
+    }
+}
