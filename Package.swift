@@ -167,6 +167,8 @@ let package = Package(
                 "CloudStore", "CloudStoreTesting", "CloudStoreTestHelper", "NotesExample",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
+                // The encryption tests read the server's console pages.
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             // Store files an earlier version wrote, opened by path (read, then copied) by the tests.
             exclude: ["Fixtures"],

@@ -39,6 +39,13 @@ struct BenchNote: Entity, Codable, FetchableRecord, PersistableRecord {
         ]),
     ])
 
+    /// ``schema`` with every attribute end-to-end encrypted.
+    static let encryptedSchema: Schema = {
+        var schema = BenchNote.schema
+        for index in schema.entities[0].attributes.indices { schema.entities[0].attributes[index].isEncrypted = true }
+        return schema
+    }()
+
     /// How the notes' ids are made.
     enum IDs: String {
         /// `UUID.timeOrdered()`, as the docs recommend for new objects.

@@ -9,6 +9,11 @@ struct SyncBenchmarks {
     let server: BenchServer
     /// How the bulk sync's notes get their ids.
     var ids = BenchNote.IDs.timeOrdered
+    /// Whether every note attribute is end-to-end encrypted (``BenchNote/encryptedSchema``): the
+    /// devices share one key file, so only the first run pays for the passphrase.
+    var encrypted = false
+
+    static let passphrase = "bench passphrase"
 
     /// A device of `user0`: a container on a fresh store file.
     func device(_ name: String, automatic: Bool = true, zoneName: String? = nil) async throws -> PersistentCloudContainer {
@@ -16,9 +21,12 @@ struct SyncBenchmarks {
             server: .init(url: server.url, containerIdentifier: server.containerIdentifier, token: "user0-token", deviceID: name))
         options.automaticallySync = automatic
         options.zoneName = zoneName
-        return try await PersistentCloudContainer(
-            url: directory.appendingPathComponent("\(name)-\(UUID().uuidString.prefix(8)).sqlite"), schema: BenchNote.schema,
-            options: options, logger: StoreBenchmarks.quietLogger)
+        options.encryptionKeyStore = FileEncryptionKeyStore(url: directory.appendingPathComponent("bench.keys"))
+        let container = try await PersistentCloudContainer(
+            url: directory.appendingPathComponent("\(name)-\(UUID().uuidString.prefix(8)).sqlite"),
+            schema: encrypted ? BenchNote.encryptedSchema : BenchNote.schema, options: options, logger: StoreBenchmarks.quietLogger)
+        if encrypted { try await container.setUpEncryption(passphrase: Self.passphrase) }
+        return container
     }
 
     /// Item 5: A saves `count` notes in one unit of work; the time until B has imported them all.
@@ -47,7 +55,7 @@ struct SyncBenchmarks {
         try await b.close()
 
         let total = start.duration(to: done).inSeconds
-        let backend = server.backend.rawValue
+        let backend = server.backend.rawValue + (encrypted ? ", every attribute encrypted" : "")
         let cpu = String(format: "CPU: server %.1f s, both devices %.1f s", serverSeconds, clientSeconds)
         return [
             Figure(item: 5, "bulk sync \(count) notes A → B, \(backend): end to end", total, "s",

@@ -156,7 +156,33 @@ for group in options.groups where group.needsServer {
             switch group {
             case .sync:
                 for count in sizes.sync {
-                    report(try await SyncBenchmarks(directory: directory, server: server, ids: options.ids).bulk(count: count, runs: sizes.syncRuns))
+                    let plain = try await SyncBenchmarks(directory: directory, server: server, ids: options.ids)
+                        .bulk(count: count, runs: sizes.syncRuns)
+                    // A server of its own: the first one's schema has the plain fields, which a
+                    // record type's encrypted ones cannot replace.
+                    let sealedServer = try await BenchServer.start(backend, postgresURL: options.postgresURL, directory: directory)
+                    var sealed = SyncBenchmarks(directory: directory, server: sealedServer, ids: options.ids)
+                    sealed.encrypted = true
+                    let encrypted: [Figure]
+                    do {
+                        encrypted = try await sealed.bulk(count: count, runs: sizes.syncRuns)
+                    } catch {
+                        await sealedServer.stop()
+                        throw error
+                    }
+                    await sealedServer.stop()
+                    report(plain)
+                    report(encrypted)
+                    if let plainRate = plain.first(where: { $0.unit == "records/s" })?.value,
+                        let encryptedRate = encrypted.first(where: { $0.unit == "records/s" })?.value
+                    {
+                        report([
+                            Figure(
+                                item: 5, "bulk sync \(count) notes, \(server.backend.rawValue): encrypted rate / plain rate",
+                                encryptedRate / plainRate, "×", "every attribute encrypted against none, same run",
+                                goal: .atLeast(0.8))
+                        ])
+                    }
                 }
             case .latency: report(try await SyncBenchmarks(directory: directory, server: server).latency(changes: sizes.latencyChanges))
             case .scale: report(try await ScaleBenchmarks(directory: directory, server: server).run(counts: sizes.scale))

@@ -63,6 +63,10 @@ public struct ContainerError: Error, Sendable, CustomStringConvertible {
         /// The encryption key store could not be read or written (the message names the file
         /// and why); the key it should hold is not lost on the server.
         public static let encryptionKeyStore = Code(rawValue: "encryptionKeyStore")
+        /// ``PersistentCloudContainer/waitUntilSynced(timeout:)`` found nothing pending but
+        /// changes of objects with encrypted attributes, which wait for the user's key: call
+        /// ``PersistentCloudContainer/setUpEncryption(passphrase:)``. They are kept.
+        public static let encryptionKeyNeeded = Code(rawValue: "encryptionKeyNeeded")
     }
 
     /// The kind of failure, to match on.

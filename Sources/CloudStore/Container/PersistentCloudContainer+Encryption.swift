@@ -105,7 +105,9 @@ extension PersistentCloudContainer {
     /// }
     /// ```
     ///
-    /// The passphrase never leaves the device; it is stretched with scrypt. Lose it and every
+    /// A device that holds the user's key already (in its key store) needs no passphrase: the
+    /// call returns without checking it. The passphrase never leaves the device; it is stretched
+    /// with scrypt. Lose it and every
     /// device that holds the key (in ``Options/encryptionKeyStore``) is the only way left to the
     /// encrypted values: the server cannot help. See <doc:EndToEndEncryption>.
     ///
@@ -122,7 +124,7 @@ extension PersistentCloudContainer {
 
     /// Whether this device can read and write encrypted attributes, and what waits.
     public func encryptionStatus() async throws -> EncryptionStatus {
-        let hasKey = await mirror.hasEncryptionKey
+        let hasKey = try await mirror.hasEncryptionKey()
         var status = try Self.encryptionStatus(of: store)
         status.hasKey = hasKey
         return status

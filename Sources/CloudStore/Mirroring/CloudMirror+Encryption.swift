@@ -34,13 +34,23 @@ extension CloudMirror {
         options.encryptionKeyStore ?? FileEncryptionKeyStore(besideStoreAt: store.url)
     }
 
-    var hasEncryptionKey: Bool { keyring != nil }
+    /// The mirrored entities with encrypted attributes: their uploads need the key.
+    var entitiesNeedingKey: Set<String> {
+        Set(schema.mirroredEntities.filter(RecordSealing.needsKey).map(\.name))
+    }
+
+    /// Whether this device holds the account key of the user the store last heard (not a
+    /// previous user's).
+    func hasEncryptionKey() async throws -> Bool {
+        guard let keyring else { return false }
+        return try await store.read { try $0.db.mirrorState(.userRecordName, as: String.self) } == keyring.user
+    }
 
     /// Reads the account key of the user the store last heard from the key store, when the schema
     /// has encrypted attributes: a device that set up encryption before needs no passphrase again.
     /// Called when mirroring starts and when the engine learns who the user is.
     func loadKeyring() async throws {
-        guard schema.mirroredEntities.contains(where: RecordSealing.needsKey) else { return }
+        guard !entitiesNeedingKey.isEmpty else { return }
         guard let user = try await store.read({ try $0.db.mirrorState(.userRecordName, as: String.self) }),
             let key = try keyStore.accountKey(for: user)
         else { return }

@@ -52,8 +52,15 @@ extension CloudMirror {
             }
             // Not in sync while the app is to decide about the local data.
             try self.checkDecisions()
-            let (pending, refused) = try await self.store.read { context in
-                (try context.db.pendingUploadCount(), try context.db.refusedUploads())
+            let sealed = try await self.hasEncryptionKey() ? [] : self.entitiesNeedingKey
+            let (pending, refused, waitingForKey) = try await self.store.read { context in
+                (try context.db.pendingUploadCount(), try context.db.refusedUploads(), try context.db.pendingUploadCount(of: sealed))
+            }
+            if pending > 0, pending == waitingForKey {
+                // Nothing else is pending: only the key lets these go.
+                throw ContainerError(
+                    .encryptionKeyNeeded,
+                    "\(pending) changes of objects with encrypted attributes wait for the user's encryption key: call setUpEncryption(passphrase:) on this device")
             }
             guard pending == 0 else { return nil }
             if !refused.isEmpty { throw ContainerError.uploadsRefused(refused) }

@@ -223,6 +223,16 @@ extension Database {
 
     /// How many uploads are pending, not counting the ones the server refused: records, deletes
     /// from zones objects moved out of, and share changes.
+    /// Pending uploads of objects of `entities` (those that wait for an encryption key, say).
+    func pendingUploadCount(of entities: Set<String>) throws -> Int {
+        guard !entities.isEmpty else { return 0 }
+        let placeholders = Array(repeating: "?", count: entities.count).joined(separator: ", ")
+        return try Int.fetchOne(
+            self,
+            sql: "SELECT count(*) FROM cloudstore_record_metadata WHERE pending_upload IS NOT NULL AND refusal IS NULL AND entity IN (\(placeholders))",
+            arguments: StatementArguments(entities.sorted())) ?? 0
+    }
+
     func pendingUploadCount() throws -> Int {
         let records =
             try Int.fetchOne(

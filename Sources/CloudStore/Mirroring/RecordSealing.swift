@@ -1,6 +1,7 @@
 import CloudStoreSync
 import CloudStoreWire
 import Foundation
+import Synchronization
 
 /// The keys this device holds to seal and open encrypted attributes: the user's account key,
 /// from which each zone's key derives (``KeyWrapping/derivedZoneKey(zoneName:zoneOwner:from:)``).
@@ -17,9 +18,29 @@ struct EncryptionKeyring: Sendable {
         zoneID.ownerRecordName ?? user
     }
 
+    /// Zone keys derived so far: HKDF runs once per zone, not once per record.
+    private let derived = ZoneKeyCache()
+
+    init(user: String, account: EncryptionKey) {
+        self.user = user
+        self.account = account
+    }
+
     /// The key of a zone of this user's, by the zone's ID as this device names it.
     func zoneKey(_ zoneID: ZoneID) -> EncryptionKey {
-        KeyWrapping.derivedZoneKey(zoneName: zoneID.zoneName, zoneOwner: owner(of: zoneID), from: account)
+        derived.key(zoneID) { KeyWrapping.derivedZoneKey(zoneName: zoneID.zoneName, zoneOwner: owner(of: zoneID), from: account) }
+    }
+}
+
+/// The zone keys an ``EncryptionKeyring`` derived, shared by its copies.
+final class ZoneKeyCache: Sendable {
+    private let keys = Mutex<[ZoneID: EncryptionKey]>([:])
+
+    func key(_ zoneID: ZoneID, derive: () -> EncryptionKey) -> EncryptionKey {
+        if let key = keys.withLock({ $0[zoneID] }) { return key }
+        let key = derive()
+        keys.withLock { $0[zoneID] = key }
+        return key
     }
 }
 
@@ -112,11 +133,10 @@ struct RecordSealing: Sendable {
         return opened
     }
 
-    /// What can be read of a record the server answered with (a save's acknowledgement): opened,
-    /// or without its encrypted fields when they do not open (left out, as fields it does not carry).
-    func readable(_ record: Record, of entity: EntityDescription) -> Record {
-        guard Self.needsKey(entity) else { return record }
-        if let opened = try? open(record, of: entity) { return opened }
+    /// `record` without its encrypted fields: what a save's acknowledgement can be read as
+    /// without opening anything (the device knows what it sealed).
+    static func withoutEncryptedFields(_ record: Record, of entity: EntityDescription) -> Record {
+        guard needsKey(entity) else { return record }
         var readable = record
         for attribute in entity.attributes where attribute.isEncrypted { readable.fields[attribute.name] = nil }
         return readable

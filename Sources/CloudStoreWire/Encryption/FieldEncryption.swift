@@ -145,7 +145,10 @@ public enum FieldEncryption {
 
     /// Seals `value` (not `null`) for `context` with `key`.
     public static func seal(_ value: FieldValue, with key: EncryptionKey, for context: EncryptedFieldContext) throws -> Data {
-        let plaintext = try JSONEncoder().encode(value)
+        // The value's wire JSON, written straight to bytes (sync seals every encrypted field).
+        var json = JSONBytes(capacity: 64)
+        try value.write(to: &json)
+        let plaintext = json.bytes
         let box = try ChaChaPoly.seal(plaintext, using: key.key, authenticating: context.authenticatedData(keyID: key.id))
         var sealed = Data([version])
         sealed.append(key.id.bytes)
@@ -182,6 +185,10 @@ public enum FieldEncryption {
             throw EncryptionError(
                 .authenticationFailed,
                 "\(context) does not authenticate: its ciphertext was altered, or moved from another record or field")
+        }
+        // The byte reader on the hot path; Codable for anything it declines.
+        if let value = JSONBytesReader.read(plaintext, { reader throws(JSONBytesReader.Declined) in try FieldValue(from: &reader) }) {
+            return value
         }
         do {
             return try JSONDecoder().decode(FieldValue.self, from: plaintext)

@@ -67,14 +67,21 @@ extension ServerProcess {
     /// Two `cloudstore serve` processes on one fresh PostgreSQL schema of ``testPostgresURL``,
     /// knowing `users` (token → user record name), for `body`.
     static func withTwoOnPostgres(users: [String: String], _ body: (URL, URL) async throws -> Void) async throws {
+        try await withTwoOnPostgres(users: users) { first, second, _ in try await body(first, second) }
+    }
+
+    /// ``withTwoOnPostgres(users:_:)`` that also hands `body` the name of the PostgreSQL schema
+    /// the servers' tables are in.
+    static func withTwoOnPostgres(users: [String: String], _ body: (URL, URL, _ schema: String) async throws -> Void) async throws {
         try await TestPostgresSchema.with(in: try #require(testPostgresURL)) { url in
+            let schema = try #require(URLComponents(string: url)?.queryItems?.first { $0.name == "schema" }?.value)
             let root = try TemporaryDirectory(prefix: "cloudstore-pg-two")
             let tokens = root.file("tokens.json")
             try JSONEncoder().encode(users).write(to: tokens)
             let first = try await ServerProcess.launch(["--postgres", url, "--tokens", tokens.path] + ServerProcess.containerArguments())
             let second = try await ServerProcess.launch(["--postgres", url, "--tokens", tokens.path] + ServerProcess.containerArguments())
             do {
-                try await body(first.baseURL, second.baseURL)
+                try await body(first.baseURL, second.baseURL, schema)
             } catch {
                 _ = await first.terminate()
                 _ = await second.terminate()

@@ -2,6 +2,7 @@
 import CloudStoreSync
 import CloudStoreTesting
 import CloudStoreWire
+import AsyncHTTPClient
 import Foundation
 import Testing
 
@@ -42,7 +43,7 @@ struct MirroringEncryptionTests {
     static func makeEntries(_ count: Int) -> [JournalEntry] {
         (0..<count).map { index in
             JournalEntry(
-                day: String(format: "day %04d", index), text: secret(), mood: Int.random(in: 1_000_000...9_999_999),
+                day: String(format: "day %04d", index), text: secret(), mood: Int.random(in: 1_000_000_000_000_000...9_000_000_000_000_000_000),
                 written: Date(timeIntervalSince1970: 1_800_000_000 + Double(index)), photo: Data(secret().utf8))
         }
     }
@@ -59,6 +60,9 @@ struct MirroringEncryptionTests {
         try await phone.write { [entries] context in for entry in entries { try context.insert(entry) } }
         try await phone.sync()
         #expect(try await phone.container.status().pendingUploads == count, "without a key nothing encrypted goes up")
+        await #expect(performing: { try await phone.container.waitUntilSynced(timeout: .seconds(30)) }, throws: {
+            ($0 as? ContainerError)?.code == .encryptionKeyNeeded && "\($0)".contains("setUpEncryption")
+        })
         #expect(try await phone.container.encryptionStatus().hasKey == false)
 
         try await phone.container.setUpEncryption(passphrase: Self.passphrase)
@@ -84,7 +88,7 @@ struct MirroringEncryptionTests {
 
         var edited = entries[0]
         edited.text = Self.secret()
-        edited.mood = 7_654_321
+        edited.mood = 7_654_321_012_345_678
         try await laptop.write { [edited] context in try context.update(edited) }
         try await laptop.sync()
         try await phone.sync()
@@ -94,35 +98,87 @@ struct MirroringEncryptionTests {
 
     @Test func secondDeviceJoinsWithThePassphrase_andTheServerKeepsNoPlaintext() async throws {
         let data = try TemporaryDirectory(prefix: "cloudstore-e2e")
-        let server = try await ServerProcess.launch(users: Self.users, data: data.url, arguments: ["--debug", "4"])
+        let operatorToken = "operator-\(UUID().uuidString)"
+        try Data(operatorToken.utf8).write(to: data.file("operator-token"))
+        let server = try await ServerProcess.launch(
+            users: Self.users, data: data.file("data"), arguments: ["--debug", "4", "--console", "--operator-token-file", data.file("operator-token").path])
         let entries: [JournalEntry]
+        var haystacks: [Data] = []
         do {
             entries = try await twoDevices(first: server.baseURL, second: server.baseURL, count: 1_000)
+            // The console's pages as the operator sees them: the zone's, and every fourth record's
+            // (each page is one request to a server logging at level 4).
+            let sample = entries.enumerated().filter { $0.offset % 4 == 0 }.map(\.element.id.uuidString)
+            haystacks += try await Self.consolePages(server.baseURL, token: operatorToken, records: sample)
         } catch {
             _ = await server.terminate()
             throw error
         }
         _ = await server.terminate()
         // Every file of the data directory and the server's level-4 log: no value's bytes.
-        var haystacks = [Data(server.output.utf8)]
-        let files = FileManager.default.enumerator(at: data.url, includingPropertiesForKeys: nil)
+        haystacks.append(Data(server.output.utf8))
+        let files = FileManager.default.enumerator(at: data.file("data"), includingPropertiesForKeys: nil)
         while let file = files?.nextObject() as? URL {
             if let bytes = try? Data(contentsOf: file) { haystacks.append(bytes) }
         }
-        #expect(haystacks.count > 2, "the scan read the server's files")
+        #expect(haystacks.count > 253, "the scan read the console's pages and the server's files")
+        #expect(Self.plaintextHits(of: entries, in: haystacks).isEmpty, "plaintext on the server: \(Self.plaintextHits(of: entries, in: haystacks).prefix(3))")
+    }
+
+    /// `pg_dump` of the tables of `schema` in the database at `url`, as SQL text.
+    static func postgresDump(_ url: String, schema: String) async throws -> Data {
+        let bin = try #require(
+            (try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql"))?.sorted().last.map { "/usr/lib/postgresql/\($0)/bin/pg_dump" },
+            "pg_dump is installed with PostgreSQL")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: bin)
+        process.arguments = ["--data-only", "--schema", schema, "--dbname", url]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        // Read on a thread of its own: a test blocks no thread of the cooperative pool.
+        let dump = await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: output.fileHandleForReading.readDataToEndOfFile()) }
+        }
+        #expect(dump.count > 0, "pg_dump wrote nothing")
+        return dump
+    }
+
+    /// Each entry's encrypted values found in `haystacks`.
+    static func plaintextHits(of entries: [JournalEntry], in haystacks: [Data]) -> [String] {
         var hits: [String] = []
         for entry in entries {
             for needle in [entry.text!, String(decoding: entry.photo!, as: UTF8.self), String(entry.mood)] {
                 if haystacks.contains(where: { $0.range(of: Data(needle.utf8)) != nil }) { hits.append(needle) }
             }
         }
-        #expect(hits.isEmpty, "plaintext on the server: \(hits.prefix(3))")
+        return hits
+    }
+
+    /// The console's zone page and each record's page, with the operator's token.
+    static func consolePages(_ server: URL, token: String, records: [String]) async throws -> [Data] {
+        let query = "container=\(TestDevice.containerIdentifier)&environment=development&scope=private&owner=_alice&zone=Journal"
+        var pages: [Data] = []
+        for path in ["/console/zone?\(query)"] + records.map({ "/console/record?\(query)&record=\($0)" }) {
+            var request = HTTPClientRequest(url: server.absoluteString + path)
+            request.headers.add(name: "Authorization", value: "Bearer \(token)")
+            let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+            let body = Data(buffer: try await response.body.collect(upTo: 16 << 20))
+            #expect(response.status.code == 200, "\(path): \(String(decoding: body.prefix(300), as: UTF8.self))")
+            pages.append(body)
+        }
+        #expect(pages.contains { String(decoding: $0, as: UTF8.self).contains("ENCRYPTED_BYTES") }, "the record pages show the fields")
+        return pages
     }
 
     @Test(.enabled(if: ServerProcess.testPostgresURL != nil || ProcessInfo.processInfo.environment["CI"] != nil))
     func secondDeviceJoinsWithThePassphrase_onPostgreSQL() async throws {
-        try await ServerProcess.withTwoOnPostgres(users: Self.users) { first, second in
-            _ = try await twoDevices(first: first, second: second, count: 50)
+        try await ServerProcess.withTwoOnPostgres(users: Self.users) { first, second, schema in
+            let entries = try await twoDevices(first: first, second: second, count: 200)
+            // A dump of every table the servers wrote: no value's bytes.
+            let dump = try await Self.postgresDump(try #require(ServerProcess.testPostgresURL), schema: schema)
+            #expect(dump.count > 10_000, "the dump holds the records")
+            #expect(Self.plaintextHits(of: entries, in: [dump]).isEmpty, "plaintext in PostgreSQL")
         }
     }
 
