@@ -59,16 +59,8 @@ extension MirrorTransaction {
     /// Applies the records that waited for their key again, now that this device may have it:
     /// each one that opens is applied as if fetched; the rest wait on. Refused ones stay refused.
     func applyAwaitingDecryption() throws {
-        let waiting = try Row.fetchAll(
-            db, sql: "SELECT zone_name, zone_owner, record FROM cloudstore_mirror_awaiting_decryption WHERE refused = 0 ORDER BY rowid")
-        guard !waiting.isEmpty else { return }
-        try db.execute(sql: "DELETE FROM cloudstore_mirror_awaiting_decryption WHERE refused = 0")
         awaitingDecryption = nil
-        for row in waiting {
-            let owner: String = row[1]
-            let zone = ZoneID(zoneName: row[0], ownerRecordName: owner.isEmpty ? nil : owner)
-            try applyFetched([try MirrorMetadata.decode(Record.self, row[2])], deletions: [], in: zone)
-        }
+        try applySetAside(from: "cloudstore_mirror_awaiting_decryption", where: "refused = 0")
     }
 
     /// Forgets the fetched records set aside in a zone (for a unique key, or awaiting decryption),

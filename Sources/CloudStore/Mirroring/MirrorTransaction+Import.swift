@@ -332,12 +332,19 @@ extension MirrorTransaction {
     /// each one whose key is free now, or whose holders can merge into it now, is applied as if
     /// fetched; the others stay aside.
     func applyKeptAside() throws {
-        let kept = try Row.fetchAll(db, sql: "SELECT zone_name, zone_owner, record FROM cloudstore_mirror_kept_aside ORDER BY rowid")
-        guard !kept.isEmpty else { return }
-        try db.execute(sql: "DELETE FROM cloudstore_mirror_kept_aside")
         applyingKeptAside = true
         defer { applyingKeptAside = false }
-        for row in kept {
+        try applySetAside(from: "cloudstore_mirror_kept_aside")
+    }
+
+    /// Takes the records set aside in `table` (those `condition` picks) out of it and applies each
+    /// as if fetched again, in the order they were set aside; those that still cannot be applied
+    /// are set aside anew.
+    func applySetAside(from table: String, where condition: String = "1") throws {
+        let rows = try Row.fetchAll(db, sql: "SELECT zone_name, zone_owner, record FROM \(table) WHERE \(condition) ORDER BY rowid")
+        guard !rows.isEmpty else { return }
+        try db.execute(sql: "DELETE FROM \(table) WHERE \(condition)")
+        for row in rows {
             let owner: String = row[1]
             let zone = ZoneID(zoneName: row[0], ownerRecordName: owner.isEmpty ? nil : owner)
             try applyFetched([try MirrorMetadata.decode(Record.self, row[2])], deletions: [], in: zone)
