@@ -107,12 +107,21 @@ final class PostgresStorage: ServerStorage {
     /// A table name qualified by the schema (an identifier checked by ``PostgresURL``).
     func table(_ name: String) -> String { "\"\(schemaName)\".cloudstore_\(name)" }
 
+    /// How long a stopping server waits for the pool to close its connections (``BoundedWait``).
+    static let poolShutdownLimit: Duration = .seconds(5)
+
     func run(onRemoteChange: @escaping @Sendable (String) -> Void) async throws {
-        await withDiscardingTaskGroup { group in
-            group.addTask { await self.client.run() }
-            group.addTask {
-                await cancelWhenGracefulShutdown { await self.listen(onRemoteChange) }
-            }
+        // The pool runs in a task of its own, so that a shutdown can stop waiting for it.
+        let pool = Task { await self.client.run() }
+        await cancelWhenGracefulShutdown { await self.listen(onRemoteChange) }
+        // The listener ends at the shutdown, or earlier if its connection cannot be had; the
+        // pool serves requests until the shutdown either way.
+        try? await gracefulShutdown()
+        pool.cancel()
+        if await BoundedWait.untilEnd(of: pool, atMost: Self.poolShutdownLimit) == .timedOut {
+            logger.warning(
+                "the PostgreSQL pool did not close its connections within \(Self.poolShutdownLimit) of the shutdown; stopping without waiting for it",
+                metadata: ["storage": "postgres", "schema": "\(schemaName)"])
         }
     }
 
