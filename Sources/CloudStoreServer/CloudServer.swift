@@ -114,7 +114,8 @@ private func buildApplicationAndTokens(
             configuration: HTTP1Channel.Configuration(
                 additionalChannelHandlers: [connections.handler()], idleTimeout: idleTimeout)),
         configuration: ApplicationConfiguration(address: .hostname(configuration.host, port: port), serverName: nil),
-        services: [StorageService(storage: storage, broker: services.broker), AssetSweeper(services: services)],
+        services: [StorageService(storage: storage, broker: services.broker)]
+            + (configuration.assetSweepInterval.map { [AssetSweeper(services: services, interval: $0)] } ?? []),
         onServerRunning: { channel in await onListening(channel.localAddress?.port ?? port) },
         // Hummingbird's own lines (its services starting and stopping) only at level 4; requests
         // log through the server's logger, which ErrorMiddleware puts in each request's context.
@@ -138,17 +139,18 @@ struct StorageService: Service {
     }
 }
 
-/// Removes unreferenced asset bytes (WireProtocol.md §7) every minute, by the rules of
-/// ``AssetLifetime`` on the server's clock.
+/// Removes unreferenced asset bytes (WireProtocol.md §7) every ``ServerConfiguration/assetSweepInterval``,
+/// by the rules of ``AssetLifetime`` on the server's clock.
 struct AssetSweeper: Service {
-    static let interval: Duration = .seconds(60)
+    static let defaultInterval: Duration = .seconds(60)
     let services: CloudServices
+    let interval: Duration
 
     func run() async throws {
         await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
                 do {
-                    try await Task.sleep(for: Self.interval)
+                    try await Task.sleep(for: interval)
                     try await services.sweepAssets()
                 } catch is CancellationError {
                     return

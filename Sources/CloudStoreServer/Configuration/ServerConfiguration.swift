@@ -73,6 +73,10 @@ public struct ServerConfiguration: Sendable {
     /// Serves the read-only web console under `/console` (it needs ``operatorToken``).
     public var console: Bool
     public var logger: Logger
+    /// How often the server removes asset bytes no record needs (WireProtocol.md §7): every
+    /// minute by default. Nil: only when ``CloudServer/sweepAssets()`` is called, for a server
+    /// whose ``clock`` its caller moves (a test decides when a sweep sees the time it set).
+    public var assetSweepInterval: Duration? = AssetSweeper.defaultInterval
     /// Sees the size of every piece of asset bytes the server hands to or takes from its storage
     /// (tests check that transfers stream).
     var assetChunkObserver: (@Sendable (Int) -> Void)?

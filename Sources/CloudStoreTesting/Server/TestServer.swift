@@ -62,7 +62,8 @@ public final class TestServer: Sendable {
     ///   - containers: the containers served; any other answers 404.
     ///   - storage: where the server stores; a temporary SQLite directory by default.
     ///   - serverKeys: server-to-server key ID → P-256 public key PEM.
-    ///   - clock: the server's clock; pass a ``ManualClock`` to move time.
+    ///   - clock: the server's clock; pass a ``ManualClock`` to move time. The server then removes
+    ///     unreferenced asset bytes only when the test calls `server.sweepAssets()`.
     ///   - port: the port to listen on; 0 (the default) picks a free one.
     ///   - limits: the server's limits; the defaults of `ServerLimits`.
     ///   - logger: the server's logger; by default it logs nothing.
@@ -84,10 +85,12 @@ public final class TestServer: Sendable {
         case .postgres(let url):
             (directory, owns, configured) = (nil, false, .postgres(url: url))
         }
-        let configuration = ServerConfiguration(
+        var configuration = ServerConfiguration(
             host: "127.0.0.1", port: port, storage: configured, containers: containers, users: users,
             serverKeys: serverKeys, operatorToken: Self.operatorToken, limits: limits,
             clock: clock?.serverClock ?? .system, logger: logger)
+        // A test that moves the clock sweeps when it means to, never behind its back.
+        if clock != nil { configuration.assetSweepInterval = nil }
         do {
             let server = try await CloudServer.start(configuration: configuration)
             return TestServer(server: server, users: users, dataDirectory: directory, ownsDirectory: owns)
