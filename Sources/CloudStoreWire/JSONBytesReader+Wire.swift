@@ -52,6 +52,12 @@ extension Record.Stamp: JSONBytesReadable {
 
 extension JSONBytesReader {
     /// A `TIMESTAMP`: integer milliseconds within ``Foundation/Date/timestampRange``.
+    /// A base64 string's bytes; a string that is not base64 is declined (the decoder names it).
+    mutating func readBase64() throws(Declined) -> Data {
+        guard let data = Data(base64Encoded: try readString()) else { throw Declined() }
+        return data
+    }
+
     mutating func readTimestamp() throws(Declined) -> Date {
         let milliseconds = try readInt64()
         guard Date.timestampRange.contains(milliseconds) else { throw Declined() }
@@ -60,8 +66,9 @@ extension JSONBytesReader {
 }
 
 extension FieldValue: JSONBytesReadable {
-    /// `{"type": T, "value": V}` in either order, for the scalar types `STRING`, `INT64`, `DOUBLE`
-    /// and `TIMESTAMP` (integers as numbers), and `null`; every other type is declined.
+    /// `{"type": T, "value": V}` in either order, for the scalar types `STRING`, `INT64`, `DOUBLE`,
+    /// `TIMESTAMP` (integers as numbers), `BYTES` and `ENCRYPTED_BYTES` (base64), and `null`; every
+    /// other type is declined.
     package init(from reader: inout JSONBytesReader) throws(JSONBytesReader.Declined) {
         var typeName: String?
         var value: Int?
@@ -89,6 +96,8 @@ extension FieldValue: JSONBytesReadable {
         case .int64?: self = .int64(try reader.readInt64())
         case .double?: self = .double(try reader.readDouble())
         case .timestamp?: self = .timestamp(try reader.readTimestamp())
+        case .bytes?: self = .bytes(try reader.readBase64())
+        case .encryptedBytes?: self = .encryptedBytes(try reader.readBase64())
         default: throw JSONBytesReader.Declined()
         }
     }

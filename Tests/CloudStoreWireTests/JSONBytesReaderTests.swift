@@ -44,11 +44,13 @@ struct JSONBytesReaderTests {
         var fields: [String: FieldValue] = [:]
         for _ in 0..<values.int(0...8) {
             fields[text()] =
-                switch values.int(0...4) {
+                switch values.int(0...6) {
                 case 0: .string(text())
                 case 1: .int64(Int64(values.int(-1_000_000...1_000_000)))
                 case 2: .double(values.double())
                 case 3: .timestamp(Date(millisecondsSince1970: Int64(values.int(0...2_000_000_000)) * 1000))
+                case 4: .bytes(Data((0..<values.int(0...40)).map { _ in UInt8(values.int(0...255)) }))
+                case 5: .encryptedBytes(Data((0..<values.int(0...80)).map { _ in UInt8(values.int(0...255)) }))
                 default: .null
                 }
         }
