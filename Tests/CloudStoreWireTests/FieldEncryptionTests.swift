@@ -30,6 +30,20 @@ struct FieldEncryptionTests {
         #expect(try FieldEncryption.open(sealed, keys: [key.id: key], for: Self.place) == value)
     }
 
+    /// The format itself, spelled out as §9 says, independent of the code that seals: a value
+    /// sealed this way by any implementation opens, and stored values keep opening release after release.
+    @Test func aValueSealedAsWireProtocolSection9Says_opens() throws {
+        let key = EncryptionKey()
+        var authenticated = Array("cloudstore.field.v1".utf8)
+        for part in ["Notes", "_alice", "4F1C", "Note", "body"] {
+            authenticated += [0, 0, 0, UInt8(part.utf8.count)] + Array(part.utf8)
+        }
+        authenticated += Array(key.id.bytes)
+        let box = try ChaChaPoly.seal(Data(#"{"type":"STRING","value":"my diary"}"#.utf8), using: key.key, authenticating: authenticated)
+        let sealed = Data([1]) + key.id.bytes + box.combined
+        #expect(try FieldEncryption.open(sealed, keys: [key.id: key], for: Self.place) == .string("my diary"))
+    }
+
     @Test func theSameValueSealsDifferentlyEachTime_andHidesItsText() throws {
         let key = EncryptionKey()
         let secret = "the launch code is 0000"

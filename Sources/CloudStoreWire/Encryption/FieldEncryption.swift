@@ -87,14 +87,18 @@ public struct EncryptedFieldContext: Hashable, Sendable, CustomStringConvertible
 
     /// The authenticated data: a label, then each part as its UTF-8 length (4 bytes, big-endian)
     /// and bytes, then the key ID.
-    func authenticatedData(keyID: KeyID) -> Data {
-        var data = Data("cloudstore.field.v1".utf8)
-        for part in [zoneName, zoneOwner, recordName, recordType, fieldName] {
-            data.appendLengthPrefixed(Data(part.utf8))
-        }
-        data.append(keyID.bytes)
-        return data
+    func authenticatedData(keyID: KeyID) -> [UInt8] {
+        // One buffer, written in place: every sealed or opened value builds one.
+        let parts = [zoneName, zoneOwner, recordName, recordType, fieldName]
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(Self.label.count + parts.reduce(0) { $0 + 4 + $1.utf8.count } + KeyID.byteCount)
+        bytes.append(contentsOf: Self.label)
+        for part in parts { bytes.appendLengthPrefixed(part.utf8) }
+        bytes.append(contentsOf: keyID.bytes)
+        return bytes
     }
+
+    private static let label = Array("cloudstore.field.v1".utf8)
 }
 
 /// Why an encrypted value did not open.
@@ -198,10 +202,11 @@ public enum FieldEncryption {
     }
 }
 
-extension Data {
-    mutating func appendLengthPrefixed(_ part: Data) {
+extension RangeReplaceableCollection<UInt8> {
+    /// Appends `part`'s length (4 bytes, big-endian), then `part`.
+    mutating func appendLengthPrefixed(_ part: some Collection<UInt8>) {
         let count = UInt32(part.count)
         append(contentsOf: [UInt8(count >> 24), UInt8(count >> 16 & 0xff), UInt8(count >> 8 & 0xff), UInt8(count & 0xff)])
-        append(part)
+        append(contentsOf: part)
     }
 }

@@ -178,7 +178,7 @@ public enum KeyWrapping {
 
     private static func label(_ purpose: String, _ parts: [String], _ ids: [KeyID]) -> Data {
         var data = Data(purpose.utf8)
-        for part in parts { data.appendLengthPrefixed(Data(part.utf8)) }
+        for part in parts { data.appendLengthPrefixed(part.utf8) }
         for id in ids { data.append(id.bytes) }
         return data
     }
