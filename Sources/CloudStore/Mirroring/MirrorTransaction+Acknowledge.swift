@@ -106,8 +106,11 @@ extension MirrorTransaction {
             return
         }
         // The server's copy may hold other devices' values (``ConflictResolution/acknowledgedUpload(_:sent:stillPending:of:)``):
-        // opened. One that does not open is read without its encrypted fields.
-        let readable = (try? sealing.open(saved, of: entity)) ?? RecordSealing.withoutEncryptedFields(saved, of: entity)
+        // opened, but for the ciphertexts sent from here. One that does not open is read without
+        // its encrypted fields.
+        let readable =
+            (try? sealing.open(saved, of: entity, sealedHere: sent?.sealed ?? [:]))
+            ?? RecordSealing.withoutEncryptedFields(saved, of: entity)
         let serverValues = try serverValues(of: readable, entity)
         let ancestor = created ? nil : try row.ancestor
         // A create the server took as sent already has its values as its ancestor, encoded.

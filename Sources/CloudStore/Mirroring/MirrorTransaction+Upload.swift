@@ -19,12 +19,18 @@ struct SentUpload: Sendable {
     var revision: Int64?
     /// The values the record carried (attributes and to-one ids), for an object.
     var values: [String: AttributeValue]
+    /// The encrypted fields it carried, as sealed here (``RecordSealing/seal(_:of:)``).
+    var sealed: [String: RecordSealing.SealedValue]
     /// The share change a share record carried.
     var share: PendingShareChange?
 
-    init(revision: Int64?, values: [String: AttributeValue], share: PendingShareChange? = nil) {
+    init(
+        revision: Int64?, values: [String: AttributeValue], sealed: [String: RecordSealing.SealedValue] = [:],
+        share: PendingShareChange? = nil
+    ) {
         self.revision = revision
         self.values = values
+        self.sealed = sealed
         self.share = share
     }
 }
@@ -60,7 +66,7 @@ extension MirrorTransaction {
                     change: .deleteRecord(recordID), record: nil,
                     sent: SentUpload(revision: metadata.uploadRevision, values: [:]), deleteChangeTag: metadata.changeTag)
             case let pendingSave?:
-                guard let (record, values) = try recordToUpload(metadata, pendingSave) else {
+                guard let (record, values, sealed) = try recordToUpload(metadata, pendingSave) else {
                     // The object is gone without a delete being recorded: nothing to upload.
                     logger.warning("a pending upload names an object that does not exist; dropping it", metadata: ["record": "\(metadata.recordName)"])
                     try setPendingUpload(nil, of: &metadata)
@@ -69,7 +75,7 @@ extension MirrorTransaction {
                 }
                 upload = PreparedUpload(
                     change: .saveRecord(recordID), record: record,
-                    sent: SentUpload(revision: metadata.uploadRevision, values: values))
+                    sent: SentUpload(revision: metadata.uploadRevision, values: values, sealed: sealed))
             case nil:
                 continue
             }
@@ -117,10 +123,13 @@ extension MirrorTransaction {
     }
 
     /// The record to upload for a pending save (the record's `pending` upload, decoded once by
-    /// the caller), and the values it carries; nil when the object does not exist.
-    private func recordToUpload(_ metadata: RecordMetadata, _ pending: PendingUpload) throws -> (Record, [String: AttributeValue])? {
+    /// the caller), the values it carries and the fields it sealed; nil when the object does not exist.
+    private func recordToUpload(
+        _ metadata: RecordMetadata, _ pending: PendingUpload
+    ) throws -> (Record, [String: AttributeValue], [String: RecordSealing.SealedValue])? {
         var record: Record
         var values: [String: AttributeValue] = [:]
+        var sealed: [String: RecordSealing.SealedValue] = [:]
         let recordZone = zoneID(metadata.zone)
         if let ends = metadata.link {
             record = LinkRecords.record(ends, in: recordZone)
@@ -139,12 +148,12 @@ extension MirrorTransaction {
             let edited = EditTimes.parse(unknownFields[EditTimes.field])
                 .merging(pending.changeDates.filter { recordKeys.contains($0.key) }) { _, new in new }
             record.fields[EditTimes.field] = EditTimes.fieldValue(edited)
-            try sealing.seal(&record, of: entity)
+            sealed = try sealing.seal(&record, of: entity)
             values = recordValues(snapshot, entity).filter { keys?.contains($0.key) ?? true }
             try attachFiles(to: &record, of: snapshot, entity, metadata)
         }
         record.recordChangeTag = metadata.changeTag
-        return (record, values)
+        return (record, values, sealed)
     }
 
     /// Points each asset the record carries at its file, so the sync engine uploads the bytes before

@@ -87,25 +87,38 @@ struct RecordSealing: Sendable {
         keyring != nil || !Self.needsKey(entity)
     }
 
-    /// Replaces each encrypted attribute's value in `record` by its ciphertext.
+    /// A value this device sealed: its ciphertext, and the value it holds.
+    struct SealedValue: Equatable, Sendable {
+        var ciphertext: Data
+        var value: FieldValue
+    }
+
+    /// Replaces each encrypted attribute's value in `record` by its ciphertext, and answers what
+    /// it sealed by field name (the acknowledgement reads the server's copy with it, ``open(_:of:sealedHere:)``).
     ///
     /// - Throws: ``Failure/missingKey(_:)`` without a keyring (the caller holds such records back,
     ///   ``canSeal(_:)``).
-    func seal(_ record: inout Record, of entity: EntityDescription) throws {
-        guard Self.needsKey(entity) else { return }
+    @discardableResult
+    func seal(_ record: inout Record, of entity: EntityDescription) throws -> [String: SealedValue] {
+        guard Self.needsKey(entity) else { return [:] }
         guard let keyring else { throw Failure.missingKey(nil) }
         let key = keyring.zoneKey(record.recordID.zoneID)
+        var sealedValues: [String: SealedValue] = [:]
         for attribute in entity.attributes where attribute.isEncrypted {
             guard let value = record.fields[attribute.name], !value.isNull else { continue }
             let sealed = try FieldEncryption.seal(value, with: key, for: context(record, attribute.name, keyring))
             record.fields[attribute.name] = .encryptedBytes(sealed)
+            sealedValues[attribute.name] = SealedValue(ciphertext: sealed, value: value)
         }
+        return sealedValues
     }
 
-    /// `record` with each encrypted attribute's ciphertext replaced by its value.
+    /// `record` with each encrypted attribute's ciphertext replaced by its value. A ciphertext
+    /// this device sealed itself (`sealedHere`, byte for byte the same) is not opened again: its
+    /// value is the one sealed.
     ///
     /// - Throws: a ``Failure``: the key is missing, or a field is refused.
-    func open(_ record: Record, of entity: EntityDescription) throws(Failure) -> Record {
+    func open(_ record: Record, of entity: EntityDescription, sealedHere: [String: SealedValue] = [:]) throws(Failure) -> Record {
         guard Self.needsKey(entity) else { return record }
         var opened = record
         for attribute in entity.attributes where attribute.isEncrypted {
@@ -114,6 +127,10 @@ struct RecordSealing: Sendable {
                 throw .refused(
                     field: attribute.name,
                     EncryptionError(.malformed, "the field is \(value.typeName ?? "plain") but the schema says encrypted: refused"))
+            }
+            if let known = sealedHere[attribute.name], known.ciphertext == sealed {
+                opened.fields[attribute.name] = known.value
+                continue
             }
             guard let keyring else {
                 throw .missingKey((try? FieldEncryption.keyID(of: sealed)) ?? nil)

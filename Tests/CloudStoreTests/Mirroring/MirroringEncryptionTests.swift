@@ -295,6 +295,32 @@ struct RecordSealingTests {
         #expect(throws: RecordSealing.Failure.self) { try sealing.open(otherZone, of: entity) }
     }
 
+    /// The acknowledgement of a save reads the server's copy: a ciphertext sent from here is its
+    /// sealed value without opening it; one that differs (another device's) is opened.
+    @Test func ciphertextsSealedHere_readAsTheirValues_othersAreOpened() throws {
+        let sealing = RecordSealing(keyring: keyring)
+        var mine = record("mine")
+        let sealedHere = try sealing.seal(&mine, of: entity)
+        #expect(Set(sealedHere.keys) == ["text", "mood"])
+        #expect(sealedHere["text"]?.value == .string("mine"))
+        // Without a key, only what was sealed here reads.
+        #expect(try RecordSealing.none.open(mine, of: entity, sealedHere: sealedHere) == record("mine", name: mine.recordName))
+
+        var theirs = record("theirs", name: mine.recordName)
+        try sealing.seal(&theirs, of: entity)
+        var server = mine
+        server.fields["text"] = theirs.fields["text"]
+        let read = try sealing.open(server, of: entity, sealedHere: sealedHere)
+        #expect(read.fields["text"] == .string("theirs"), "a ciphertext that is not the one sent is opened")
+        #expect(read.fields["mood"] == .int64(7))
+        var altered = mine
+        if case .encryptedBytes(var bytes)? = mine.fields["text"] {
+            bytes[bytes.count - 1] ^= 1
+            altered.fields["text"] = .encryptedBytes(bytes)
+        }
+        #expect(throws: RecordSealing.Failure.self) { try sealing.open(altered, of: entity, sealedHere: sealedHere) }
+    }
+
     @Test func plainValuesWhereEncrypted_areRefused_andMissingKeysWait() throws {
         let sealing = RecordSealing(keyring: keyring)
         #expect(performing: { try sealing.open(record("plain"), of: entity) }, throws: {
