@@ -5,10 +5,15 @@ import Testing
 /// A stopping server waits for the PostgreSQL pool a bounded time (``BoundedWait``).
 @Suite("bounded wait for a task's end")
 struct BoundedWaitTests {
+    /// A task that runs until `end` finishes.
+    static func taskUntilEnded() -> (task: Task<Void, Never>, end: AsyncStream<Void>.Continuation) {
+        let (ends, end) = AsyncStream.makeStream(of: Void.self)
+        return (Task { for await _ in ends {} }, end)
+    }
+
     @Test func aTaskThatEndsInTime_isEnded() async {
         let clock = TestClock()
-        let (ends, end) = AsyncStream.makeStream(of: Void.self)
-        let task = Task { for await _ in ends {} }
+        let (task, end) = Self.taskUntilEnded()
         async let outcome = BoundedWait.untilEnd(of: task, atMost: .seconds(5), clock: clock)
         await clock.waitForSleepers()
         end.finish()
@@ -17,8 +22,7 @@ struct BoundedWaitTests {
 
     @Test func aTaskThatNeverEnds_timesOutWhenTheLimitPasses_andGoesOn() async {
         let clock = TestClock()
-        let (ends, end) = AsyncStream.makeStream(of: Void.self)
-        let task = Task { for await _ in ends {} }
+        let (task, end) = Self.taskUntilEnded()
         async let outcome = BoundedWait.untilEnd(of: task, atMost: .seconds(5), clock: clock)
         await clock.waitForSleepers()
         #expect(clock.nextDeadline == clock.now.advanced(by: .seconds(5)))

@@ -105,12 +105,8 @@ extension MirrorTransaction {
             try save(row)
             return
         }
-        // The server's copy may hold other devices' values (``ConflictResolution/acknowledgedUpload(_:sent:stillPending:of:)``):
-        // opened, but for the ciphertexts sent from here. One that does not open is read without
-        // its encrypted fields.
-        let readable =
-            (try? sealing.open(saved, of: entity, sealedHere: sent?.sealed ?? [:]))
-            ?? RecordSealing.withoutEncryptedFields(saved, of: entity)
+        // The server's copy may hold other devices' values (``ConflictResolution/acknowledgedUpload(_:sent:stillPending:of:)``).
+        let readable = sealing.readable(saved, of: entity, sealedHere: sent?.sealed ?? [:])
         let serverValues = try serverValues(of: readable, entity)
         let ancestor = created ? nil : try row.ancestor
         // A create the server took as sent already has its values as its ancestor, encoded.

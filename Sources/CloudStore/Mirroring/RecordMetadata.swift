@@ -221,8 +221,6 @@ extension Database {
         return creates + leftBehind
     }
 
-    /// How many uploads are pending, not counting the ones the server refused: records, deletes
-    /// from zones objects moved out of, and share changes.
     /// Pending uploads of objects of `entities` (those that wait for an encryption key, say).
     func pendingUploadCount(of entities: Set<String>) throws -> Int {
         guard !entities.isEmpty else { return 0 }
@@ -233,6 +231,8 @@ extension Database {
             arguments: StatementArguments(entities.sorted())) ?? 0
     }
 
+    /// How many uploads are pending, not counting the ones the server refused: records, deletes
+    /// from zones objects moved out of, and share changes.
     func pendingUploadCount() throws -> Int {
         let records =
             try Int.fetchOne(

@@ -150,10 +150,12 @@ struct RecordSealing: Sendable {
         return opened
     }
 
-    /// `record` without its encrypted fields: what a save's acknowledgement can be read as
-    /// without opening anything (the device knows what it sealed).
-    static func withoutEncryptedFields(_ record: Record, of entity: EntityDescription) -> Record {
-        guard needsKey(entity) else { return record }
+    /// What can be read of a record the server answered with (a save's acknowledgement): opened
+    /// (its ciphertexts sent from here read as sealed, ``open(_:of:sealedHere:)``), or without its
+    /// encrypted fields when they do not open (left out, as fields it does not carry).
+    func readable(_ record: Record, of entity: EntityDescription, sealedHere: [String: SealedValue]) -> Record {
+        guard Self.needsKey(entity) else { return record }
+        if let opened = try? open(record, of: entity, sealedHere: sealedHere) { return opened }
         var readable = record
         for attribute in entity.attributes where attribute.isEncrypted { readable.fields[attribute.name] = nil }
         return readable
