@@ -226,12 +226,24 @@ struct CLIEncryptionTests {
                 let again = await cloudstore(["sync", "--store", url.path] + common, environment: alice)
                 #expect(again.status == 0, "the key file beside the store serves the next sync: \(again.standardError)")
 
-                // Another store fetches before it has the key: the entry waits, and status says so.
-                _ = await cloudstore(["sync", "--store", other.path, "--timeout", "5"] + common, environment: alice)
+                // Another store will not sync without the key; the app's container fetches before
+                // it has it: the entry waits, and status says so.
+                let keyless = await cloudstore(["sync", "--store", other.path, "--timeout", "5"] + common, environment: alice)
+                #expect(keyless.status == 1)
+                let app = try await PersistentCloudContainer(
+                    url: other, schema: schema,
+                    options: .init(server: .init(url: server.baseURL, containerIdentifier: "iCloud.cli.test", token: "alice-token")))
+                try await app.fetchChanges()
+                try await app.close()
                 let status = await cloudstore(["status", "--store", other.path, "--json"])
                 let report = try #require(try JSONSerialization.jsonObject(with: Data(status.standardOutput.utf8)) as? [String: Any])
                 let encryption = try #require(report["encryption"] as? [String: Any], "\(status.standardOutput)")
                 #expect(encryption["hasKey"] as? Bool == false)
+                #expect(encryption["recordsAwaitingKey"] as? Int == 1)
+                let waiting = try #require(encryption["waiting"] as? [[String: Any]])
+                #expect(waiting.count == 1 && waiting.first?["zone"] as? String == "Journal" && waiting.first?["refused"] as? Bool == false)
+                let text = await cloudstore(["status", "--store", other.path])
+                #expect(text.standardOutput.contains("waiting") && text.standardOutput.contains("in Journal: waiting for"), "\(text.standardOutput)")
 
                 let wrong = directory.appendingPathComponent("wrong")
                 try "wrong horse\n".write(to: wrong, atomically: true, encoding: .utf8)

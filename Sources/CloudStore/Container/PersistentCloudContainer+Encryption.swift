@@ -90,6 +90,34 @@ extension PersistentCloudContainer {
         /// Fetched records refused because an encrypted field did not open (altered on the server);
         /// each is replaced by its next version.
         public var refusedRecords: Int
+        /// The shared zones whose keys travel as records in them (<doc:EndToEndEncryption>): the
+        /// newest key of each this store knows, and whether this device holds it.
+        public var sharedZoneKeys: [ZoneKeys] = []
+        /// The records counted in ``recordsAwaitingKey`` and ``refusedRecords``, by zone and name.
+        public var waitingRecords: [WaitingRecord] = []
+    }
+
+    /// The newest key of a shared zone (``EncryptionStatus/sharedZoneKeys``).
+    public struct ZoneKeys: Sendable, Hashable {
+        public var zoneID: ZoneID
+        /// The key's ID, in hexadecimal, as values sealed with it carry it.
+        public var keyID: String
+        /// 0 for the zone's first key; each rotation (a participant removed, the share stopped) adds one.
+        public var generation: Int64
+        /// The participants the key is granted to.
+        public var grantedTo: [String]
+        /// Whether this device holds the key (false without the account key).
+        public var isHeld: Bool
+    }
+
+    /// A fetched record that waits for its key, or was refused (``EncryptionStatus/waitingRecords``).
+    public struct WaitingRecord: Sendable, Hashable {
+        public var recordName: String
+        public var zoneID: ZoneID
+        /// Refused (a field did not open) rather than waiting for a key.
+        public var isRefused: Bool
+        /// The key it waits for, or the field and why it was refused.
+        public var problem: String
     }
 
     /// Gives this device the user's account key, so it can seal and open encrypted attributes:
@@ -122,21 +150,37 @@ extension PersistentCloudContainer {
         try await mirror.setUpEncryption(passphrase: passphrase)
     }
 
-    /// Whether this device can read and write encrypted attributes, and what waits.
+    /// Whether this device can read and write encrypted attributes, which shared zones' keys it
+    /// holds, and what waits.
     public func encryptionStatus() async throws -> EncryptionStatus {
         let hasKey = try await mirror.hasEncryptionKey()
-        var status = try Self.encryptionStatus(of: store)
+        var status = try Self.encryptionStatus(of: store, keyring: hasKey ? await mirror.keyring : nil)
         status.hasKey = hasKey
         return status
     }
 
-    /// What a store file records of encryption: the records that wait or were refused (the
-    /// CLI's `status`). ``EncryptionStatus/hasKey`` is false: the key lives with the container.
-    public static func encryptionStatus(of store: PersistentStore) throws -> EncryptionStatus {
+    /// What a store file records of encryption: the shared zones' keys, the records that wait or
+    /// were refused (the CLI's `status`). With the key store the device keeps its account key in
+    /// (`<store>.keys` by default), ``ZoneKeys/isHeld`` says which zone keys it holds and
+    /// ``EncryptionStatus/hasKey`` whether it holds the account key.
+    public static func encryptionStatus(of store: PersistentStore, keyStore: (any EncryptionKeyStore)? = nil) throws -> EncryptionStatus {
+        let user = try store.read { context in
+            try context.db.tableExists("cloudstore_mirror_state") ? try context.db.mirrorState(.userRecordName, as: String.self) : nil
+        }
+        let keyring = try user.flatMap { user in try keyStore?.accountKey(for: user).map { EncryptionKeyring(user: user, account: $0) } }
+        var status = try encryptionStatus(of: store, keyring: keyring)
+        status.hasKey = keyring != nil
+        return status
+    }
+
+    private static func encryptionStatus(of store: PersistentStore, keyring: EncryptionKeyring?) throws -> EncryptionStatus {
         let isUsed = store.schema.mirroredEntities.contains(where: RecordSealing.needsKey)
         return try store.read { context in
             let counts = try MirrorMetadata.awaitingDecryptionCounts(context.db)
-            return EncryptionStatus(isUsed: isUsed, hasKey: false, recordsAwaitingKey: counts.waiting, refusedRecords: counts.refused)
+            var status = EncryptionStatus(isUsed: isUsed, hasKey: false, recordsAwaitingKey: counts.waiting, refusedRecords: counts.refused)
+            status.waitingRecords = try MirrorMetadata.waitingRecords(context.db)
+            status.sharedZoneKeys = try MirrorMetadata.sharedZoneKeys(context.db, keyring: keyring)
+            return status
         }
     }
 }

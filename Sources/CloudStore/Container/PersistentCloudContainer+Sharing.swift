@@ -28,8 +28,13 @@ extension PersistentCloudContainer {
     ///     (`.none`: invited users only).
     ///   - title: stored in the share record, for invitees to see before joining.
     ///   - timeout: how long to retry a server that cannot be reached.
+    /// With encrypted attributes (<doc:EndToEndEncryption>), each participant is granted the zone's
+    /// key; a change that removes a participant rotates it.
+    ///
     /// - Throws: ``ContainerError/Code/sharing`` for bad input (no such object, a user named twice,
     ///   permission `NONE`, part of another share) or a refusal by the server (an unknown user);
+    ///   with encrypted attributes, for a participant who has not set up encryption or a public
+    ///   permission, and ``ContainerError/Code/encryptionKeyNeeded`` before this device has;
     ///   ``ContainerError/Code/timedOut`` when the server stayed unreachable: the graph
     ///   is in its zone and the share is sent when the server can be reached
     ///   (``shares()`` shows it with ``Share/hasPendingChanges``).
@@ -50,12 +55,6 @@ extension PersistentCloudContainer {
         guard let entity = schema.entity(named: entityName), entity.isMirrored else {
             throw ContainerError.sharing(
                 "\(entityName) is not a mirrored entity of schema \(schema.name): share objects of an entity the server mirrors")
-        }
-        if let encrypted = schema.mirroredEntities.first(where: RecordSealing.needsKey) {
-            // A share's participants would need the zone's key, which this version does not
-            // grant them: they would wait for it for ever.
-            throw ContainerError.sharing(
-                "schema \(schema.name) has encrypted attributes (\(encrypted.name) among others), and sharing them with other users is not supported yet: participants could not read them. Share from a store without encrypted attributes")
         }
         let invitations = try Self.checkedInvitations(participants)
         let zone = try await mirror.share(
@@ -89,6 +88,8 @@ extension PersistentCloudContainer {
     }
 
     /// Removes one participant from a share this user owns; their copy goes from their devices.
+    /// With encrypted attributes the zone's key rotates first: what is written afterwards is sealed
+    /// with a key they never receive.
     ///
     /// ```swift
     /// try await container.removeParticipant("_bob", from: share)

@@ -115,6 +115,7 @@ public final class PersistentCloudContainer: Sendable {
             logger: logger)
         do {
             var databases: [DatabaseScope: any CloudDatabase] = [:]
+            var keyDirectory: (any CloudDatabase)?
             var deviceID: String?
             if let server = options.server {
                 var id = server.deviceID ?? ""
@@ -123,8 +124,11 @@ public final class PersistentCloudContainer: Sendable {
                 for scope in [DatabaseScope.private, .shared] + (publicEntities.isEmpty ? [] : [.public]) {
                     databases[scope] = try makeDatabase(server, scope, id)
                 }
+                if schema.mirroredEntities.contains(where: RecordSealing.needsKey) {
+                    keyDirectory = try databases[.public] ?? makeDatabase(server, .public, id)
+                }
             }
-            try await mirror.start(databases: databases, deviceID: deviceID)
+            try await mirror.start(databases: databases, keyDirectory: keyDirectory, deviceID: deviceID)
         } catch {
             try? store.close()
             lock?.release()

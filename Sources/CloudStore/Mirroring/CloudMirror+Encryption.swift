@@ -54,14 +54,16 @@ extension CloudMirror {
         guard let user = try await store.read({ try $0.db.mirrorState(.userRecordName, as: String.self) }),
             let key = try keyStore.accountKey(for: user)
         else { return }
-        keyring = EncryptionKeyring(user: user, account: key)
+        let keyring = EncryptionKeyring(user: user, account: key)
+        try await learnStoredZoneKeys(keyring)
+        self.keyring = keyring
         try await transaction { try $0.applyAwaitingDecryption() }
     }
 
     /// ``PersistentCloudContainer/setUpEncryption(passphrase:)``: unlocks the user's account key
     /// on the server with the passphrase, or creates and locks one when the user has none yet;
-    /// keeps it in the key store, applies the records that waited for it and wakes the uploads
-    /// that did.
+    /// keeps it in the key store, applies the records that waited for it, wakes the uploads
+    /// that did, and publishes the user's identity key for sharing (``UserKeyRecord``).
     func setUpEncryption(passphrase: String) async throws {
         guard let database = databases[.private] else { throw ContainerError.localOnly }
         let user = try await database.caller().userRecordName
@@ -72,9 +74,12 @@ extension CloudMirror {
             account = try await accountKey(of: user, passphrase: passphrase, database: database)
             try keyStore.saveAccountKey(account, for: user)
         }
-        keyring = EncryptionKeyring(user: user, account: account)
+        let keyring = EncryptionKeyring(user: user, account: account)
+        try await learnStoredZoneKeys(keyring)
+        self.keyring = keyring
         logger.info("encryption set up on this device", metadata: ["user": "\(user)", "accountKey": "\(account.id)"])
         try await transaction { try $0.applyAwaitingDecryption() }
+        try await publishIdentityKey(keyring)
         signal.uploadsPending()
     }
 

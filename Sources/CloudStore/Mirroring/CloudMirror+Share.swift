@@ -15,6 +15,12 @@ extension CloudMirror {
             throw ContainerError.sharing(
                 "\(root.entityName) \(root.id.uuidString) is in the public database, where every user reads it already: share private objects only")
         }
+        // With encrypted attributes, the participants get the zone's key: checked before anything
+        // moves; a change that removes someone rotates the key before the server removes them.
+        let existing = try await store.read { try $0.db.mirrorZone(zoneID) }
+        let keys = try await zoneKeyPlan(for: existing, participants: Set(participants.keys), publicPermission: publicPermission)
+        let rotatesFirst = existing?.saved == true && keys.map { if case .rotate = $0.plan { true } else { false } } == true
+        if let keys, rotatesFirst { try await applyZoneKeyPlan(keys.plan, keys: keys.keys, in: zoneID) }
         let schema = schema
         let change = PendingShareChange.save(participants: participants, publicPermission: publicPermission, title: title)
         try await transaction { transaction in
@@ -46,7 +52,10 @@ extension CloudMirror {
             transaction.hasPendingShareChanges = true
         }
         logger.notice("sharing an object", metadata: ["zone": "\(zoneID)", "record": "\(root.id)", "count": "\(participants.count)"])
-        return try await sendShareChange(in: zoneID, scope: .private, timeout: timeout)
+        let zone = try await sendShareChange(in: zoneID, scope: .private, timeout: timeout)
+        // The zone exists on the server now: its key record goes into it.
+        if let keys, !rotatesFirst { try await applyZoneKeyPlan(keys.plan, keys: keys.keys, in: zoneID) }
+        return zone
     }
 
     /// Records a change of a share this user owns (participants, public permission) or its end,
@@ -55,6 +64,18 @@ extension CloudMirror {
         _ zoneID: ZoneID, timeout: Duration, _ change: @escaping @Sendable (MirrorZone) throws -> PendingShareChange
     ) async throws -> MirrorZone {
         guard engine != nil else { throw ContainerError.localOnly }
+        if zoneID.ownerRecordName == nil, let zone = try await store.read({ try $0.db.mirrorZone(zoneID) }) {
+            // With encrypted attributes: the key is granted, or rotated, before the server
+            // removes anyone, so what is written after the removal is sealed with a key they lack.
+            let (next, publicPermission): (Set<String>?, SharePermission) =
+                switch try change(zone) {
+                case .save(let participants, let publicPermission, _): (Set(participants.keys), publicPermission)
+                case .delete: (nil, .none)
+                }
+            if let keys = try await zoneKeyPlan(for: zone, participants: next, publicPermission: publicPermission) {
+                try await applyZoneKeyPlan(keys.plan, keys: keys.keys, in: zoneID)
+            }
+        }
         try await transaction { transaction in
             guard var zone = try transaction.db.mirrorZone(zoneID) else {
                 throw ContainerError.sharing("this store has no share in zone \(zoneID): list its shares with shares()")

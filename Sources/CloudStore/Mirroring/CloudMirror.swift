@@ -66,6 +66,9 @@ actor CloudMirror: SyncEngineDelegate {
     /// The keys that seal and open encrypted attributes, once this device has the user's account
     /// key (``setUpEncryption(passphrase:)``): a copy of what the key store keeps.
     var keyring: EncryptionKeyring?
+    /// Where users publish their identity keys for sharing encrypted attributes (the public
+    /// database, ``UserKeyRecord``); nil when the schema has none, or without a server.
+    var keyDirectory: (any CloudDatabase)?
     /// Whether the server was given this schema's uniqueness constraints in this process
     /// (``declareUniquenessConstraints(_:)``).
     var uniquenessDeclared = false
@@ -123,8 +126,9 @@ actor CloudMirror: SyncEngineDelegate {
 
     /// Records pending uploads from now on, prepares the metadata (migrating a store the previous
     /// core wrote) and makes one engine per database given (private, and shared for sharing).
-    func start(databases: [DatabaseScope: any CloudDatabase], deviceID: String?) async throws {
+    func start(databases: [DatabaseScope: any CloudDatabase], keyDirectory: (any CloudDatabase)? = nil, deviceID: String?) async throws {
         self.deviceID = deviceID
+        self.keyDirectory = keyDirectory
         var setup = EventTracker(.setup)
         events.send(setup.started)
         do {

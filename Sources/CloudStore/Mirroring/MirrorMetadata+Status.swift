@@ -12,6 +12,42 @@ extension MirrorMetadata {
         return (row?[0] ?? 0, row?[1] ?? 0)
     }
 
+    /// The records waiting for their key or refused, by zone and name.
+    static func waitingRecords(_ db: Database) throws -> [PersistentCloudContainer.WaitingRecord] {
+        guard try db.tableExists("cloudstore_mirror_awaiting_decryption") else { return [] }
+        return try Row.fetchAll(
+            db,
+            sql: """
+                SELECT record_name, zone_name, zone_owner, refused, problem FROM cloudstore_mirror_awaiting_decryption
+                ORDER BY zone_owner, zone_name, record_name
+                """
+        ).map { row in
+            let owner: String = row[2]
+            return PersistentCloudContainer.WaitingRecord(
+                recordName: row[0], zoneID: ZoneID(zoneName: row[1], ownerRecordName: owner.isEmpty ? nil : owner), isRefused: row[3],
+                problem: row[4])
+        }
+    }
+
+    /// The newest key of each zone with zone key records, and whether `keyring` (having learned
+    /// every kept record) holds it.
+    static func sharedZoneKeys(_ db: Database, keyring: EncryptionKeyring?) throws -> [PersistentCloudContainer.ZoneKeys] {
+        guard try db.tableExists("cloudstore_mirror_zone_key") else { return [] }
+        var newest: [ZoneID: ZoneKeyRecord] = [:]
+        for (zoneID, record) in try db.zoneKeyRecords() {
+            _ = try? keyring?.learn(record, in: zoneID)
+            if let known = newest[zoneID], (known.generation, known.keyID.description) > (record.generation, record.keyID.description) {
+                continue
+            }
+            newest[zoneID] = record
+        }
+        return newest.sorted { ($0.key.ownerRecordName ?? "", $0.key.zoneName) < ($1.key.ownerRecordName ?? "", $1.key.zoneName) }.map {
+            PersistentCloudContainer.ZoneKeys(
+                zoneID: $0.key, keyID: $0.value.keyID.description, generation: $0.value.generation,
+                grantedTo: $0.value.grants.map(\.participant).sorted(), isHeld: keyring?.openingKeys($0.key)[$0.value.keyID] != nil)
+        }
+    }
+
     static func status(_ db: Database) throws -> PersistentCloudContainer.SyncStatus {
         guard try exists(db) else {
             return PersistentCloudContainer.SyncStatus(

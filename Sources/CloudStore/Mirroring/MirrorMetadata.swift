@@ -21,6 +21,9 @@ import GRDB
 ///   (refused; replaced by the record's next version).
 /// - `cloudstore_mirror_zone`: the zones mirrored besides the primary one (``MirrorZone``): owned
 ///   shares and zones shared with this user, with their share records and pending share changes.
+/// - `cloudstore_mirror_zone_key`: the zone key records fetched from shared zones (``ZoneKeyRecord``),
+///   as the server holds them (wrapped, granted: no key in the clear), which the keyring learns
+///   its keys from; they go with their zone's row.
 /// - `cloudstore_mirror_moved_record`: records to delete from the zone an object moved out of
 ///   (into a share's zone, or back), pending uploads like any other.
 /// - `cloudstore_mirror_share_activity`: who joined, left, was invited or removed, per share
@@ -96,6 +99,12 @@ enum MirrorMetadata {
                     root_entity TEXT,
                     root_id TEXT,
                     PRIMARY KEY (zone_owner, zone_name));
+                CREATE TABLE IF NOT EXISTS cloudstore_mirror_zone_key (
+                    zone_name TEXT NOT NULL,
+                    zone_owner TEXT NOT NULL DEFAULT '',
+                    record_name TEXT NOT NULL,
+                    record BLOB NOT NULL,
+                    PRIMARY KEY (zone_owner, zone_name, record_name));
                 CREATE TABLE IF NOT EXISTS cloudstore_mirror_moved_record (
                     sequence INTEGER PRIMARY KEY AUTOINCREMENT,
                     record_name TEXT NOT NULL,

@@ -56,6 +56,36 @@ extension MirrorTransaction {
         return nil
     }
 
+    /// Keeps a zone key record fetched from a zone (``ZoneKeyRecord``), and learns the key it holds
+    /// for this user when this device has the account key (else it is learned when the account
+    /// key arrives, ``CloudMirror/loadKeyring()``). Answers whether a key was learned. A record
+    /// that does not decode, or whose grant does not open, is logged and skipped: records sealed
+    /// with its key wait.
+    func applyZoneKeyRecord(_ record: Record, in zoneID: ZoneID) throws -> Bool {
+        let key: ZoneKeyRecord
+        do {
+            key = try ZoneKeyRecord(record)
+        } catch {
+            logger.error("a zone key record is malformed; skipped", metadata: ["record": "\(record.recordName)", "reason": "\(error)"])
+            return false
+        }
+        try db.saveZoneKeyRecord(record, in: zoneID)
+        guard let keyring = sealing.keyring else { return false }
+        do {
+            let learned = try keyring.learn(key, in: zoneID)
+            if learned {
+                logger.info(
+                    "learned a zone key", metadata: ["zone": "\(zoneID)", "key": "\(key.keyID)", "generation": "\(key.generation)"])
+            }
+            return learned
+        } catch {
+            logger.error(
+                "a zone key does not open for this user: altered, or not theirs; records sealed with it wait",
+                metadata: ["zone": "\(zoneID)", "record": "\(record.recordName)", "reason": "\(error)"])
+            return false
+        }
+    }
+
     /// Applies the records that waited for their key again, now that this device may have it:
     /// each one that opens is applied as if fetched; the rest wait on. Refused ones stay refused.
     func applyAwaitingDecryption() throws {

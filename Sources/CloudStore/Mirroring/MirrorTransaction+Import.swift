@@ -18,20 +18,32 @@ extension MirrorTransaction {
         for record in records where ShareMetadata.isShareType(record.recordType) {
             try applyShareRecord(record)
         }
+        // Keys before the records sealed with them.
+        var learnedKeys = false
+        for record in records where record.recordType == ZoneKeyRecord.recordType {
+            learnedKeys = try applyZoneKeyRecord(record, in: zoneID) || learnedKeys
+        }
         // Objects before links, so a link finds both its objects when they come in the same page.
-        for record in records where record.recordType != LinkRecords.recordType && !ShareMetadata.isShareType(record.recordType) {
+        // Users' published identity keys (public database) are the key directory's, not the store's.
+        for record in records
+        where record.recordType != LinkRecords.recordType && record.recordType != ZoneKeyRecord.recordType
+            && record.recordType != UserKeyRecord.recordType && !ShareMetadata.isShareType(record.recordType)
+        {
             try applyRecord(record, in: zone)
         }
         for record in records where record.recordType == LinkRecords.recordType {
             try applyLink(record, in: zone)
         }
-        for deletion in deletions {
+        for deletion in deletions where !ZoneKeyRecord.isKeyRecord(deletion.recordID.recordName) {
             if deletion.recordID.recordName == ShareMetadata.zoneShareRecordName {
                 try applyShareDeletion(in: zoneID)
                 continue
             }
             try applyDeletion(deletion.recordID, recordType: deletion.recordType, in: zone)
         }
+        // Records that waited for a key learned now (fetched in an earlier page, or before a
+        // grant to this user arrived).
+        if learnedKeys { try applyAwaitingDecryption() }
         try logOrphans()
     }
 
@@ -397,7 +409,7 @@ extension MirrorTransaction {
             try db.execute(sql: "DELETE FROM cloudstore_record_metadata")
             try db.execute(sql: "DELETE FROM cloudstore_mirror_public_creator")
             try db.execute(sql: "DELETE FROM cloudstore_mirror_unresolved_reference")
-            try db.execute(sql: "DELETE FROM cloudstore_mirror_zone")
+            try db.deleteMirrorZone(nil)
             try db.execute(sql: "DELETE FROM cloudstore_mirror_moved_record")
             try forgetSetAsideRecords(in: nil)
         } else {

@@ -353,7 +353,7 @@ extension MirrorTransaction {
                 UPDATE cloudstore_record_metadata SET zone_name = NULL, zone_owner = NULL
                 WHERE \(MirrorZone.Key.ownerCondition(.private)) OR (\(MirrorZone.Key.ownerCondition(.shared)))
                 """)
-        try db.execute(sql: "DELETE FROM cloudstore_mirror_zone")
+        try db.deleteMirrorZone(nil)
         try db.execute(sql: "DELETE FROM cloudstore_mirror_moved_record")
     }
 }

@@ -51,10 +51,19 @@ extension MirrorTransaction {
         var prepared = try prepareShareUploads(scope: scope, skipping: skipping)
         var rows: [PreparedUpload] = []
         var revisions: [Int64] = []
-        // Objects with encrypted attributes wait while this device has no key to seal them.
-        let unsealable = Set(schema.mirroredEntities.filter { !sealing.canSeal($0) }.map(\.name))
+        // Objects with encrypted attributes wait while this device has no key to seal them in
+        // their zone (no account key yet, or a shared zone's key has not arrived).
+        let sealed = Set(schema.mirroredEntities.filter(RecordSealing.needsKey).map(\.name))
+        var sealable: [MirrorZone.Key: Bool] = [:]
+        func unsealable(_ entityName: String, _ zone: MirrorZone.Key) -> Bool {
+            guard sealed.contains(entityName) else { return false }
+            if let known = sealable[zone] { return !known }
+            let known = sealing.keyring?.sealingKey(zoneID(zone)) != nil
+            sealable[zone] = known
+            return !known
+        }
         let pending = try db.pendingUploads(limit: limit, scope: scope) { name, entityName, zone in
-            holding.contains(name) || holdingZones.contains(zone) || unsealable.contains(entityName)
+            holding.contains(name) || holdingZones.contains(zone) || unsealable(entityName, zone)
                 || skipping.contains(RecordID(recordName: name, zoneID: zoneID(zone)))
         }
         for var metadata in pending {

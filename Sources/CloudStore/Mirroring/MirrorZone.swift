@@ -185,10 +185,33 @@ extension Database {
         ])
     }
 
-    func deleteMirrorZone(_ zoneID: ZoneID) throws {
+    /// Deletes a zone's row and its zone key records; every zone's when `zoneID` is nil.
+    func deleteMirrorZone(_ zoneID: ZoneID?) throws {
+        guard let zoneID else {
+            try execute(sql: "DELETE FROM cloudstore_mirror_zone; DELETE FROM cloudstore_mirror_zone_key")
+            return
+        }
+        for table in ["cloudstore_mirror_zone", "cloudstore_mirror_zone_key"] {
+            try execute(
+                sql: "DELETE FROM \(table) WHERE zone_name = ? AND zone_owner = ?", arguments: [zoneID.zoneName, zoneID.ownerRecordName ?? ""])
+        }
+    }
+
+    /// Keeps a zone key record fetched from the zone (``ZoneKeyRecord``).
+    func saveZoneKeyRecord(_ record: Record, in zoneID: ZoneID) throws {
         try execute(
-            sql: "DELETE FROM cloudstore_mirror_zone WHERE zone_name = ? AND zone_owner = ?",
-            arguments: [zoneID.zoneName, zoneID.ownerRecordName ?? ""])
+            sql: "INSERT OR REPLACE INTO cloudstore_mirror_zone_key (zone_name, zone_owner, record_name, record) VALUES (?, ?, ?, ?)",
+            arguments: [zoneID.zoneName, zoneID.ownerRecordName ?? "", record.recordName, try MirrorMetadata.encode(record)])
+    }
+
+    /// The zone key records kept, with their zones.
+    func zoneKeyRecords() throws -> [(zoneID: ZoneID, record: ZoneKeyRecord)] {
+        try Row.fetchAll(self, sql: "SELECT zone_name, zone_owner, record FROM cloudstore_mirror_zone_key").compactMap { row in
+            let owner: String = row[1]
+            let record = try MirrorMetadata.decode(Record.self, row[2])
+            guard let key = try? ZoneKeyRecord(record) else { return nil }
+            return (ZoneID(zoneName: row[0], ownerRecordName: owner.isEmpty ? nil : owner), key)
+        }
     }
 }
 

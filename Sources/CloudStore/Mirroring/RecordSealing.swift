@@ -1,16 +1,30 @@
 import CloudStoreSync
 import CloudStoreWire
+import Crypto
 import Foundation
 import Synchronization
 
 /// The keys this device holds to seal and open encrypted attributes: the user's account key,
-/// from which each zone's key derives (``KeyWrapping/derivedZoneKey(zoneName:zoneOwner:from:)``).
+/// from which the first key of each of the user's zones derives
+/// (``KeyWrapping/derivedZoneKey(zoneName:zoneOwner:from:)``) and their identity key for sharing
+/// (``KeyWrapping/identityKey(user:from:)``), and the zone keys learned from zone key records
+/// (``ZoneKeyRecord``: a share's rotated keys, and the keys of zones shared with the user).
 /// A copy of what the key store keeps (``EncryptionKeyStore``), handed to each mirroring
-/// transaction.
+/// transaction; the zone keys it learns are shared by its copies.
 struct EncryptionKeyring: Sendable {
     /// The user the account key belongs to; the key serves no other (an account change).
     var user: String
     var account: EncryptionKey
+    /// The private half of the key the user publishes (``UserKeyRecord``).
+    let identity: Curve25519.KeyAgreement.PrivateKey
+
+    private let keys = ZoneKeyCache()
+
+    init(user: String, account: EncryptionKey) {
+        self.user = user
+        self.account = account
+        self.identity = KeyWrapping.identityKey(user: user, from: account)
+    }
 
     /// The owner a zone's values are bound to: always a user record name (<doc:WireProtocol>
     /// §9), this user's for a zone the device names without an owner (its own zones).
@@ -18,29 +32,102 @@ struct EncryptionKeyring: Sendable {
         zoneID.ownerRecordName ?? user
     }
 
-    /// Zone keys derived so far: HKDF runs once per zone, not once per record.
-    private let derived = ZoneKeyCache()
+    /// Whether the zone is one of this user's, whose first key the account key derives.
+    func owns(_ zoneID: ZoneID) -> Bool { owner(of: zoneID) == user }
 
-    init(user: String, account: EncryptionKey) {
-        self.user = user
-        self.account = account
+    /// The first key of a zone of this user's (derived once per zone, not once per record).
+    func derivedKey(_ zoneID: ZoneID) -> EncryptionKey? {
+        guard owns(zoneID) else { return nil }
+        return keys.derived(zoneID) { KeyWrapping.derivedZoneKey(zoneName: zoneID.zoneName, zoneOwner: owner(of: zoneID), from: account) }
     }
 
-    /// The key of a zone of this user's, by the zone's ID as this device names it.
-    func zoneKey(_ zoneID: ZoneID) -> EncryptionKey {
-        derived.key(zoneID) { KeyWrapping.derivedZoneKey(zoneName: zoneID.zoneName, zoneOwner: owner(of: zoneID), from: account) }
+    /// The key values of the zone are sealed with: the newest this device learned, else the
+    /// derived one; nil in a zone shared with this user whose key has not arrived.
+    func sealingKey(_ zoneID: ZoneID) -> EncryptionKey? {
+        keys.newest(zoneID)?.key ?? derivedKey(zoneID)
     }
+
+    /// The generation of ``sealingKey(_:)``: 0 for the derived key.
+    func generation(_ zoneID: ZoneID) -> Int64 {
+        keys.newest(zoneID)?.generation ?? 0
+    }
+
+    /// Every key of the zone this device holds, by ID: values sealed with any of them open.
+    func openingKeys(_ zoneID: ZoneID) -> [KeyID: EncryptionKey] {
+        var all = keys.learned(zoneID)
+        if let derived = derivedKey(zoneID) { all[derived.id] = derived }
+        return all
+    }
+
+    /// Learns the key a zone key record carries for this user: in a zone of this user's, unwrapped
+    /// with the account key (the first key needs none); in a zone shared with this user, its grant
+    /// opened with the identity key. Answers false when the record holds nothing for this user
+    /// (a grant to another participant, or none yet).
+    ///
+    /// - Throws: ``EncryptionError`` when what is for this user does not open (altered).
+    @discardableResult
+    func learn(_ record: ZoneKeyRecord, in zoneID: ZoneID) throws -> Bool {
+        let key: EncryptionKey
+        if owns(zoneID) {
+            if let wrapped = record.wrapped {
+                key = try KeyWrapping.unwrap(wrapped, zoneName: zoneID.zoneName, zoneOwner: user, with: account)
+            } else if let derived = derivedKey(zoneID), derived.id == record.keyID {
+                key = derived
+            } else {
+                return false
+            }
+        } else {
+            guard let grant = record.grants.first(where: { $0.participant == user }) else { return false }
+            key = try KeyWrapping.accept(grant, zoneName: zoneID.zoneName, zoneOwner: owner(of: zoneID), privateKey: identity)
+        }
+        guard key.id == record.keyID else {
+            throw EncryptionError(.authenticationFailed, "zone key record \(record.recordName) holds key \(key.id): altered", keyID: key.id)
+        }
+        keys.learn(zoneID, key, generation: record.generation)
+        return true
+    }
+
+    /// Forgets the keys learned for a zone this device no longer mirrors.
+    func forget(_ zoneID: ZoneID) { keys.forget(zoneID) }
 }
 
-/// The zone keys an ``EncryptionKeyring`` derived, shared by its copies.
+/// The zone keys an ``EncryptionKeyring`` derived and learned, shared by its copies.
 final class ZoneKeyCache: Sendable {
-    private let keys = Mutex<[ZoneID: EncryptionKey]>([:])
+    private struct Learned {
+        var generation: Int64
+        var key: EncryptionKey
+    }
+    private struct State {
+        var derived: [ZoneID: EncryptionKey] = [:]
+        var learned: [ZoneID: [KeyID: Learned]] = [:]
+    }
+    private let state = Mutex(State())
 
-    func key(_ zoneID: ZoneID, derive: () -> EncryptionKey) -> EncryptionKey {
-        if let key = keys.withLock({ $0[zoneID] }) { return key }
+    func derived(_ zoneID: ZoneID, derive: () -> EncryptionKey) -> EncryptionKey {
+        if let key = state.withLock({ $0.derived[zoneID] }) { return key }
         let key = derive()
-        keys.withLock { $0[zoneID] = key }
+        state.withLock { $0.derived[zoneID] = key }
         return key
+    }
+
+    func learn(_ zoneID: ZoneID, _ key: EncryptionKey, generation: Int64) {
+        state.withLock { $0.learned[zoneID, default: [:]][key.id] = Learned(generation: generation, key: key) }
+    }
+
+    func forget(_ zoneID: ZoneID) {
+        _ = state.withLock { $0.learned.removeValue(forKey: zoneID) }
+    }
+
+    /// The learned key of the highest generation (ties: the greater key ID, as every device picks).
+    func newest(_ zoneID: ZoneID) -> (generation: Int64, key: EncryptionKey)? {
+        state.withLock { state in
+            state.learned[zoneID]?.values.max { ($0.generation, $0.key.id.description) < ($1.generation, $1.key.id.description) }
+                .map { ($0.generation, $0.key) }
+        }
+    }
+
+    func learned(_ zoneID: ZoneID) -> [KeyID: EncryptionKey] {
+        state.withLock { $0.learned[zoneID]?.mapValues(\.key) ?? [:] }
     }
 }
 
@@ -82,11 +169,6 @@ struct RecordSealing: Sendable {
         entity.attributes.contains(where: \.isEncrypted)
     }
 
-    /// Whether this device can seal records of `entity`.
-    func canSeal(_ entity: EntityDescription) -> Bool {
-        keyring != nil || !Self.needsKey(entity)
-    }
-
     /// A value this device sealed: its ciphertext, and the value it holds.
     struct SealedValue: Equatable, Sendable {
         var ciphertext: Data
@@ -97,12 +179,12 @@ struct RecordSealing: Sendable {
     /// it sealed by field name (the acknowledgement reads the server's copy with it, ``open(_:of:sealedHere:)``).
     ///
     /// - Throws: ``Failure/missingKey(_:)`` without a keyring (the caller holds such records back,
-    ///   ``canSeal(_:)``).
+    ///   ``EncryptionKeyring/sealingKey(_:)``).
     @discardableResult
     func seal(_ record: inout Record, of entity: EntityDescription) throws -> [String: SealedValue] {
         guard Self.needsKey(entity) else { return [:] }
         guard let keyring else { throw Failure.missingKey(nil) }
-        let key = keyring.zoneKey(record.recordID.zoneID)
+        guard let key = keyring.sealingKey(record.recordID.zoneID) else { throw Failure.missingKey(nil) }
         var sealedValues: [String: SealedValue] = [:]
         for attribute in entity.attributes where attribute.isEncrypted {
             guard let value = record.fields[attribute.name], !value.isNull else { continue }
@@ -135,10 +217,9 @@ struct RecordSealing: Sendable {
             guard let keyring else {
                 throw .missingKey((try? FieldEncryption.keyID(of: sealed)) ?? nil)
             }
-            let key = keyring.zoneKey(record.recordID.zoneID)
             do {
                 opened.fields[attribute.name] = try FieldEncryption.open(
-                    sealed, keys: [key.id: key], for: context(record, attribute.name, keyring))
+                    sealed, keys: keyring.openingKeys(record.recordID.zoneID), for: context(record, attribute.name, keyring))
             } catch let error as EncryptionError where error.code == .unknownKey {
                 throw .missingKey(error.keyID)
             } catch let error as EncryptionError {

@@ -88,14 +88,19 @@ public struct StatusCommand: CloudStoreSubcommand {
             try printFailed(try PersistentCloudContainer.failedUploads(in: opened, primaryZone: zone.map { ZoneID(zoneName: $0) }), in: context)
             return
         }
-        let encryption = try PersistentCloudContainer.encryptionStatus(of: opened)
         let keyStore = FileEncryptionKeyStore(besideStoreAt: opened.url)
-        let hasKey = try status.user.map { try keyStore.accountKey(for: $0) != nil } ?? false
+        let encryption = try PersistentCloudContainer.encryptionStatus(of: opened, keyStore: keyStore)
         var report = StatusJSON(store: store, schema: opened.schema, status: status)
         if encryption.isUsed {
             report.encryption = .init(
-                keyFile: keyStore.url.path, hasKey: hasKey, recordsAwaitingKey: encryption.recordsAwaitingKey,
-                refusedRecords: encryption.refusedRecords)
+                keyFile: keyStore.url.path, hasKey: encryption.hasKey, recordsAwaitingKey: encryption.recordsAwaitingKey,
+                refusedRecords: encryption.refusedRecords,
+                sharedZones: encryption.sharedZoneKeys.map {
+                    .init(zone: Self.zoneName($0.zoneID), keyID: $0.keyID, generation: $0.generation, grantedTo: $0.grantedTo, held: $0.isHeld)
+                },
+                waiting: encryption.waitingRecords.map {
+                    .init(record: $0.recordName, zone: Self.zoneName($0.zoneID), refused: $0.isRefused, problem: $0.problem)
+                })
         }
         if json {
             try context.output.printJSON(report)
@@ -130,12 +135,31 @@ public struct StatusCommand: CloudStoreSubcommand {
             ])
             table.append(["awaiting key", "\(encryption.recordsAwaitingKey) fetched records (applied once the key is here)"])
             table.append(["refused records", "\(encryption.refusedRecords) (an encrypted field did not open: altered on the server)"])
+            for zone in encryption.sharedZones {
+                table.append([
+                    "shared zone key",
+                    "\(zone.zone): key \(zone.keyID) (generation \(zone.generation)), "
+                        + (zone.held ? "held here" : "not held here") + ", granted to "
+                        + (zone.grantedTo.isEmpty ? "no participant" : zone.grantedTo.joined(separator: ", ")),
+                ])
+            }
+            for waiting in encryption.waiting.prefix(10) {
+                table.append([waiting.refused ? "refused" : "waiting", "\(waiting.record) in \(waiting.zone): \(waiting.problem)"])
+            }
+            if encryption.waiting.count > 10 {
+                table.append(["", "… \(encryption.waiting.count - 10) more (status --json lists them all)"])
+            }
         }
         context.output.print(table)
     }
 }
 
 extension StatusCommand {
+    /// A zone as the CLI names it: `name`, or `name (owner)` for a zone another user owns.
+    static func zoneName(_ zoneID: ZoneID) -> String {
+        zoneID.ownerRecordName.map { "\(zoneID.zoneName) (\($0))" } ?? zoneID.zoneName
+    }
+
     private func printFailed(_ failed: [PersistentCloudContainer.ObjectSyncState], in context: CommandContext) throws {
         if json {
             try context.output.printJSON(failed.map(FailedUploadJSON.init))
@@ -252,6 +276,23 @@ private struct StatusJSON: Encodable {
         var hasKey: Bool
         var recordsAwaitingKey: Int
         var refusedRecords: Int
+        var sharedZones: [SharedZone]
+        var waiting: [Waiting]
+
+        struct SharedZone: Encodable {
+            var zone: String
+            var keyID: String
+            var generation: Int64
+            var grantedTo: [String]
+            var held: Bool
+        }
+
+        struct Waiting: Encodable {
+            var record: String
+            var zone: String
+            var refused: Bool
+            var problem: String
+        }
     }
 
     init(store: String, schema: Schema, status: PersistentCloudContainer.SyncStatus) {

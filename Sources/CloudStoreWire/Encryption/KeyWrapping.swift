@@ -88,6 +88,18 @@ public enum KeyWrapping {
         return EncryptionKey(id: KeyID(bytes: id)!, key: derive("cloudstore.zonekey.derived.v1", 32))
     }
 
+    /// The user's identity key for sharing, derived from their account key (HKDF-SHA256): every
+    /// device holding the account key has it, none stores it. Its public half is published
+    /// (<doc:WireProtocol> §9.4) so that owners of shares can grant zone keys to the user
+    /// (``grant(_:zoneName:zoneOwner:to:publicKey:)``).
+    public static func identityKey(user: String, from account: EncryptionKey) -> Curve25519.KeyAgreement.PrivateKey {
+        let bytes = HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: account.key, salt: account.id.bytes, info: label("cloudstore.identity.v1", [user], [account.id]),
+            outputByteCount: 32)
+        // Any 32 bytes are an X25519 private key (clamped when used).
+        return bytes.withUnsafeBytes { try! Curve25519.KeyAgreement.PrivateKey(rawRepresentation: $0) }
+    }
+
     /// Locks an account key with a passphrase the user holds, stretched with scrypt: what lets the
     /// user's next device read their encrypted fields.
     public static func lock(

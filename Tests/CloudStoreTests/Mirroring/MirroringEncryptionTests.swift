@@ -245,17 +245,92 @@ struct MirroringEncryptionTests {
         }
     }
 
-    @Test func sharingEncryptedAttributes_isRefusedWithAClearError() async throws {
+    /// Alice shares an entry with encrypted attributes: refused while bob has no identity key, or
+    /// with a public permission; bob (who set up encryption with his own passphrase) reads it and
+    /// edits it; alice's second device reads his edit; alice removes bob and writes: the server's
+    /// copy is sealed with a new key, which bob's device does not hold and alice's other device learns.
+    func sharedThenRemoved(server: URL, secondServer: URL) async throws {
+        let phone = try await Self.device("phone", server: server)
+        let laptop = try await Self.device("laptop", server: secondServer)
+        let bob = try await Self.device("bob", server: secondServer, token: "bob-token")
+        defer { Task { await phone.close(); await laptop.close(); await bob.close() } }
+        try await phone.container.setUpEncryption(passphrase: Self.passphrase)
+        try await laptop.container.setUpEncryption(passphrase: Self.passphrase)
+        let entry = JournalEntry(day: "one", text: Self.secret(), mood: 5, photo: Data(Self.secret().utf8))
+        try await phone.write { context in try context.insert(entry) }
+        try await phone.sync()
+
+        await #expect(performing: {
+            _ = try await phone.container.share(entry, with: [.init(user: "_bob", permission: .readWrite)])
+        }, throws: { ($0 as? ContainerError)?.code == .sharing && "\($0)".contains("_bob") && "\($0)".contains("setUpEncryption") })
+        #expect(try phone.container.shares().isEmpty, "a refused share changes nothing")
+        try await bob.container.setUpEncryption(passphrase: "bob's own passphrase")
+        await #expect(performing: {
+            _ = try await phone.container.share(entry, with: [.init(user: "_bob", permission: .readWrite)], publicPermission: .readOnly)
+        }, throws: { ($0 as? ContainerError)?.code == .sharing && "\($0)".contains("publicPermission") })
+
+        let share = try await phone.container.share(entry, with: [.init(user: "_bob", permission: .readWrite)])
+        _ = try await bob.container.acceptShare(shortGUID: try #require(share.shortGUID))
+        #expect(try Self.entries(bob) == [entry], "bob reads the shared encrypted values")
+        #expect(try await bob.container.encryptionStatus().recordsAwaitingKey == 0)
+        let bobsZones = try await bob.container.encryptionStatus().sharedZoneKeys
+        #expect(bobsZones.map(\.zoneID.ownerRecordName) == ["_alice"] && bobsZones.allSatisfy(\.isHeld), "bob holds the zone's key")
+        #expect(try await phone.container.encryptionStatus().sharedZoneKeys.map(\.grantedTo) == [["_bob"]])
+
+        var edited = entry
+        edited.text = Self.secret()
+        edited.mood = 6
+        try await bob.write { [edited] context in try context.update(edited) }
+        try await bob.sync()
+        #expect(try await bob.container.status().pendingUploads == 0, "bob's edit went up, sealed with the granted key")
+        try await phone.sync()
+        try await laptop.sync()
+        #expect(try Self.entries(phone) == [edited])
+        #expect(try Self.entries(laptop) == [edited], "alice's other device reads bob's edit")
+
+        try await phone.container.removeParticipant("_bob", from: try #require(phone.container.shares().first))
+        var after = edited
+        after.text = Self.secret()
+        try await phone.write { [after] context in try context.update(after) }
+        try await phone.sync()
+        try await bob.sync()
+        #expect(try bob.container.shares().isEmpty, "bob's access ended")
+
+        let zoneID = share.zoneID
+        let operatorView = HTTPCloudDatabase(
+            baseURL: server, container: TestDevice.containerIdentifier, token: "alice-token", deviceID: "operator")
+        let looked = try await operatorView.lookupRecords(RecordsLookupRequest(zoneID: zoneID, recordNames: [entry.id.uuidString]))
+        guard case .encryptedBytes(let sealed)? = looked.records.first?.value?.fields["text"] else {
+            Issue.record("the server holds text as \(String(describing: looked.records.first))")
+            return
+        }
+        let newKey = try FieldEncryption.keyID(of: sealed)
+        let bobsKeys = try #require(await bob.container.mirror.keyring).openingKeys(ZoneID(zoneName: zoneID.zoneName, ownerRecordName: "_alice"))
+        #expect(!bobsKeys.isEmpty, "bob held the zone's first key")
+        #expect(bobsKeys[newKey] == nil, "what alice writes after removing bob is sealed with a key bob's device does not have")
+
+        try await laptop.sync()
+        #expect(try Self.entries(laptop) == [after], "alice's other device learned the new key")
+        let status = try await laptop.container.encryptionStatus()
+        #expect(status.recordsAwaitingKey == 0)
+        #expect(status.sharedZoneKeys.map(\.generation) == [1] && status.sharedZoneKeys.first?.keyID == newKey.description)
+        #expect(status.sharedZoneKeys.first?.grantedTo == [] && status.sharedZoneKeys.first?.isHeld == true)
+    }
+
+    @Test func sharingEncryptedAttributes_grantsTheKey_andRemovalRotatesIt() async throws {
         try await ServerProcess.with(users: Self.users) { server in
-            let phone = try await Self.device("phone", server: server.baseURL)
-            defer { Task { await phone.close() } }
-            let entry = JournalEntry(day: "one", text: "hidden")
-            try await phone.write { context in try context.insert(entry) }
-            await #expect(performing: {
-                _ = try await phone.container.share(entry, with: [.init(user: "_bob", permission: .readOnly)])
-            }, throws: { ($0 as? ContainerError)?.code == .sharing && "\($0)".contains("encrypted") })
+            try await sharedThenRemoved(server: server.baseURL, secondServer: server.baseURL)
         }
     }
+
+    /// The same through two servers on one PostgreSQL: alice's phone on one, her laptop and bob on the other.
+    @Test(.enabled(if: ServerProcess.testPostgresURL != nil || ProcessInfo.processInfo.environment["CI"] != nil))
+    func sharingEncryptedAttributes_onPostgreSQL() async throws {
+        try await ServerProcess.withTwoOnPostgres(users: Self.users) { first, second, _ in
+            try await sharedThenRemoved(server: first, secondServer: second)
+        }
+    }
+
 }
 
 /// ``RecordSealing`` driven directly: what it seals opens only as the same field of the same
@@ -329,7 +404,7 @@ struct RecordSealingTests {
         var sealed = record("dear diary")
         try sealing.seal(&sealed, of: entity)
         #expect(performing: { try RecordSealing.none.open(sealed, of: entity) }, throws: {
-            if case .missingKey(let id?)? = $0 as? RecordSealing.Failure { id == keyring.zoneKey(ZoneID(zoneName: "Journal")).id } else { false }
+            if case .missingKey(let id?)? = $0 as? RecordSealing.Failure { id == keyring.derivedKey(ZoneID(zoneName: "Journal"))!.id } else { false }
         })
         let stranger = RecordSealing(keyring: EncryptionKeyring(user: "_alice", account: EncryptionKey()))
         #expect(performing: { try stranger.open(sealed, of: entity) }, throws: {
@@ -341,8 +416,80 @@ struct RecordSealingTests {
 
     @Test func everyDeviceDerivesTheSameZoneKey() {
         let again = EncryptionKeyring(user: "_alice", account: EncryptionKey(id: keyring.account.id, rawBytes: keyring.account.rawBytes)!)
-        #expect(keyring.zoneKey(ZoneID(zoneName: "Journal")).id == again.zoneKey(ZoneID(zoneName: "Journal")).id)
-        #expect(keyring.zoneKey(ZoneID(zoneName: "Journal")).rawBytes == again.zoneKey(ZoneID(zoneName: "Journal")).rawBytes)
-        #expect(keyring.zoneKey(ZoneID(zoneName: "Journal")).id != keyring.zoneKey(ZoneID(zoneName: "Other")).id)
+        #expect(keyring.derivedKey(ZoneID(zoneName: "Journal"))!.id == again.derivedKey(ZoneID(zoneName: "Journal"))!.id)
+        #expect(keyring.derivedKey(ZoneID(zoneName: "Journal"))!.rawBytes == again.derivedKey(ZoneID(zoneName: "Journal"))!.rawBytes)
+        #expect(keyring.derivedKey(ZoneID(zoneName: "Journal"))!.id != keyring.derivedKey(ZoneID(zoneName: "Other"))!.id)
     }
 }
+
+/// ``ZoneKeyPlan`` and ``EncryptionKeyring`` driven directly: who gets which zone key.
+@Suite("Zone keys")
+struct ZoneKeyTests {
+    let alice = EncryptionKeyring(user: "_alice", account: EncryptionKey())
+    let bob = EncryptionKeyring(user: "_bob", account: EncryptionKey())
+    let carol = EncryptionKeyring(user: "_carol", account: EncryptionKey())
+    let own = ZoneID(zoneName: "Journal.share-1")
+    var asShared: ZoneID { ZoneID(zoneName: own.zoneName, ownerRecordName: "_alice") }
+
+    @Test func removingAnyoneOrStopping_rotates_addingOnlyGrants() {
+        #expect(ZoneKeyPlan.plan(current: [], next: ["_bob"]) == .grant(["_bob"]))
+        #expect(ZoneKeyPlan.plan(current: ["_bob"], next: ["_bob", "_carol"]) == .grant(["_bob", "_carol"]))
+        #expect(ZoneKeyPlan.plan(current: ["_bob", "_carol"], next: ["_carol"]) == .rotate(grantedTo: ["_carol"]))
+        #expect(ZoneKeyPlan.plan(current: ["_bob"], next: ["_carol"]) == .rotate(grantedTo: ["_carol"]))
+        #expect(ZoneKeyPlan.plan(current: ["_bob"], next: nil) == .rotate(grantedTo: []))
+    }
+
+    func grant(_ key: EncryptionKey, to users: [EncryptionKeyring]) throws -> [KeyGrant] {
+        try users.map {
+            try KeyWrapping.grant(key, zoneName: own.zoneName, zoneOwner: "_alice", to: $0.user, publicKey: $0.identity.publicKey)
+        }
+    }
+
+    @Test func participantsLearnGrantedKeys_andSealWithTheNewest() throws {
+        let first = try #require(alice.derivedKey(own))
+        #expect(bob.sealingKey(asShared) == nil, "no key of alice's zone before a grant")
+        try #require(try bob.learn(ZoneKeyRecord(keyID: first.id, generation: 0, wrapped: nil, grants: grant(first, to: [bob, carol])), in: asShared))
+        #expect(bob.sealingKey(asShared)?.rawBytes == first.rawBytes)
+
+        let rotated = EncryptionKey()
+        let wrapped = try KeyWrapping.wrap(rotated, zoneName: own.zoneName, zoneOwner: "_alice", with: alice.account)
+        let record = ZoneKeyRecord(keyID: rotated.id, generation: 1, wrapped: wrapped, grants: try grant(rotated, to: [carol]))
+        #expect(try bob.learn(record, in: asShared) == false, "bob was removed: nothing for him")
+        #expect(bob.openingKeys(asShared).keys.sorted(by: { $0.description < $1.description }) == [first.id])
+        #expect(try carol.learn(ZoneKeyRecord(keyID: first.id, generation: 0, wrapped: nil, grants: grant(first, to: [bob, carol])), in: asShared))
+        #expect(try carol.learn(record, in: asShared))
+        #expect(carol.sealingKey(asShared)?.id == rotated.id, "later writes use the newest key")
+        #expect(carol.openingKeys(asShared).count == 2, "older values still open")
+
+        let laptop = EncryptionKeyring(user: "_alice", account: alice.account)
+        #expect(laptop.sealingKey(own)?.id == first.id)
+        #expect(try laptop.learn(record, in: own), "alice's other device unwraps the rotated key")
+        #expect(laptop.sealingKey(own)?.rawBytes == rotated.rawBytes)
+    }
+
+    @Test func aGrantMovedToAnotherZoneOrUser_doesNotOpen() throws {
+        let key = EncryptionKey()
+        var grants = try grant(key, to: [bob])
+        grants[0].participant = "_carol"
+        #expect(throws: EncryptionError.self) {
+            try carol.learn(ZoneKeyRecord(keyID: key.id, generation: 1, wrapped: nil, grants: grants), in: asShared)
+        }
+        let elsewhere = ZoneID(zoneName: "Other", ownerRecordName: "_alice")
+        #expect(throws: EncryptionError.self) {
+            try bob.learn(ZoneKeyRecord(keyID: key.id, generation: 1, wrapped: nil, grants: try grant(key, to: [bob])), in: elsewhere)
+        }
+        #expect(bob.sealingKey(elsewhere) == nil && carol.sealingKey(asShared) == nil, "nothing altered was learned")
+    }
+
+    @Test func zoneKeyRecords_roundTripThroughTheirRecord() throws {
+        let key = EncryptionKey()
+        let value = ZoneKeyRecord(
+            keyID: key.id, generation: 3, wrapped: try KeyWrapping.wrap(key, zoneName: own.zoneName, zoneOwner: "_alice", with: alice.account),
+            grants: try grant(key, to: [bob]))
+        #expect(try ZoneKeyRecord(value.record(in: own)) == value)
+        var record = try value.record(in: own)
+        record.fields["grants"] = .bytes(Data("nope".utf8))
+        #expect(throws: EncryptionError.self) { try ZoneKeyRecord(record) }
+    }
+}
+
