@@ -242,6 +242,25 @@ struct ServerSharingTests {
         }
     }
 
+    /// A stale update of the share conflicts, and the conflict's `serverRecord` carries the share
+    /// (participants and statuses) as every other answer does, so a client can merge with it.
+    @Test(arguments: Backend.all)
+    func staleShareUpdate_conflictsWithTheShareInServerRecord(_ backend: Backend) async throws {
+        try await withServer(backend, users: sharingUsers) { _, alice in
+            let share = try await Self.sharedList(alice)
+            let bob = alice.asUser("bob-token", device: "device-B")
+            _ = try await bob.accept([try #require(share.share?.shortGUID)])
+            let stale = try await alice.modify(
+                ZoneID(zoneName: "List"), [.init(.update, shareRecord([("_carol", .readOnly)], tag: share.recordChangeTag))], atomic: false,
+                in: .private)
+            let error = try #require(try stale.decode(RecordsResponse.self).records.first?.error, "\(stale.text.prefix(300))")
+            #expect(error.code == .conflict)
+            let participants = error.serverRecord?.share?.participants ?? []
+            #expect(participants.first { $0.user == "_bob" }?.acceptanceStatus == .accepted, "\(stale.text.prefix(600))")
+            #expect(error.serverRecord?.share?.shortGUID == share.share?.shortGUID)
+        }
+    }
+
     @Test(arguments: Backend.all)
     func participants_atMost100BesidesTheOwner(_ backend: Backend) async throws {
         var users = ["alice-token": "_alice"]

@@ -143,6 +143,30 @@ import Testing
         #expect(RecordSendOutcome.serverHolds(clearing, Record(recordName: "n", fields: ["title": "z"]), exactly: false))
     }
 
+    /// A share change that conflicts was not already saved unless the server's share grants what
+    /// it asks: a removal the server has not applied must go again with the server's tag.
+    @Test func serverHolds_aShareOnlyWhenItGrantsTheSentAccess() {
+        func share(_ participants: [(String, SharePermission)], owner: Bool) -> ShareMetadata {
+            var list = participants.map { ShareParticipant.invite($0.0, permission: $0.1) }
+            if owner {
+                list.insert(
+                    ShareParticipant(role: .owner, permission: .readWrite, userIdentity: .init(userRecordName: "_alice")), at: 0)
+            }
+            return ShareMetadata(publicPermission: SharePermission.none, participants: list)
+        }
+        var sent = Record(recordName: ShareMetadata.zoneShareRecordName, recordType: ShareMetadata.recordType, fields: ["title": "x"])
+        sent.share = share([("_carol", .readOnly)], owner: false)
+        var server = sent
+        server.share = share([("_bob", .readWrite), ("_carol", .readOnly)], owner: true)
+        #expect(!RecordSendOutcome.serverHolds(sent, server, exactly: false), "bob is still in: the removal is not saved")
+        server.share = share([("_carol", .readOnly)], owner: true)
+        #expect(RecordSendOutcome.serverHolds(sent, server, exactly: false))
+        server.share = share([("_carol", .readWrite)], owner: true)
+        #expect(!RecordSendOutcome.serverHolds(sent, server, exactly: false), "another permission")
+        server.share = nil
+        #expect(!RecordSendOutcome.serverHolds(sent, server, exactly: false), "a server copy without its share proves nothing")
+    }
+
     @Test func serverHolds_comparesAssetsByChecksumAndSize() {
         let checksum = "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="
         let sent = Record(

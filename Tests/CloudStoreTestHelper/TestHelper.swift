@@ -26,6 +26,9 @@ import Logging
 /// CloudStoreTestHelper asset-device <store> <schema.json> <server> <container> <token> upload|download <KiB> <seed>
 ///     upload: saves (unless saved before) note 00000000-0000-0000-0000-00000000A55E with a seeded
 ///     attachment of <KiB> KiB, prints "saved"; both: print "sync", sync, print "done"
+/// CloudStoreTestHelper remove-participant <store> <schema.json> <server> <container> <token> <user>
+///     opens an owner's container (its key file beside the store), prints "removing", removes
+///     <user> from the store's one share (rotating its zone key), prints "removed"
 /// ```
 @main
 struct TestHelper {
@@ -37,6 +40,8 @@ struct TestHelper {
             try await assetDevice(arguments)
         } else if arguments.count >= 8, arguments[1] == "save-then-hang" {
             try await saveThenHang(arguments)
+        } else if arguments.count >= 8, arguments[1] == "remove-participant" {
+            try await removeParticipant(arguments)
         } else {
             try runStoreCommand(arguments)
         }
@@ -108,22 +113,41 @@ struct TestHelper {
         }
     }
 
-    /// Saves one note through a container and waits to be killed, before any sync could run.
-    static func saveThenHang(_ arguments: [String]) async throws {
+    /// The container of `<store> <schema.json> <server> <container> <token>` (arguments 2 to 6),
+    /// syncing only when told.
+    static func manualContainer(_ arguments: [String], deviceID: String) async throws -> PersistentCloudContainer {
         var logger = Logger(label: "cloudstore.testhelper")
         logger.logLevel = .critical
         var options = PersistentCloudContainer.Options(
-            server: .init(url: URL(string: arguments[4])!, containerIdentifier: arguments[5], token: arguments[6], deviceID: "killed"))
+            server: .init(url: URL(string: arguments[4])!, containerIdentifier: arguments[5], token: arguments[6], deviceID: deviceID))
         options.automaticallySync = false
-        let device = try await PersistentCloudContainer(
+        return try await PersistentCloudContainer(
             url: URL(fileURLWithPath: arguments[2]), schema: try Schema.load(contentsOf: URL(fileURLWithPath: arguments[3])),
             options: options, logger: logger)
+    }
+
+    /// Saves one note through a container and waits to be killed, before any sync could run.
+    static func saveThenHang(_ arguments: [String]) async throws {
+        let device = try await manualContainer(arguments, deviceID: "killed")
         let id = UUID()
         try await device.store.write(author: "app") { context in
             try context.insert(EntitySnapshot(entityName: "Note", id: id, values: ["title": .string(arguments[7])]))
         }
         say("saved \(id.uuidString)")
         while true { try await Task.sleep(for: .seconds(60)) }
+    }
+
+    /// Removes a participant from the store's share: the test kills it at a random moment.
+    static func removeParticipant(_ arguments: [String]) async throws {
+        let device = try await manualContainer(arguments, deviceID: "phone")
+        guard let share = try device.shares().first else {
+            say("error no share")
+            exit(1)
+        }
+        say("removing")
+        try await device.removeParticipant(arguments[7], from: share)
+        say("removed")
+        try await device.close()
     }
 
     /// The note of `asset-device`.

@@ -75,7 +75,7 @@ extension RecordsModifier {
             return conflict(
                 .uniqueFieldError,
                 "record \(name) cannot have \(key.values): record \(holder) in zone \(rules.zone.zoneName) already has \(them) (\(constraint)); \(fix)",
-                stored, recordName: name)
+                stored, in: snapshot, recordName: name)
         }
         return rules.failure(
             .uniqueFieldError,

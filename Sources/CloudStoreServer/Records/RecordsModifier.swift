@@ -151,7 +151,7 @@ struct RecordsModifier: Sendable {
         }
 
         if let live, type == .create {
-            return .failure(conflict(.exists, "record \(name) already exists: update it with its change tag", live))
+            return .failure(conflict(.exists, "record \(name) already exists: update it with its change tag", live, in: snapshot))
         }
         if live == nil, type == .update || type == .replace || type == .delete {
             return .failure(rules.failure(.notFound, "record \(name) does not exist", name))
@@ -171,11 +171,11 @@ struct RecordsModifier: Sendable {
                     conflict(
                         .conflict,
                         "\(type.rawValue) of \(name) needs its recordChangeTag: send the tag of the copy you last read (serverRecord has the current one), or use \(force) to skip the check",
-                        live))
+                        live, in: snapshot))
             }
             guard tag == live.changeTag else {
                 return .failure(
-                    conflict(.conflict, "record \(name) changed on the server: merge with serverRecord and resend with its tag", live))
+                    conflict(.conflict, "record \(name) changed on the server: merge with serverRecord and resend with its tag", live, in: snapshot))
             }
         }
         if type.isDelete {
@@ -232,10 +232,17 @@ struct RecordsModifier: Sendable {
     }
 
     /// A failure that carries the stored record `live` as `serverRecord`; it is the failure of
-    /// `recordName` when given, else of `live`.
-    func conflict(_ code: ServerErrorCode, _ reason: String, _ live: StoredRecord, recordName: String? = nil) -> ServerError {
+    /// `recordName` when given, else of `live`. The zone's share record carries its share, as
+    /// every other answer gives it (WireProtocol.md §6): a client merging with it keeps the
+    /// participants.
+    func conflict(
+        _ code: ServerErrorCode, _ reason: String, _ live: StoredRecord, in snapshot: RecordSnapshot, recordName: String? = nil
+    ) -> ServerError {
         var error = rules.failure(code, reason, recordName ?? live.name)
         error.serverRecord = try? present(live)
+        if live.isLiveShareRecord, let share = snapshot.share {
+            error.serverRecord?.share = share.metadata(for: stamp.userRecordName ?? "")
+        }
         return error
     }
 

@@ -161,11 +161,15 @@ struct RecordSendOutcome: Sendable {
         }
     }
 
-    /// Whether the server's copy holds every value that was sent (for a create: exactly those).
+    /// Whether the server's copy holds every value that was sent (for a create: exactly those),
+    /// and for a share record, the access it grants: the same participants with the same
+    /// permissions, and the same public permission. A share change that conflicts is not a save
+    /// that already happened unless the server's share is the one sent.
     static func serverHolds(_ sent: Record, _ server: Record, exactly: Bool) -> Bool {
         func present(_ fields: [String: FieldValue]) -> [String: FieldValue] {
             fields.filter { !$0.value.isNull }.mapValues(\.comparingAssetsByContent)
         }
+        if let share = sent.share, !(server.share.map { $0.grantsTheAccess(of: share) } ?? false) { return false }
         let sentFields = present(sent.fields)
         let serverFields = present(server.fields)
         if exactly { return sentFields == serverFields && sent.recordType == server.recordType }

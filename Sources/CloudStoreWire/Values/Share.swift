@@ -179,3 +179,23 @@ public struct ShareAcceptResponse: Hashable, Sendable, Codable {
         self.results = results
     }
 }
+
+extension ShareMetadata {
+    /// Whether this share (as the server answers it) grants what `sent` (as a save sends it) asks:
+    /// its public permission when sent, and when participants are sent, the same users besides the
+    /// owner with the same permissions (removed users left out on both sides).
+    public func grantsTheAccess(of sent: ShareMetadata) -> Bool {
+        if let permission = sent.publicPermission, permission != (publicPermission ?? .none) { return false }
+        guard let wanted = sent.participants else { return true }
+        let ownerName = owner?.user
+        func access(_ list: [ShareParticipant]) -> [String: SharePermission] {
+            var access: [String: SharePermission] = [:]
+            for participant in list where participant.role != .owner && participant.acceptanceStatus != .removed {
+                if let user = participant.user, user != ownerName { access[user] = participant.permission }
+            }
+            return access
+        }
+        return access(wanted) == access(participants ?? [])
+    }
+}
+

@@ -376,3 +376,24 @@ struct MirroringSharingTests {
         await alice.close()
     }
 }
+
+extension MirroringSharingTests {
+    /// The owner removes a participant without having fetched since that participant accepted:
+    /// the share record's save conflicts (its change tag is older than the server's), the server's
+    /// version becomes the base, and the removal goes again and is applied: the participant's
+    /// access ends.
+    @Test func aRemovalMadeOnAStaleShare_isAppliedAfterTheConflict() async throws {
+        try await ServerProcess.with(users: Self.users) { server in
+            let shared = try await aliceSharesAFolder(server.baseURL)
+            let bob = try await TestDevice.make("bob", server: server.baseURL, token: "bob-token")
+            defer { Task { await shared.alice.close(); await bob.close() } }
+            _ = try await bob.container.acceptShare(shortGUID: try #require(shared.share.shortGUID))
+            // Alice has not fetched bob's acceptance: her share record is a version behind.
+            try await shared.alice.container.removeParticipant("_bob", from: shared.share)
+            let aliceSees = try #require(try shared.alice.container.shares().first)
+            #expect(aliceSees.participants.map(\.user).sorted() == ["_alice", "_carol"], "\(aliceSees)")
+            try await bob.sync()
+            #expect(try bob.container.shares().isEmpty, "bob's access ended")
+        }
+    }
+}
