@@ -211,7 +211,8 @@ extension MirrorTransaction {
     /// object, field by field against that copy's last version here, and goes to the object's new
     /// zone; the pending delete is for the new version from now on, so nothing is deleted unseen.
     /// When the other device's holder wins (it moved the note to another folder meanwhile), the
-    /// object follows its holder's zone, as a local move would.
+    /// object follows its holder's zone, as a local move would. `server` is opened already (its
+    /// encrypted attributes read, ``opened(_:of:in:)``): it comes through ``applyFetched(_:deletions:in:)``.
     func mergeLeftBehindCopy(_ server: Record, _ moved: MovedRecord) throws {
         guard server.recordChangeTag != moved.changeTag else { return }
         var updated = moved
@@ -221,7 +222,7 @@ extension MirrorTransaction {
         guard var row = try db.recordMetadata(moved.recordName), row.link == nil,
             let entity = schema.entity(named: row.entityName), let id = UUID(text: row.recordName),
             let local = try context.fetchSnapshot(entityName: entity.name, id: id),
-            let content = try? schema.content(of: sealing.open(server, of: entity))
+            let content = try? schema.content(of: server)
         else {
             try db.addMovedRecord(updated)
             return

@@ -203,6 +203,7 @@ struct RecordSealing: Sendable {
     func open(_ record: Record, of entity: EntityDescription, sealedHere: [String: SealedValue] = [:]) throws(Failure) -> Record {
         guard Self.needsKey(entity) else { return record }
         var opened = record
+        var keys: [KeyID: EncryptionKey]?  // the zone's keys, looked up once per record
         for attribute in entity.attributes where attribute.isEncrypted {
             guard let value = record.fields[attribute.name], !value.isNull else { continue }
             guard case .encryptedBytes(let sealed) = value else {
@@ -217,9 +218,10 @@ struct RecordSealing: Sendable {
             guard let keyring else {
                 throw .missingKey((try? FieldEncryption.keyID(of: sealed)) ?? nil)
             }
+            let zoneKeys = keys ?? keyring.openingKeys(record.recordID.zoneID)
+            keys = zoneKeys
             do {
-                opened.fields[attribute.name] = try FieldEncryption.open(
-                    sealed, keys: keyring.openingKeys(record.recordID.zoneID), for: context(record, attribute.name, keyring))
+                opened.fields[attribute.name] = try FieldEncryption.open(sealed, keys: zoneKeys, for: context(record, attribute.name, keyring))
             } catch let error as EncryptionError where error.code == .unknownKey {
                 throw .missingKey(error.keyID)
             } catch let error as EncryptionError {

@@ -12,6 +12,8 @@ import GRDB
 /// healing, alice's devices agree with a fresh device of alice, bob's with a fresh device of bob,
 /// both users see the same shared objects, nothing is duplicated, nothing nobody deleted is
 /// missing, and every written value is final, replaced by a writer who saw it, or in a conflict log.
+/// Odd seeds run with a note's body end-to-end encrypted: bob reads and writes it with the zone key
+/// alice's share granted him, and notes moving between zones are sealed again with each zone's key.
 ///
 /// `CLOUDSTORE_SHARED_CONVERGENCE_SEED=<seed>` replays a seed; `CLOUDSTORE_SOAK=1` runs 100 from a
 /// random one.
@@ -41,6 +43,7 @@ struct MirroringSharedConvergenceTests {
                 report.conflictsLogged += run.conflictsLogged
                 report.lost += run.lost
                 report.duplicated += run.duplicated
+                report.encryptedSeeds += run.encrypted ? 1 : 0
             }
         } catch {
             try? await server.shutdown()
@@ -70,19 +73,29 @@ struct SharedConvergenceRun {
 
     static func container(seed: UInt64) -> String { "iCloud.shared-convergence.s\(seed)" }
 
+    /// Odd seeds run with a note's body end-to-end encrypted (<doc:EndToEndEncryption>): alice's
+    /// devices share one key file, bob's another; the shared zone's key is granted to bob.
+    var encrypted: Bool { seed % 2 == 1 }
+
+    /// Where each user's devices keep the account key.
+    let keyFiles: TemporaryDirectory
+
     init(seed: UInt64, server: RestartableServer) {
         self.seed = seed
         self.server = server
         self.container = Self.container(seed: seed)
         self.random = SeededRandomNumberGenerator(seed: seed &* 104_729 &+ 3)
+        self.keyFiles = try! TemporaryDirectory()
     }
 
     func device(_ name: String, token: String, proxy: FaultProxy?) async throws -> TestDevice {
-        let container = container
+        let (container, keys) = (container, FileEncryptionKeyStore(url: keyFiles.file("\(token).keys")))
+        let schema = encrypted ? ConvergenceRun.withEncryptedBody(try Schema.notes()) : try Schema.notes()
         return try await TestDevice.make(
-            name, server: proxy?.baseURL ?? server.baseURL, token: token, logger: ConvergenceRun.logger(name)
+            name, schema: schema, server: proxy?.baseURL ?? server.baseURL, token: token, logger: ConvergenceRun.logger(name)
         ) {
             $0.server?.containerIdentifier = container
+            $0.encryptionKeyStore = keys
         }
     }
 
@@ -148,6 +161,13 @@ struct SharedConvergenceRun {
         ledger.wrote(PropertyKey(object: shared, property: "title"), titles.0, replacing: nil)
         ledger.wrote(PropertyKey(object: mine, property: "title"), titles.1, replacing: nil)
         ledger.wrote(PropertyKey(object: note, property: "title"), titles.2, replacing: nil)
+        if encrypted {
+            // Each user sets up encryption once (bob publishes his identity key); A2 finds alice's
+            // key in the file A1 wrote.
+            try await devices[0].container.setUpEncryption(passphrase: "alice \(seed)")
+            try await devices[1].container.setUpEncryption(passphrase: "alice \(seed)")
+            try await devices[2].container.setUpEncryption(passphrase: "bob \(seed)")
+        }
         let share = try await devices[0].container.share(
             entityName: "Folder", id: shared, with: [.init(user: "_bob", permission: .readWrite)], timeout: .seconds(60))
         _ = try await devices[2].container.acceptShare(shortGUID: try #require(share.shortGUID), timeout: .seconds(60))
