@@ -34,13 +34,7 @@ extension CloudMirror {
     /// before this device had the account key, or before it restarted.
     func learnStoredZoneKeys(_ keyring: EncryptionKeyring) async throws {
         for (zoneID, record) in try await store.read({ try $0.db.zoneKeyRecords() }) {
-            do {
-                try keyring.learn(record, in: zoneID)
-            } catch {
-                logger.error(
-                    "a zone key does not open for this user: altered, or not theirs; records sealed with it wait",
-                    metadata: ["zone": "\(zoneID)", "record": "\(record.recordName)", "reason": "\(error)"])
-            }
+            _ = keyring.learn(record, in: zoneID, logger: logger)
         }
     }
 
@@ -79,7 +73,7 @@ extension CloudMirror {
         for zone: MirrorZone?, participants next: Set<String>?, publicPermission: SharePermission
     ) async throws -> (plan: ZoneKeyPlan, keys: [String: Curve25519.KeyAgreement.PublicKey])? {
         guard !entitiesNeedingKey.isEmpty else { return nil }
-        guard let keyring else {
+        guard let keyring, try await hasEncryptionKey() else {
             throw ContainerError(
                 .encryptionKeyNeeded,
                 "schema \(schema.name) has encrypted attributes: call setUpEncryption(passphrase:) on this device before sharing, so the participants can be given the key")
@@ -130,7 +124,8 @@ extension CloudMirror {
         let grants = try plan.participants.compactMap { user in
             try keys[user].map { try KeyWrapping.grant(key, zoneName: zoneID.zoneName, zoneOwner: owner, to: user, publicKey: $0) }
         }
-        let record = try ZoneKeyRecord(keyID: key.id, generation: generation, wrapped: wrapped, grants: grants).record(in: zoneID)
+        let value = ZoneKeyRecord(keyID: key.id, generation: generation, wrapped: wrapped, grants: grants)
+        let record = try value.record(in: zoneID)
         let answer = try await database.modifyRecords(RecordsModifyRequest(zoneID: zoneID, operations: [.init(.forceReplace, record)]))
         switch answer.records.first {
         case .value(let saved)?:
@@ -140,7 +135,7 @@ extension CloudMirror {
         case nil:
             throw ContainerError(.encryptionKeyStore, "the server did not answer the save of the key of zone \(zoneID); try again")
         }
-        try keyring.learn(ZoneKeyRecord(record), in: zoneID)
+        try keyring.learn(value, in: zoneID)
         let rotated = if case .rotate = plan { true } else { false }
         logger.notice(
             rotated ? "rotated a share's zone key" : "granted a share's zone key",

@@ -70,20 +70,9 @@ extension MirrorTransaction {
             return false
         }
         try db.saveZoneKeyRecord(record, in: zoneID)
-        guard let keyring = sealing.keyring else { return false }
-        do {
-            let learned = try keyring.learn(key, in: zoneID)
-            if learned {
-                logger.info(
-                    "learned a zone key", metadata: ["zone": "\(zoneID)", "key": "\(key.keyID)", "generation": "\(key.generation)"])
-            }
-            return learned
-        } catch {
-            logger.error(
-                "a zone key does not open for this user: altered, or not theirs; records sealed with it wait",
-                metadata: ["zone": "\(zoneID)", "record": "\(record.recordName)", "reason": "\(error)"])
-            return false
-        }
+        guard let keyring = sealing.keyring, keyring.learn(key, in: zoneID, logger: logger) else { return false }
+        logger.info("learned a zone key", metadata: ["zone": "\(zoneID)", "key": "\(key.keyID)", "generation": "\(key.generation)"])
+        return true
     }
 
     /// Applies the records that waited for their key again, now that this device may have it:

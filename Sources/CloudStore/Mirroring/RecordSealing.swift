@@ -2,6 +2,7 @@ import CloudStoreSync
 import CloudStoreWire
 import Crypto
 import Foundation
+import Logging
 import Synchronization
 
 /// The keys this device holds to seal and open encrypted attributes: the user's account key,
@@ -87,8 +88,18 @@ struct EncryptionKeyring: Sendable {
         return true
     }
 
-    /// Forgets the keys learned for a zone this device no longer mirrors.
-    func forget(_ zoneID: ZoneID) { keys.forget(zoneID) }
+    /// ``learn(_:in:)``, logging a key that does not open instead of throwing: the records sealed
+    /// with it wait, and sync goes on.
+    func learn(_ record: ZoneKeyRecord, in zoneID: ZoneID, logger: Logger) -> Bool {
+        do {
+            return try learn(record, in: zoneID)
+        } catch {
+            logger.error(
+                "a zone key does not open for this user: altered, or not theirs; records sealed with it wait",
+                metadata: ["zone": "\(zoneID)", "record": "\(record.recordName)", "reason": "\(error)"])
+            return false
+        }
+    }
 }
 
 /// The zone keys an ``EncryptionKeyring`` derived and learned, shared by its copies.
@@ -112,10 +123,6 @@ final class ZoneKeyCache: Sendable {
 
     func learn(_ zoneID: ZoneID, _ key: EncryptionKey, generation: Int64) {
         state.withLock { $0.learned[zoneID, default: [:]][key.id] = Learned(generation: generation, key: key) }
-    }
-
-    func forget(_ zoneID: ZoneID) {
-        _ = state.withLock { $0.learned.removeValue(forKey: zoneID) }
     }
 
     /// The learned key of the highest generation (ties: the greater key ID, as every device picks).
