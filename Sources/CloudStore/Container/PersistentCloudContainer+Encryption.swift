@@ -150,6 +150,27 @@ extension PersistentCloudContainer {
         try await mirror.setUpEncryption(passphrase: passphrase)
     }
 
+    /// Changes the passphrase that locks the user's account key on the server, as a user changes
+    /// a recovery secret: `current` must unlock it (``ContainerError/Code/wrongPassphrase``
+    /// otherwise, and nothing changes), then `new` locks it. The key itself does not change:
+    /// devices that hold it go on reading and writing, and a new device joins with `new`.
+    ///
+    /// ```swift
+    /// try await container.changeEncryptionPassphrase(from: oldPassphrase, to: newPassphrase)
+    /// ```
+    ///
+    /// - Throws: ``ContainerError/Code/wrongPassphrase`` for a `current` that does not unlock the
+    ///   key or an empty `new`; ``ContainerError/Code/encryptionKeyNeeded`` when the user has no key
+    ///   yet (``setUpEncryption(passphrase:)`` makes one); ``ContainerError/Code/encryptionKeyStore``
+    ///   when another device changed it meanwhile; ``ContainerError/Code/localOnly`` without a server.
+    public func changeEncryptionPassphrase(from current: String, to new: String) async throws {
+        guard options.server != nil else { throw ContainerError.localOnly }
+        guard !new.isEmpty else {
+            throw ContainerError(.wrongPassphrase, "the new passphrase is empty: ask the user for one")
+        }
+        try await mirror.changePassphrase(from: current, to: new)
+    }
+
     /// Whether this device can read and write encrypted attributes, which shared zones' keys it
     /// holds, and what waits.
     public func encryptionStatus() async throws -> EncryptionStatus {

@@ -88,14 +88,8 @@ extension CloudMirror {
     /// its key is unlocked instead).
     private func accountKey(of user: String, passphrase: String, database: any CloudDatabase) async throws -> EncryptionKey {
         for _ in 0..<2 {
-            if let locked = try await lockedAccountKey(database) {
-                do {
-                    return try await Self.offCooperativePool { try KeyWrapping.unlock(locked, user: user, passphrase: passphrase) }
-                } catch let error as EncryptionError where error.code == .wrongPassphrase {
-                    throw ContainerError(
-                        .wrongPassphrase,
-                        "the passphrase does not unlock the encryption key of \(user): check it and try again (nothing changed)")
-                }
+            if let (locked, _) = try await lockedAccountKey(database) {
+                return try await unlock(locked, user: user, passphrase: passphrase)
             }
             let account = EncryptionKey()
             let locked = try await Self.offCooperativePool { try KeyWrapping.lock(account, user: user, passphrase: passphrase) }
@@ -117,8 +111,52 @@ extension CloudMirror {
         throw ContainerError(.encryptionKeyStore, "the account key could be neither created nor read on the server; try again")
     }
 
-    /// The locked account key the server holds, or nil when the user has none.
-    private func lockedAccountKey(_ database: any CloudDatabase) async throws -> WrappedKey? {
+    /// ``PersistentCloudContainer/changeEncryptionPassphrase(from:to:)``: unlocks the account key
+    /// the server holds with the current passphrase and saves it locked by the new one, with the
+    /// record's change tag (a change made meanwhile on another device fails this one, changing
+    /// nothing). The key itself stays: devices that hold it go on, new ones join with the new
+    /// passphrase.
+    func changePassphrase(from current: String, to new: String) async throws {
+        guard let database = databases[.private] else { throw ContainerError.localOnly }
+        let user = try await database.caller().userRecordName
+        guard let (locked, record) = try await lockedAccountKey(database) else {
+            throw ContainerError(
+                .encryptionKeyNeeded, "\(user) has no encryption key on the server yet: call setUpEncryption(passphrase:) first")
+        }
+        let account = try await unlock(locked, user: user, passphrase: current)
+        let relocked = try await Self.offCooperativePool { try KeyWrapping.lock(account, user: user, passphrase: new) }
+        var updated = try AccountKeyRecord.record(relocked)
+        updated.recordChangeTag = record.recordChangeTag
+        let answer = try await database.modifyRecords(
+            RecordsModifyRequest(zoneID: AccountKeyRecord.zoneID, operations: [.init(.update, updated)]))
+        switch answer.records.first {
+        case .value?:
+            logger.notice("changed the passphrase of the account encryption key", metadata: ["user": "\(user)", "accountKey": "\(account.id)"])
+        case .error(let error)? where error.serverErrorCode == .conflict:
+            throw ContainerError(
+                .encryptionKeyStore,
+                "the account key of \(user) changed on the server meanwhile (another device changed the passphrase): nothing changed here; try again with the passphrase now in use")
+        case .error(let error)?:
+            throw ContainerError.syncFailed(PersistentCloudContainer.SyncFailure(error))
+        case nil:
+            throw ContainerError(.encryptionKeyStore, "the server did not answer the save of the account key; try again")
+        }
+    }
+
+    /// The account key `locked` opened with `passphrase`, off the cooperative pool (scrypt).
+    ///
+    /// - Throws: ``ContainerError/Code/wrongPassphrase`` when it does not open it.
+    private func unlock(_ locked: WrappedKey, user: String, passphrase: String) async throws -> EncryptionKey {
+        do {
+            return try await Self.offCooperativePool { try KeyWrapping.unlock(locked, user: user, passphrase: passphrase) }
+        } catch let error as EncryptionError where error.code == .wrongPassphrase {
+            throw ContainerError(
+                .wrongPassphrase, "the passphrase does not unlock the encryption key of \(user): check it and try again (nothing changed)")
+        }
+    }
+
+    /// The locked account key the server holds with its record, or nil when the user has none.
+    private func lockedAccountKey(_ database: any CloudDatabase) async throws -> (WrappedKey, Record)? {
         let answer: RecordsResponse
         do {
             answer = try await database.lookupRecords(
@@ -128,7 +166,7 @@ extension CloudMirror {
         }
         switch answer.records.first {
         case .value(let record)?:
-            return try AccountKeyRecord.lockedKey(in: record)
+            return (try AccountKeyRecord.lockedKey(in: record), record)
         case .error(let error)? where error.serverErrorCode == .notFound || error.serverErrorCode == .zoneNotFound:
             return nil
         case .error(let error)?:

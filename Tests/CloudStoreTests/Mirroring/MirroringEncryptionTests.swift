@@ -182,6 +182,32 @@ struct MirroringEncryptionTests {
         }
     }
 
+    /// The passphrase changes: a wrong current one changes nothing; after the change the old one
+    /// no longer lets a new device join, the new one does, and the device that holds the key goes on.
+    @Test func changingThePassphrase_keepsTheKey_andOnlyTheNewOneJoins() async throws {
+        try await ServerProcess.with(users: Self.users) { server in
+            let phone = try await Self.device("phone", server: server.baseURL)
+            let laptop = try await Self.device("laptop", server: server.baseURL)
+            defer { Task { await phone.close(); await laptop.close() } }
+            try await phone.container.setUpEncryption(passphrase: Self.passphrase)
+            await #expect(performing: {
+                try await phone.container.changeEncryptionPassphrase(from: "wrong horse", to: "new horse")
+            }, throws: { ($0 as? ContainerError)?.code == .wrongPassphrase })
+            try await phone.container.changeEncryptionPassphrase(from: Self.passphrase, to: "new horse")
+
+            let entries = Self.makeEntries(3)
+            try await phone.write { [entries] context in for entry in entries { try context.insert(entry) } }
+            try await phone.sync()
+            #expect(try await phone.container.status().pendingUploads == 0, "the device that holds the key goes on")
+            await #expect(performing: { try await laptop.container.setUpEncryption(passphrase: Self.passphrase) }, throws: {
+                ($0 as? ContainerError)?.code == .wrongPassphrase
+            })
+            try await laptop.container.setUpEncryption(passphrase: "new horse")
+            try await laptop.sync()
+            #expect(try Self.entries(laptop) == entries, "the same key: what the phone sealed opens")
+        }
+    }
+
     /// What an operator can do to the stored records, done through the wire: swap two records'
     /// ciphertexts, swap two fields of one record, flip a byte, cut a value short (a plain value
     /// the server itself refuses: the field's type is `ENCRYPTED_BYTES`). Each altered
