@@ -73,7 +73,10 @@ extension CloudMirror {
         for zone: MirrorZone?, participants next: Set<String>?, publicPermission: SharePermission
     ) async throws -> (plan: ZoneKeyPlan, keys: [String: Curve25519.KeyAgreement.PublicKey])? {
         guard !entitiesNeedingKey.isEmpty else { return nil }
-        guard let keyring, try await hasEncryptionKey() else {
+        // The keyring must be the current user's (a store that has not synced yet knows no user:
+        // the keyring is the one setUpEncryption made for the caller).
+        let user = try await store.read { try $0.db.mirrorState(.userRecordName, as: String.self) }
+        guard let keyring, keyring.user == user ?? keyring.user else {
             throw ContainerError(
                 .encryptionKeyNeeded,
                 "schema \(schema.name) has encrypted attributes: call setUpEncryption(passphrase:) on this device before sharing, so the participants can be given the key")

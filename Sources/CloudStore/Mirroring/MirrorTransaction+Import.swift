@@ -42,8 +42,11 @@ extension MirrorTransaction {
             try applyDeletion(deletion.recordID, recordType: deletion.recordType, in: zone)
         }
         // Records that waited for a key learned now (fetched in an earlier page, or before a
-        // grant to this user arrived).
-        if learnedKeys { try applyAwaitingDecryption() }
+        // grant to this user arrived) are applied; uploads held back for it can go.
+        if learnedKeys {
+            try applyAwaitingDecryption()
+            hasPendingUploads = true
+        }
         try logOrphans()
     }
 

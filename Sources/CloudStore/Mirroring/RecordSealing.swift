@@ -79,6 +79,13 @@ struct EncryptionKeyring: Sendable {
             }
         } else {
             guard let grant = record.grants.first(where: { $0.participant == user }) else { return false }
+            // Another participant could write a key record into the zone (a read-write share):
+            // only the owner's count. (The operator could forge the stamp: see <doc:EndToEndEncryption>.)
+            guard record.writer == owner(of: zoneID) else {
+                throw EncryptionError(
+                    .authenticationFailed,
+                    "zone key record \(record.recordName) was written by \(record.writer ?? "an unknown user"), not the zone's owner \(owner(of: zoneID))")
+            }
             key = try KeyWrapping.accept(grant, zoneName: zoneID.zoneName, zoneOwner: owner(of: zoneID), privateKey: identity)
         }
         guard key.id == record.keyID else {

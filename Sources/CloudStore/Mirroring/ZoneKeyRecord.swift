@@ -18,6 +18,9 @@ struct ZoneKeyRecord: Equatable, Sendable {
     var generation: Int64
     var wrapped: WrappedKey?
     var grants: [KeyGrant]
+    /// Who last wrote the record, as the server stamped it (`modified.userRecordName`): a
+    /// participant takes keys only from records the zone's owner wrote.
+    var writer: String?
 
     var recordName: String { Self.recordNamePrefix + keyID.description }
 
@@ -43,6 +46,7 @@ struct ZoneKeyRecord: Equatable, Sendable {
         }
         self.keyID = id
         self.generation = generation
+        self.writer = record.modified?.userRecordName ?? record.created?.userRecordName
         do {
             self.grants = try JSONDecoder().decode([KeyGrant].self, from: grants)
             if case .bytes(let wrapped)? = record.fields["wrapped"] {
@@ -53,11 +57,12 @@ struct ZoneKeyRecord: Equatable, Sendable {
         }
     }
 
-    init(keyID: KeyID, generation: Int64, wrapped: WrappedKey?, grants: [KeyGrant]) {
+    init(keyID: KeyID, generation: Int64, wrapped: WrappedKey?, grants: [KeyGrant], writer: String? = nil) {
         self.keyID = keyID
         self.generation = generation
         self.wrapped = wrapped
         self.grants = grants
+        self.writer = writer
     }
 }
 

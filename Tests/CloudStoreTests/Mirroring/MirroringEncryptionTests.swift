@@ -474,15 +474,15 @@ struct ZoneKeyTests {
     @Test func participantsLearnGrantedKeys_andSealWithTheNewest() throws {
         let first = try #require(alice.derivedKey(own))
         #expect(bob.sealingKey(asShared) == nil, "no key of alice's zone before a grant")
-        try #require(try bob.learn(ZoneKeyRecord(keyID: first.id, generation: 0, wrapped: nil, grants: grant(first, to: [bob, carol])), in: asShared))
+        try #require(try bob.learn(ZoneKeyRecord(keyID: first.id, generation: 0, wrapped: nil, grants: grant(first, to: [bob, carol]), writer: "_alice"), in: asShared))
         #expect(bob.sealingKey(asShared)?.rawBytes == first.rawBytes)
 
         let rotated = EncryptionKey()
         let wrapped = try KeyWrapping.wrap(rotated, zoneName: own.zoneName, zoneOwner: "_alice", with: alice.account)
-        let record = ZoneKeyRecord(keyID: rotated.id, generation: 1, wrapped: wrapped, grants: try grant(rotated, to: [carol]))
+        let record = ZoneKeyRecord(keyID: rotated.id, generation: 1, wrapped: wrapped, grants: try grant(rotated, to: [carol]), writer: "_alice")
         #expect(try bob.learn(record, in: asShared) == false, "bob was removed: nothing for him")
         #expect(bob.openingKeys(asShared).keys.sorted(by: { $0.description < $1.description }) == [first.id])
-        #expect(try carol.learn(ZoneKeyRecord(keyID: first.id, generation: 0, wrapped: nil, grants: grant(first, to: [bob, carol])), in: asShared))
+        #expect(try carol.learn(ZoneKeyRecord(keyID: first.id, generation: 0, wrapped: nil, grants: grant(first, to: [bob, carol]), writer: "_alice"), in: asShared))
         #expect(try carol.learn(record, in: asShared))
         #expect(carol.sealingKey(asShared)?.id == rotated.id, "later writes use the newest key")
         #expect(carol.openingKeys(asShared).count == 2, "older values still open")
@@ -498,11 +498,16 @@ struct ZoneKeyTests {
         var grants = try grant(key, to: [bob])
         grants[0].participant = "_carol"
         #expect(throws: EncryptionError.self) {
-            try carol.learn(ZoneKeyRecord(keyID: key.id, generation: 1, wrapped: nil, grants: grants), in: asShared)
+            try carol.learn(ZoneKeyRecord(keyID: key.id, generation: 1, wrapped: nil, grants: grants, writer: "_alice"), in: asShared)
         }
         let elsewhere = ZoneID(zoneName: "Other", ownerRecordName: "_alice")
         #expect(throws: EncryptionError.self) {
-            try bob.learn(ZoneKeyRecord(keyID: key.id, generation: 1, wrapped: nil, grants: try grant(key, to: [bob])), in: elsewhere)
+            try bob.learn(ZoneKeyRecord(keyID: key.id, generation: 1, wrapped: nil, grants: try grant(key, to: [bob]), writer: "_alice"), in: elsewhere)
+        }
+        // A key record another participant wrote (a read-write share) is not the owner's.
+        let planted = EncryptionKey()
+        #expect(throws: EncryptionError.self) {
+            try bob.learn(ZoneKeyRecord(keyID: planted.id, generation: 9, wrapped: nil, grants: try grant(planted, to: [bob]), writer: "_carol"), in: asShared)
         }
         #expect(bob.sealingKey(elsewhere) == nil && carol.sealingKey(asShared) == nil, "nothing altered was learned")
     }
@@ -512,7 +517,11 @@ struct ZoneKeyTests {
         let value = ZoneKeyRecord(
             keyID: key.id, generation: 3, wrapped: try KeyWrapping.wrap(key, zoneName: own.zoneName, zoneOwner: "_alice", with: alice.account),
             grants: try grant(key, to: [bob]))
-        #expect(try ZoneKeyRecord(value.record(in: own)) == value)
+        var saved = try value.record(in: own)
+        saved.modified = Record.Stamp(timestamp: Date(), userRecordName: "_alice")
+        var expected = value
+        expected.writer = "_alice"
+        #expect(try ZoneKeyRecord(saved) == expected)
         var record = try value.record(in: own)
         record.fields["grants"] = .bytes(Data("nope".utf8))
         #expect(throws: EncryptionError.self) { try ZoneKeyRecord(record) }
