@@ -294,9 +294,11 @@ struct SharedConvergenceRun {
         for device in devices {
             let expected = device.name == "P" ? bob : alice
             let contents = try device.contents()
+            // What waits for a key or was refused, and the conflict log: how a differing device is read.
+            let waiting = contents == expected ? [] : try await device.container.encryptionStatus().waitingRecords
             #expect(
                 contents == expected,
-                "seed \(seed): \(device.name) differs from the server: \(Self.difference(contents, expected))")
+                "seed \(seed): \(device.name) differs from the server: \(Self.difference(contents, expected)); waiting or refused here: \(waiting)")
             let (zones, serverZones) = (try zones(of: device), try zones(of: device.name == "P" ? bobFresh : aliceFresh))
             #expect(
                 zones == serverZones,
