@@ -99,6 +99,7 @@ extension PersistentCloudContainer {
 
     /// The newest key of a shared zone (``EncryptionStatus/sharedZoneKeys``).
     public struct ZoneKeys: Sendable, Hashable {
+        /// The shared zone, as this device names it (with its owner when it is another user's).
         public var zoneID: ZoneID
         /// The key's ID, in hexadecimal, as values sealed with it carry it.
         public var keyID: String
@@ -112,7 +113,9 @@ extension PersistentCloudContainer {
 
     /// A fetched record that waits for its key, or was refused (``EncryptionStatus/waitingRecords``).
     public struct WaitingRecord: Sendable, Hashable {
+        /// The record's name: the object's ID.
         public var recordName: String
+        /// The zone it was fetched from, as this device names it.
         public var zoneID: ZoneID
         /// Refused (a field did not open) rather than waiting for a key.
         public var isRefused: Bool
