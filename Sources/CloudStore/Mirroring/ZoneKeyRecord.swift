@@ -35,7 +35,9 @@ struct ZoneKeyRecord: Equatable, Sendable {
         return record
     }
 
-    /// The key record a fetched record holds; nil (with the reason) when it is not one or is malformed.
+    /// The key record a fetched record holds.
+    ///
+    /// - Throws: ``EncryptionError`` `malformed`, naming the record, when it is not one or does not decode.
     init(_ record: Record) throws {
         guard record.recordType == Self.recordType, Self.isKeyRecord(record.recordName),
             case .int64(let generation)? = record.fields["generation"],
