@@ -22,10 +22,8 @@ extension MirrorMetadata {
                 ORDER BY zone_owner, zone_name, record_name
                 """
         ).map { row in
-            let owner: String = row[2]
-            return PersistentCloudContainer.WaitingRecord(
-                recordName: row[0], zoneID: ZoneID(zoneName: row[1], ownerRecordName: owner.isEmpty ? nil : owner), isRefused: row[3],
-                problem: row[4])
+            PersistentCloudContainer.WaitingRecord(
+                recordName: row[0], zoneID: ZoneID(storedName: row[1], owner: row[2]), isRefused: row[3], problem: row[4])
         }
     }
 
@@ -36,7 +34,7 @@ extension MirrorMetadata {
         var newest: [ZoneID: ZoneKeyRecord] = [:]
         for (zoneID, record) in try db.zoneKeyRecords() {
             _ = try? keyring?.learn(record, in: zoneID)
-            if let known = newest[zoneID], (known.generation, known.keyID.description) > (record.generation, record.keyID.description) {
+            if let known = newest[zoneID], !ZoneKeyCache.isNewer((record.generation, record.keyID), than: (known.generation, known.keyID)) {
                 continue
             }
             newest[zoneID] = record

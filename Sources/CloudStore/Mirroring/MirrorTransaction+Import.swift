@@ -360,8 +360,7 @@ extension MirrorTransaction {
         guard !rows.isEmpty else { return }
         try db.execute(sql: "DELETE FROM \(table) WHERE \(condition)")
         for row in rows {
-            let owner: String = row[1]
-            let zone = ZoneID(zoneName: row[0], ownerRecordName: owner.isEmpty ? nil : owner)
+            let zone = ZoneID(storedName: row[0], owner: row[1])
             try applyFetched([try MirrorMetadata.decode(Record.self, row[2])], deletions: [], in: zone)
         }
     }

@@ -207,10 +207,9 @@ extension Database {
     /// The zone key records kept, with their zones.
     func zoneKeyRecords() throws -> [(zoneID: ZoneID, record: ZoneKeyRecord)] {
         try Row.fetchAll(self, sql: "SELECT zone_name, zone_owner, record FROM cloudstore_mirror_zone_key").compactMap { row in
-            let owner: String = row[1]
             let record = try MirrorMetadata.decode(Record.self, row[2])
             guard let key = try? ZoneKeyRecord(record) else { return nil }
-            return (ZoneID(zoneName: row[0], ownerRecordName: owner.isEmpty ? nil : owner), key)
+            return (ZoneID(storedName: row[0], owner: row[1]), key)
         }
     }
 }
@@ -219,8 +218,7 @@ extension MirrorZone {
     static let columns = "zone_name, zone_owner, role, permission, share, pending_share, saved, root_entity, root_id, ended"
 
     init(row: Row) throws {
-        let owner: String = row[1]
-        zoneID = ZoneID(zoneName: row[0], ownerRecordName: owner.isEmpty ? nil : owner)
+        zoneID = ZoneID(storedName: row[0], owner: row[1])
         role = Role(rawValue: row[2]) ?? .sharedWithMe
         permission = (row[3] as String?).flatMap(SharePermission.init(rawValue:))
         share = try (row[4] as Data?).map { try MirrorMetadata.decode(Record.self, $0) }
@@ -311,5 +309,12 @@ extension MovedRecord {
         changeTag = columnTextOrNil(statement, 3)
         ancestor = columnDataOrNil(statement, 4)
         uploadRevision = sqlite3_column_int64(statement, 5)
+    }
+}
+
+extension ZoneID {
+    /// A zone as mirroring's tables store it: `zone_name`, and `zone_owner` empty for this user's own zones.
+    init(storedName name: String, owner: String) {
+        self.init(zoneName: name, ownerRecordName: owner.isEmpty ? nil : owner)
     }
 }

@@ -132,10 +132,16 @@ final class ZoneKeyCache: Sendable {
         state.withLock { $0.learned[zoneID, default: [:]][key.id] = Learned(generation: generation, key: key) }
     }
 
-    /// The learned key of the highest generation (ties: the greater key ID, as every device picks).
+    /// Whether a key is newer than another: a higher generation, or of the same one the greater
+    /// key ID, so every device picks the same newest key.
+    static func isNewer(_ key: (generation: Int64, id: KeyID), than other: (generation: Int64, id: KeyID)) -> Bool {
+        (key.generation, key.id.description) > (other.generation, other.id.description)
+    }
+
+    /// The learned key of the highest generation (``isNewer(_:than:)``).
     func newest(_ zoneID: ZoneID) -> (generation: Int64, key: EncryptionKey)? {
         state.withLock { state in
-            state.learned[zoneID]?.values.max { ($0.generation, $0.key.id.description) < ($1.generation, $1.key.id.description) }
+            state.learned[zoneID]?.values.max { Self.isNewer(($1.generation, $1.key.id), than: ($0.generation, $0.key.id)) }
                 .map { ($0.generation, $0.key) }
         }
     }
