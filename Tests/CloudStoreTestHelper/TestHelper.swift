@@ -187,6 +187,10 @@ struct TestHelper {
             }
             say("saved")
         }
+        if device.store.schema.mirroredEntities.contains(where: { $0.attributes.contains(where: \.isEncrypted) }) {
+            // Both devices are alice's: the first sets the passphrase up, the second unlocks with it.
+            try await device.setUpEncryption(passphrase: "asset crash")
+        }
         say("sync")
         if arguments.count > 10, let milliseconds = Int(arguments[10]) {
             // Killed by its own timer, so the moment lands inside the transfer however late the

@@ -58,6 +58,18 @@ extension CloudMirror {
         try await learnStoredZoneKeys(keyring)
         self.keyring = keyring
         try await transaction { try $0.applyAwaitingDecryption() }
+        try await removeUnneededWaitingFiles()
+    }
+
+    /// Removes the kept files of encrypted assets whose records no longer wait
+    /// (``MirrorTransaction/removeUnneededWaitingFiles()``), when there are any: after records
+    /// were applied.
+    func removeUnneededWaitingFiles() async throws {
+        guard let transfers = store.layout.externalData?.transfers,
+            let names = try? FileManager.default.contentsOfDirectory(atPath: transfers.path),
+            names.contains(where: { $0.hasSuffix(".\(MirrorTransaction.waitingFileExtension)") })
+        else { return }
+        try await transaction { try $0.removeUnneededWaitingFiles() }
     }
 
     /// ``PersistentCloudContainer/setUpEncryption(passphrase:)``: unlocks the user's account key
@@ -79,6 +91,7 @@ extension CloudMirror {
         self.keyring = keyring
         logger.info("encryption set up on this device", metadata: ["user": "\(user)", "accountKey": "\(account.id)"])
         try await transaction { try $0.applyAwaitingDecryption() }
+        try await removeUnneededWaitingFiles()
         try await publishIdentityKey(keyring)
         signal.uploadsPending()
     }

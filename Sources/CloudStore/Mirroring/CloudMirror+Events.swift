@@ -131,6 +131,7 @@ extension CloudMirror {
         }
         sessions[scope]?.deletedInFetch = deleted
         sessions[scope]?.savedState = state
+        try await removeUnneededWaitingFiles()
         if let current = sessions[scope]?.importTracker?.counts { sessions[scope]?.importTracker?.counts = current + counts }
         logger.info(
             "applied fetched changes",
@@ -180,6 +181,7 @@ extension CloudMirror {
             sent.savedRecords.map(\.recordID) + sent.deletedRecordIDs + sent.failedRecordSaves.map(\.record.recordID)
             + sent.failedRecordDeletes.keys
         for recordID in answered {
+            Self.removeSealedFiles(inFlight[recordID]?.sealedFiles ?? [])
             inFlight[recordID] = nil
             sessions[scope]?.unheardCreates.heard(recordID.recordName)
         }

@@ -225,6 +225,10 @@ actor CloudMirror: SyncEngineDelegate {
             // Assets download beside the store's files, so adopting one is a rename.
             try? FileManager.default.createDirectory(at: transfers, withIntermediateDirectories: true)
             configuration.assetDirectory = transfers
+            // No upload of this database is under way yet: files sealed for earlier ones are left over.
+            let leftovers = (try? FileManager.default.contentsOfDirectory(atPath: transfers.path)) ?? []
+            Self.removeSealedFiles(
+                leftovers.filter { $0.hasSuffix(".\(database.scope.rawValue).sealed") }.map { transfers.appendingPathComponent($0) })
         }
         options.configureEngine?(&configuration)
         let engine = SyncEngine(configuration)
@@ -356,7 +360,13 @@ actor CloudMirror: SyncEngineDelegate {
         }
         // What the batch holds (it stops at the engine's size limit) is what is handed out.
         let sent = Dictionary(uploads.map { ($0.change.recordID, $0.sent) }) { first, _ in first }
+        // Files sealed for records the batch left out go; those of a record handed out again replace its last ones.
+        let handedOut = Set((batch?.recordsToSave ?? []).map(\.recordID))
+        Self.removeSealedFiles(uploads.filter { !handedOut.contains($0.change.recordID) }.flatMap(\.sent.sealedFiles))
         for record in batch?.recordsToSave ?? [] {
+            if let previous = inFlight[record.recordID]?.sealedFiles, previous != sent[record.recordID]?.sealedFiles {
+                Self.removeSealedFiles(previous)
+            }
             inFlight[record.recordID] = sent[record.recordID]
             if record.recordChangeTag == nil, !ShareMetadata.isShareType(record.recordType) {
                 sessions[scope]?.unheardCreates.handedOut(record.recordName)
@@ -370,6 +380,11 @@ actor CloudMirror: SyncEngineDelegate {
                 "count": "\((batch?.recordsToSave.count ?? 0) + (batch?.recordIDsToDelete.count ?? 0))",
             ])
         return batch
+    }
+
+    /// Removes files sealed for uploads of encrypted assets (``MirrorTransaction/sealedFile(of:field:of:scope:)``).
+    static func removeSealedFiles(_ files: [URL]) {
+        for file in files { try? FileManager.default.removeItem(at: file) }
     }
 
     /// The store's own file of an asset, when it holds those bytes already: the engine does not

@@ -107,8 +107,14 @@ extension MirrorTransaction {
         }
         // The server's copy may hold other devices' values (``ConflictResolution/acknowledgedUpload(_:sent:stillPending:of:)``).
         let readable = sealing.readable(saved, of: entity, sealedHere: sent?.sealed ?? [:])
-        let serverValues = try serverValues(of: readable, entity)
+        var serverValues = try serverValues(of: readable, entity)
         let ancestor = created ? nil : try row.ancestor
+        // A field the answer holds that this device cannot read (an encrypted asset it did not
+        // send, whose file an answer does not bring): the save was of the version this device
+        // had (its change tag was checked), so the field holds what it held then.
+        for attribute in entity.attributes where serverValues[attribute.name] == nil && saved.fields[attribute.name] != nil {
+            if let known = ancestor?[attribute.name] { serverValues[attribute.name] = known }
+        }
         // A create the server took as sent already has its values as its ancestor, encoded.
         if !(created && sent?.values == serverValues) {
             row.setAncestor(ancestor.map { $0.merging(serverValues) { _, new in new } } ?? serverValues)

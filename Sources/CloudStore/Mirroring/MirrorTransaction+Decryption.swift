@@ -12,8 +12,16 @@ extension MirrorTransaction {
     func opened(_ record: Record, of entity: EntityDescription, in zone: MirrorZone.Key) throws -> Record? {
         guard RecordSealing.needsKey(entity) else { return record }
         let failure: RecordSealing.Failure
-        switch Result(catching: { () throws(RecordSealing.Failure) in try sealing.open(record, of: entity) }) {
-        case .success(let opened):
+        switch Result(catching: { () throws(RecordSealing.Failure) in
+            (try sealing.open(record, of: entity), try sealing.sealedAssets(of: record, entity))
+        }) {
+        case .success(var (opened, assets)):
+            do throws(RecordSealing.Failure) {
+                for (field, asset) in assets { opened.fields[field] = .asset(try openAsset(asset, field: field, of: record)) }
+            } catch {
+                failure = error
+                break
+            }
             // A version that opens replaces one that waited or was refused.
             if try awaitsDecryption() {
                 try db.cachedStatement(sql: "DELETE FROM cloudstore_mirror_awaiting_decryption WHERE record_name = ?")
@@ -23,6 +31,7 @@ extension MirrorTransaction {
         case .failure(let error):
             failure = error
         }
+        if case .missingKey = failure { keepAssetFiles(of: record, entity) }
         let refused: Bool
         switch failure {
         case .missingKey:
@@ -56,6 +65,54 @@ extension MirrorTransaction {
         return nil
     }
 
+    /// The extension of an encrypted asset's downloaded file kept while its record waits for a key.
+    static let waitingFileExtension = "waiting"
+
+    /// The bytes of an encrypted asset of a fetched record, opened from the file the sync engine
+    /// downloaded (its size and checksum checked), stored among the store's files: the asset of
+    /// the plain bytes, which the import adopts as any other (``ExternalData``).
+    ///
+    /// - Throws: a ``RecordSealing/Failure``: the key is missing, the bytes do not authenticate,
+    ///   or (refused) the file is missing or cannot be stored.
+    private func openAsset(_ asset: Asset, field: String, of record: Record) throws(RecordSealing.Failure) -> Asset {
+        guard let files = context.layout.externalData, let file = asset.fileURL ?? waitingFile(of: asset),
+            let sealed = try? Data(contentsOf: file, options: .mappedIfSafe)
+        else {
+            throw .refused(
+                field: field,
+                EncryptionError(.malformed, "the encrypted asset of \(asset.size) bytes was not downloaded; its next version replaces it"))
+        }
+        let bytes = try sealing.openAsset(sealed, field: field, of: record)
+        do {
+            let value = try files.store(bytes)
+            return Asset(fileChecksum: value.checksum, size: value.size)
+        } catch {
+            throw .refused(field: field, EncryptionError(.malformed, "the opened asset could not be stored: \(error)"))
+        }
+    }
+
+    /// Keeps the downloaded files of a record's encrypted assets while it waits for its key:
+    /// renamed `<checksum hex>.waiting` beside the engine's downloads (which it deletes once the
+    /// page is applied), found there when the record opens (``waitingFile(of:)``), and removed
+    /// once no waiting record names them (``removeUnneededWaitingFiles()``).
+    private func keepAssetFiles(of record: Record, _ entity: EntityDescription) {
+        guard let files = context.layout.externalData, let assets = try? sealing.sealedAssets(of: record, entity) else { return }
+        for (_, asset) in assets {
+            guard let file = asset.fileURL, let name = AssetChecksum.fileName(of: asset.fileChecksum) else { continue }
+            let kept = files.transfers.appendingPathComponent("\(name).\(Self.waitingFileExtension)")
+            try? FileManager.default.removeItem(at: kept)
+            try? FileManager.default.moveItem(at: file, to: kept)
+        }
+    }
+
+    /// The kept file of an encrypted asset whose record waited for its key (``keepAssetFiles(of:_:)``), if any.
+    private func waitingFile(of asset: Asset) -> URL? {
+        guard let transfers = context.layout.externalData?.transfers, let name = AssetChecksum.fileName(of: asset.fileChecksum)
+        else { return nil }
+        let kept = transfers.appendingPathComponent("\(name).\(Self.waitingFileExtension)")
+        return ExternalDataFiles.size(of: kept) == asset.size ? kept : nil
+    }
+
     /// Keeps a zone key record fetched from a zone (``ZoneKeyRecord``), and learns the key it holds
     /// for this user when this device has the account key (else it is learned when the account
     /// key arrives, ``CloudMirror/loadKeyring()``). Answers whether a key was learned. A record
@@ -80,6 +137,24 @@ extension MirrorTransaction {
     func applyAwaitingDecryption() throws {
         awaitingDecryption = nil
         try applySetAside(from: "cloudstore_mirror_awaiting_decryption", where: "refused = 0")
+    }
+
+    /// Removes the kept files of encrypted assets (``keepAssetFiles(of:_:)``) no waiting record
+    /// names any more: opened since, or of a version replaced. Run at the start of a transaction
+    /// of its own, so it reads only what committed (a rolled-back apply keeps its files).
+    func removeUnneededWaitingFiles() throws {
+        guard let transfers = context.layout.externalData?.transfers else { return }
+        var needed: Set<String> = []
+        for encoded in try Data.fetchAll(db, sql: "SELECT record FROM cloudstore_mirror_awaiting_decryption WHERE refused = 0") {
+            let record = try MirrorMetadata.decode(Record.self, encoded)
+            for case .asset(let asset) in record.fields.values {
+                if let name = AssetChecksum.fileName(of: asset.fileChecksum) { needed.insert("\(name).\(Self.waitingFileExtension)") }
+            }
+        }
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: transfers.path)) ?? []
+        where name.hasSuffix(".\(Self.waitingFileExtension)") && !needed.contains(name) {
+            try? FileManager.default.removeItem(at: transfers.appendingPathComponent(name))
+        }
     }
 
     /// Forgets the fetched records set aside in a zone (for a unique key, or awaiting decryption),
@@ -112,4 +187,5 @@ extension Database {
     func awaitsDecryption() throws -> Bool {
         try Bool.fetchOne(self, sql: "SELECT 1 FROM cloudstore_mirror_awaiting_decryption LIMIT 1") ?? false
     }
+
 }

@@ -1,4 +1,5 @@
 import CloudStoreSync
+import CloudStoreWire
 import Foundation
 import GRDB
 
@@ -23,6 +24,11 @@ struct SentUpload: Sendable {
     var sealed: [String: RecordSealing.SealedValue]
     /// The share change a share record carried.
     var share: PendingShareChange?
+    /// The files of the encrypted assets it carried, sealed for this upload: removed once the
+    /// server answered (``MirrorTransaction/sealedFile(of:field:of:scope:)``).
+    var sealedFiles: [URL] {
+        sealed.values.compactMap { if case .asset(let asset) = $0.sealed { asset.fileURL } else { nil } }
+    }
 
     init(
         revision: Int64?, values: [String: AttributeValue], sealed: [String: RecordSealing.SealedValue] = [:],
@@ -75,7 +81,7 @@ extension MirrorTransaction {
                     change: .deleteRecord(recordID), record: nil,
                     sent: SentUpload(revision: metadata.uploadRevision, values: [:]), deleteChangeTag: metadata.changeTag)
             case let pendingSave?:
-                guard let (record, values, sealed) = try recordToUpload(metadata, pendingSave) else {
+                guard let (record, values, sealed) = try recordToUpload(metadata, pendingSave, scope: scope) else {
                     // The object is gone without a delete being recorded: nothing to upload.
                     logger.warning("a pending upload names an object that does not exist; dropping it", metadata: ["record": "\(metadata.recordName)"])
                     try setPendingUpload(nil, of: &metadata)
@@ -134,7 +140,7 @@ extension MirrorTransaction {
     /// The record to upload for a pending save (the record's `pending` upload, decoded once by
     /// the caller), the values it carries and the fields it sealed; nil when the object does not exist.
     private func recordToUpload(
-        _ metadata: RecordMetadata, _ pending: PendingUpload
+        _ metadata: RecordMetadata, _ pending: PendingUpload, scope: DatabaseScope
     ) throws -> (Record, [String: AttributeValue], [String: RecordSealing.SealedValue])? {
         var record: Record
         var values: [String: AttributeValue] = [:]
@@ -159,7 +165,7 @@ extension MirrorTransaction {
             record.fields[EditTimes.field] = EditTimes.fieldValue(edited)
             sealed = try sealing.seal(&record, of: entity)
             values = recordValues(snapshot, entity).filter { keys?.contains($0.key) ?? true }
-            try attachFiles(to: &record, of: snapshot, entity, metadata)
+            try attachFiles(to: &record, of: snapshot, entity, metadata, sealed: &sealed, scope: scope)
         }
         record.recordChangeTag = metadata.changeTag
         return (record, values, sealed)
@@ -167,18 +173,57 @@ extension MirrorTransaction {
 
     /// Points each asset the record carries at its file, so the sync engine uploads the bytes before
     /// it saves the record, unless the server's copy already holds that asset in that field (then
-    /// it travels as checksum and size alone, and nothing is uploaded again).
+    /// it travels as checksum and size alone, and nothing is uploaded again). An encrypted asset
+    /// goes as a file of its bytes sealed (``sealedFile(of:field:of:scope:)``), kept in `sealed`
+    /// for the acknowledgement; one the server holds already is left out of the record (an
+    /// `update` keeps the fields it does not send; this device does not keep the sealed file's
+    /// checksum to send it alone).
     private func attachFiles(
-        to record: inout Record, of snapshot: EntitySnapshot, _ entity: EntityDescription, _ metadata: RecordMetadata
+        to record: inout Record, of snapshot: EntitySnapshot, _ entity: EntityDescription, _ metadata: RecordMetadata,
+        sealed: inout [String: RecordSealing.SealedValue], scope: DatabaseScope
     ) throws {
         for attribute in entity.attributes where attribute.allowsExternalStorage {
             guard case .asset(var asset)? = record.fields[attribute.name],
                 case .externalData(let value)? = snapshot.values[attribute.name]
             else { continue }
-            if metadata.isOnServer, try metadata.ancestor?[attribute.name] == .externalData(value) { continue }
+            let onServer = try metadata.isOnServer && metadata.ancestor?[attribute.name] == .externalData(value)
+            if RecordSealing.sealsFile(attribute) {
+                if onServer {
+                    record.fields[attribute.name] = nil
+                    continue
+                }
+                let file = try sealedFile(of: value, field: attribute.name, of: record, scope: scope)
+                sealed[attribute.name] = RecordSealing.SealedValue(sealed: .asset(file), value: .asset(asset))
+                record.fields[attribute.name] = .asset(file)
+                continue
+            }
+            if onServer { continue }
             asset.fileURL = context.layout.externalData?.url(for: value)
             record.fields[attribute.name] = .asset(asset)
         }
+    }
+
+    /// Seals the bytes of an encrypted asset into a file uploaded in their place, beside the
+    /// engine's downloads: `<checksum hex>.<scope>.sealed`, removed once the server answered
+    /// (``SentUpload/sealedFiles``); those of an upload a crash cut short, when the mirror starts.
+    func sealedFile(of value: ExternalData, field: String, of record: Record, scope: DatabaseScope) throws -> Asset {
+        guard let files = context.layout.externalData else {
+            throw StoreError(.externalData, "\(record.recordName).\(field) is an external-storage value, and this store keeps no files")
+        }
+        let sealed = try sealing.sealAsset(try files.data(for: value), field: field, of: record)
+        var checksum = AssetChecksum()
+        checksum.update(sealed)
+        let fileChecksum = checksum.base64
+        let url = files.transfers.appendingPathComponent("\(AssetChecksum.fileName(of: fileChecksum) ?? UUID().uuidString).\(scope.rawValue).sealed")
+        do {
+            try FileManager.default.createDirectory(at: files.transfers, withIntermediateDirectories: true)
+            try sealed.write(to: url)
+        } catch {
+            throw StoreError(
+                .externalData,
+                "could not write the sealed bytes of \(record.recordName).\(field) to \(url.path) (\(error)); free space on that disk, and the upload goes again")
+        }
+        return Asset(fileChecksum: fileChecksum, size: checksum.size, fileURL: url)
     }
 
     /// Marks every mirrored object and link of a zone for upload, whole, as new records: the server

@@ -189,10 +189,27 @@ struct RecordSealing: Sendable {
         entity.attributes.contains(where: \.isEncrypted)
     }
 
-    /// A value this device sealed: its ciphertext, and the value it holds.
+    /// A value this device sealed: the field as sent (its ciphertext, or for an asset the
+    /// sealed file's checksum and size), and the value it holds.
     struct SealedValue: Equatable, Sendable {
-        var ciphertext: Data
+        var sealed: FieldValue
         var value: FieldValue
+
+        /// Whether a field the server answered with is this value as sealed here, byte for byte.
+        func isSealed(as field: FieldValue) -> Bool {
+            switch (sealed, field) {
+            case (.encryptedBytes(let sent), .encryptedBytes(let answered)): sent == answered
+            case (.asset(let sent), .asset(let answered)): sent.fileChecksum == answered.fileChecksum && sent.size == answered.size
+            default: false
+            }
+        }
+    }
+
+    /// Whether an attribute's value travels as an asset whose bytes are sealed (an encrypted
+    /// external-storage attribute): ``sealAsset(_:field:of:)`` and ``openAsset(_:field:of:)``,
+    /// with the file; ``seal(_:of:)`` and ``open(_:of:sealedHere:)`` leave it as it is.
+    static func sealsFile(_ attribute: AttributeDescription) -> Bool {
+        attribute.isEncrypted && attribute.allowsExternalStorage
     }
 
     /// Replaces each encrypted attribute's value in `record` by its ciphertext, and answers what
@@ -206,18 +223,61 @@ struct RecordSealing: Sendable {
         guard let keyring else { throw Failure.missingKey(nil) }
         guard let key = keyring.sealingKey(record.recordID.zoneID) else { throw Failure.missingKey(nil) }
         var sealedValues: [String: SealedValue] = [:]
-        for attribute in entity.attributes where attribute.isEncrypted {
+        for attribute in entity.attributes where attribute.isEncrypted && !Self.sealsFile(attribute) {
             guard let value = record.fields[attribute.name], !value.isNull else { continue }
             let sealed = try FieldEncryption.seal(value, with: key, for: context(record, attribute.name, keyring))
             record.fields[attribute.name] = .encryptedBytes(sealed)
-            sealedValues[attribute.name] = SealedValue(ciphertext: sealed, value: value)
+            sealedValues[attribute.name] = SealedValue(sealed: .encryptedBytes(sealed), value: value)
         }
         return sealedValues
     }
 
+    /// Seals the bytes of an encrypted asset (``sealsFile(_:)``) for `field` of `record`, with the
+    /// zone's sealing key: what is uploaded as the asset's file.
+    ///
+    /// - Throws: ``Failure/missingKey(_:)`` without a key for the zone.
+    func sealAsset(_ bytes: Data, field: String, of record: Record) throws -> Data {
+        guard let keyring, let key = keyring.sealingKey(record.recordID.zoneID) else { throw Failure.missingKey(nil) }
+        return try FieldEncryption.sealAsset(bytes, with: key, for: context(record, field, keyring))
+    }
+
+    /// The bytes of an encrypted asset of `field` of `record`, from its downloaded file's bytes.
+    ///
+    /// - Throws: a ``Failure``: the key is missing, or the bytes do not authenticate there.
+    func openAsset(_ sealed: Data, field: String, of record: Record) throws(Failure) -> Data {
+        guard let keyring else { throw .missingKey((try? FieldEncryption.keyID(of: sealed)) ?? nil) }
+        do {
+            return try FieldEncryption.openAsset(sealed, keys: keyring.openingKeys(record.recordID.zoneID), for: context(record, field, keyring))
+        } catch let error as EncryptionError {
+            throw error.code == .unknownKey ? .missingKey(error.keyID) : .refused(field: field, error)
+        } catch {
+            throw .refused(field: field, EncryptionError(.malformed, "\(error)"))
+        }
+    }
+
+    /// The encrypted assets of a fetched record (``sealsFile(_:)``), still sealed: each is opened
+    /// from its file (``openAsset(_:field:of:)``).
+    ///
+    /// - Throws: ``Failure/refused(field:_:)`` for a value that is not an asset where the schema
+    ///   says an encrypted one.
+    func sealedAssets(of record: Record, _ entity: EntityDescription) throws(Failure) -> [(field: String, asset: Asset)] {
+        var assets: [(field: String, asset: Asset)] = []
+        for attribute in entity.attributes where Self.sealsFile(attribute) {
+            guard let value = record.fields[attribute.name], !value.isNull else { continue }
+            guard case .asset(let asset) = value else {
+                throw .refused(
+                    field: attribute.name,
+                    EncryptionError(.malformed, "the field is \(value.typeName ?? "plain") but the schema says an encrypted asset: refused"))
+            }
+            assets.append((attribute.name, asset))
+        }
+        return assets
+    }
+
     /// `record` with each encrypted attribute's ciphertext replaced by its value. A ciphertext
     /// this device sealed itself (`sealedHere`, byte for byte the same) is not opened again: its
-    /// value is the one sealed.
+    /// value is the one sealed. An encrypted asset (``sealsFile(_:)``) not sealed here stays
+    /// sealed: its bytes are in its file (``sealedAssets(of:_:)``).
     ///
     /// - Throws: a ``Failure``: the key is missing, or a field is refused.
     func open(_ record: Record, of entity: EntityDescription, sealedHere: [String: SealedValue] = [:]) throws(Failure) -> Record {
@@ -226,14 +286,15 @@ struct RecordSealing: Sendable {
         var keys: [KeyID: EncryptionKey]?  // the zone's keys, looked up once per record
         for attribute in entity.attributes where attribute.isEncrypted {
             guard let value = record.fields[attribute.name], !value.isNull else { continue }
+            if let known = sealedHere[attribute.name], known.isSealed(as: value) {
+                opened.fields[attribute.name] = known.value
+                continue
+            }
+            if Self.sealsFile(attribute) { continue }
             guard case .encryptedBytes(let sealed) = value else {
                 throw .refused(
                     field: attribute.name,
                     EncryptionError(.malformed, "the field is \(value.typeName ?? "plain") but the schema says encrypted: refused"))
-            }
-            if let known = sealedHere[attribute.name], known.ciphertext == sealed {
-                opened.fields[attribute.name] = known.value
-                continue
             }
             guard let keyring else {
                 throw .missingKey((try? FieldEncryption.keyID(of: sealed)) ?? nil)
@@ -258,10 +319,18 @@ struct RecordSealing: Sendable {
     /// encrypted fields when they do not open (left out, as fields it does not carry).
     func readable(_ record: Record, of entity: EntityDescription, sealedHere: [String: SealedValue]) -> Record {
         guard Self.needsKey(entity) else { return record }
-        if let opened = try? open(record, of: entity, sealedHere: sealedHere) { return opened }
-        var readable = record
-        for attribute in entity.attributes where attribute.isEncrypted { readable.fields[attribute.name] = nil }
-        return readable
+        guard var opened = try? open(record, of: entity, sealedHere: sealedHere) else {
+            var readable = record
+            for attribute in entity.attributes where attribute.isEncrypted { readable.fields[attribute.name] = nil }
+            return readable
+        }
+        // An asset sealed elsewhere is read from its file, which an answer does not bring.
+        for attribute in entity.attributes where Self.sealsFile(attribute) {
+            if case .asset? = record.fields[attribute.name], opened.fields[attribute.name] == record.fields[attribute.name] {
+                opened.fields[attribute.name] = nil
+            }
+        }
+        return opened
     }
 
     private func context(_ record: Record, _ field: String, _ keyring: EncryptionKeyring) -> EncryptedFieldContext {

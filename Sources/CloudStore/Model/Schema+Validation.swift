@@ -179,10 +179,6 @@ extension Schema {
         if attribute.isEncrypted && !entity.isMirrored {
             problem("\"encrypted\" protects a value on the server, and this entity is not mirrored; remove \"encrypted\" (the device's own file is not encrypted)")
         }
-        if attribute.isEncrypted && attribute.allowsExternalStorage {
-            problem(
-                "an encrypted attribute cannot use external storage yet (assets travel unencrypted); store it inline or remove \"encrypted\"")
-        }
         return problems
     }
 

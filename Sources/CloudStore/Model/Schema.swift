@@ -145,9 +145,10 @@ public struct AttributeDescription: Hashable, Sendable {
         self.isEncrypted = encrypted
     }
 
-    /// The record field type the attribute travels as: `ENCRYPTED_BYTES` when encrypted, `ASSETID`
-    /// for external storage, else its type's (``AttributeType/fieldType``).
-    public var fieldType: FieldType { isEncrypted ? .encryptedBytes : allowsExternalStorage ? .asset : type.fieldType }
+    /// The record field type the attribute travels as: `ASSETID` for external storage (its bytes
+    /// sealed when encrypted), `ENCRYPTED_BYTES` for another encrypted attribute, else its type's
+    /// (``AttributeType/fieldType``).
+    public var fieldType: FieldType { allowsExternalStorage ? .asset : isEncrypted ? .encryptedBytes : type.fieldType }
 }
 
 /// One relationship of an entity. Relationships are always optional: a to-one may be nil and a

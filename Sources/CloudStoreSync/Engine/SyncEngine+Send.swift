@@ -1,5 +1,6 @@
 import CloudStoreLogging
 import CloudStoreWire
+import Foundation
 import Logging
 
 extension SyncEngine {
@@ -323,6 +324,27 @@ extension SyncEngine {
         }
     }
 
+    /// The failed saves with the assets of their server records downloaded, as a fetched page's
+    /// (``fetchAssets(of:in:)``): a conflict merges with the server's copy, bytes included. A
+    /// download that fails leaves the asset without a `fileURL` (the record's next fetch brings it).
+    private func fetchServerRecordAssets(of failures: [Event.SentRecordZoneChanges.FailedRecordSave]) async -> ([Event.SentRecordZoneChanges.FailedRecordSave], [URL]) {
+        guard configuration.assetDirectory != nil,
+            failures.contains(where: { $0.error.serverRecord?.assetFields.contains { $0.1.downloadURL != nil } == true })
+        else { return (failures, []) }
+        var downloaded: [URL] = []
+        var delivered = failures
+        for index in delivered.indices {
+            guard let server = delivered[index].error.serverRecord,
+                let fetched = try? await fetchAssets(of: [server], in: server.recordID.zoneID)
+            else { continue }
+            downloaded += fetched.downloaded
+            var error = delivered[index].error
+            error.serverRecord = fetched.records.first
+            delivered[index] = Event.SentRecordZoneChanges.FailedRecordSave(record: delivered[index].record, error: error)
+        }
+        return (delivered, downloaded)
+    }
+
     /// Removes the settled record changes (unless the app added them again meanwhile) and reports
     /// them, with the changes that stay pending for a retry.
     private func apply(_ outcome: RecordSendOutcome, revisions: [RecordID: UInt64]) async {
@@ -356,10 +378,12 @@ extension SyncEngine {
         }
         let retrying = outcome.retrying
         guard outcome.isSettled || !retrying.isEmpty else { return }
+        let (failedRecordSaves, downloaded) = await fetchServerRecordAssets(of: outcome.failedRecordSaves)
+        defer { removeDownloadedAssets(downloaded) }
         await emit(
             .sentRecordZoneChanges(
                 Event.SentRecordZoneChanges(
-                    savedRecords: outcome.savedRecords, failedRecordSaves: outcome.failedRecordSaves,
+                    savedRecords: outcome.savedRecords, failedRecordSaves: failedRecordSaves,
                     deletedRecordIDs: outcome.deletedRecordIDs, failedRecordDeletes: outcome.failedRecordDeletes,
                     retryingRecordChanges: retrying, stateSerialization: state.serialization)))
         await emitStateUpdateIfNeeded()

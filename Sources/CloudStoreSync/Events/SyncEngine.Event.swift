@@ -222,7 +222,8 @@ extension SyncEngine.Event {
             /// The record as the engine tried to save it.
             public let record: Record
             /// The server's error; on `CONFLICT` and `EXISTS` its `serverRecord` is the server's
-            /// current copy (looked up when the server did not send it). A record whose asset could
+            /// current copy (looked up when the server did not send it), its assets downloaded
+            /// with ``SyncEngine/Configuration/assetDirectory`` as a fetch's. A record whose asset could
             /// not be uploaded was not sent: `ASSET_FILE_UNAVAILABLE`
             /// (`ServerErrorCode.assetFileUnavailable`), `ASSET_FILE_CHANGED`
             /// (`ServerErrorCode.assetFileChanged`) or the upload's `LIMIT_EXCEEDED`, with a `reason`

@@ -85,20 +85,22 @@ public struct EncryptedFieldContext: Hashable, Sendable, CustomStringConvertible
 
     public var description: String { "\(recordType) \(recordName).\(fieldName) in zone \(zoneName) of \(zoneOwner)" }
 
-    /// The authenticated data: a label, then each part as its UTF-8 length (4 bytes, big-endian)
-    /// and bytes, then the key ID.
-    func authenticatedData(keyID: KeyID) -> [UInt8] {
+    /// The authenticated data: a label (one for field values, another for assets' bytes), then
+    /// each part as its UTF-8 length (4 bytes, big-endian) and bytes, then the key ID.
+    func authenticatedData(keyID: KeyID, label: [UInt8] = Self.label) -> [UInt8] {
         // One buffer, written in place: every sealed or opened value builds one.
         let parts = [zoneName, zoneOwner, recordName, recordType, fieldName]
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(Self.label.count + parts.reduce(0) { $0 + 4 + $1.utf8.count } + KeyID.byteCount)
-        bytes.append(contentsOf: Self.label)
+        bytes.reserveCapacity(label.count + parts.reduce(0) { $0 + 4 + $1.utf8.count } + KeyID.byteCount)
+        bytes.append(contentsOf: label)
         for part in parts { bytes.appendLengthPrefixed(part.utf8) }
         bytes.append(contentsOf: keyID.bytes)
         return bytes
     }
 
-    private static let label = Array("cloudstore.field.v1".utf8)
+    static let label = Array("cloudstore.field.v1".utf8)
+    /// The label of an asset's bytes: a field value's ciphertext does not open as an asset's.
+    static let assetLabel = Array("cloudstore.asset.v1".utf8)
 }
 
 /// Why an encrypted value did not open.
@@ -152,8 +154,18 @@ public enum FieldEncryption {
         // The value's wire JSON, written straight to bytes (sync seals every encrypted field).
         var json = JSONBytes(capacity: 64)
         try value.write(to: &json)
-        let plaintext = json.bytes
-        let box = try ChaChaPoly.seal(plaintext, using: key.key, authenticating: context.authenticatedData(keyID: key.id))
+        return try seal(bytes: json.bytes, with: key, authenticating: context.authenticatedData(keyID: key.id))
+    }
+
+    /// Seals the bytes of an encrypted asset (an external-storage attribute) for the asset field
+    /// `context` names: the file uploaded in their place, in the format of a sealed value, the
+    /// plaintext being the bytes themselves.
+    public static func sealAsset(_ bytes: Data, with key: EncryptionKey, for context: EncryptedFieldContext) throws -> Data {
+        try seal(bytes: bytes, with: key, authenticating: context.authenticatedData(keyID: key.id, label: EncryptedFieldContext.assetLabel))
+    }
+
+    private static func seal(bytes: some DataProtocol, with key: EncryptionKey, authenticating data: [UInt8]) throws -> Data {
+        let box = try ChaChaPoly.seal(bytes, using: key.key, authenticating: data)
         var sealed = Data([version])
         sealed.append(key.id.bytes)
         sealed.append(box.combined)
@@ -177,19 +189,7 @@ public enum FieldEncryption {
     /// - Throws: ``EncryptionError`` `unknownKey` when `keys` lacks it, `authenticationFailed` when
     ///   the value was altered or belongs elsewhere, `malformed` when it is not a sealed value.
     public static func open(_ sealed: Data, keys: [KeyID: EncryptionKey], for context: EncryptedFieldContext) throws -> FieldValue {
-        let id = try keyID(of: sealed)
-        guard let key = keys[id] else {
-            throw EncryptionError(.unknownKey, "\(context) is sealed with key \(id), which this device does not have", keyID: id)
-        }
-        let plaintext: Data
-        do {
-            let box = try ChaChaPoly.SealedBox(combined: sealed.dropFirst(1 + KeyID.byteCount))
-            plaintext = try ChaChaPoly.open(box, using: key.key, authenticating: context.authenticatedData(keyID: id))
-        } catch {
-            throw EncryptionError(
-                .authenticationFailed,
-                "\(context) does not authenticate: its ciphertext was altered, or moved from another record or field")
-        }
+        let plaintext = try open(sealed, keys: keys, for: context, label: EncryptedFieldContext.label)
         // The byte reader on the hot path; Codable for anything it declines.
         if let value = JSONBytesReader.read(plaintext, { reader throws(JSONBytesReader.Declined) in try FieldValue(from: &reader) }) {
             return value
@@ -198,6 +198,31 @@ public enum FieldEncryption {
             return try JSONDecoder().decode(FieldValue.self, from: plaintext)
         } catch {
             throw EncryptionError(.malformed, "\(context) opened but does not hold a field value: \(error)")
+        }
+    }
+
+    /// Opens the bytes of an encrypted asset (``sealAsset(_:with:for:)``) for the asset field
+    /// `context` names.
+    ///
+    /// - Throws: ``EncryptionError``, as ``open(_:keys:for:)``.
+    public static func openAsset(_ sealed: Data, keys: [KeyID: EncryptionKey], for context: EncryptedFieldContext) throws -> Data {
+        try open(sealed, keys: keys, for: context, label: EncryptedFieldContext.assetLabel)
+    }
+
+    private static func open(
+        _ sealed: Data, keys: [KeyID: EncryptionKey], for context: EncryptedFieldContext, label: [UInt8]
+    ) throws -> Data {
+        let id = try keyID(of: sealed)
+        guard let key = keys[id] else {
+            throw EncryptionError(.unknownKey, "\(context) is sealed with key \(id), which this device does not have", keyID: id)
+        }
+        do {
+            let box = try ChaChaPoly.SealedBox(combined: sealed.dropFirst(1 + KeyID.byteCount))
+            return try ChaChaPoly.open(box, using: key.key, authenticating: context.authenticatedData(keyID: id, label: label))
+        } catch {
+            throw EncryptionError(
+                .authenticationFailed,
+                "\(context) does not authenticate: its ciphertext was altered, or moved from another record or field")
         }
     }
 }

@@ -6,7 +6,8 @@ import Testing
 
 /// A device killed (SIGKILL) at a random moment while it uploads or downloads an asset: afterwards
 /// every row's attachment file exists and matches its checksum, and restarted, the device
-/// completes the transfer; B ends with A's bytes.
+/// completes the transfer; B ends with A's bytes. Odd seeds encrypt the attachment: its bytes
+/// travel sealed, and B opens them.
 ///
 /// `CLOUDSTORE_ASSET_CRASH_SEEDS=N` runs N seeds (8 by default, 60 under `.ci/soak`);
 /// `CLOUDSTORE_ASSET_CRASH_SEED` picks the first.
@@ -23,12 +24,21 @@ struct MirroringAssetCrashTests {
         let containers = Set((0..<Self.seeds).map { Self.container(seed: first &+ UInt64($0)) })
         try await ServerProcess.with(users: TestServer.defaultUsers, containers: containers) { server in
             var killed = (upload: 0, download: 0)
+            var encrypted = 0
             for index in 0..<Self.seeds {
                 let seed = first &+ UInt64(index)
                 var random = SeededRandomNumberGenerator(seed: seed)
                 let directory = try TemporaryDirectory()
                 let schemaFile = directory.file("schema.json")
-                try Schema.notesWithExternalAttachments().fileData().write(to: schemaFile)
+                // Odd seeds seal the attachment (end-to-end encrypted): the sealed file is what travels.
+                var schema = try Schema.notesWithExternalAttachments()
+                if seed % 2 == 1 {
+                    let note = try #require(schema.entities.firstIndex { $0.name == "Note" })
+                    let attachment = try #require(schema.entities[note].attributes.firstIndex { $0.name == "attachment" })
+                    schema.entities[note].attributes[attachment].isEncrypted = true
+                    encrypted += 1
+                }
+                try schema.fileData().write(to: schemaFile)
                 let kibibytes = Int.random(in: 256...6144, using: &random)
                 func device(_ role: String, _ store: URL, killAfter delay: Duration?) async throws -> Bool {
                     try await Self.run(
@@ -52,10 +62,15 @@ struct MirroringAssetCrashTests {
                 #expect(try await device("download", b, killAfter: nil) == false)
                 let downloaded = try Self.checkFiles(of: b, schemaFile: schemaFile)
                 #expect(uploaded != nil && downloaded == uploaded, "seed \(seed): B should hold A's attachment")
+                // A sealed file a kill left behind is removed when the device starts again.
+                for store in [a, b] {
+                    let transfers = (try? FileManager.default.contentsOfDirectory(atPath: store.path + "-external/.transfers")) ?? []
+                    #expect(!transfers.contains { $0.hasSuffix(".sealed") || $0.hasSuffix(".waiting") }, "seed \(seed): \(transfers)")
+                }
             }
             print(
                 "asset crash suite: first seed \(first), seeds \(Self.seeds), killed while uploading \(killed.upload), "
-                    + "killed while downloading \(killed.download)")
+                    + "killed while downloading \(killed.download), encrypted \(encrypted)")
             #expect(killed.upload + killed.download > 0, "some kills must land during a transfer")
         }
     }

@@ -15,6 +15,7 @@ struct JournalEntry: Equatable {
     @Attribute(.encrypted) var mood: Int = 0
     @Attribute(.encrypted) var written: Date?
     @Attribute(.encrypted) var photo: Data?
+    @Attribute(.encrypted, .externalStorage) var scan: Data?
 }
 
 /// End-to-end encrypted attributes through a real `cloudstore serve` child (SQLite, or two on one
@@ -282,7 +283,7 @@ struct MirroringEncryptionTests {
         defer { Task { await phone.close(); await laptop.close(); await bob.close() } }
         try await phone.container.setUpEncryption(passphrase: Self.passphrase)
         try await laptop.container.setUpEncryption(passphrase: Self.passphrase)
-        let entry = JournalEntry(day: "one", text: Self.secret(), mood: 5, photo: Data(Self.secret().utf8))
+        let entry = JournalEntry(day: "one", text: Self.secret(), mood: 5, photo: Data(Self.secret().utf8), scan: Self.scan(40_000))
         try await phone.write { context in try context.insert(entry) }
         try await phone.sync()
 
@@ -343,6 +344,115 @@ struct MirroringEncryptionTests {
         #expect(status.sharedZoneKeys.first?.grantedTo == [] && status.sharedZoneKeys.first?.isHeld == true)
     }
 
+    /// Random bytes for an encrypted external-storage attribute.
+    static func scan(_ count: Int) -> Data {
+        var generator = SystemRandomNumberGenerator()
+        return Data((0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) })
+    }
+
+    /// Whether any haystack holds a 64-byte slice of `bytes` (from its start, middle or end).
+    static func holds(_ bytes: Data, in haystacks: [Data]) -> Bool {
+        let slices = [bytes.prefix(64), bytes.dropFirst(bytes.count / 2).prefix(64), bytes.suffix(64)]
+        return haystacks.contains { haystack in slices.contains { haystack.range(of: $0) != nil } }
+    }
+
+    /// An encrypted external-storage attribute: its bytes go up sealed as the asset's file (the
+    /// server's files hold none of them), open on the other device and on a device that gets the
+    /// key only later (the downloaded file kept while the record waits), are not uploaded again
+    /// while unchanged, merge through a conflict, and an operator who moves one record's sealed
+    /// file to another record is refused.
+    @Test func encryptedAssets_travelSealed_andOpenOnlyInTheirPlace() async throws {
+        let data = try TemporaryDirectory(prefix: "cloudstore-e2e-assets")
+        let server = try await ServerProcess.launch(users: Self.users, data: data.file("data"))
+        var scans: [Data] = []
+        do {
+            let phone = try await Self.device("phone", server: server.baseURL)
+            let laptop = try await Self.device("laptop", server: server.baseURL)
+            defer { Task { await phone.close(); await laptop.close() } }
+            try await phone.container.setUpEncryption(passphrase: Self.passphrase)
+            try await laptop.container.setUpEncryption(passphrase: Self.passphrase)
+            var entries = (0..<3).map { JournalEntry(day: "day \($0)", text: Self.secret(), scan: Self.scan([300_000, 1, 5_000][$0])) }
+            scans = entries.compactMap(\.scan).filter { $0.count > 1 }
+            try await phone.write { [entries] context in for entry in entries { try context.insert(entry) } }
+            try await phone.sync()
+            #expect(try await phone.container.status().pendingUploads == 0)
+            try await laptop.sync()
+            #expect(try Self.entries(laptop) == entries, "the other device reads every sealed asset")
+
+            let operatorView = HTTPCloudDatabase(
+                baseURL: server.baseURL, container: TestDevice.containerIdentifier, token: "alice-token", deviceID: "operator")
+            let zone = ZoneID(zoneName: "Journal")
+            func serverAssets() async throws -> [Asset] {
+                let looked = try await operatorView.lookupRecords(RecordsLookupRequest(zoneID: zone, recordNames: entries.map(\.id.uuidString)))
+                return looked.records.compactMap { if case .asset(let asset)? = $0.value?.fields["scan"] { asset } else { nil } }
+            }
+            let stored = try await serverAssets()
+            #expect(stored.map(\.size) == entries.map { Int64($0.scan!.count + 45) }, "each asset holds its bytes sealed (version, key ID, nonce, tag)")
+
+            // Another field changes: the asset stays as the server holds it, nothing uploaded again.
+            entries[0].text = Self.secret()
+            try await phone.write { [entries] context in try context.update(entries[0]) }
+            try await phone.sync()
+            #expect(try await serverAssets().map(\.fileChecksum) == stored.map(\.fileChecksum))
+
+            // A conflict: the phone replaces a scan while the laptop edits the text of the same entry.
+            entries[1].scan = Self.scan(7_000)
+            scans.append(entries[1].scan!)
+            try await phone.write { [entries] context in try context.update(entries[1]) }
+            try await phone.sync()
+            var laptopEdit = try #require(try Self.entries(laptop).first { $0.id == entries[1].id })
+            laptopEdit.text = Self.secret()
+            try await laptop.write { [laptopEdit] context in try context.update(laptopEdit) }
+            try await laptop.sync()
+            try await phone.sync()
+            entries[1].text = laptopEdit.text
+            #expect(try Self.entries(laptop) == entries, "the laptop merged the phone's new scan with its text")
+            #expect(try Self.entries(phone) == entries)
+            #expect(try await laptop.container.status().lastError == nil)
+
+            // A device without the key yet: the records wait with their downloaded files, then open.
+            let tablet = try await Self.device("tablet", server: server.baseURL)
+            defer { Task { await tablet.close() } }
+            try await tablet.sync()
+            #expect(try await tablet.container.encryptionStatus().recordsAwaitingKey == 3)
+            try await tablet.container.setUpEncryption(passphrase: Self.passphrase)
+            #expect(try Self.entries(tablet) == entries, "records that waited open with their assets")
+
+            // The operator moves entry 0's sealed file into entry 2's field: refused there.
+            let moved = try await serverAssets()[0]
+            let file = data.file("moved.bin")
+            try await operatorView.downloadAsset(from: try #require(moved.downloadURL), to: file, resumingAt: 0)
+            let token = try await operatorView.requestAssetUploads(AssetUploadRequest(
+                zoneID: zone, tokens: [.init(recordName: entries[2].id.uuidString, recordType: "JournalEntry", fieldName: "scan")]))
+            let uploaded = try await operatorView.uploadAsset(from: file, to: try #require(token.tokens.first?.url))
+            let looked = try await operatorView.lookupRecords(RecordsLookupRequest(zoneID: zone, recordNames: [entries[2].id.uuidString]))
+            var target = try #require(looked.records.first?.value)
+            target.fields["scan"] = .asset(uploaded.asset)
+            let altered = try await operatorView.modifyRecords(RecordsModifyRequest(zoneID: zone, operations: [.init(.forceUpdate, target)]))
+            #expect(altered.records.compactMap(\.error).isEmpty, "the operator's write: \(altered.records.compactMap(\.error))")
+            try await laptop.sync()
+            #expect(try Self.entries(laptop) == entries, "nothing moved was applied")
+            #expect(try await laptop.container.encryptionStatus().refusedRecords == 1)
+
+            // No file sealed for an upload or kept for a waiting record is left behind.
+            for device in [phone, laptop, tablet] {
+                let transfers = (try? FileManager.default.contentsOfDirectory(atPath: device.store.url.path + "-external/.transfers")) ?? []
+                #expect(transfers.filter { $0.hasSuffix(".sealed") || $0.hasSuffix(".waiting") }.isEmpty, "\(device.name): \(transfers)")
+            }
+        } catch {
+            _ = await server.terminate()
+            throw error
+        }
+        _ = await server.terminate()
+        var haystacks: [Data] = []
+        let files = FileManager.default.enumerator(at: data.file("data"), includingPropertiesForKeys: nil)
+        while let file = files?.nextObject() as? URL {
+            if let bytes = try? Data(contentsOf: file) { haystacks.append(bytes) }
+        }
+        #expect(!haystacks.isEmpty && scans.count == 3)
+        #expect(!scans.contains { Self.holds($0, in: haystacks) }, "an asset's plain bytes are in the server's files")
+    }
+
     @Test func sharingEncryptedAttributes_grantsTheKey_andRemovalRotatesIt() async throws {
         try await ServerProcess.with(users: Self.users) { server in
             try await sharedThenRemoved(server: server.baseURL, secondServer: server.baseURL)
@@ -394,6 +504,34 @@ struct RecordSealingTests {
         var otherZone = record("other", name: sealed.recordName, zone: "Elsewhere")
         otherZone.fields = sealed.fields
         #expect(throws: RecordSealing.Failure.self) { try sealing.open(otherZone, of: entity) }
+    }
+
+    /// An encrypted asset's bytes open only as the same field of the same record, and never as
+    /// a field value (another label in the authenticated data); `seal` and `open` leave the asset
+    /// to the file step, `readable` leaves out one it cannot read without its file.
+    @Test func sealedAssets_openOnlyInTheirPlace_andNotAsFieldValues() throws {
+        let sealing = RecordSealing(keyring: keyring)
+        var plain = record("dear diary")
+        let scan = Asset(fileChecksum: "plain", size: 3)
+        plain.fields["scan"] = .asset(scan)
+        var sealed = plain
+        let sealedHere = try sealing.seal(&sealed, of: entity)
+        #expect(sealed.fields["scan"] == .asset(scan) && sealedHere["scan"] == nil, "the file step seals an asset, not seal(_:of:)")
+        let bytes = try sealing.sealAsset(Data("scan".utf8), field: "scan", of: plain)
+        #expect(try sealing.openAsset(bytes, field: "scan", of: plain) == Data("scan".utf8))
+        #expect(throws: RecordSealing.Failure.self) { try sealing.openAsset(bytes, field: "photo", of: plain) }
+        #expect(throws: RecordSealing.Failure.self) { try sealing.openAsset(bytes, field: "scan", of: record("other")) }
+        var asField = plain
+        asField.fields["photo"] = .encryptedBytes(bytes)
+        #expect(throws: RecordSealing.Failure.self) { try sealing.open(asField, of: entity) }
+
+        var fetched = sealed
+        fetched.fields["scan"] = .asset(Asset(fileChecksum: "sealed", size: 50))
+        #expect(try sealing.sealedAssets(of: fetched, entity).map(\.field) == ["scan"])
+        let answered = sealing.readable(fetched, of: entity, sealedHere: sealedHere)
+        #expect(answered.fields["scan"] == nil && answered.fields["text"] == plain.fields["text"])
+        fetched.fields["scan"] = .encryptedBytes(bytes)
+        #expect(throws: RecordSealing.Failure.self) { try sealing.sealedAssets(of: fetched, entity) }
     }
 
     /// The acknowledgement of a save reads the server's copy: a ciphertext sent from here is its

@@ -169,9 +169,9 @@ struct SchemaValidationTests {
         ])
         #expect(Self.problems {
             $0.entities[1].attributes.append(AttributeDescription("scan", .data, optional: true, externalStorage: true, encrypted: true))
-        } == [
-            #"Note.scan: an encrypted attribute cannot use external storage yet (assets travel unencrypted); store it inline or remove "encrypted""#
-        ])
+        } == [])
+        // Its bytes travel as an asset sealed before upload; the field stays an asset.
+        #expect(AttributeDescription("scan", .data, optional: true, externalStorage: true, encrypted: true).fieldType == .asset)
         #expect(Self.problems {
             $0.entities[1].isMirrored = false
             $0.entities[0].isMirrored = false
