@@ -54,6 +54,28 @@ struct FieldEncryptionTests {
         #expect(first.base64EncodedString().contains(Data(secret.utf8).base64EncodedString()) == false)
     }
 
+    /// Nonces come from a block of system randomness refilled every 341 values: none repeats
+    /// across refills.
+    @Test func noNonceRepeats_acrossBlocksOfRandomness() throws {
+        let key = EncryptionKey()
+        let nonces = try (0..<2_000).map { _ in try FieldEncryption.seal(.int64(1), with: key, for: Self.place).dropFirst(17).prefix(12) }
+        #expect(Set(nonces.map { Data($0) }).count == 2_000)
+    }
+
+    /// An asset's bytes seal in the format of a value, under another label: a field value's
+    /// ciphertext does not open as an asset's, nor the reverse.
+    @Test func assetBytes_openOnlyAsAnAssetOfTheirField() throws {
+        let key = EncryptionKey()
+        let bytes = Data((0..<1_000).map { UInt8(truncatingIfNeeded: $0) })
+        let sealed = try FieldEncryption.sealAsset(bytes, with: key, for: Self.place)
+        #expect(sealed.count == bytes.count + 45)
+        #expect(try FieldEncryption.openAsset(sealed, keys: [key.id: key], for: Self.place) == bytes)
+        #expect(throws: EncryptionError.self) { try FieldEncryption.open(sealed, keys: [key.id: key], for: Self.place) }
+        #expect(throws: EncryptionError.self) { try FieldEncryption.openAsset(sealed, keys: [key.id: key], for: Self.at(field: "title")) }
+        let value = try FieldEncryption.seal(.bytes(bytes), with: key, for: Self.place)
+        #expect(throws: EncryptionError.self) { try FieldEncryption.openAsset(value, keys: [key.id: key], for: Self.place) }
+    }
+
     /// An operator who moves a ciphertext to another record, field, type or zone, or flips a byte.
     @Test(arguments: [
         ("another record", at(record: "9A2B")), ("another field", at(field: "title")), ("another record type", at(type: "Folder")),

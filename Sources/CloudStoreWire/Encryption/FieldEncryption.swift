@@ -89,11 +89,16 @@ public struct EncryptedFieldContext: Hashable, Sendable, CustomStringConvertible
     /// each part as its UTF-8 length (4 bytes, big-endian) and bytes, then the key ID.
     func authenticatedData(keyID: KeyID, label: [UInt8] = Self.label) -> [UInt8] {
         // One buffer, written in place: every sealed or opened value builds one.
-        let parts = [zoneName, zoneOwner, recordName, recordType, fieldName]
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(label.count + parts.reduce(0) { $0 + 4 + $1.utf8.count } + KeyID.byteCount)
+        bytes.reserveCapacity(
+            label.count + 20 + zoneName.utf8.count + zoneOwner.utf8.count + recordName.utf8.count + recordType.utf8.count
+                + fieldName.utf8.count + KeyID.byteCount)
         bytes.append(contentsOf: label)
-        for part in parts { bytes.appendLengthPrefixed(part.utf8) }
+        bytes.appendLengthPrefixed(zoneName.utf8)
+        bytes.appendLengthPrefixed(zoneOwner.utf8)
+        bytes.appendLengthPrefixed(recordName.utf8)
+        bytes.appendLengthPrefixed(recordType.utf8)
+        bytes.appendLengthPrefixed(fieldName.utf8)
         bytes.append(contentsOf: keyID.bytes)
         return bytes
     }
@@ -165,10 +170,12 @@ public enum FieldEncryption {
     }
 
     private static func seal(bytes: some DataProtocol, with key: EncryptionKey, authenticating data: [UInt8]) throws -> Data {
-        let box = try ChaChaPoly.seal(bytes, using: key.key, authenticating: data)
-        var sealed = Data([version])
+        let box = try ChaChaPoly.seal(bytes, using: key.key, nonce: NoncePool.shared.next(), authenticating: data)
+        let combined = box.combined
+        var sealed = Data(capacity: 1 + KeyID.byteCount + combined.count)
+        sealed.append(version)
         sealed.append(key.id.bytes)
-        sealed.append(box.combined)
+        sealed.append(combined)
         return sealed
     }
 
@@ -231,7 +238,10 @@ extension RangeReplaceableCollection<UInt8> {
     /// Appends `part`'s length (4 bytes, big-endian), then `part`.
     mutating func appendLengthPrefixed(_ part: some Collection<UInt8>) {
         let count = UInt32(part.count)
-        append(contentsOf: [UInt8(count >> 24), UInt8(count >> 16 & 0xff), UInt8(count >> 8 & 0xff), UInt8(count & 0xff)])
+        append(UInt8(count >> 24))
+        append(UInt8(count >> 16 & 0xff))
+        append(UInt8(count >> 8 & 0xff))
+        append(UInt8(count & 0xff))
         append(contentsOf: part)
     }
 }
