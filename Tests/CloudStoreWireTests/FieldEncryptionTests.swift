@@ -62,18 +62,55 @@ struct FieldEncryptionTests {
         #expect(Set(nonces.map { Data($0) }).count == 2_000)
     }
 
-    /// An asset's bytes seal in the format of a value, under another label: a field value's
-    /// ciphertext does not open as an asset's, nor the reverse.
-    @Test func assetBytes_openOnlyAsAnAssetOfTheirField() throws {
+    /// A file sealed as an asset opens only as the asset of its field, whole: cut short at a
+    /// chunk's end, extended by a chunk, with two chunks swapped, or with a byte flipped, it is
+    /// refused; neither side holds more than a chunk.
+    @Test(arguments: [0, 1, AssetEncryption.chunkSize, 3 * AssetEncryption.chunkSize + 5])
+    func assetFiles_openOnlyWholeAndAsTheirField(_ size: Int) throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("asset-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
         let key = EncryptionKey()
-        let bytes = Data((0..<1_000).map { UInt8(truncatingIfNeeded: $0) })
-        let sealed = try FieldEncryption.sealAsset(bytes, with: key, for: Self.place)
-        #expect(sealed.count == bytes.count + 45)
-        #expect(try FieldEncryption.openAsset(sealed, keys: [key.id: key], for: Self.place) == bytes)
-        #expect(throws: EncryptionError.self) { try FieldEncryption.open(sealed, keys: [key.id: key], for: Self.place) }
-        #expect(throws: EncryptionError.self) { try FieldEncryption.openAsset(sealed, keys: [key.id: key], for: Self.at(field: "title")) }
+        let bytes = Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+        let (plain, sealedFile, opened) = (directory.appendingPathComponent("plain"), directory.appendingPathComponent("sealed"), directory.appendingPathComponent("opened"))
+        try bytes.write(to: plain)
+        let sealed = try AssetEncryption.seal(from: plain, to: sealedFile, with: key, for: Self.place)
+        let file = try Data(contentsOf: sealedFile)
+        #expect(sealed.size == Int64(file.count) && sealed.size == AssetEncryption.sealedSize(of: Int64(size)))
+        #expect(sealed.fileChecksum == (try AssetChecksum.ofFile(at: sealedFile)).fileChecksum)
+        let opening = try AssetEncryption.open(from: sealedFile, to: opened, keys: [key.id: key], for: Self.place)
+        #expect(try Data(contentsOf: opened) == bytes && opening.size == Int64(size))
+        #expect(opening.fileChecksum == (try AssetChecksum.ofFile(at: plain)).fileChecksum)
+
+        func refused(_ altered: Data, for place: EncryptedFieldContext = Self.place, _ code: EncryptionError.Code = .authenticationFailed) throws {
+            let file = directory.appendingPathComponent("altered")
+            try altered.write(to: file)
+            #expect(throws: EncryptionError.self) { try AssetEncryption.open(from: file, to: opened, keys: [key.id: key], for: place) }
+            do { _ = try AssetEncryption.open(from: file, to: opened, keys: [key.id: key], for: place) } catch let error as EncryptionError {
+                #expect(error.code == code)
+            }
+        }
+        try refused(file, for: Self.at(field: "title"))
+        try refused(file, for: Self.at(record: "9A2B"))
+        var flipped = file
+        flipped[flipped.count - 1] ^= 1
+        try refused(flipped)
+        let chunk = AssetEncryption.chunkSize + 16
+        if size >= AssetEncryption.chunkSize {
+            try refused(file + file.suffix(from: AssetEncryption.headerSize).prefix(chunk))  // a chunk too many
+        }
+        if size > AssetEncryption.chunkSize {
+            try refused(file.prefix(AssetEncryption.headerSize + chunk))  // the first chunk alone
+        }
+        if size > 2 * AssetEncryption.chunkSize {
+            let body = file.suffix(from: AssetEncryption.headerSize)
+            let swapped = file.prefix(AssetEncryption.headerSize) + body.dropFirst(chunk).prefix(chunk) + body.prefix(chunk) + body.dropFirst(2 * chunk)
+            try refused(Data(swapped))
+        }
+        try refused(file.prefix(10), .malformed)
+        // A field value's ciphertext is not an asset's.
         let value = try FieldEncryption.seal(.bytes(bytes), with: key, for: Self.place)
-        #expect(throws: EncryptionError.self) { try FieldEncryption.openAsset(value, keys: [key.id: key], for: Self.place) }
+        try refused(value)
     }
 
     /// An operator who moves a ciphertext to another record, field, type or zone, or flips a byte.

@@ -76,19 +76,23 @@ extension MirrorTransaction {
     ///   or (refused) the file is missing or cannot be stored.
     private func openAsset(_ asset: Asset, field: String, of record: Record) throws(RecordSealing.Failure) -> Asset {
         guard let files = context.layout.externalData, let file = asset.fileURL ?? waitingFile(of: asset),
-            let sealed = try? Data(contentsOf: file, options: .mappedIfSafe)
+            FileManager.default.isReadableFile(atPath: file.path)
         else {
             throw .refused(
                 field: field,
                 EncryptionError(.malformed, "the encrypted asset of \(asset.size) bytes was not downloaded; its next version replaces it"))
         }
-        let bytes = try sealing.openAsset(sealed, field: field, of: record)
+        // Opened under a temporary name among the store's files (which a crash leaves for the
+        // store's sweep of files no row names), then renamed to its checksum's.
+        let opened = files.directory.appendingPathComponent(".\(UUID().uuidString).tmp")
+        defer { try? FileManager.default.removeItem(at: opened) }
+        let plain = try sealing.openAsset(from: file, to: opened, field: field, of: record)
         do {
-            let value = try files.store(bytes)
-            return Asset(fileChecksum: value.checksum, size: value.size)
+            try files.adopt(opened, as: ExternalData(checksum: plain.fileChecksum, size: plain.size))
         } catch {
             throw .refused(field: field, EncryptionError(.malformed, "the opened asset could not be stored: \(error)"))
         }
+        return Asset(fileChecksum: plain.fileChecksum, size: plain.size)
     }
 
     /// Keeps the downloaded files of a record's encrypted assets while it waits for its key:

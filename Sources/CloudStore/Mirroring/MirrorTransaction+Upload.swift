@@ -204,26 +204,31 @@ extension MirrorTransaction {
     }
 
     /// Seals the bytes of an encrypted asset into a file uploaded in their place, beside the
-    /// engine's downloads: `<checksum hex>.<scope>.sealed`, removed once the server answered
+    /// engine's downloads: `<random>.<scope>.sealed`, removed once the server answered
     /// (``SentUpload/sealedFiles``); those of an upload a crash cut short, when the mirror starts.
     func sealedFile(of value: ExternalData, field: String, of record: Record, scope: DatabaseScope) throws -> Asset {
         guard let files = context.layout.externalData else {
             throw StoreError(.externalData, "\(record.recordName).\(field) is an external-storage value, and this store keeps no files")
         }
-        let sealed = try sealing.sealAsset(try files.data(for: value), field: field, of: record)
-        var checksum = AssetChecksum()
-        checksum.update(sealed)
-        let fileChecksum = checksum.base64
-        let url = files.transfers.appendingPathComponent("\(AssetChecksum.fileName(of: fileChecksum) ?? UUID().uuidString).\(scope.rawValue).sealed")
-        do {
-            try FileManager.default.createDirectory(at: files.transfers, withIntermediateDirectories: true)
-            try sealed.write(to: url)
-        } catch {
+        guard let source = files.url(for: value), files.contains(value) else {
             throw StoreError(
                 .externalData,
-                "could not write the sealed bytes of \(record.recordName).\(field) to \(url.path) (\(error)); free space on that disk, and the upload goes again")
+                "the file of \(value) is missing or damaged in \(files.directory.path); the bytes cannot be sealed for upload (restore the file, or save the attribute again)")
         }
-        return Asset(fileChecksum: fileChecksum, size: checksum.size, fileURL: url)
+        let url = files.transfers.appendingPathComponent("\(UUID().uuidString).\(scope.rawValue).sealed")
+        do {
+            try FileManager.default.createDirectory(at: files.transfers, withIntermediateDirectories: true)
+            let sealed = try sealing.sealAsset(from: source, to: url, field: field, of: record)
+            return Asset(fileChecksum: sealed.fileChecksum, size: sealed.size, fileURL: url)
+        } catch let failure as RecordSealing.Failure {
+            try? FileManager.default.removeItem(at: url)
+            throw failure
+        } catch {
+            try? FileManager.default.removeItem(at: url)
+            throw StoreError(
+                .externalData,
+                "could not seal the bytes of \(record.recordName).\(field) into \(url.path) (\(error)); free space on that disk, and the upload goes again")
+        }
     }
 
     /// Marks every mirrored object and link of a zone for upload, whole, as new records: the server

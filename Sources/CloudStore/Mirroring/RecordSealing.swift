@@ -232,26 +232,30 @@ struct RecordSealing: Sendable {
         return sealedValues
     }
 
-    /// Seals the bytes of an encrypted asset (``sealsFile(_:)``) for `field` of `record`, with the
-    /// zone's sealing key: what is uploaded as the asset's file.
+    /// Seals the file of an encrypted asset (``sealsFile(_:)``) of `field` of `record` into a new
+    /// file at `destination`, with the zone's sealing key (``AssetEncryption``): what is uploaded
+    /// as the asset. Answers the sealed file's checksum and size.
     ///
-    /// - Throws: ``Failure/missingKey(_:)`` without a key for the zone.
-    func sealAsset(_ bytes: Data, field: String, of record: Record) throws -> Data {
+    /// - Throws: ``Failure/missingKey(_:)`` without a key for the zone; the file system's errors.
+    func sealAsset(from source: URL, to destination: URL, field: String, of record: Record) throws -> (fileChecksum: String, size: Int64) {
         guard let keyring, let key = keyring.sealingKey(record.recordID.zoneID) else { throw Failure.missingKey(nil) }
-        return try FieldEncryption.sealAsset(bytes, with: key, for: context(record, field, keyring))
+        return try AssetEncryption.seal(from: source, to: destination, with: key, for: context(record, field, keyring))
     }
 
-    /// The bytes of an encrypted asset of `field` of `record`, from its downloaded file's bytes.
+    /// Opens the downloaded sealed file of an encrypted asset of `field` of `record` into a new
+    /// file at `destination`, and answers the plain bytes' checksum and size.
     ///
-    /// - Throws: a ``Failure``: the key is missing, or the bytes do not authenticate there.
-    func openAsset(_ sealed: Data, field: String, of record: Record) throws(Failure) -> Data {
-        guard let keyring else { throw .missingKey((try? FieldEncryption.keyID(of: sealed)) ?? nil) }
+    /// - Throws: a ``Failure``: the key is missing, or the file does not authenticate there (or
+    ///   cannot be read or written: refused, its next version replaces it).
+    func openAsset(from source: URL, to destination: URL, field: String, of record: Record) throws(Failure) -> (fileChecksum: String, size: Int64) {
+        guard let keyring else { throw .missingKey(nil) }
         do {
-            return try FieldEncryption.openAsset(sealed, keys: keyring.openingKeys(record.recordID.zoneID), for: context(record, field, keyring))
+            return try AssetEncryption.open(
+                from: source, to: destination, keys: keyring.openingKeys(record.recordID.zoneID), for: context(record, field, keyring))
         } catch let error as EncryptionError {
             throw error.code == .unknownKey ? .missingKey(error.keyID) : .refused(field: field, error)
         } catch {
-            throw .refused(field: field, EncryptionError(.malformed, "\(error)"))
+            throw .refused(field: field, EncryptionError(.malformed, "the asset's file could not be opened: \(error)"))
         }
     }
 

@@ -159,18 +159,8 @@ public enum FieldEncryption {
         // The value's wire JSON, written straight to bytes (sync seals every encrypted field).
         var json = JSONBytes(capacity: 64)
         try value.write(to: &json)
-        return try seal(bytes: json.bytes, with: key, authenticating: context.authenticatedData(keyID: key.id))
-    }
-
-    /// Seals the bytes of an encrypted asset (an external-storage attribute) for the asset field
-    /// `context` names: the file uploaded in their place, in the format of a sealed value, the
-    /// plaintext being the bytes themselves.
-    public static func sealAsset(_ bytes: Data, with key: EncryptionKey, for context: EncryptedFieldContext) throws -> Data {
-        try seal(bytes: bytes, with: key, authenticating: context.authenticatedData(keyID: key.id, label: EncryptedFieldContext.assetLabel))
-    }
-
-    private static func seal(bytes: some DataProtocol, with key: EncryptionKey, authenticating data: [UInt8]) throws -> Data {
-        let box = try ChaChaPoly.seal(bytes, using: key.key, nonce: NoncePool.shared.next(), authenticating: data)
+        let box = try ChaChaPoly.seal(
+            json.bytes, using: key.key, nonce: NoncePool.shared.next(), authenticating: context.authenticatedData(keyID: key.id))
         let combined = box.combined
         var sealed = Data(capacity: 1 + KeyID.byteCount + combined.count)
         sealed.append(version)
@@ -196,7 +186,19 @@ public enum FieldEncryption {
     /// - Throws: ``EncryptionError`` `unknownKey` when `keys` lacks it, `authenticationFailed` when
     ///   the value was altered or belongs elsewhere, `malformed` when it is not a sealed value.
     public static func open(_ sealed: Data, keys: [KeyID: EncryptionKey], for context: EncryptedFieldContext) throws -> FieldValue {
-        let plaintext = try open(sealed, keys: keys, for: context, label: EncryptedFieldContext.label)
+        let id = try keyID(of: sealed)
+        guard let key = keys[id] else {
+            throw EncryptionError(.unknownKey, "\(context) is sealed with key \(id), which this device does not have", keyID: id)
+        }
+        let plaintext: Data
+        do {
+            let box = try ChaChaPoly.SealedBox(combined: sealed.dropFirst(1 + KeyID.byteCount))
+            plaintext = try ChaChaPoly.open(box, using: key.key, authenticating: context.authenticatedData(keyID: id))
+        } catch {
+            throw EncryptionError(
+                .authenticationFailed,
+                "\(context) does not authenticate: its ciphertext was altered, or moved from another record or field")
+        }
         // The byte reader on the hot path; Codable for anything it declines.
         if let value = JSONBytesReader.read(plaintext, { reader throws(JSONBytesReader.Declined) in try FieldValue(from: &reader) }) {
             return value
@@ -205,31 +207,6 @@ public enum FieldEncryption {
             return try JSONDecoder().decode(FieldValue.self, from: plaintext)
         } catch {
             throw EncryptionError(.malformed, "\(context) opened but does not hold a field value: \(error)")
-        }
-    }
-
-    /// Opens the bytes of an encrypted asset (``sealAsset(_:with:for:)``) for the asset field
-    /// `context` names.
-    ///
-    /// - Throws: ``EncryptionError``, as ``open(_:keys:for:)``.
-    public static func openAsset(_ sealed: Data, keys: [KeyID: EncryptionKey], for context: EncryptedFieldContext) throws -> Data {
-        try open(sealed, keys: keys, for: context, label: EncryptedFieldContext.assetLabel)
-    }
-
-    private static func open(
-        _ sealed: Data, keys: [KeyID: EncryptionKey], for context: EncryptedFieldContext, label: [UInt8]
-    ) throws -> Data {
-        let id = try keyID(of: sealed)
-        guard let key = keys[id] else {
-            throw EncryptionError(.unknownKey, "\(context) is sealed with key \(id), which this device does not have", keyID: id)
-        }
-        do {
-            let box = try ChaChaPoly.SealedBox(combined: sealed.dropFirst(1 + KeyID.byteCount))
-            return try ChaChaPoly.open(box, using: key.key, authenticating: context.authenticatedData(keyID: id, label: label))
-        } catch {
-            throw EncryptionError(
-                .authenticationFailed,
-                "\(context) does not authenticate: its ciphertext was altered, or moved from another record or field")
         }
     }
 }

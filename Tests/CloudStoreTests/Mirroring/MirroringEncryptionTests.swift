@@ -387,7 +387,9 @@ struct MirroringEncryptionTests {
                 return looked.records.compactMap { if case .asset(let asset)? = $0.value?.fields["scan"] { asset } else { nil } }
             }
             let stored = try await serverAssets()
-            #expect(stored.map(\.size) == entries.map { Int64($0.scan!.count + 45) }, "each asset holds its bytes sealed (version, key ID, nonce, tag)")
+            #expect(
+                stored.map(\.size) == entries.map { AssetEncryption.sealedSize(of: Int64($0.scan!.count)) },
+                "each asset holds its bytes sealed (a header, then a tag per chunk)")
 
             // Another field changes: the asset stays as the server holds it, nothing uploaded again.
             entries[0].text = Self.secret()
@@ -506,10 +508,11 @@ struct RecordSealingTests {
         #expect(throws: RecordSealing.Failure.self) { try sealing.open(otherZone, of: entity) }
     }
 
-    /// An encrypted asset's bytes open only as the same field of the same record, and never as
-    /// a field value (another label in the authenticated data); `seal` and `open` leave the asset
-    /// to the file step, `readable` leaves out one it cannot read without its file.
-    @Test func sealedAssets_openOnlyInTheirPlace_andNotAsFieldValues() throws {
+    /// An encrypted asset's file opens only as the same field of the same record (a missing key
+    /// waits, anything else is refused); `seal` and `open` leave the asset to the file step,
+    /// `readable` leaves out one it cannot read without its file.
+    @Test func sealedAssets_openOnlyInTheirPlace() throws {
+        let directory = try TemporaryDirectory(prefix: "sealing")
         let sealing = RecordSealing(keyring: keyring)
         var plain = record("dear diary")
         let scan = Asset(fileChecksum: "plain", size: 3)
@@ -517,20 +520,31 @@ struct RecordSealingTests {
         var sealed = plain
         let sealedHere = try sealing.seal(&sealed, of: entity)
         #expect(sealed.fields["scan"] == .asset(scan) && sealedHere["scan"] == nil, "the file step seals an asset, not seal(_:of:)")
-        let bytes = try sealing.sealAsset(Data("scan".utf8), field: "scan", of: plain)
-        #expect(try sealing.openAsset(bytes, field: "scan", of: plain) == Data("scan".utf8))
-        #expect(throws: RecordSealing.Failure.self) { try sealing.openAsset(bytes, field: "photo", of: plain) }
-        #expect(throws: RecordSealing.Failure.self) { try sealing.openAsset(bytes, field: "scan", of: record("other")) }
-        var asField = plain
-        asField.fields["photo"] = .encryptedBytes(bytes)
-        #expect(throws: RecordSealing.Failure.self) { try sealing.open(asField, of: entity) }
+        try Data("scan".utf8).write(to: directory.file("plain"))
+        let file = try sealing.sealAsset(from: directory.file("plain"), to: directory.file("sealed"), field: "scan", of: plain)
+        #expect(file.size == AssetEncryption.sealedSize(of: 4))
+        _ = try sealing.openAsset(from: directory.file("sealed"), to: directory.file("opened"), field: "scan", of: plain)
+        #expect(try Data(contentsOf: directory.file("opened")) == Data("scan".utf8))
+        #expect(throws: RecordSealing.Failure.self) {
+            try sealing.openAsset(from: directory.file("sealed"), to: directory.file("opened"), field: "photo", of: plain)
+        }
+        #expect(throws: RecordSealing.Failure.self) {
+            try sealing.openAsset(from: directory.file("sealed"), to: directory.file("opened"), field: "scan", of: record("other"))
+        }
+        let stranger = RecordSealing(keyring: EncryptionKeyring(user: "_alice", account: EncryptionKey()))
+        do {
+            _ = try stranger.openAsset(from: directory.file("sealed"), to: directory.file("opened"), field: "scan", of: plain)
+            Issue.record("opened without the key")
+        } catch {
+            #expect(error == .missingKey(keyring.sealingKey(plain.recordID.zoneID)?.id), "a missing key waits")
+        }
 
         var fetched = sealed
         fetched.fields["scan"] = .asset(Asset(fileChecksum: "sealed", size: 50))
         #expect(try sealing.sealedAssets(of: fetched, entity).map(\.field) == ["scan"])
         let answered = sealing.readable(fetched, of: entity, sealedHere: sealedHere)
         #expect(answered.fields["scan"] == nil && answered.fields["text"] == plain.fields["text"])
-        fetched.fields["scan"] = .encryptedBytes(bytes)
+        fetched.fields["scan"] = .encryptedBytes(Data(count: 50))
         #expect(throws: RecordSealing.Failure.self) { try sealing.sealedAssets(of: fetched, entity) }
     }
 
