@@ -29,18 +29,27 @@ struct AssetBenchmarks {
         ]),
     ])
 
-    func run(mebibytes: Int) async throws -> [Figure] {
+    /// ``schema`` with the attachment end-to-end encrypted (its own record type): the file that
+    /// travels is sealed in chunks on A and opened in chunks on B.
+    static let encryptedSchema = Schema(name: "BenchAssets", version: 1, entities: [
+        EntityDescription("SealedAttachment", attributes: [
+            AttributeDescription("title", .string, default: .string("")),
+            AttributeDescription("file", .data, optional: true, externalStorage: true, encrypted: true),
+        ]),
+    ])
+
+    func run(mebibytes: Int, encrypted: Bool = false) async throws -> [Figure] {
         let zone = "Assets\(UUID().uuidString.prefix(6))"
         let serverBefore = resetPeak(of: server.processID)
-        let upload = try child("upload", zone: zone, mebibytes: mebibytes)
+        let upload = try child("upload", zone: zone, mebibytes: mebibytes, encrypted: encrypted)
         let serverUpload = peakRise(of: server.processID, since: serverBefore)
         let serverBeforeDownload = resetPeak(of: server.processID)
-        let download = try child("download", zone: zone, mebibytes: mebibytes)
+        let download = try child("download", zone: zone, mebibytes: mebibytes, encrypted: encrypted)
         let serverDownload = peakRise(of: server.processID, since: serverBeforeDownload)
         guard download.checksum == upload.checksum else {
             throw BenchError("device B's attachment (SHA-256 \(download.checksum)) is not A's (\(upload.checksum))")
         }
-        let backend = server.backend.rawValue
+        let backend = server.backend.rawValue + (encrypted ? ", encrypted" : "")
         let megabytes = Double(mebibytes) * 1_048_576 / 1_000_000
         return [
             Figure(item: 9, "asset \(mebibytes) MiB upload A → server, \(backend)", megabytes / upload.seconds, "MB/s",
@@ -59,12 +68,12 @@ struct AssetBenchmarks {
         ]
     }
 
-    private func child(_ role: String, zone: String, mebibytes: Int) throws -> Outcome {
+    private func child(_ role: String, zone: String, mebibytes: Int, encrypted: Bool) throws -> Outcome {
         try runChild(
             [
                 "asset", role, "--url", server.url.absoluteString, "--container", server.containerIdentifier, "--zone", zone,
                 "--mebibytes", String(mebibytes), "--store", directory.appendingPathComponent("\(zone)-\(role).sqlite").path,
-            ], what: "the asset \(role) child")
+            ] + (encrypted ? ["--encrypted"] : []), what: "the asset \(role) child")
     }
 
     /// Resets a process's peak resident memory to its current one and answers that, in KiB.
@@ -94,9 +103,14 @@ struct AssetBenchmarks {
                 deviceID: "asset-\(role)"))
         options.automaticallySync = false
         options.zoneName = try option("--zone")
+        let encrypted = arguments.contains("--encrypted")
+        let schema = encrypted ? encryptedSchema : schema
+        let entityName = schema.entities[0].name
         let container = try await PersistentCloudContainer(
             url: URL(fileURLWithPath: try option("--store")), schema: schema, options: options,
             logger: StoreBenchmarks.quietLogger)
+        // Both children are the same user: A creates the account key, B unlocks it (scrypt), before the measured sync.
+        if encrypted { try await container.setUpEncryption(passphrase: SyncBenchmarks.passphrase) }
         let id = UUID(uuidString: "00000000-0000-0000-0000-00000000A55E")!
         if role == "upload" {
             // A pseudo-random attachment, saved (and freed) before the measured transfer.
@@ -106,7 +120,7 @@ struct AssetBenchmarks {
                 let words = buffer.bindMemory(to: UInt64.self)
                 for index in words.indices { words[index] = generator.next() }
             }
-            let snapshot = EntitySnapshot(entityName: "Attachment", id: id, values: ["title": "big", "file": .data(bytes)])
+            let snapshot = EntitySnapshot(entityName: entityName, id: id, values: ["title": "big", "file": .data(bytes)])
             try await container.store.write { try $0.insert(snapshot) }
         }
         try Data("5".utf8).write(to: URL(fileURLWithPath: "/proc/self/clear_refs"))
@@ -115,7 +129,7 @@ struct AssetBenchmarks {
         try await container.waitUntilSynced(timeout: .seconds(900))
         let seconds = start.duration(to: .now).inSeconds
         let peak = ProcessMemory.current().peakKiB
-        let stored = try await container.store.read { try $0.fetchSnapshot(entityName: "Attachment", id: id) }
+        let stored = try await container.store.read { try $0.fetchSnapshot(entityName: entityName, id: id) }
         guard case .externalData(let value)? = stored?.values["file"], let file = container.store.externalDataURL(for: value)
         else { throw BenchError("the \(role) store has no attachment file after syncing") }
         let checksum = try AssetChecksum.ofFile(at: file).fileChecksum

@@ -186,7 +186,10 @@ for group in options.groups where group.needsServer {
                 }
             case .latency: report(try await SyncBenchmarks(directory: directory, server: server).latency(changes: sizes.latencyChanges))
             case .scale: report(try await ScaleBenchmarks(directory: directory, server: server).run(counts: sizes.scale))
-            case .asset: report(try await AssetBenchmarks(directory: directory, server: server).run(mebibytes: sizes.assetMebibytes))
+            case .asset:
+                let assets = AssetBenchmarks(directory: directory, server: server)
+                report(try await assets.run(mebibytes: sizes.assetMebibytes))
+                report(try await assets.run(mebibytes: sizes.assetMebibytes, encrypted: true))
             case .server:
                 report(try await ServerBenchmarks(server: server).modifyThroughput(clients: 4, requests: sizes.serverRequests))
             case .save, .fetch, .generations, .query, .startup: break
