@@ -331,9 +331,12 @@ actor CloudMirror: SyncEngineDelegate {
         syncEngine.state.hasPendingUntrackedChanges = false
         let prepared: [PreparedUpload]
         let (limit, skipping) = (context.maxRecordCount, context.recordIDsToSkip)
+        // Uploads handed out before and not answered go again: their sealed assets serve again.
+        let sealedBefore = inFlight.compactMapValues { $0.sealedFiles.isEmpty ? nil : $0.sealed }
         do {
             prepared = try await transaction {
-                try $0.prepareUploads(scope: scope, limit: limit, skipping: skipping, holding: held, holdingZones: heldZones)
+                try $0.prepareUploads(
+                    scope: scope, limit: limit, skipping: skipping, holding: held, holdingZones: heldZones, sealedBefore: sealedBefore)
             }.value
         } catch {
             logger.error("reading the pending uploads failed", metadata: ["error": "\(error)"])

@@ -45,14 +45,16 @@ extension MirrorTransaction {
     /// The next pending uploads through the database of `scope`, in upload order, leaving out
     /// `skipping` (records the engine will not send again in this pass) and the records named in
     /// `holding` (their saves, and the deletes of copies they left without a change tag), and the
-    /// records of the zones in `holdingZones` (one whose deletion waits for the app's decision): share
+    /// records of the zones in `holdingZones` (one whose deletion waits for the app's decision), and
+    /// reusing the files sealed for the encrypted assets of uploads sent before and not answered
+    /// (`sealedBefore`: a batch the engine sends again, ``sealedFile(of:field:of:scope:reusing:)``): share
     /// changes first, then each save with the record to send and each delete,
     /// deletes from zones objects moved out of after the saves of the same revision. Every record
     /// handed out is marked as possibly on the server from now on, in this transaction, before it
     /// is sent.
     func prepareUploads(
         scope: DatabaseScope = .private, limit: Int, skipping: Set<RecordID>, holding: Set<String> = [],
-        holdingZones: Set<MirrorZone.Key> = []
+        holdingZones: Set<MirrorZone.Key> = [], sealedBefore: [RecordID: [String: RecordSealing.SealedValue]] = [:]
     ) throws -> [PreparedUpload] {
         var prepared = try prepareShareUploads(scope: scope, skipping: skipping)
         var rows: [PreparedUpload] = []
@@ -81,7 +83,8 @@ extension MirrorTransaction {
                     change: .deleteRecord(recordID), record: nil,
                     sent: SentUpload(revision: metadata.uploadRevision, values: [:]), deleteChangeTag: metadata.changeTag)
             case let pendingSave?:
-                guard let (record, values, sealed) = try recordToUpload(metadata, pendingSave, scope: scope) else {
+                guard let (record, values, sealed) = try recordToUpload(metadata, pendingSave, scope: scope, sealedBefore: sealedBefore[recordID] ?? [:])
+                else {
                     // The object is gone without a delete being recorded: nothing to upload.
                     logger.warning("a pending upload names an object that does not exist; dropping it", metadata: ["record": "\(metadata.recordName)"])
                     try setPendingUpload(nil, of: &metadata)
@@ -140,7 +143,7 @@ extension MirrorTransaction {
     /// The record to upload for a pending save (the record's `pending` upload, decoded once by
     /// the caller), the values it carries and the fields it sealed; nil when the object does not exist.
     private func recordToUpload(
-        _ metadata: RecordMetadata, _ pending: PendingUpload, scope: DatabaseScope
+        _ metadata: RecordMetadata, _ pending: PendingUpload, scope: DatabaseScope, sealedBefore: [String: RecordSealing.SealedValue]
     ) throws -> (Record, [String: AttributeValue], [String: RecordSealing.SealedValue])? {
         var record: Record
         var values: [String: AttributeValue] = [:]
@@ -165,7 +168,7 @@ extension MirrorTransaction {
             record.fields[EditTimes.field] = EditTimes.fieldValue(edited)
             sealed = try sealing.seal(&record, of: entity)
             values = recordValues(snapshot, entity).filter { keys?.contains($0.key) ?? true }
-            try attachFiles(to: &record, of: snapshot, entity, metadata, sealed: &sealed, scope: scope)
+            try attachFiles(to: &record, of: snapshot, entity, metadata, sealed: &sealed, scope: scope, sealedBefore: sealedBefore)
         }
         record.recordChangeTag = metadata.changeTag
         return (record, values, sealed)
@@ -180,7 +183,7 @@ extension MirrorTransaction {
     /// checksum to send it alone).
     private func attachFiles(
         to record: inout Record, of snapshot: EntitySnapshot, _ entity: EntityDescription, _ metadata: RecordMetadata,
-        sealed: inout [String: RecordSealing.SealedValue], scope: DatabaseScope
+        sealed: inout [String: RecordSealing.SealedValue], scope: DatabaseScope, sealedBefore: [String: RecordSealing.SealedValue]
     ) throws {
         for attribute in entity.attributes where attribute.allowsExternalStorage {
             guard case .asset(var asset)? = record.fields[attribute.name],
@@ -192,7 +195,7 @@ extension MirrorTransaction {
                     record.fields[attribute.name] = nil
                     continue
                 }
-                let file = try sealedFile(of: value, field: attribute.name, of: record, scope: scope)
+                let file = try sealedFile(of: value, field: attribute.name, of: record, scope: scope, reusing: sealedBefore[attribute.name])
                 sealed[attribute.name] = RecordSealing.SealedValue(sealed: .asset(file), value: .asset(asset))
                 record.fields[attribute.name] = .asset(file)
                 continue
@@ -206,7 +209,18 @@ extension MirrorTransaction {
     /// Seals the bytes of an encrypted asset into a file uploaded in their place, beside the
     /// engine's downloads: `<random>.<scope>.sealed`, removed once the server answered
     /// (``SentUpload/sealedFiles``); those of an upload a crash cut short, when the mirror starts.
-    func sealedFile(of value: ExternalData, field: String, of record: Record, scope: DatabaseScope) throws -> Asset {
+    /// The file sealed for the same bytes by an upload that is sent again (`previous`) serves
+    /// again while it is sealed with the zone's current key: the engine reuses what it uploaded
+    /// of it, where a new seal would be new bytes to upload.
+    func sealedFile(
+        of value: ExternalData, field: String, of record: Record, scope: DatabaseScope, reusing previous: RecordSealing.SealedValue? = nil
+    ) throws -> Asset {
+        if let previous, previous.value == .asset(Asset(fileChecksum: value.checksum, size: value.size)),
+            case .asset(let file) = previous.sealed, let url = file.fileURL,
+            let key = sealing.keyring?.sealingKey(record.recordID.zoneID), (try? AssetEncryption.keyID(ofFileAt: url)) == key.id
+        {
+            return file
+        }
         guard let files = context.layout.externalData else {
             throw StoreError(.externalData, "\(record.recordName).\(field) is an external-storage value, and this store keeps no files")
         }

@@ -67,6 +67,24 @@ public enum AssetEncryption {
         return (checksum.base64, checksum.size)
     }
 
+    /// The ID of the key that sealed the file at `url`.
+    public static func keyID(ofFileAt url: URL) throws -> KeyID {
+        let input = try FileHandle(forReadingFrom: url)
+        defer { try? input.close() }
+        return try header(of: input, what: url.path).keyID
+    }
+
+    /// The key ID and salt at the start of a sealed file.
+    private static func header(of input: FileHandle, what: String) throws -> (keyID: KeyID, salt: Data) {
+        let header = try input.read(upToCount: headerSize) ?? Data()
+        guard header.count == headerSize, header.first == FieldEncryption.version,
+            let id = KeyID(bytes: header.dropFirst().prefix(KeyID.byteCount))
+        else {
+            throw EncryptionError(.malformed, "\(what) is not a sealed asset of format \(FieldEncryption.version)")
+        }
+        return (id, header.suffix(saltSize))
+    }
+
     /// Opens the sealed file at `source` for the asset field `context` names into a new file at
     /// `destination`, and answers the plain bytes' checksum and size.
     ///
@@ -78,17 +96,12 @@ public enum AssetEncryption {
     ) throws -> (fileChecksum: String, size: Int64) {
         let input = try FileHandle(forReadingFrom: source)
         defer { try? input.close() }
-        let header = try input.read(upToCount: headerSize) ?? Data()
-        guard header.count == headerSize, header.first == FieldEncryption.version,
-            let id = KeyID(bytes: header.dropFirst().prefix(KeyID.byteCount))
-        else {
-            throw EncryptionError(.malformed, "\(context) is not a sealed asset of format \(FieldEncryption.version)")
-        }
+        let (id, salt) = try header(of: input, what: "\(context)")
         guard let key = keys[id] else {
             throw EncryptionError(.unknownKey, "\(context) is sealed with key \(id), which this device does not have", keyID: id)
         }
         let authenticated = context.authenticatedData(keyID: id, label: EncryptedFieldContext.assetLabel)
-        let chunkKey = self.chunkKey(key, salt: header.suffix(saltSize), authenticated)
+        let chunkKey = self.chunkKey(key, salt: salt, authenticated)
         let output = try create(destination)
         defer { try? output.close() }
         var checksum = AssetChecksum()

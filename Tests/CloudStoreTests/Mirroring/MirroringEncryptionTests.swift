@@ -455,6 +455,34 @@ struct MirroringEncryptionTests {
         #expect(!scans.contains { Self.holds($0, in: haystacks) }, "an asset's plain bytes are in the server's files")
     }
 
+    /// A batch whose save failed in transit goes again with the file sealed for it the first
+    /// time: its upload is reused, not sealed and sent again.
+    @Test func aBatchSentAgain_reusesItsSealedAsset() async throws {
+        try await ServerProcess.with(users: Self.users) { server in
+            let faults = FaultInjectingDatabase.Box()
+            let phone = try await TestDevice.make("phone", schema: Self.schema(), server: server.baseURL, token: "alice-token") { options in
+                options.configureEngine = faults.configureEngine
+            }
+            let laptop = try await Self.device("laptop", server: server.baseURL)
+            defer { Task { await phone.close(); await laptop.close() } }
+            try await phone.container.setUpEncryption(passphrase: Self.passphrase)
+            try await laptop.container.setUpEncryption(passphrase: Self.passphrase)
+            let entry = JournalEntry(day: "one", text: Self.secret(), scan: Self.scan(200_000))
+            try await phone.write { context in try context.insert(entry) }
+            let database = try #require(faults.database)
+            database.inject(.networkFailure, into: .recordsModify)
+            _ = try? await phone.sync()
+            #expect(database.requestCount(.assetsUpload) == 1 && database.requestCount(.recordsModify) >= 1)
+            try await phone.sync()
+            #expect(try await phone.container.status().pendingUploads == 0)
+            #expect(database.requestCount(.assetsUpload) == 1, "the sealed file uploaded the first time served again")
+            try await laptop.sync()
+            #expect(try Self.entries(laptop) == [entry])
+            let transfers = (try? FileManager.default.contentsOfDirectory(atPath: phone.store.url.path + "-external/.transfers")) ?? []
+            #expect(!transfers.contains { $0.hasSuffix(".sealed") }, "\(transfers)")
+        }
+    }
+
     @Test func sharingEncryptedAttributes_grantsTheKey_andRemovalRotatesIt() async throws {
         try await ServerProcess.with(users: Self.users) { server in
             try await sharedThenRemoved(server: server.baseURL, secondServer: server.baseURL)
