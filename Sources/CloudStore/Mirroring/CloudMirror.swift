@@ -385,7 +385,7 @@ actor CloudMirror: SyncEngineDelegate {
         return batch
     }
 
-    /// Removes files sealed for uploads of encrypted assets (``MirrorTransaction/sealedFile(of:field:of:scope:)``).
+    /// Removes files sealed for uploads of encrypted assets (``MirrorTransaction/sealedFile(of:field:of:scope:reusing:)``).
     static func removeSealedFiles(_ files: [URL]) {
         for file in files { try? FileManager.default.removeItem(at: file) }
     }

@@ -217,6 +217,8 @@ extension MirrorTransaction {
                 try refuse(record.recordName, error)
                 return .handled
             }
+            // Its assets' bytes, downloaded by the engine, before a row names them.
+            try adoptAssetFiles(of: server, entity, downloadedOnly: true)
             try merge(server, into: &row)
             try save(row)
         case .uniqueFieldError:

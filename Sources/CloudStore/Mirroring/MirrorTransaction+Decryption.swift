@@ -191,5 +191,4 @@ extension Database {
     func awaitsDecryption() throws -> Bool {
         try Bool.fetchOne(self, sql: "SELECT 1 FROM cloudstore_mirror_awaiting_decryption LIMIT 1") ?? false
     }
-
 }

@@ -164,12 +164,14 @@ extension MirrorTransaction {
     /// Moves the files the sync engine downloaded (and verified) for the record's assets into the
     /// store, before any row names them; they are the store's from here on. An asset whose bytes the
     /// store already holds is not downloaded in the first place (``CloudMirror`` tells the engine).
-    private func adoptAssetFiles(of record: Record, _ entity: EntityDescription) throws {
+    /// With `downloadedOnly` (a conflict's server record, whose download may have failed) an asset
+    /// without a file is left; otherwise it fails the page, which is fetched again.
+    func adoptAssetFiles(of record: Record, _ entity: EntityDescription, downloadedOnly: Bool = false) throws {
         guard let files = context.layout.externalData else { return }
         for attribute in entity.attributes where attribute.type == .data {
             guard case .asset(let asset)? = record.fields[attribute.name] else { continue }
             let value = ExternalData(checksum: asset.fileChecksum, size: asset.size)
-            if files.contains(value) { continue }
+            if files.contains(value) || (downloadedOnly && asset.fileURL == nil) { continue }
             guard let file = asset.fileURL else {
                 throw StoreError(
                     .externalData,

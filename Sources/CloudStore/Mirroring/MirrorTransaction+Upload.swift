@@ -25,7 +25,7 @@ struct SentUpload: Sendable {
     /// The share change a share record carried.
     var share: PendingShareChange?
     /// The files of the encrypted assets it carried, sealed for this upload: removed once the
-    /// server answered (``MirrorTransaction/sealedFile(of:field:of:scope:)``).
+    /// server answered (``MirrorTransaction/sealedFile(of:field:of:scope:reusing:)``).
     var sealedFiles: [URL] {
         sealed.values.compactMap { if case .asset(let asset) = $0.sealed { asset.fileURL } else { nil } }
     }
@@ -177,7 +177,7 @@ extension MirrorTransaction {
     /// Points each asset the record carries at its file, so the sync engine uploads the bytes before
     /// it saves the record, unless the server's copy already holds that asset in that field (then
     /// it travels as checksum and size alone, and nothing is uploaded again). An encrypted asset
-    /// goes as a file of its bytes sealed (``sealedFile(of:field:of:scope:)``), kept in `sealed`
+    /// goes as a file of its bytes sealed (``sealedFile(of:field:of:scope:reusing:)``), kept in `sealed`
     /// for the acknowledgement; one the server holds already is left out of the record (an
     /// `update` keeps the fields it does not send; this device does not keep the sealed file's
     /// checksum to send it alone).

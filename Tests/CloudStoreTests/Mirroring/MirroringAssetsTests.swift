@@ -146,6 +146,34 @@ struct MirroringAssetsTests {
         }
     }
 
+    /// B's edit of another field conflicts with A's new attachment: B merges the server's copy,
+    /// whose bytes the engine downloaded with the conflict, and holds A's file at once.
+    @Test func aConflictMergesTheServersAttachmentWithItsBytes() async throws {
+        try await ServerProcess.with(users: TestServer.defaultUsers) { server in
+            let a = try await Self.device("A", server.baseURL)
+            let b = try await Self.device("B", server.baseURL)
+            let note = Note(title: "Shared", attachment: Self.bytes(10_000, seed: 1))
+            try await a.write { try $0.insert(note) }
+            try await a.sync()
+            try await b.sync()
+            var editedA = note, editedB = note
+            editedA.attachment = Self.bytes(20_000, seed: 2)
+            editedB.title = "Renamed on B"
+            let (changedA, changedB) = (editedA, editedB)
+            try await a.write { try $0.update(changedA) }
+            try await a.sync()
+            try await b.write { try $0.update(changedB) }
+            try await b.sync()
+            #expect(try b.note(note.id)?.attachment == editedA.attachment, "B reads A's attachment after merging")
+            #expect(try b.note(note.id)?.title == "Renamed on B")
+            #expect(Self.files(of: b) == [Self.fileName(editedA.attachment!)])
+            try await a.sync()
+            #expect(try a.note(note.id)?.title == "Renamed on B")
+            await a.close()
+            await b.close()
+        }
+    }
+
     @Test func aMissingLocalFileFailsOnlyItsObjectAndTheRestSyncs() async throws {
         try await ServerProcess.with(users: TestServer.defaultUsers) { server in
             let a = try await Self.device("A", server.baseURL)
