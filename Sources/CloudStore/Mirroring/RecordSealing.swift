@@ -206,7 +206,7 @@ struct RecordSealing: Sendable {
     }
 
     /// Whether an attribute's value travels as an asset whose bytes are sealed (an encrypted
-    /// external-storage attribute): ``sealAsset(_:field:of:)`` and ``openAsset(_:field:of:)``,
+    /// external-storage attribute): ``sealAsset(from:to:field:of:)`` and ``openAsset(from:to:field:of:)``,
     /// with the file; ``seal(_:of:)`` and ``open(_:of:sealedHere:)`` leave it as it is.
     static func sealsFile(_ attribute: AttributeDescription) -> Bool {
         attribute.isEncrypted && attribute.allowsExternalStorage
@@ -260,7 +260,7 @@ struct RecordSealing: Sendable {
     }
 
     /// The encrypted assets of a fetched record (``sealsFile(_:)``), still sealed: each is opened
-    /// from its file (``openAsset(_:field:of:)``).
+    /// from its file (``openAsset(from:to:field:of:)``).
     ///
     /// - Throws: ``Failure/refused(field:_:)`` for a value that is not an asset where the schema
     ///   says an encrypted one.
