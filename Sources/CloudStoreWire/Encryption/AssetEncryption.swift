@@ -5,7 +5,7 @@ import Foundation
 /// file uploaded in their place, sealed in chunks so neither side holds a whole file in memory.
 ///
 /// A sealed asset is `0x01` (the format version), the 16-byte key ID and a 16-byte random salt,
-/// then the plain bytes in chunks of ``chunkSize`` (the last one shorter, possibly empty), each
+/// then the plain bytes in chunks of ``chunkSize`` (the last one may be shorter, or empty), each
 /// sealed with ChaCha20-Poly1305 as its ciphertext and 16-byte tag. The chunks' key is
 /// HKDF-SHA256 of the zone key with the salt, its info the asset's authenticated data (the label
 /// `cloudstore.asset.v1` and the field's place, as a value's); chunk *i*'s nonce is seven zero
