@@ -33,7 +33,8 @@ struct ServerShutdownTests {
             let answer = try await poll.value
             #expect(answer.status == 200)
             #expect(try answer.decode(NotificationsResponse.self).changed == false)
-            #expect(clock.now - started < .seconds(20))
+            // Answered by the shutdown, not by the poll's own 50 s timeout (a loaded machine may take a while to stop).
+            #expect(clock.now - started < .seconds(40))
             #expect(throws: RawConnection.Failure.self, "the server no longer accepts connections") {
                 try RawConnection(port: server.port)
             }
