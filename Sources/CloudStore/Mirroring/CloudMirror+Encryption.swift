@@ -57,19 +57,24 @@ extension CloudMirror {
         let keyring = EncryptionKeyring(user: user, account: key)
         try await learnStoredZoneKeys(keyring)
         self.keyring = keyring
-        try await transaction { try $0.applyAwaitingDecryption() }
-        try await removeUnneededWaitingFiles()
+        try await applyAwaitingDecryption()
     }
 
     /// Removes the kept files of encrypted assets whose records no longer wait
-    /// (``MirrorTransaction/removeUnneededWaitingFiles()``), when there are any: after records
-    /// were applied.
-    func removeUnneededWaitingFiles() async throws {
-        guard let transfers = store.layout.externalData?.transfers,
-            let names = try? FileManager.default.contentsOfDirectory(atPath: transfers.path),
-            names.contains(where: { $0.hasSuffix(".\(MirrorTransaction.waitingFileExtension)") })
-        else { return }
+    /// (``MirrorTransaction/removeUnneededWaitingFiles()``), after a transaction that may have
+    /// left some (``MirrorTransaction/mayLeaveWaitingFiles``): a transaction of its own.
+    func removeUnneededWaitingFiles(after transactionMayLeaveSome: Bool) async throws {
+        guard transactionMayLeaveSome, store.layout.externalData != nil else { return }
         try await transaction { try $0.removeUnneededWaitingFiles() }
+    }
+
+    /// Applies the records that waited for a key, and removes what they kept that is unneeded since.
+    private func applyAwaitingDecryption() async throws {
+        let (mayLeaveWaitingFiles, _) = try await transaction { transaction in
+            try transaction.applyAwaitingDecryption()
+            return transaction.mayLeaveWaitingFiles
+        }
+        try await removeUnneededWaitingFiles(after: mayLeaveWaitingFiles)
     }
 
     /// ``PersistentCloudContainer/setUpEncryption(passphrase:)``: unlocks the user's account key
@@ -90,8 +95,7 @@ extension CloudMirror {
         try await learnStoredZoneKeys(keyring)
         self.keyring = keyring
         logger.info("encryption set up on this device", metadata: ["user": "\(user)", "accountKey": "\(account.id)"])
-        try await transaction { try $0.applyAwaitingDecryption() }
-        try await removeUnneededWaitingFiles()
+        try await applyAwaitingDecryption()
         try await publishIdentityKey(keyring)
         signal.uploadsPending()
     }

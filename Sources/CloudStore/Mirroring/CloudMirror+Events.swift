@@ -123,15 +123,15 @@ extension CloudMirror {
         let zone = Self.mirrorZoneID(page.zoneID, scope: scope)
         let deletedBefore = sessions[scope]?.deletedInFetch ?? []
         let key = Self.stateKey(scope)
-        let (deleted, counts) = try await transaction { transaction in
+        let ((deleted, mayLeaveWaitingFiles), counts) = try await transaction { transaction in
             transaction.deletedOnServer = deletedBefore
             try transaction.applyFetched(modifications, deletions: deletions, in: zone)
             try transaction.saveEngineState(state, as: key)
-            return transaction.deletedOnServer
+            return (transaction.deletedOnServer, transaction.mayLeaveWaitingFiles)
         }
         sessions[scope]?.deletedInFetch = deleted
         sessions[scope]?.savedState = state
-        try await removeUnneededWaitingFiles()
+        try await removeUnneededWaitingFiles(after: mayLeaveWaitingFiles)
         if let current = sessions[scope]?.importTracker?.counts { sessions[scope]?.importTracker?.counts = current + counts }
         logger.info(
             "applied fetched changes",

@@ -22,8 +22,10 @@ extension MirrorTransaction {
                 failure = error
                 break
             }
-            // A version that opens replaces one that waited or was refused.
+            // A version that opens replaces one that waited or was refused (whose kept files
+            // the mirror then removes, ``removeUnneededWaitingFiles()``).
             if try awaitsDecryption() {
+                mayLeaveWaitingFiles = true
                 try db.cachedStatement(sql: "DELETE FROM cloudstore_mirror_awaiting_decryption WHERE record_name = ?")
                     .execute(arguments: [record.recordName])
             }
@@ -100,10 +102,13 @@ extension MirrorTransaction {
     /// page is applied), found there when the record opens (``waitingFile(of:)``), and removed
     /// once no waiting record names them (``removeUnneededWaitingFiles()``).
     private func keepAssetFiles(of record: Record, _ entity: EntityDescription) {
-        guard let files = context.layout.externalData, let assets = try? sealing.sealedAssets(of: record, entity) else { return }
+        guard let transfers = context.layout.externalData?.transfers, let assets = try? sealing.sealedAssets(of: record, entity)
+        else { return }
+        // A version that waited before may be replaced, its file unneeded.
+        mayLeaveWaitingFiles = true
         for (_, asset) in assets {
-            guard let file = asset.fileURL, let name = AssetChecksum.fileName(of: asset.fileChecksum) else { continue }
-            let kept = files.transfers.appendingPathComponent("\(name).\(Self.waitingFileExtension)")
+            guard let file = asset.fileURL, let name = Self.waitingFileName(of: asset) else { continue }
+            let kept = transfers.appendingPathComponent(name)
             try? FileManager.default.removeItem(at: kept)
             try? FileManager.default.moveItem(at: file, to: kept)
         }
@@ -111,10 +116,14 @@ extension MirrorTransaction {
 
     /// The kept file of an encrypted asset whose record waited for its key (``keepAssetFiles(of:_:)``), if any.
     private func waitingFile(of asset: Asset) -> URL? {
-        guard let transfers = context.layout.externalData?.transfers, let name = AssetChecksum.fileName(of: asset.fileChecksum)
-        else { return nil }
-        let kept = transfers.appendingPathComponent("\(name).\(Self.waitingFileExtension)")
+        guard let transfers = context.layout.externalData?.transfers, let name = Self.waitingFileName(of: asset) else { return nil }
+        let kept = transfers.appendingPathComponent(name)
         return ExternalDataFiles.size(of: kept) == asset.size ? kept : nil
+    }
+
+    /// The name of an encrypted asset's kept file: `<checksum hex>.waiting`.
+    static func waitingFileName(of asset: Asset) -> String? {
+        AssetChecksum.fileName(of: asset.fileChecksum).map { "\($0).\(waitingFileExtension)" }
     }
 
     /// Keeps a zone key record fetched from a zone (``ZoneKeyRecord``), and learns the key it holds
@@ -140,6 +149,8 @@ extension MirrorTransaction {
     /// each one that opens is applied as if fetched; the rest wait on. Refused ones stay refused.
     func applyAwaitingDecryption() throws {
         awaitingDecryption = nil
+        // The records that open were read from their kept files, unneeded from now on.
+        mayLeaveWaitingFiles = true
         try applySetAside(from: "cloudstore_mirror_awaiting_decryption", where: "refused = 0")
     }
 
@@ -152,7 +163,7 @@ extension MirrorTransaction {
         for encoded in try Data.fetchAll(db, sql: "SELECT record FROM cloudstore_mirror_awaiting_decryption WHERE refused = 0") {
             let record = try MirrorMetadata.decode(Record.self, encoded)
             for case .asset(let asset) in record.fields.values {
-                if let name = AssetChecksum.fileName(of: asset.fileChecksum) { needed.insert("\(name).\(Self.waitingFileExtension)") }
+                if let name = Self.waitingFileName(of: asset) { needed.insert(name) }
             }
         }
         for name in (try? FileManager.default.contentsOfDirectory(atPath: transfers.path)) ?? []
@@ -164,6 +175,7 @@ extension MirrorTransaction {
     /// Forgets the fetched records set aside in a zone (for a unique key, or awaiting decryption),
     /// or only the one named `recordName`; in every zone when `zoneID` is nil.
     func forgetSetAsideRecords(in zoneID: ZoneID?, named recordName: String? = nil) throws {
+        mayLeaveWaitingFiles = true
         for table in ["cloudstore_mirror_kept_aside", "cloudstore_mirror_awaiting_decryption"] {
             guard let zoneID else {
                 try db.execute(sql: "DELETE FROM \(table)")

@@ -60,6 +60,9 @@ final class MirrorTransaction {
     var replacedKeptAside: Set<String> = []
     /// Whether any fetched record waits for decryption, once this transaction knows.
     var awaitingDecryption: Bool?
+    /// Whether this transaction kept, replaced or forgot a record waiting for its key: files kept
+    /// for such records may be unneeded since (``CloudMirror/removeUnneededWaitingFiles()``).
+    var mayLeaveWaitingFiles = false
     /// Fetched records this transaction refused because an encrypted field did not open.
     var decryptionRefusals: [PersistentCloudContainer.DecryptionRefusal] = []
     /// The primary zone's state, when this transaction stored it.
