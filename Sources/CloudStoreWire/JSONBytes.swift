@@ -215,6 +215,13 @@ public struct JSONBytes {
         bytes.append(UInt8(ascii: "\""))
     }
 
+    /// `data` as a base64 string, as `data.base64EncodedString()` writes it.
+    public mutating func base64(_ data: Data) {
+        bytes.append(UInt8(ascii: "\""))
+        Base64Bytes.encode(data, into: &bytes)
+        bytes.append(UInt8(ascii: "\""))
+    }
+
     /// Bytes that are already JSON (a stored record's content).
     public mutating func raw(_ json: some Sequence<UInt8>) {
         bytes.append(contentsOf: json)
@@ -324,7 +331,7 @@ extension FieldValue: JSONBytesWritable {
             if json.numbersAsStrings { json.string(String(value)) } else { json.int(value) }
         case .double(let value): try json.double(value)
         case .timestamp(let date): json.int(date.millisecondsSince1970)
-        case .bytes(let data), .encryptedBytes(let data): json.string(data.base64EncodedString())
+        case .bytes(let data), .encryptedBytes(let data): json.base64(data)
         case .reference(let reference): try json.value(reference)
         case .location(let location): try json.value(location)
         case .asset(let asset): try json.value(asset)

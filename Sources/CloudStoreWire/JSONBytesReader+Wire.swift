@@ -54,6 +54,9 @@ extension JSONBytesReader {
     /// A `TIMESTAMP`: integer milliseconds within ``Foundation/Date/timestampRange``.
     /// A base64 string's bytes; a string that is not base64 is declined (the decoder names it).
     mutating func readBase64() throws(Declined) -> Data {
+        let start = mark()
+        if let data = try readRawString(Base64Bytes.decode) { return data }
+        seek(to: start)
         guard let data = Data(base64Encoded: try readString()) else { throw Declined() }
         return data
     }

@@ -227,6 +227,21 @@ package struct JSONBytesReader {
         throw Declined()
     }
 
+    /// What `parse` makes of the bytes of a string without escapes (a base64 value); nil when
+    /// the string has an escape or `parse` answers nil (the caller seeks back and reads it with
+    /// ``readString()``).
+    mutating func readRawString<Value>(_ parse: (UnsafeRawBufferPointer) -> Value?) throws(Declined) -> Value? {
+        skipWhitespace()
+        guard try take(UInt8(ascii: "\"")) else { throw Declined() }
+        // A long string (a ciphertext's base64): its end found a word at a time.
+        let rest = UnsafeRawBufferPointer(rebasing: bytes[position...])
+        guard let base = rest.baseAddress, let quote = memchr(base, Int32(UInt8(ascii: "\"")), rest.count) else { throw Declined() }
+        let text = UnsafeRawBufferPointer(start: base, count: base.distance(to: UnsafeRawPointer(quote)))
+        guard memchr(base, Int32(UInt8(ascii: "\\")), text.count) == nil, let value = parse(text) else { return nil }
+        position += text.count + 1
+        return value
+    }
+
     /// The rest of a string that has escapes, from its first byte after the quote. The bytes
     /// between escapes are copied a run at a time (a string of JSON in a `STRING` field, as
     /// mirroring's edit times, escapes every quote).

@@ -30,18 +30,71 @@ struct FieldEncryptionTests {
         #expect(try FieldEncryption.open(sealed, keys: [key.id: key], for: Self.place) == value)
     }
 
-    /// The format itself, spelled out as §9 says, independent of the code that seals: a value
-    /// sealed this way by any implementation opens, and stored values keep opening release after release.
-    @Test func aValueSealedAsWireProtocolSection9Says_opens() throws {
-        let key = EncryptionKey()
-        var authenticated = Array("cloudstore.field.v1".utf8)
+    /// The authenticated data of ``place``'s values as §9 spells it out, with `label`.
+    static func authenticatedData(_ label: String, _ key: EncryptionKey) -> [UInt8] {
+        var authenticated = Array(label.utf8)
         for part in ["Notes", "_alice", "4F1C", "Note", "body"] {
             authenticated += [0, 0, 0, UInt8(part.utf8.count)] + Array(part.utf8)
         }
-        authenticated += Array(key.id.bytes)
+        return authenticated + Array(key.id.bytes)
+    }
+
+    /// Format 1, spelled out as §9 says, independent of the code that seals: values sealed
+    /// before format 2 keep opening.
+    @Test func aValueSealedAsWireProtocolSection9Says_opens() throws {
+        let key = EncryptionKey()
+        let authenticated = Self.authenticatedData("cloudstore.field.v1", key)
         let box = try ChaChaPoly.seal(Data(#"{"type":"STRING","value":"my diary"}"#.utf8), using: key.key, authenticating: authenticated)
         let sealed = Data([1]) + key.id.bytes + box.combined
         #expect(try FieldEncryption.open(sealed, keys: [key.id: key], for: Self.place) == .string("my diary"))
+    }
+
+    /// Format 2, spelled out as §9 says: the label `cloudstore.field.v2`, a type byte and the
+    /// value in binary. What `seal` writes opens this way, and what is sealed this way opens.
+    @Test func format2_asWireProtocolSection9SaysIt() throws {
+        let key = EncryptionKey()
+        let authenticated = Self.authenticatedData("cloudstore.field.v2", key)
+        func sealed(_ plaintext: [UInt8]) throws -> Data {
+            Data([2]) + key.id.bytes + (try ChaChaPoly.seal(plaintext, using: key.key, authenticating: authenticated)).combined
+        }
+        let spelled: [(FieldValue, [UInt8])] = [
+            (.string("my diary"), [1] + Array("my diary".utf8)),
+            (.int64(-42), [2, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xD6]),
+            (.double(2.5), [3, 0x40, 0x04, 0, 0, 0, 0, 0, 0]),
+            (.timestamp(Date(millisecondsSince1970: 1_700_000_000_123)), [4, 0, 0, 0x01, 0x8B, 0xCF, 0xE5, 0x68, 0x7B]),
+            (.bytes(Data([0, 1, 255])), [5, 0, 1, 255]),
+            (.list([.string("a")]), [0] + Array(#"{"type":"STRING_LIST","value":["a"]}"#.utf8)),
+        ]
+        for (value, plaintext) in spelled {
+            #expect(try FieldEncryption.open(sealed(plaintext), keys: [key.id: key], for: Self.place) == value, "\(value)")
+            let written = try FieldEncryption.seal(value, with: key, for: Self.place)
+            #expect(written.first == 2)
+            let box = try ChaChaPoly.SealedBox(combined: written.dropFirst(17))
+            #expect(Array(try ChaChaPoly.open(box, using: key.key, authenticating: authenticated)) == plaintext, "\(value)")
+        }
+        // Numbers are fixed-width: the size does not tell the magnitude.
+        let sizes = try [Int64.min, 0, 1, .max].map { try FieldEncryption.seal(.int64($0), with: key, for: Self.place).count }
+        #expect(Set(sizes).count == 1)
+        // Not a value: an unknown type byte, a short number, text that is not UTF-8, a NaN, a
+        // timestamp out of range.
+        for plaintext: [UInt8] in [[9, 0], [2, 0, 0], [1, 0xC3], [3, 0x7F, 0xF8, 0, 0, 0, 0, 0, 0], [4, 0x7F, 0, 0, 0, 0, 0, 0, 0], []] {
+            let opening = try sealed(plaintext)
+            #expect(Self.failure { try FieldEncryption.open(opening, keys: [key.id: key], for: Self.place) } == .malformed, "\(plaintext)")
+        }
+        // The format byte is bound: a value of format 2 presented as format 1 does not open.
+        var relabelled = try FieldEncryption.seal(.string("my diary"), with: key, for: Self.place)
+        relabelled[relabelled.startIndex] = 1
+        #expect(Self.failure { try FieldEncryption.open(relabelled, keys: [key.id: key], for: Self.place) } == .authenticationFailed)
+    }
+
+    /// The code of the ``EncryptionError`` `body` throws; nil when it throws none.
+    static func failure(_ body: () throws -> some Any) -> EncryptionError.Code? {
+        do {
+            _ = try body()
+            return nil
+        } catch {
+            return (error as? EncryptionError)?.code
+        }
     }
 
     @Test func theSameValueSealsDifferentlyEachTime_andHidesItsText() throws {
@@ -108,9 +161,9 @@ struct FieldEncryptionTests {
             try refused(Data(swapped))
         }
         try refused(file.prefix(10), .malformed)
-        // A field value's ciphertext is not an asset's.
+        // A field value's ciphertext is not an asset's (another format byte).
         let value = try FieldEncryption.seal(.bytes(bytes), with: key, for: Self.place)
-        try refused(value)
+        try refused(value, .malformed)
     }
 
     /// An operator who moves a ciphertext to another record, field, type or zone, or flips a byte.
@@ -170,7 +223,7 @@ struct FieldEncryptionTests {
     }
 
     @Test func aShortOrForeignValue_isMalformed() {
-        for bad in [Data(), Data([1]), Data([2] + [UInt8](repeating: 0, count: 60))] {
+        for bad in [Data(), Data([1]), Data([2] + [UInt8](repeating: 0, count: 40)), Data([3] + [UInt8](repeating: 0, count: 60))] {
             #expect(throws: EncryptionError.self) { try FieldEncryption.keyID(of: bad) }
         }
     }

@@ -125,6 +125,13 @@ struct JSONBytesReaderTests {
         #"{"recordName":"a","fields":{"t":{"type":"DOUBLE","value":-0}}}"#,
         #"{"recordName":"a","fields":{"t":{"type":"TIMESTAMP"}}}"#, #"{"recordName":"a","fields":{"t":{"value":null}}}"#,
         #"{"recordName":"a","fields":{"t":{"value":null,"type":"BYTES"}}}"#,
+        #"{"recordName":"a","fields":{"t":{"type":"BYTES","value":"QUJD"},"u":{"type":"ENCRYPTED_BYTES","value":"QQ=="}}}"#,
+        #"{"recordName":"a","fields":{"t":{"type":"BYTES","value":"QUI="},"u":{"type":"BYTES","value":""}}}"#,
+        // Base64 the byte reader leaves to Foundation: not canonical, escaped, or not base64.
+        #"{"recordName":"a","fields":{"t":{"type":"BYTES","value":"QR=="}}}"#, #"{"recordName":"a","fields":{"t":{"type":"BYTES","value":"QQ"}}}"#,
+        #"{"recordName":"a","fields":{"t":{"type":"BYTES","value":"Q==="}}}"#, #"{"recordName":"a","fields":{"t":{"type":"BYTES","value":"QU\/D"}}}"#,
+        #"{"recordName":"a","fields":{"t":{"type":"BYTES","value":"QUJD QUJD"}}}"#, #"{"recordName":"a","fields":{"t":{"type":"BYTES","value":"-_8="}}}"#,
+        #"{"recordName":"a","fields":{"t":{"type":"ENCRYPTED_BYTES","value":"QQ==QQ=="}}}"#,
         #"{"recordName":"a\"\\\/\b\f\n\r\t\u00e9\u0041"}"#, #"{"recordName":"a","future":[1,{"x":[true,false,null]},"s",-1.5E+2]}"#,
         #"{"recordName":"a","zoneID":{},"created":{"timestamp":0,"deviceID":null}}"#,
         #"{"records":[]}"#, #"{"zones":[]}"#, #"{"zones":[{"zoneID":{"zoneName":"Z"},"syncToken":"t","moreComing":true,"records":[]}]}"#,

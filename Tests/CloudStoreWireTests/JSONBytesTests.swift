@@ -181,4 +181,20 @@ struct JSONBytesTests {
             #expect(throws: EncodingError.self) { try WireCoding.encodedBytes(JSONValue.number(value)) }
         }
     }
+
+    /// Base64 written and read straight from bytes: Foundation's text for every length and
+    /// remainder, read back to the same bytes; what is not canonical is left to Foundation.
+    @Test func base64_isFoundationsAndReadsBack() {
+        var generator = SeededRandomNumberGenerator(seed: 77)
+        for count in 0..<200 {
+            let data = Data((0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) })
+            var bytes: [UInt8] = []
+            Base64Bytes.encode(data, into: &bytes)
+            #expect(String(decoding: bytes, as: UTF8.self) == data.base64EncodedString(), "\(count) bytes")
+            #expect(bytes.withUnsafeBytes(Base64Bytes.decode) == data, "\(count) bytes")
+        }
+        for text in ["QR==", "QUJ=", "QQ", "Q===", "=QQQ", "QQ=Q", "QU\\/D", "QUJD QUJD", "-_8=", "QQ==QQ==", "QUJD\n"] {
+            #expect(Array(text.utf8).withUnsafeBytes(Base64Bytes.decode) == nil, "\(text)")
+        }
+    }
 }

@@ -222,12 +222,16 @@ struct RecordSealing: Sendable {
         guard Self.needsKey(entity) else { return [:] }
         guard let keyring else { throw Failure.missingKey(nil) }
         guard let key = keyring.sealingKey(record.recordID.zoneID) else { throw Failure.missingKey(nil) }
-        var sealedValues: [String: SealedValue] = [:]
+        var sealedValues = [String: SealedValue](minimumCapacity: entity.attributes.count)
+        let place = context(record, keyring)
         for attribute in entity.attributes where attribute.isEncrypted && !Self.sealsFile(attribute) {
-            guard let value = record.fields[attribute.name], !value.isNull else { continue }
-            let sealed = try FieldEncryption.seal(value, with: key, for: context(record, attribute.name, keyring))
-            record.fields[attribute.name] = .encryptedBytes(sealed)
-            sealedValues[attribute.name] = SealedValue(sealed: .encryptedBytes(sealed), value: value)
+            // One lookup per field: the value is replaced where it is.
+            guard let index = record.fields.index(forKey: attribute.name) else { continue }
+            let value = record.fields.values[index]
+            guard !value.isNull else { continue }
+            let sealed = FieldValue.encryptedBytes(try FieldEncryption.seal(value, with: key, in: place, field: attribute.name))
+            record.fields.values[index] = sealed
+            sealedValues[attribute.name] = SealedValue(sealed: sealed, value: value)
         }
         return sealedValues
     }
@@ -239,7 +243,7 @@ struct RecordSealing: Sendable {
     /// - Throws: ``Failure/missingKey(_:)`` without a key for the zone; the file system's errors.
     func sealAsset(from source: URL, to destination: URL, field: String, of record: Record) throws -> (fileChecksum: String, size: Int64) {
         guard let keyring, let key = keyring.sealingKey(record.recordID.zoneID) else { throw Failure.missingKey(nil) }
-        return try AssetEncryption.seal(from: source, to: destination, with: key, for: context(record, field, keyring))
+        return try AssetEncryption.seal(from: source, to: destination, with: key, for: context(record, keyring).field(field))
     }
 
     /// Opens the downloaded sealed file of an encrypted asset of `field` of `record` into a new
@@ -251,7 +255,7 @@ struct RecordSealing: Sendable {
         guard let keyring else { throw .missingKey(nil) }
         do {
             return try AssetEncryption.open(
-                from: source, to: destination, keys: keyring.openingKeys(record.recordID.zoneID), for: context(record, field, keyring))
+                from: source, to: destination, keys: keyring.openingKeys(record.recordID.zoneID), for: context(record, keyring).field(field))
         } catch let error as EncryptionError {
             throw error.code == .unknownKey ? .missingKey(error.keyID) : .refused(field: field, error)
         } catch {
@@ -288,10 +292,14 @@ struct RecordSealing: Sendable {
         guard Self.needsKey(entity) else { return record }
         var opened = record
         var keys: [KeyID: EncryptionKey]?  // the zone's keys, looked up once per record
+        var place: EncryptedRecordContext?  // likewise
         for attribute in entity.attributes where attribute.isEncrypted {
-            guard let value = record.fields[attribute.name], !value.isNull else { continue }
+            // One lookup per field: the value is replaced where it is.
+            guard let index = opened.fields.index(forKey: attribute.name) else { continue }
+            let value = opened.fields.values[index]
+            guard !value.isNull else { continue }
             if let known = sealedHere[attribute.name], known.isSealed(as: value) {
-                opened.fields[attribute.name] = known.value
+                opened.fields.values[index] = known.value
                 continue
             }
             if Self.sealsFile(attribute) { continue }
@@ -305,8 +313,10 @@ struct RecordSealing: Sendable {
             }
             let zoneKeys = keys ?? keyring.openingKeys(record.recordID.zoneID)
             keys = zoneKeys
+            let recordPlace = place ?? context(record, keyring)
+            place = recordPlace
             do {
-                opened.fields[attribute.name] = try FieldEncryption.open(sealed, keys: zoneKeys, for: context(record, attribute.name, keyring))
+                opened.fields.values[index] = try FieldEncryption.open(sealed, keys: zoneKeys, in: recordPlace, field: attribute.name)
             } catch let error as EncryptionError where error.code == .unknownKey {
                 throw .missingKey(error.keyID)
             } catch let error as EncryptionError {
@@ -337,9 +347,10 @@ struct RecordSealing: Sendable {
         return opened
     }
 
-    private func context(_ record: Record, _ field: String, _ keyring: EncryptionKeyring) -> EncryptedFieldContext {
-        EncryptedFieldContext(
+    /// Where the record's values belong: what their authenticated data binds them to.
+    private func context(_ record: Record, _ keyring: EncryptionKeyring) -> EncryptedRecordContext {
+        EncryptedRecordContext(
             zoneName: record.recordID.zoneID.zoneName, zoneOwner: keyring.owner(of: record.recordID.zoneID),
-            recordName: record.recordName, recordType: record.recordType ?? "", fieldName: field)
+            recordName: record.recordName, recordType: record.recordType ?? "")
     }
 }

@@ -19,6 +19,8 @@ import Foundation
 /// let plain = try AssetEncryption.open(from: downloaded, to: photoCopy, keys: [key.id: key], for: place)
 /// ```
 public enum AssetEncryption {
+    /// The format version, the first byte of a sealed asset.
+    public static let version: UInt8 = 1
     /// The plain bytes of each chunk but the last.
     public static let chunkSize = 64 * 1024
     static let saltSize = 16
@@ -47,7 +49,7 @@ public enum AssetEncryption {
             checksum.update(bytes)
         }
         let salt = SymmetricKey(size: .init(bitCount: saltSize * 8)).withUnsafeBytes { Data($0) }
-        var header = Data([FieldEncryption.version])
+        var header = Data([version])
         header.append(key.id.bytes)
         header.append(salt)
         try write(header)
@@ -77,10 +79,10 @@ public enum AssetEncryption {
     /// The key ID and salt at the start of a sealed file.
     private static func header(of input: FileHandle, what: String) throws -> (keyID: KeyID, salt: Data) {
         let header = try input.read(upToCount: headerSize) ?? Data()
-        guard header.count == headerSize, header.first == FieldEncryption.version,
+        guard header.count == headerSize, header.first == version,
             let id = KeyID(bytes: header.dropFirst().prefix(KeyID.byteCount))
         else {
-            throw EncryptionError(.malformed, "\(what) is not a sealed asset of format \(FieldEncryption.version)")
+            throw EncryptionError(.malformed, "\(what) is not a sealed asset of format \(version)")
         }
         return (id, header.suffix(saltSize))
     }
