@@ -211,6 +211,16 @@ extension MirrorTransaction {
                 counts.saved += 1
                 return .handled
             }
+            if let entity = schema.entity(named: row.entityName), lacksEncryptedAssetFiles(server, entity) {
+                // The engine could not download the bytes of the server copy's encrypted asset
+                // (its download is best effort): no merge without them. The save stays pending
+                // and goes again, and its conflict brings the server's copy again.
+                logger.info(
+                    "a conflict's server copy came without its encrypted asset's bytes: the save goes again",
+                    metadata: ["record": "\(record.recordName)", "entity": "\(entity.name)"])
+                try recordRetry(of: record.recordID, error)
+                return .handled
+            }
             guard let entity = schema.entity(named: row.entityName), let server = try opened(server, of: entity, in: row.zone) else {
                 // The server's version does not open here (refused, or its key has not come):
                 // this save cannot merge with it, and stays refused until the app changes the object.

@@ -97,6 +97,13 @@ extension MirrorTransaction {
         return Asset(fileChecksum: plain.fileChecksum, size: plain.size)
     }
 
+    /// Whether an encrypted asset of `record` has no file here to open: neither downloaded with
+    /// it nor kept from a version that waited (a conflict's server copy, downloaded best effort).
+    func lacksEncryptedAssetFiles(_ record: Record, _ entity: EntityDescription) -> Bool {
+        guard let assets = try? sealing.sealedAssets(of: record, entity) else { return false }
+        return assets.contains { $0.asset.fileURL == nil && waitingFile(of: $0.asset) == nil }
+    }
+
     /// Keeps the downloaded files of a record's encrypted assets while it waits for its key:
     /// renamed `<checksum hex>.waiting` beside the engine's downloads (which it deletes once the
     /// page is applied), found there when the record opens (``waitingFile(of:)``), and removed

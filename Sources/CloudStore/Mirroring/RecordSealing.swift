@@ -224,14 +224,17 @@ struct RecordSealing: Sendable {
         guard let key = keyring.sealingKey(record.recordID.zoneID) else { throw Failure.missingKey(nil) }
         var sealedValues = [String: SealedValue](minimumCapacity: entity.attributes.count)
         let place = context(record, keyring)
-        for attribute in entity.attributes where attribute.isEncrypted && !Self.sealsFile(attribute) {
+        // By index: an attribute is read in place, not copied, for each record sync seals.
+        let attributes = entity.attributes
+        for index in attributes.indices where attributes[index].isEncrypted && !Self.sealsFile(attributes[index]) {
+            let name = attributes[index].name
             // One lookup per field: the value is replaced where it is.
-            guard let index = record.fields.index(forKey: attribute.name) else { continue }
-            let value = record.fields.values[index]
+            guard let slot = record.fields.index(forKey: name) else { continue }
+            let value = record.fields.values[slot]
             guard !value.isNull else { continue }
-            let sealed = FieldValue.encryptedBytes(try FieldEncryption.seal(value, with: key, in: place, field: attribute.name))
-            record.fields.values[index] = sealed
-            sealedValues[attribute.name] = SealedValue(sealed: sealed, value: value)
+            let sealed = FieldValue.encryptedBytes(try FieldEncryption.seal(value, with: key, in: place, field: name))
+            record.fields.values[slot] = sealed
+            sealedValues[name] = SealedValue(sealed: sealed, value: value)
         }
         return sealedValues
     }
@@ -293,19 +296,21 @@ struct RecordSealing: Sendable {
         var opened = record
         var keys: [KeyID: EncryptionKey]?  // the zone's keys, looked up once per record
         var place: EncryptedRecordContext?  // likewise
-        for attribute in entity.attributes where attribute.isEncrypted {
+        let attributes = entity.attributes  // read by index, as in seal
+        for index in attributes.indices where attributes[index].isEncrypted {
+            let name = attributes[index].name
             // One lookup per field: the value is replaced where it is.
-            guard let index = opened.fields.index(forKey: attribute.name) else { continue }
-            let value = opened.fields.values[index]
+            guard let slot = opened.fields.index(forKey: name) else { continue }
+            let value = opened.fields.values[slot]
             guard !value.isNull else { continue }
-            if let known = sealedHere[attribute.name], known.isSealed(as: value) {
-                opened.fields.values[index] = known.value
+            if let known = sealedHere[name], known.isSealed(as: value) {
+                opened.fields.values[slot] = known.value
                 continue
             }
-            if Self.sealsFile(attribute) { continue }
+            if Self.sealsFile(attributes[index]) { continue }
             guard case .encryptedBytes(let sealed) = value else {
                 throw .refused(
-                    field: attribute.name,
+                    field: name,
                     EncryptionError(.malformed, "the field is \(value.typeName ?? "plain") but the schema says encrypted: refused"))
             }
             guard let keyring else {
@@ -316,13 +321,13 @@ struct RecordSealing: Sendable {
             let recordPlace = place ?? context(record, keyring)
             place = recordPlace
             do {
-                opened.fields.values[index] = try FieldEncryption.open(sealed, keys: zoneKeys, in: recordPlace, field: attribute.name)
+                opened.fields.values[slot] = try FieldEncryption.open(sealed, keys: zoneKeys, in: recordPlace, field: name)
             } catch let error as EncryptionError where error.code == .unknownKey {
                 throw .missingKey(error.keyID)
             } catch let error as EncryptionError {
-                throw .refused(field: attribute.name, error)
+                throw .refused(field: name, error)
             } catch {
-                throw .refused(field: attribute.name, EncryptionError(.malformed, "\(error)"))
+                throw .refused(field: name, EncryptionError(.malformed, "\(error)"))
             }
         }
         return opened
@@ -339,10 +344,10 @@ struct RecordSealing: Sendable {
             return readable
         }
         // An asset sealed elsewhere is read from its file, which an answer does not bring.
-        for attribute in entity.attributes where Self.sealsFile(attribute) {
-            if case .asset? = record.fields[attribute.name], opened.fields[attribute.name] == record.fields[attribute.name] {
-                opened.fields[attribute.name] = nil
-            }
+        let attributes = entity.attributes  // read by index, as in seal
+        for index in attributes.indices where Self.sealsFile(attributes[index]) {
+            let name = attributes[index].name
+            if case .asset? = record.fields[name], opened.fields[name] == record.fields[name] { opened.fields[name] = nil }
         }
         return opened
     }

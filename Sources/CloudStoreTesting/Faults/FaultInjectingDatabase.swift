@@ -44,6 +44,8 @@ public final class FaultInjectingDatabase: CloudDatabase {
         var log: [DatabaseOperation] = []
         var fetchedRecordNames: [String] = []
         var stripsServerRecord = false
+        var failingDownloads = 0
+        var downloads = 0
         var waiters: [(operation: DatabaseOperation, count: Int, continuation: CheckedContinuation<Void, Never>)] = []
 
         mutating func record(_ operation: DatabaseOperation) -> [CheckedContinuation<Void, Never>] {
@@ -102,8 +104,20 @@ public final class FaultInjectingDatabase: CloudDatabase {
 
     /// Drops every fault not used yet.
     public func removeFaults() {
-        storage.withLock { $0.rules.removeAll() }
+        storage.withLock {
+            $0.rules.removeAll()
+            $0.failingDownloads = 0
+        }
     }
+
+    /// Makes the next `times` asset downloads fail with a network error (a download goes to the
+    /// asset's URL, not to an operation of the database).
+    public func failAssetDownloads(times: Int = 1) {
+        storage.withLock { $0.failingDownloads += times }
+    }
+
+    /// How many asset downloads were started, failed ones included.
+    public var assetDownloadCount: Int { storage.withLock { $0.downloads } }
 
     /// When true, `CONFLICT` and `EXISTS` results lose their `serverRecord`, as real CloudKit sends none.
     public var stripsServerRecordFromConflicts: Bool {
@@ -226,6 +240,13 @@ public final class FaultInjectingDatabase: CloudDatabase {
     }
 
     public func downloadAsset(from url: String, to file: URL, resumingAt offset: Int64) async throws {
+        let fails = storage.withLock { storage in
+            storage.downloads += 1
+            guard storage.failingDownloads > 0 else { return false }
+            storage.failingDownloads -= 1
+            return true
+        }
+        if fails { throw CloudError(.network, message: "injected network failure before an asset download") }
         try await base.downloadAsset(from: url, to: file, resumingAt: offset)
     }
 

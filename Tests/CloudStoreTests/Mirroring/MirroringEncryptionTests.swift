@@ -483,6 +483,52 @@ struct MirroringEncryptionTests {
         }
     }
 
+    /// The laptop's edit of the text conflicts with the phone's new scan, and the engine cannot
+    /// download the server copy's sealed scan with the conflict: the edit is not refused, it
+    /// waits as a retry and merges once a send's conflict brings the copy with its bytes.
+    @Test func aConflictWhoseEncryptedAssetDidNotDownload_goesAgain() async throws {
+        try await ServerProcess.with(users: Self.users) { server in
+            let faults = FaultInjectingDatabase.Box()
+            let phone = try await Self.device("phone", server: server.baseURL)
+            let laptop = try await TestDevice.make("laptop", schema: Self.schema(), server: server.baseURL, token: "alice-token") { options in
+                options.configureEngine = faults.configureEngine
+            }
+            defer { Task { await phone.close(); await laptop.close() } }
+            try await phone.container.setUpEncryption(passphrase: Self.passphrase)
+            try await laptop.container.setUpEncryption(passphrase: Self.passphrase)
+            let entry = JournalEntry(day: "one", text: Self.secret(), scan: Self.scan(3_000))
+            try await phone.write { context in try context.insert(entry) }
+            try await phone.sync()
+            try await laptop.sync()
+            var onPhone = entry, onLaptop = entry
+            onPhone.scan = Self.scan(5_000)
+            onLaptop.text = Self.secret()
+            let (changedPhone, changedLaptop) = (onPhone, onLaptop)
+            try await phone.write { context in try context.update(changedPhone) }
+            try await phone.sync()
+            try await laptop.write { context in try context.update(changedLaptop) }
+            let database = try #require(faults.database)
+            let downloads = database.assetDownloadCount
+            database.failAssetDownloads(times: 1_000)
+            // Sent before anything is fetched: the server answers with a conflict (and again to
+            // the send's own retries).
+            _ = try? await laptop.container.sendChanges()
+            #expect(database.assetDownloadCount > downloads, "the conflict's download was tried")
+            let state = try await laptop.container.syncState(of: JournalEntry.self, id: entry.id)
+            #expect(state?.refusal == nil, "not refused: \(String(describing: state?.refusal))")
+            #expect(state?.retry?.error.serverErrorCode == .conflict && (state?.retry?.attempts ?? 0) >= 1)
+            #expect(try await laptop.container.status().pendingUploads == 1)
+            #expect(try Self.entries(laptop) == [onLaptop], "nothing merged without the bytes")
+            database.removeFaults()
+            try await laptop.container.sendChanges()
+            let merged = JournalEntry(id: entry.id, day: "one", text: onLaptop.text, scan: onPhone.scan)
+            #expect(try Self.entries(laptop) == [merged])
+            #expect(try await laptop.container.status().pendingUploads == 0)
+            try await phone.sync()
+            #expect(try Self.entries(phone) == [merged])
+        }
+    }
+
     @Test func sharingEncryptedAttributes_grantsTheKey_andRemovalRotatesIt() async throws {
         try await ServerProcess.with(users: Self.users) { server in
             try await sharedThenRemoved(server: server.baseURL, secondServer: server.baseURL)
