@@ -72,8 +72,9 @@ struct BenchOptions {
           --asset       MiB of the asset benchmark's attachment (default 100, quick 10)
           --sync        notes of each bulk sync run, smallest first (default 10000); several
                         sizes show whether the CPU per record stays flat (3000,30000)
-          --sync-runs   runs of each bulk sync size (default 1); the run with the median
-                        records/s is reported, with the others' range (the host's noise)
+          --sync-runs   runs of each bulk sync size (default 1), plain and encrypted
+                        alternating; the run with the median records/s is reported, with the
+                        others' range (the host's noise)
           --ids         how the bulk sync's notes get their ids: time-ordered (default,
                         UUID.timeOrdered(), as the docs recommend) or random (UUID())
           --scale       record counts of the bootstrap runs, smallest first (default 10000,100000)

@@ -71,12 +71,24 @@ struct SyncBenchmarks {
         ]
     }
 
-    /// Item 5 `runs` times: the run with the median records/s, its records/s row noting the
-    /// range of all runs (this host's speed varies from one run to the next).
-    func bulk(count: Int, runs: Int) async throws -> [Figure] {
-        guard runs > 1 else { return try await bulk(count: count) }
-        var all: [[Figure]] = []
-        for _ in 0..<runs { all.append(try await bulk(count: count)) }
+    /// Item 5 on `plain` and on `encrypted` (each on its server), `runs` times each, alternating:
+    /// the host's drift over the minutes the runs take falls on both alike, not on whichever ran
+    /// second. Answers each one's median run (``median(of:)``: this host's speed varies from one
+    /// run to the next).
+    static func bulk(count: Int, runs: Int, plain: SyncBenchmarks, encrypted: SyncBenchmarks) async throws -> (
+        plain: [Figure], encrypted: [Figure]
+    ) {
+        var (plainRuns, encryptedRuns): ([[Figure]], [[Figure]]) = ([], [])
+        for _ in 0..<max(runs, 1) {
+            plainRuns.append(try await plain.bulk(count: count))
+            encryptedRuns.append(try await encrypted.bulk(count: count))
+        }
+        return (try median(of: plainRuns), try median(of: encryptedRuns))
+    }
+
+    /// The run with the median records/s, its records/s row noting the range of all runs.
+    static func median(of all: [[Figure]]) throws -> [Figure] {
+        guard all.count > 1 else { return all.first ?? [] }
         /// The records/s row of a run's figures.
         func rateIndex(_ figures: [Figure]) throws -> Int {
             guard let index = figures.firstIndex(where: { $0.unit == "records/s" }) else {
@@ -87,9 +99,9 @@ struct SyncBenchmarks {
         func rate(_ figures: [Figure]) throws -> Double { figures[try rateIndex(figures)].value }
         let rates = try all.map(rate)
         let order = rates.indices.sorted { rates[$0] < rates[$1] }
-        var median = all[order[(runs - 1) / 2]]
+        var median = all[order[(all.count - 1) / 2]]
         median[try rateIndex(median)].detail += String(
-            format: "; median of %d runs, %.0f–%.0f records/s", runs, rates[order.first!], rates[order.last!])
+            format: "; median of %d runs, %.0f–%.0f records/s", all.count, rates[order.first!], rates[order.last!])
         return median
     }
 

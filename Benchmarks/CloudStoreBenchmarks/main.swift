@@ -156,16 +156,16 @@ for group in options.groups where group.needsServer {
             switch group {
             case .sync:
                 for count in sizes.sync {
-                    let plain = try await SyncBenchmarks(directory: directory, server: server, ids: options.ids)
-                        .bulk(count: count, runs: sizes.syncRuns)
-                    // A server of its own: the first one's schema has the plain fields, which a
-                    // record type's encrypted ones cannot replace.
+                    // A server of its own for the encrypted runs: the first one's schema has the
+                    // plain fields, which a record type's encrypted ones cannot replace.
                     let sealedServer = try await BenchServer.start(backend, postgresURL: options.postgresURL, directory: directory)
                     var sealed = SyncBenchmarks(directory: directory, server: sealedServer, ids: options.ids)
                     sealed.encrypted = true
-                    let encrypted: [Figure]
+                    let plain: [Figure], encrypted: [Figure]
                     do {
-                        encrypted = try await sealed.bulk(count: count, runs: sizes.syncRuns)
+                        (plain, encrypted) = try await SyncBenchmarks.bulk(
+                            count: count, runs: sizes.syncRuns,
+                            plain: SyncBenchmarks(directory: directory, server: server, ids: options.ids), encrypted: sealed)
                     } catch {
                         await sealedServer.stop()
                         throw error
