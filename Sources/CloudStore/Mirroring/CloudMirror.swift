@@ -391,9 +391,16 @@ actor CloudMirror: SyncEngineDelegate {
     }
 
     /// The store's own file of an asset, when it holds those bytes already: the engine does not
-    /// download them again.
+    /// download them again. For a sealed asset (an encrypted attribute's) this device sealed or
+    /// opened before, the file of its plain bytes: the import takes them as they are when the
+    /// record's field names that sealed file (``Database/plainBytes(of:field:record:in:)``), and
+    /// fails to open them as sealed anywhere else.
     nonisolated func existingFile(for asset: Asset, syncEngine: SyncEngine) async -> URL? {
-        store.externalDataURL(for: ExternalData(checksum: asset.fileChecksum, size: asset.size))
+        if let file = store.externalDataURL(for: ExternalData(checksum: asset.fileChecksum, size: asset.size)) { return file }
+        guard schema.entities.contains(where: { $0.attributes.contains(where: RecordSealing.sealsFile) }),
+            let plain = try? await store.read({ try $0.db.plainBytes(of: asset) })
+        else { return nil }
+        return store.externalDataURL(for: plain)
     }
 
     /// How many creates wait for a fetch before they go out again.

@@ -19,6 +19,10 @@ import GRDB
 ///   cannot open: the key has not reached it (`problem` says which), applied once it does
 ///   (``MirrorTransaction/applyAwaitingDecryption()``), or a field that failed authentication
 ///   (refused; replaced by the record's next version).
+/// - `cloudstore_mirror_sealed_asset`: for a record's encrypted asset field (in its zone: `''` for
+///   the primary zone's name and for the owner of the user's own zones), the sealed file this
+///   device last sealed or opened (its checksum) and the plain bytes it holds of it: a version of
+///   the record whose field still names that file neither downloads nor opens it again.
 /// - `cloudstore_mirror_zone`: the zones mirrored besides the primary one (``MirrorZone``): owned
 ///   shares and zones shared with this user, with their share records and pending share changes.
 /// - `cloudstore_mirror_zone_key`: the zone key records fetched from shared zones (``ZoneKeyRecord``),
@@ -88,6 +92,17 @@ enum MirrorMetadata {
                     record BLOB NOT NULL,
                     refused INTEGER NOT NULL,
                     problem TEXT NOT NULL);
+                CREATE TABLE IF NOT EXISTS cloudstore_mirror_sealed_asset (
+                    zone_name TEXT NOT NULL,
+                    zone_owner TEXT NOT NULL,
+                    record_name TEXT NOT NULL,
+                    field TEXT NOT NULL,
+                    sealed_checksum TEXT NOT NULL,
+                    sealed_size INTEGER NOT NULL,
+                    checksum TEXT NOT NULL,
+                    size INTEGER NOT NULL,
+                    PRIMARY KEY (record_name, field, zone_name, zone_owner));
+                CREATE INDEX IF NOT EXISTS cloudstore_mirror_sealed_asset_sealed ON cloudstore_mirror_sealed_asset (sealed_checksum);
                 CREATE TABLE IF NOT EXISTS cloudstore_mirror_zone (
                     zone_name TEXT NOT NULL,
                     zone_owner TEXT NOT NULL DEFAULT '',

@@ -16,11 +16,18 @@ extension MirrorTransaction {
             (try sealing.open(record, of: entity), try sealing.sealedAssets(of: record, entity))
         }) {
         case .success(var (opened, assets)):
+            var plain: [(field: String, sealed: Asset, plain: Asset)] = []
             do throws(RecordSealing.Failure) {
-                for (field, asset) in assets { opened.fields[field] = .asset(try openAsset(asset, field: field, of: record)) }
+                for (field, asset) in assets { plain.append((field, asset, try openAsset(asset, field: field, of: record, in: zone))) }
             } catch {
                 failure = error
                 break
+            }
+            for asset in plain {
+                opened.fields[asset.field] = .asset(asset.plain)
+                try db.setSealedAsset(
+                    asset.sealed, field: asset.field, record: record.recordName, in: zone,
+                    plain: ExternalData(checksum: asset.plain.fileChecksum, size: asset.plain.size))
             }
             // A version that opens replaces one that waited or was refused (whose kept files
             // the mirror then removes, ``removeUnneededWaitingFiles()``).
@@ -76,7 +83,14 @@ extension MirrorTransaction {
     ///
     /// - Throws: a ``RecordSealing/Failure``: the key is missing, the bytes do not authenticate,
     ///   or (refused) the file is missing or cannot be stored.
-    private func openAsset(_ asset: Asset, field: String, of record: Record) throws(RecordSealing.Failure) -> Asset {
+    private func openAsset(_ asset: Asset, field: String, of record: Record, in zone: MirrorZone.Key) throws(RecordSealing.Failure) -> Asset {
+        // Sealed or opened here before, in this place: its bytes are in the store already (the
+        // file the engine was given for it is then those bytes, not the sealed file).
+        if let files = context.layout.externalData, let plain = try? db.plainBytes(of: asset, field: field, record: record.recordName, in: zone),
+            files.contains(plain)
+        {
+            return Asset(fileChecksum: plain.checksum, size: plain.size)
+        }
         guard let files = context.layout.externalData, let file = asset.fileURL ?? waitingFile(of: asset),
             FileManager.default.isReadableFile(atPath: file.path)
         else {
@@ -114,7 +128,11 @@ extension MirrorTransaction {
         // A version that waited before may be replaced, its file unneeded.
         mayLeaveWaitingFiles = true
         for (_, asset) in assets {
-            guard let file = asset.fileURL, let name = Self.waitingFileName(of: asset) else { continue }
+            // Only a file the engine downloaded there: one it was given from the store's own
+            // files (``CloudMirror/existingFile(for:syncEngine:)``) stays where it is.
+            guard let file = asset.fileURL, file.deletingLastPathComponent().standardizedFileURL == transfers.standardizedFileURL,
+                let name = Self.waitingFileName(of: asset)
+            else { continue }
             let kept = transfers.appendingPathComponent(name)
             try? FileManager.default.removeItem(at: kept)
             try? FileManager.default.moveItem(at: file, to: kept)
@@ -209,5 +227,49 @@ extension Database {
     /// Whether a fetched record waits for decryption, or was refused (``MirrorTransaction/opened(_:of:in:)``).
     func awaitsDecryption() throws -> Bool {
         try Bool.fetchOne(self, sql: "SELECT 1 FROM cloudstore_mirror_awaiting_decryption LIMIT 1") ?? false
+    }
+}
+
+// MARK: - The plain bytes of sealed assets (`cloudstore_mirror_sealed_asset`)
+
+extension Database {
+    /// Remembers that this device holds `plain`, the bytes of `sealed`, the sealed file of the
+    /// encrypted asset `field` of record `recordName` in `zone` (sealed here for upload, or opened
+    /// here).
+    func setSealedAsset(_ sealed: Asset, field: String, record recordName: String, in zone: MirrorZone.Key, plain: ExternalData) throws {
+        try cachedStatement(
+            sql: """
+                INSERT OR REPLACE INTO cloudstore_mirror_sealed_asset
+                    (zone_name, zone_owner, record_name, field, sealed_checksum, sealed_size, checksum, size) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                """
+        ).execute(arguments: [zone.name ?? "", zone.owner ?? "", recordName, field, sealed.fileChecksum, sealed.size, plain.checksum, plain.size])
+    }
+
+    /// The plain bytes this device holds of `sealed` as the asset `field` of record `recordName`
+    /// in `zone`: only in that place (the place the file authenticated in when it was sealed or
+    /// opened here).
+    func plainBytes(of sealed: Asset, field: String, record recordName: String, in zone: MirrorZone.Key) throws -> ExternalData? {
+        try Row.fetchOne(
+            cachedStatement(
+                sql: """
+                    SELECT checksum, size FROM cloudstore_mirror_sealed_asset
+                    WHERE record_name = ? AND field = ? AND zone_name = ? AND zone_owner = ? AND sealed_checksum = ? AND sealed_size = ?
+                    """),
+            arguments: [recordName, field, zone.name ?? "", zone.owner ?? "", sealed.fileChecksum, sealed.size]
+        ).map { ExternalData(checksum: $0[0], size: $0[1]) }
+    }
+
+    /// The plain bytes this device holds of `sealed` in any place: what spares the engine its
+    /// download (the record's place is checked when the record opens, ``plainBytes(of:field:record:in:)``).
+    func plainBytes(of sealed: Asset) throws -> ExternalData? {
+        try Row.fetchOne(
+            cachedStatement(sql: "SELECT checksum, size FROM cloudstore_mirror_sealed_asset WHERE sealed_checksum = ? AND sealed_size = ? LIMIT 1"),
+            arguments: [sealed.fileChecksum, sealed.size]
+        ).map { ExternalData(checksum: $0[0], size: $0[1]) }
+    }
+
+    /// Forgets the sealed assets of record `recordName` (in every zone: the record is forgotten).
+    func deleteSealedAssets(of recordName: String) throws {
+        try cachedStatement(sql: "DELETE FROM cloudstore_mirror_sealed_asset WHERE record_name = ?").execute(arguments: [recordName])
     }
 }

@@ -196,6 +196,8 @@ extension MirrorTransaction {
                     continue
                 }
                 let file = try sealedFile(of: value, field: attribute.name, of: record, scope: scope, reusing: sealedBefore[attribute.name])
+                // A version of the record fetched later with this file holds these bytes.
+                try db.setSealedAsset(file, field: attribute.name, record: record.recordName, in: key(record.recordID.zoneID), plain: value)
                 sealed[attribute.name] = RecordSealing.SealedValue(sealed: .asset(file), value: .asset(asset))
                 record.fields[attribute.name] = .asset(file)
                 continue

@@ -143,6 +143,7 @@ final class MirrorTransaction {
     /// Forgets a record: it is neither on the server nor to upload.
     func forget(_ recordName: String) throws {
         try db.deleteRecordMetadata(recordName)
+        try db.deleteSealedAssets(of: recordName)
     }
 
     /// Writes conflicts to the log, one line each at debug level 3.

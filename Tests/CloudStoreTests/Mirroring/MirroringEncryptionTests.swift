@@ -483,6 +483,55 @@ struct MirroringEncryptionTests {
         }
     }
 
+    /// A version of a record whose encrypted asset is unchanged (another field changed) brings
+    /// the same sealed file: neither the device that sealed it nor one that opened it downloads
+    /// it again. A new scan is downloaded once.
+    @Test func anUnchangedEncryptedAsset_isNotDownloadedAgain() async throws {
+        try await ServerProcess.with(users: Self.users) { server in
+            let (phoneFaults, laptopFaults) = (FaultInjectingDatabase.Box(), FaultInjectingDatabase.Box())
+            func device(_ name: String, _ faults: FaultInjectingDatabase.Box) async throws -> TestDevice {
+                try await TestDevice.make(name, schema: Self.schema(), server: server.baseURL, token: "alice-token") { options in
+                    options.configureEngine = faults.configureEngine
+                }
+            }
+            let phone = try await device("phone", phoneFaults)
+            let laptop = try await device("laptop", laptopFaults)
+            defer { Task { await phone.close(); await laptop.close() } }
+            try await phone.container.setUpEncryption(passphrase: Self.passphrase)
+            try await laptop.container.setUpEncryption(passphrase: Self.passphrase)
+            var entry = JournalEntry(day: "one", text: Self.secret(), scan: Self.scan(100_000))
+            try await phone.write { [entry] context in try context.insert(entry) }
+            try await phone.sync()
+            try await laptop.sync()
+            let (phoneDatabase, laptopDatabase) = (try #require(phoneFaults.database), try #require(laptopFaults.database))
+            #expect(laptopDatabase.assetDownloadCount == 1 && phoneDatabase.assetDownloadCount == 0)
+
+            entry.text = Self.secret()
+            try await phone.write { [entry] context in try context.update(entry) }
+            try await phone.sync()
+            try await laptop.sync()
+            #expect(try Self.entries(laptop) == [entry])
+            #expect(laptopDatabase.assetDownloadCount == 1, "the laptop opened this sealed file before")
+            entry.text = Self.secret()
+            try await laptop.write { [entry] context in try context.update(entry) }
+            try await laptop.sync()
+            try await phone.sync()
+            #expect(try Self.entries(phone) == [entry])
+            #expect(phoneDatabase.assetDownloadCount == 0, "the phone sealed this file")
+
+            entry.scan = Self.scan(50_000)
+            try await phone.write { [entry] context in try context.update(entry) }
+            try await phone.sync()
+            try await laptop.sync()
+            #expect(try Self.entries(laptop) == [entry])
+            #expect(laptopDatabase.assetDownloadCount == 2, "a new scan is downloaded once")
+            for device in [phone, laptop] {
+                let transfers = (try? FileManager.default.contentsOfDirectory(atPath: device.store.url.path + "-external/.transfers")) ?? []
+                #expect(transfers.filter { $0.hasSuffix(".sealed") || $0.hasSuffix(".waiting") }.isEmpty, "\(device.name): \(transfers)")
+            }
+        }
+    }
+
     /// The laptop's edit of the text conflicts with the phone's new scan, and the engine cannot
     /// download the server copy's sealed scan with the conflict: the edit is not refused, it
     /// waits as a retry and merges once a send's conflict brings the copy with its bytes.
