@@ -272,4 +272,12 @@ extension Database {
     func deleteSealedAssets(of recordName: String) throws {
         try cachedStatement(sql: "DELETE FROM cloudstore_mirror_sealed_asset WHERE record_name = ?").execute(arguments: [recordName])
     }
+
+    /// Forgets the sealed assets of the records of `zone` (of every zone when nil), with its
+    /// records' metadata.
+    func deleteSealedAssets(in zone: MirrorZone.Key?) throws {
+        guard let zone else { return try execute(sql: "DELETE FROM cloudstore_mirror_sealed_asset") }
+        try execute(
+            sql: "DELETE FROM cloudstore_mirror_sealed_asset WHERE zone_name = ? AND zone_owner = ?", arguments: [zone.name ?? "", zone.owner ?? ""])
+    }
 }

@@ -411,6 +411,7 @@ extension MirrorTransaction {
         }
         if allZones {
             try db.execute(sql: "DELETE FROM cloudstore_record_metadata")
+            try db.deleteSealedAssets(in: nil)
             try db.execute(sql: "DELETE FROM cloudstore_mirror_public_creator")
             try db.execute(sql: "DELETE FROM cloudstore_mirror_unresolved_reference")
             try db.deleteMirrorZone(nil)
@@ -418,6 +419,7 @@ extension MirrorTransaction {
             try forgetSetAsideRecords(in: nil)
         } else {
             try db.execute(sql: "DELETE FROM cloudstore_record_metadata WHERE zone_name IS NULL")
+            try db.deleteSealedAssets(in: .primary)
             try db.execute(sql: "DELETE FROM cloudstore_mirror_moved_record WHERE zone_name IS NULL")
             try forgetSetAsideRecords(in: zoneID)
         }
@@ -431,6 +433,7 @@ extension MirrorTransaction {
     /// that change (``PersistentCloudContainer/LocalDataChoice/keepLocalOnly``).
     func forgetMirroredRecords() throws {
         try db.execute(sql: "DELETE FROM cloudstore_record_metadata WHERE zone_name IS NULL")
+        try db.deleteSealedAssets(in: .primary)
         try forgetSetAsideRecords(in: zoneID)
         try db.execute(sql: "DELETE FROM cloudstore_mirror_moved_record WHERE zone_name IS NULL")
         try db.execute(sql: "DELETE FROM cloudstore_mirror_foreign_record")

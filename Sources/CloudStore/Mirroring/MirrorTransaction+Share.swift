@@ -322,13 +322,15 @@ extension MirrorTransaction {
     }
 
     /// Forgets a zone this device no longer mirrors, once its records are dealt with: the
-    /// deletes of records moved out of it, the records kept aside in it, its row, and for a zone
+    /// deletes of records moved out of it, what it remembered of its sealed assets, the records
+    /// kept aside in it, its row, and for a zone
     /// shared with this user, the end of their access in the share activity.
     private func forgetZone(_ zone: MirrorZone) throws {
         let key = zone.key
         try db.execute(
             sql: "DELETE FROM cloudstore_mirror_moved_record WHERE zone_name IS ? AND zone_owner IS ?",
             arguments: [key.name, key.owner])
+        try db.deleteSealedAssets(in: key)
         try forgetSetAsideRecords(in: zone.zoneID)
         if zone.role == .sharedWithMe {
             var ended = ShareActivity(change: .accessEnded, user: userRecordName, permission: zone.permission)

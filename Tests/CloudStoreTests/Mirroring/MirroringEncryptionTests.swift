@@ -4,6 +4,7 @@ import CloudStoreTesting
 import CloudStoreWire
 import AsyncHTTPClient
 import Foundation
+import protocol GRDB.FetchableRecord
 import Testing
 
 /// A journal entry whose text, mood and photo the server never reads.
@@ -529,6 +530,17 @@ struct MirroringEncryptionTests {
                 let transfers = (try? FileManager.default.contentsOfDirectory(atPath: device.store.url.path + "-external/.transfers")) ?? []
                 #expect(transfers.filter { $0.hasSuffix(".sealed") || $0.hasSuffix(".waiting") }.isEmpty, "\(device.name): \(transfers)")
             }
+
+            // What a device remembers of a record's sealed files goes with the record.
+            func remembered(_ device: TestDevice) throws -> Int? {
+                try device.store.read { try Int.fetchOne($0.db, sql: "SELECT count(*) FROM cloudstore_mirror_sealed_asset") }
+            }
+            #expect(try remembered(phone) == 1 && remembered(laptop) == 1)
+            try await phone.write { [id = entry.id] context in try context.delete(JournalEntry.self, id: id) }
+            try await phone.sync()
+            try await laptop.sync()
+            #expect(try Self.entries(laptop).isEmpty)
+            #expect(try remembered(phone) == 0 && remembered(laptop) == 0)
         }
     }
 
