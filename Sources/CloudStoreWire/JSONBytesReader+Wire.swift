@@ -51,8 +51,8 @@ extension Record.Stamp: JSONBytesReadable {
 }
 
 extension JSONBytesReader {
-    /// A `TIMESTAMP`: integer milliseconds within ``Foundation/Date/timestampRange``.
-    /// A base64 string's bytes; a string that is not base64 is declined (the decoder names it).
+    /// A base64 string's bytes: canonical base64 straight from the bytes (``Base64Bytes``), any
+    /// other string through Foundation; a string that is not base64 is declined (the decoder names it).
     mutating func readBase64() throws(Declined) -> Data {
         let start = mark()
         if let data = try readRawString(Base64Bytes.decode) { return data }
@@ -61,6 +61,7 @@ extension JSONBytesReader {
         return data
     }
 
+    /// A `TIMESTAMP`: integer milliseconds within ``Foundation/Date/timestampRange``.
     mutating func readTimestamp() throws(Declined) -> Date {
         let milliseconds = try readInt64()
         guard Date.timestampRange.contains(milliseconds) else { throw Declined() }
