@@ -15,7 +15,8 @@ extension MirrorTransaction {
         switch Result(catching: { () throws(RecordSealing.Failure) in
             (try sealing.open(record, of: entity), try sealing.sealedAssets(of: record, entity))
         }) {
-        case .success(var (opened, assets)):
+        case .success(let (openedFields, assets)):
+            var opened = openedFields
             var plain: [(field: String, sealed: Asset, plain: Asset)] = []
             do throws(RecordSealing.Failure) {
                 for (field, asset) in assets { plain.append((field, asset, try openAsset(asset, field: field, of: record, in: zone))) }

@@ -173,8 +173,8 @@ public struct EncryptionError: Error, Hashable, Sendable, CustomStringConvertibl
 ///
 /// A sealed value is `0x02` (the format version), the 16-byte key ID, then ChaChaPoly's combined
 /// box (12-byte nonce, ciphertext, 16-byte tag). The plaintext is a type byte and the value in
-/// binary (``SealedPlaintext``; numbers fixed-width, so a value's size does not tell its
-/// magnitude), so every field type round-trips. Values of format 1 (the plaintext the value's
+/// binary (numbers fixed-width, so a value's size does not tell its magnitude; <doc:WireProtocol>
+/// §9 lists the types), so every field type round-trips. Values of format 1 (the plaintext the value's
 /// JSON) still open.
 ///
 /// ```swift
