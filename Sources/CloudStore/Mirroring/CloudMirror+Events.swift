@@ -167,9 +167,11 @@ extension CloudMirror {
         startTracking(\.exportTracker, .export, in: scope)
         let uploads = inFlight
         let key = Self.stateKey(scope)
-        let ((missing, refused, refusedShares), counts) = try await transaction { transaction in
+        let lostAndFetched = sessions[scope]?.unheardCreates.lostAndFetched ?? []
+        let ((missing, refused, refusedShares, waitForFetch), counts) = try await transaction { transaction in
+            transaction.lostAndFetched = lostAndFetched
             let missing = try transaction.acknowledge(sent, uploads: uploads, stateKey: key)
-            return (missing, transaction.refused, transaction.refusedShares)
+            return (missing, transaction.refused, transaction.refusedShares, transaction.waitForFetch)
         }
         shareRefusals.merge(refusedShares) { _, new in new }
         for (zone, error) in refusedShares {
@@ -184,6 +186,10 @@ extension CloudMirror {
             Self.removeSealedFiles(inFlight[recordID]?.sealedFiles ?? [])
             inFlight[recordID] = nil
             sessions[scope]?.unheardCreates.heard(recordID.recordName)
+        }
+        for name in waitForFetch.sorted() {
+            logger.info("the server no longer has the version an upload was for: it waits for a fetch", metadata: ["record": "\(name)"])
+            sessions[scope]?.unheardCreates.lostOnServer(name)
         }
         if let current = sessions[scope]?.exportTracker?.counts { sessions[scope]?.exportTracker?.counts = current + counts }
         reportProgress(scope, \.exportTracker, "export progress")

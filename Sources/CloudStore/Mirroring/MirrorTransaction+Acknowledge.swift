@@ -249,6 +249,15 @@ extension MirrorTransaction {
         case .zoneNotFound:
             return .zoneMissing
         case .notFound:
+            if case .save(true, _)? = try row.pendingUpload, row.isOnServer, !lostAndFetched.contains(row.recordName) {
+                // A whole upload over a version the server no longer has: the object moved back
+                // into this zone while another device's move took its copy away, to a zone a fetch
+                // will show (the object is then merged there, not created here a second time),
+                // or it was deleted. Decided once a fetch covered it: by the object's copy in
+                // another zone, or by the tombstone (``applyServerDeletion(of:)``).
+                waitForFetch.insert(row.recordName)
+                return .handled
+            }
             try applyServerDeletion(of: &row)
         default:
             try refuse(record.recordName, error)
@@ -307,9 +316,11 @@ extension MirrorTransaction {
         if case .save(true, _)? = try row.pendingUpload, row.isOnServer {
             // A whole upload over a version this device had: the object moved back into this zone
             // (or was deleted and inserted again here) while another device's move deleted the copy
-            // it had left here. It is created here again, whole. A tombstone does not say why the
-            // copy went: if another device that had not seen the move out deleted the object for
-            // good, it comes back here rather than being lost.
+            // it had left here. It is created here again, whole, once a fetch has covered the
+            // failure (``resolveFailedSave(_:error:)``): had the move taken the object to another
+            // zone this device can see, that fetch merged it there. A tombstone does not say why
+            // the copy went: if another device that had not seen the move out deleted the object
+            // for good, it comes back here rather than being lost.
             row.forgetServerVersion()
             try save(row)
             return

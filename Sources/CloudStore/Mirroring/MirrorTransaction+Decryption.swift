@@ -17,15 +17,19 @@ extension MirrorTransaction {
         }) {
         case .success(let (openedFields, assets)):
             var opened = openedFields
-            var plain: [(field: String, sealed: Asset, plain: Asset)] = []
+            var plain: [(field: String, sealed: Asset, plain: Asset, known: Bool)] = []
             do throws(RecordSealing.Failure) {
-                for (field, asset) in assets { plain.append((field, asset, try openAsset(asset, field: field, of: record, in: zone))) }
+                for (field, asset) in assets {
+                    let (opened, known) = try openAsset(asset, field: field, of: record, in: zone)
+                    plain.append((field, asset, opened, known))
+                }
             } catch {
                 failure = error
                 break
             }
             for asset in plain {
                 opened.fields[asset.field] = .asset(asset.plain)
+                guard !asset.known else { continue }
                 try db.setSealedAsset(
                     asset.sealed, field: asset.field, record: record.recordName, in: zone,
                     plain: ExternalData(checksum: asset.plain.fileChecksum, size: asset.plain.size))
@@ -80,17 +84,20 @@ extension MirrorTransaction {
 
     /// The bytes of an encrypted asset of a fetched record, opened from the file the sync engine
     /// downloaded (its size and checksum checked), stored among the store's files: the asset of
-    /// the plain bytes, which the import adopts as any other (``ExternalData``).
+    /// the plain bytes, which the import adopts as any other (``ExternalData``), and whether this
+    /// device knew them already in this place (nothing opened, nothing to remember).
     ///
     /// - Throws: a ``RecordSealing/Failure``: the key is missing, the bytes do not authenticate,
     ///   or (refused) the file is missing or cannot be stored.
-    private func openAsset(_ asset: Asset, field: String, of record: Record, in zone: MirrorZone.Key) throws(RecordSealing.Failure) -> Asset {
+    private func openAsset(
+        _ asset: Asset, field: String, of record: Record, in zone: MirrorZone.Key
+    ) throws(RecordSealing.Failure) -> (asset: Asset, known: Bool) {
         // Sealed or opened here before, in this place: its bytes are in the store already (the
         // file the engine was given for it is then those bytes, not the sealed file).
         if let files = context.layout.externalData, let plain = try? db.plainBytes(of: asset, field: field, record: record.recordName, in: zone),
             files.contains(plain)
         {
-            return Asset(fileChecksum: plain.checksum, size: plain.size)
+            return (Asset(fileChecksum: plain.checksum, size: plain.size), true)
         }
         guard let files = context.layout.externalData, let file = asset.fileURL ?? waitingFile(of: asset),
             FileManager.default.isReadableFile(atPath: file.path)
@@ -109,7 +116,7 @@ extension MirrorTransaction {
         } catch {
             throw .refused(field: field, EncryptionError(.malformed, "the opened asset could not be stored: \(error)"))
         }
-        return Asset(fileChecksum: plain.fileChecksum, size: plain.size)
+        return (Asset(fileChecksum: plain.fileChecksum, size: plain.size), false)
     }
 
     /// Whether an encrypted asset of `record` has no file here to open: neither downloaded with

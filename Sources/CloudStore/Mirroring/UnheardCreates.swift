@@ -8,8 +8,14 @@ import Foundation
 /// since, which the deletion rules decide). Sent again before that, the create would bring a
 /// record another device deleted back to life everywhere.
 ///
+/// Whole uploads over a version the server no longer has (``lostOnServer(_:)``) wait for a fetch
+/// the same way: the object may have moved to another zone (another device of the user moved it
+/// there), which only a fetch shows. Created here again before it, the object would live in two
+/// zones.
+///
 /// Pure bookkeeping, kept in memory by ``CloudMirror``; the store's `may_be_on_server` flag
-/// carries it across launches (``init(waiting:)``).
+/// carries it across launches (``init(waiting:)``); a lost version's wait is not carried (after a
+/// relaunch the upload goes again, finds the version gone again, and waits then).
 struct UnheardCreates: Sendable, Equatable {
     /// How many fetches have begun.
     private var fetchesBegun = 0
@@ -17,6 +23,11 @@ struct UnheardCreates: Sendable, Equatable {
     private var fetchUnderWay: Int?
     /// Record name → how many fetches had begun when it was last handed out.
     private var handedOut: [String: Int] = [:]
+    /// Records waiting because the server no longer had the version their upload was for.
+    private var lost: Set<String> = []
+    /// Those a completed fetch covered since: if the server still lacks the version, no fetch
+    /// will say more (its tombstone was fetched before), and the upload's failure is decided.
+    private(set) var lostAndFetched: Set<String> = []
 
     /// Starts with the records an earlier launch handed out and never heard back about: any
     /// completed fetch of this launch covers them.
@@ -35,6 +46,16 @@ struct UnheardCreates: Sendable, Equatable {
     /// The server answered for the record (saved, deleted, refused, or a conflict was merged).
     mutating func heard(_ name: String) {
         handedOut[name] = nil
+        lost.remove(name)
+        lostAndFetched.remove(name)
+    }
+
+    /// The server no longer has the version a whole upload of the record was for: the upload
+    /// waits for a fetch that begins after now, which brings the object's copy in another zone
+    /// if it moved, or its tombstone here.
+    mutating func lostOnServer(_ name: String) {
+        handedOut[name] = fetchesBegun
+        lost.insert(name)
     }
 
     mutating func fetchBegan() {
@@ -48,5 +69,9 @@ struct UnheardCreates: Sendable, Equatable {
         defer { fetchUnderWay = nil }
         guard completed, let fetch = fetchUnderWay else { return }
         handedOut = handedOut.filter { $0.value >= fetch }
+        for name in lost where handedOut[name] == nil {
+            lost.remove(name)
+            lostAndFetched.insert(name)
+        }
     }
 }

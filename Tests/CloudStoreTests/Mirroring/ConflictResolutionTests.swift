@@ -210,6 +210,25 @@ struct ConflictResolutionTests {
         #expect(creates.waiting.isEmpty)
     }
 
+    @Test func anUploadWhoseVersionTheServerLost_waitsForOneFetch_thenIsDecided() {
+        var creates = UnheardCreates()
+        creates.fetchBegan()
+        creates.lostOnServer("moved away")
+        #expect(creates.waiting == ["moved away"])
+        creates.fetchEnded(completed: true)
+        #expect(creates.waiting == ["moved away"], "a fetch that began before the failure does not cover it")
+        #expect(creates.lostAndFetched.isEmpty)
+        creates.fetchBegan()
+        creates.fetchEnded(completed: false)
+        #expect(creates.lostAndFetched.isEmpty, "a fetch that failed covers nothing")
+        creates.fetchBegan()
+        creates.fetchEnded(completed: true)
+        #expect(creates.waiting.isEmpty)
+        #expect(creates.lostAndFetched == ["moved away"], "its next failure is decided at once")
+        creates.heard("moved away")
+        #expect(creates.lostAndFetched.isEmpty)
+    }
+
     // MARK: Links
 
     @Test func links_addedAgainstDeletedAndRemovedAgainstSaved() {

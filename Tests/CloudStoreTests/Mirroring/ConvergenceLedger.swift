@@ -1,6 +1,8 @@
 @testable import CloudStore
 import CloudStoreTesting
 import Foundation
+import Logging
+import Synchronization
 
 /// What was written to one property of one object.
 struct PropertyKey: Hashable, CustomStringConvertible {
@@ -122,5 +124,39 @@ enum ConvergenceSteps {
         proxy.isPartitioned.toggle()
         ConvergenceRun.trace("proxy \(index) partitioned: \(proxy.isPartitioned)")
         return proxy.isPartitioned
+    }
+}
+
+/// A seed's trace and device log lines kept in memory (`CLOUDSTORE_CONVERGENCE_TRACE=memory`):
+/// cleared when a seed begins, written to a file when it fails.
+final class TraceBuffer: Sendable {
+    static let shared = TraceBuffer()
+    private let lines = Mutex<[String]>([])
+
+    func append(_ line: String) { lines.withLock { $0.append(line) } }
+    func clear() { lines.withLock { $0.removeAll(keepingCapacity: true) } }
+
+    /// Writes the lines kept to `<temporary directory>/cloudstore-trace-<seed>.log`; answers its path.
+    @discardableResult
+    func write(seed: UInt64) -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("cloudstore-trace-\(seed).log").path
+        let text = lines.withLock { $0.joined(separator: "\n") }
+        FileManager.default.createFile(atPath: path, contents: Data(text.utf8))
+        return path
+    }
+
+    struct Handler: LogHandler {
+        let label: String
+        var logLevel: Logger.Level = .info
+        var metadata: Logger.Metadata = [:]
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(event: LogEvent) {
+            let all = metadata.merging(event.metadata ?? [:]) { $1 }
+            let fields = all.isEmpty ? "" : " " + all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+            TraceBuffer.shared.append("\(label) \(event.level) \(event.message)\(fields)")
+        }
     }
 }

@@ -188,17 +188,23 @@ struct ConvergenceRun {
 
     /// `CLOUDSTORE_CONVERGENCE_TRACE=1` prints each operation and sync, and the in-process devices'
     /// log at the level of `CLOUDSTORE_DEBUG`, on standard error: how a failing seed is read.
+    /// `CLOUDSTORE_CONVERGENCE_TRACE=memory` keeps them in memory instead (``TraceBuffer``), to be
+    /// written out for a failing seed only: a flake that printing every line hides shows up so.
     static let tracing = ProcessInfo.processInfo.environment["CLOUDSTORE_CONVERGENCE_TRACE"] != nil
+    static let tracingInMemory = ProcessInfo.processInfo.environment["CLOUDSTORE_CONVERGENCE_TRACE"] == "memory"
 
     static func logger(_ device: String) -> Logger {
         guard tracing else { return .quiet }
-        var logger = Logger(label: "device.\(device)", factory: { StreamLogHandler.standardError(label: $0) })
+        var logger = Logger(label: "device.\(device)") { label in
+            tracingInMemory ? TraceBuffer.Handler(label: label) as any LogHandler : StreamLogHandler.standardError(label: label)
+        }
         logger.logLevel = DebugLevel.fromEnvironment.logLevel
         return logger
     }
 
     static func trace(_ line: @autoclosure () -> String) {
         guard tracing else { return }
+        if tracingInMemory { return TraceBuffer.shared.append("trace: \(line())") }
         FileHandle.standardError.write(Data("trace: \(line())\n".utf8))
     }
 

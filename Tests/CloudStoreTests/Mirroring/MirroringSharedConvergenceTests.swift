@@ -32,7 +32,12 @@ struct MirroringSharedConvergenceTests {
         do {
             for seed in first..<(first + UInt64(seeds)) {
                 var run = SharedConvergenceRun(seed: seed, server: server)
-                try await run.run()
+                TraceBuffer.shared.clear()
+                do { try await run.run() } catch {
+                    if ConvergenceRun.tracingInMemory { print("seed \(seed) failed; its trace: \(TraceBuffer.shared.write(seed: seed))") }
+                    throw error
+                }
+                if ConvergenceRun.tracingInMemory, !run.clean { print("seed \(seed) failed; its trace: \(TraceBuffer.shared.write(seed: seed))") }
                 report.seeds += 1
                 report.operations += run.operations
                 report.syncs += run.syncs
@@ -64,6 +69,8 @@ struct SharedConvergenceRun {
     var random: SeededRandomNumberGenerator
     var operations = 0, syncs = 0, failedSyncs = 0, faults = 0, partitions = 0, serverRestarts = 0
     var conflictsLogged = 0, lost = 0, duplicated = 0
+    /// Whether every check passed (a failing seed's trace is written out, ``TraceBuffer``).
+    var clean = true
 
     /// The shared folder and one private folder of alice's.
     let sharedFolder = UUID()
@@ -100,6 +107,7 @@ struct SharedConvergenceRun {
     }
 
     mutating func run() async throws {
+        ConvergenceRun.trace("seed \(seed) begins, encrypted: \(encrypted)")
         let server = server
         var proxies: [FaultProxy] = []
         var devices: [TestDevice] = []
@@ -295,11 +303,13 @@ struct SharedConvergenceRun {
             let expected = device.name == "P" ? bob : alice
             let contents = try device.contents()
             // What waits for a key or was refused, and the conflict log: how a differing device is read.
+            clean = clean && contents == expected
             let waiting = contents == expected ? [] : try await device.container.encryptionStatus().waitingRecords
             #expect(
                 contents == expected,
                 "seed \(seed): \(device.name) differs from the server: \(Self.difference(contents, expected)); waiting or refused here: \(waiting)")
             let (zones, serverZones) = (try zones(of: device), try zones(of: device.name == "P" ? bobFresh : aliceFresh))
+            clean = clean && zones == serverZones
             #expect(
                 zones == serverZones,
                 "seed \(seed): \(device.name) keeps objects in other zones than the server: \(Self.difference(zones, serverZones))")
@@ -307,7 +317,8 @@ struct SharedConvergenceRun {
         // Both users see the same shared objects (bob sees no tag links: they are alice's).
         let aliceShared = try sharedObjects(aliceFresh)
         let bobShared = try sharedObjects(bobFresh)
-        #expect(aliceShared == bobShared, "seed \(seed): the shared zone differs between alice and bob")
+        clean = clean && aliceShared == bobShared
+        #expect(aliceShared == bobShared, "seed \(seed): the shared zone differs between alice (here) and bob (server): \(Self.difference(aliceShared, bobShared))")
         #expect(aliceShared.contains { $0.id == sharedFolder }, "seed \(seed): the shared folder is not shared")
 
         // Nothing duplicated, across both users' objects; nothing nobody deleted missing; every
@@ -321,6 +332,7 @@ struct SharedConvergenceRun {
         conflictsLogged = logs.map(\.count).reduce(0, +)
         let unexplained = ledger.unexplainedValues(in: everything, logged: ConvergenceLedger.losingValues(logs.joined()))
         lost = missing.count + unexplained.count
+        clean = clean && lost == 0 && duplicated == 0
         #expect(unexplained.isEmpty, "seed \(seed): overwritten values missing from the conflict log: \(unexplained)")
     }
 

@@ -332,6 +332,60 @@ struct MirroringSharingTests {
         }
     }
 
+    /// Found by the shared-zone convergence soak (seed 13018592606594472794): one device moved a
+    /// note into the shared folder and back out before syncing while another moved it into the
+    /// shared folder and synced. The first device's whole upload to the primary zone found the copy
+    /// gone and created it there again: the note lived in two zones, and the device that later
+    /// took the newer copy dropped the other move unlogged. Now such an upload waits for a fetch,
+    /// which brings the note's copy in the share: the moves merge there, the losing folder logged.
+    @Test func aMoveBackMeetingAnotherDevicesMove_leavesTheNoteInOneZone() async throws {
+        try await ServerProcess.with(users: Self.users) { server in
+            let shared = try await aliceSharesAFolder(server.baseURL)
+            let alice = shared.alice
+            let home = Folder(title: "Home")
+            let receipt = Note(title: "Receipt")
+            try await alice.write { context in
+                try context.insert(home)
+                try context.insert(receipt)
+            }
+            try await alice.sync()
+            let other = try await TestDevice.make("alice-2", server: server.baseURL, token: "alice-token")
+            try await other.sync()
+            let primary = try other.container.sharing(of: Note.self, id: receipt.id).zoneID
+            try await other.write { try $0.move(note: receipt.id, to: shared.folder.id) }
+            try await other.write { try $0.move(note: receipt.id, to: home.id) }
+            try await alice.write { try $0.move(note: receipt.id, to: shared.folder.id) }
+            try await alice.sync()
+            try await other.sync()
+            try await alice.sync()
+            try await other.sync()
+
+            // The server holds the note in the share's zone only.
+            let database = HTTPCloudDatabase(
+                baseURL: server.baseURL, container: TestDevice.containerIdentifier, scope: .private, token: "alice-token",
+                deviceID: "alice-raw")
+            var zones: [ZoneID] = []
+            for zoneID in [primary, shared.share.zoneID] {
+                let answer = try await database.lookupRecords(RecordsLookupRequest(zoneID: zoneID, recordNames: [receipt.id.uuidString]))
+                if case .value? = answer.records.first { zones.append(zoneID) }
+            }
+            #expect(zones == [shared.share.zoneID], "one copy, in the share")
+            for device in [alice, other] {
+                #expect(try device.note(receipt.id)?.folder == shared.folder.id, "\(device.name)")
+                #expect(try device.container.sharing(of: Note.self, id: receipt.id).isShared, "\(device.name)")
+            }
+            #expect(
+                try other.container.conflicts().contains { $0.objectID == receipt.id && $0.property == "folder" && $0.losingValue == .uuid(home.id) },
+                "the move home lost, logged")
+            let fresh = try await TestDevice.make("alice-fresh", server: server.baseURL, token: "alice-token")
+            try await fresh.sync()
+            #expect(try fresh.note(receipt.id)?.folder == shared.folder.id)
+            await fresh.close()
+            await other.close()
+            await alice.close()
+        }
+    }
+
     /// The owner deletes the shared folder: its notes go with it, and so does the share (as
     /// stopSharing), so the participant loses access instead of keeping an empty share.
     @Test func deletingTheSharedObject_stopsTheShare() async throws {
