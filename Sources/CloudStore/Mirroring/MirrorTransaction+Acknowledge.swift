@@ -249,12 +249,12 @@ extension MirrorTransaction {
         case .zoneNotFound:
             return .zoneMissing
         case .notFound:
-            if case .save(true, _)? = try row.pendingUpload, row.isOnServer, !lostAndFetched.contains(row.recordName) {
-                // A whole upload over a version the server no longer has: the object moved back
-                // into this zone while another device's move took its copy away, to a zone a fetch
-                // will show (the object is then merged there, not created here a second time),
-                // or it was deleted. Decided once a fetch covered it: by the object's copy in
-                // another zone, or by the tombstone (``applyServerDeletion(of:)``).
+            if case .save? = try row.pendingUpload, row.isOnServer, !lostAndFetched.contains(row.recordName) {
+                // The server no longer has the version this save was for: another device moved
+                // the object to a zone a fetch will show (it is then merged there: created here
+                // again, by the edit against the deletion or as a whole upload, it would live in
+                // two zones), or deleted it. Decided once a fetch covered it: by the object's copy
+                // in another zone, or by the tombstone (``applyServerDeletion(of:)``).
                 waitForFetch.insert(row.recordName)
                 return .handled
             }

@@ -39,7 +39,7 @@ final class MirrorTransaction {
     var refused: [String: ServerError] = [:]
     /// Share changes the server refused for good in this transaction, by zone.
     var refusedShares: [ZoneID: ServerError] = [:]
-    /// Whole uploads whose version the server no longer has, to wait for a fetch before they go
+    /// Saves whose version the server no longer has, to wait for a fetch before they go
     /// again (``UnheardCreates/lostOnServer(_:)``), by record name.
     var waitForFetch: Set<String> = []
     /// Records whose version the server lacked before and a fetch covered since: their next

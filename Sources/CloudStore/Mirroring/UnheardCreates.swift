@@ -8,10 +8,9 @@ import Foundation
 /// since, which the deletion rules decide). Sent again before that, the create would bring a
 /// record another device deleted back to life everywhere.
 ///
-/// Whole uploads over a version the server no longer has (``lostOnServer(_:)``) wait for a fetch
-/// the same way: the object may have moved to another zone (another device of the user moved it
-/// there), which only a fetch shows. Created here again before it, the object would live in two
-/// zones.
+/// Saves of a version the server no longer has (``lostOnServer(_:)``) wait for a fetch the same
+/// way: the object may have moved to another zone (another device of the user moved it there),
+/// which only a fetch shows. Created here again before it, the object would live in two zones.
 ///
 /// Pure bookkeeping, kept in memory by ``CloudMirror``; the store's `may_be_on_server` flag
 /// carries it across launches (``init(waiting:)``); a lost version's wait is not carried (after a
@@ -50,7 +49,7 @@ struct UnheardCreates: Sendable, Equatable {
         lostAndFetched.remove(name)
     }
 
-    /// The server no longer has the version a whole upload of the record was for: the upload
+    /// The server no longer has the version a save of the record was for: the save
     /// waits for a fetch that begins after now, which brings the object's copy in another zone
     /// if it moved, or its tombstone here.
     mutating func lostOnServer(_ name: String) {

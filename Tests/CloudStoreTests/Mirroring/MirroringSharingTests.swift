@@ -360,15 +360,7 @@ struct MirroringSharingTests {
             try await alice.sync()
             try await other.sync()
 
-            // The server holds the note in the share's zone only.
-            let database = HTTPCloudDatabase(
-                baseURL: server.baseURL, container: TestDevice.containerIdentifier, scope: .private, token: "alice-token",
-                deviceID: "alice-raw")
-            var zones: [ZoneID] = []
-            for zoneID in [primary, shared.share.zoneID] {
-                let answer = try await database.lookupRecords(RecordsLookupRequest(zoneID: zoneID, recordNames: [receipt.id.uuidString]))
-                if case .value? = answer.records.first { zones.append(zoneID) }
-            }
+            let zones = try await zonesHolding(receipt.id, among: [primary, shared.share.zoneID], server: server.baseURL)
             #expect(zones == [shared.share.zoneID], "one copy, in the share")
             for device in [alice, other] {
                 #expect(try device.note(receipt.id)?.folder == shared.folder.id, "\(device.name)")
@@ -384,6 +376,51 @@ struct MirroringSharingTests {
             await other.close()
             await alice.close()
         }
+    }
+
+    /// The same with an edit under `localWins`: a device edited a note another device of the owner
+    /// had moved into the share. The edit's upload found its version gone, and the edit, winning
+    /// against what looked like a delete, created the note again in the primary zone, where
+    /// the other device then took it back from the share. Now the edit waits for a fetch and is
+    /// merged into the note in the share.
+    @Test func anEditMeetingAnotherDevicesMove_underLocalWins_leavesTheNoteInOneZone() async throws {
+        try await ServerProcess.with(users: Self.users) { server in
+            let shared = try await aliceSharesAFolder(server.baseURL)
+            let alice = shared.alice
+            let receipt = Note(title: "Receipt")
+            try await alice.write { try $0.insert(receipt) }
+            try await alice.sync()
+            let other = try await TestDevice.make("alice-2", server: server.baseURL, token: "alice-token", policy: .localWins)
+            try await other.sync()
+            let primary = try other.container.sharing(of: Note.self, id: receipt.id).zoneID
+            try await alice.write { try $0.move(note: receipt.id, to: shared.folder.id) }
+            try await alice.sync()
+            try await other.edit(receipt) { $0.title = "Receipt, edited" }
+            try await other.sync()
+            try await alice.sync()
+
+            let zones = try await zonesHolding(receipt.id, among: [primary, shared.share.zoneID], server: server.baseURL)
+            #expect(zones == [shared.share.zoneID], "one copy, in the share")
+            for device in [alice, other] {
+                let note = try device.note(receipt.id)
+                #expect(note?.title == "Receipt, edited" && note?.folder == shared.folder.id, "\(device.name): both changes kept")
+                #expect(try device.container.sharing(of: Note.self, id: receipt.id).isShared, "\(device.name)")
+            }
+            await other.close()
+            await alice.close()
+        }
+    }
+
+    /// The zones among `zones` whose copy of object `id` alice's server holds, asked directly.
+    func zonesHolding(_ id: UUID, among zones: [ZoneID], server: URL) async throws -> [ZoneID] {
+        let database = HTTPCloudDatabase(
+            baseURL: server, container: TestDevice.containerIdentifier, scope: .private, token: "alice-token", deviceID: "alice-raw")
+        var holding: [ZoneID] = []
+        for zoneID in zones {
+            let answer = try await database.lookupRecords(RecordsLookupRequest(zoneID: zoneID, recordNames: [id.uuidString]))
+            if case .value? = answer.records.first { holding.append(zoneID) }
+        }
+        return holding
     }
 
     /// The owner deletes the shared folder: its notes go with it, and so does the share (as
