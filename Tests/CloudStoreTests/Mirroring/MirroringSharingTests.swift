@@ -200,8 +200,7 @@ struct MirroringSharingTests {
     @Test func theOwnersOtherDeviceFollowsTheMove() async throws {
         try await ServerProcess.with(users: Self.users) { server in
             let shared = try await aliceSharesAFolder(server.baseURL)
-            let other = try await TestDevice.make("alice-2", server: server.baseURL, token: "alice-token")
-            try await other.sync()
+            let other = try await syncedDeviceOfAlice("alice-2", server.baseURL)
             #expect(Set(try other.notes().map(\.title)) == ["Milk", "Eggs", "Diary"])
             #expect(try other.container.sharing(of: Folder.self, id: shared.folder.id).zoneID == shared.share.zoneID)
             let share = try #require(try other.container.shares().first)
@@ -245,8 +244,7 @@ struct MirroringSharingTests {
             #expect(try alice.container.sharing(of: Note.self, id: diary.id).isShared == false, "back in the primary zone")
             try await alice.write { try $0.delete(Note.self, id: diary.id) }
             try await alice.container.waitUntilSynced(timeout: .seconds(30))
-            let fresh = try await TestDevice.make("alice-fresh", server: server.baseURL, token: "alice-token")
-            try await fresh.sync()
+            let fresh = try await syncedDeviceOfAlice("alice-fresh", server.baseURL)
             #expect(try fresh.note(diary.id) == nil, "the delete reached the copy the note left in the primary zone")
             #expect(Set(try fresh.notes().map(\.title)) == ["Milk", "Eggs"])
             await fresh.close()
@@ -307,8 +305,7 @@ struct MirroringSharingTests {
                 try context.insert(receipt)
             }
             try await alice.sync()
-            let other = try await TestDevice.make("alice-2", server: server.baseURL, token: "alice-token")
-            try await other.sync()
+            let other = try await syncedDeviceOfAlice("alice-2", server.baseURL)
             try await alice.write { context in
                 try context.move(note: receipt.id, to: shared.folder.id)
             }
@@ -322,8 +319,7 @@ struct MirroringSharingTests {
             #expect(try other.note(receipt.id)?.folder == work.id)
             #expect(try alice.container.sharing(of: Note.self, id: receipt.id).isShared == false)
             #expect(try alice.container.conflicts().map(\.property) == ["folder"], "the share's folder lost, logged")
-            let fresh = try await TestDevice.make("alice-fresh", server: server.baseURL, token: "alice-token")
-            try await fresh.sync()
+            let fresh = try await syncedDeviceOfAlice("alice-fresh", server.baseURL)
             #expect(try fresh.note(receipt.id)?.folder == work.id)
             #expect(try fresh.container.sharing(of: Note.self, id: receipt.id).isShared == false, "no copy left in the share")
             await fresh.close()
@@ -349,8 +345,7 @@ struct MirroringSharingTests {
                 try context.insert(receipt)
             }
             try await alice.sync()
-            let other = try await TestDevice.make("alice-2", server: server.baseURL, token: "alice-token")
-            try await other.sync()
+            let other = try await syncedDeviceOfAlice("alice-2", server.baseURL)
             let primary = try other.container.sharing(of: Note.self, id: receipt.id).zoneID
             try await other.write { try $0.move(note: receipt.id, to: shared.folder.id) }
             try await other.write { try $0.move(note: receipt.id, to: home.id) }
@@ -369,8 +364,7 @@ struct MirroringSharingTests {
             #expect(
                 try other.container.conflicts().contains { $0.objectID == receipt.id && $0.property == "folder" && $0.losingValue == .uuid(home.id) },
                 "the move home lost, logged")
-            let fresh = try await TestDevice.make("alice-fresh", server: server.baseURL, token: "alice-token")
-            try await fresh.sync()
+            let fresh = try await syncedDeviceOfAlice("alice-fresh", server.baseURL)
             #expect(try fresh.note(receipt.id)?.folder == shared.folder.id)
             await fresh.close()
             await other.close()
@@ -390,8 +384,7 @@ struct MirroringSharingTests {
             let receipt = Note(title: "Receipt")
             try await alice.write { try $0.insert(receipt) }
             try await alice.sync()
-            let other = try await TestDevice.make("alice-2", server: server.baseURL, token: "alice-token", policy: .localWins)
-            try await other.sync()
+            let other = try await syncedDeviceOfAlice("alice-2", server.baseURL, policy: .localWins)
             let primary = try other.container.sharing(of: Note.self, id: receipt.id).zoneID
             try await alice.write { try $0.move(note: receipt.id, to: shared.folder.id) }
             try await alice.sync()
@@ -409,6 +402,13 @@ struct MirroringSharingTests {
             await other.close()
             await alice.close()
         }
+    }
+
+    /// Another device of alice's, synced once.
+    func syncedDeviceOfAlice(_ name: String, _ server: URL, policy: ConflictPolicy = .serverWins) async throws -> TestDevice {
+        let device = try await TestDevice.make(name, server: server, token: "alice-token", policy: policy)
+        try await device.sync()
+        return device
     }
 
     /// The zones among `zones` whose copy of object `id` alice's server holds, asked directly.
@@ -442,8 +442,7 @@ struct MirroringSharingTests {
             #expect(try bob.container.shares().isEmpty, "bob keeps no empty share")
             #expect(try bob.container.shareActivity().contains { $0.change == .accessEnded })
             #expect(try bob.container.conflicts().isEmpty, "bob had nothing unsent")
-            let fresh = try await TestDevice.make("alice-fresh", server: server.baseURL, token: "alice-token")
-            try await fresh.sync()
+            let fresh = try await syncedDeviceOfAlice("alice-fresh", server.baseURL)
             #expect(try fresh.folders().map(\.id) == [], "the folder is gone everywhere")
             #expect(Set(try fresh.notes().map(\.title)) == ["Diary"])
             await fresh.close()
