@@ -141,7 +141,7 @@ final class TraceBuffer: Sendable {
     func write(seed: UInt64) -> String {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("cloudstore-trace-\(seed).log").path
         let text = lines.withLock { $0.joined(separator: "\n") }
-        FileManager.default.createFile(atPath: path, contents: Data(text.utf8))
+        _ = FileManager.default.createFile(atPath: path, contents: Data(text.utf8))
         return path
     }
 
