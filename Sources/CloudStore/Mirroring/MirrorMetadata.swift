@@ -163,13 +163,17 @@ enum MirrorMetadata {
     /// the rows of a store from before it. A store from before sharing has every record in the
     /// primary zone (no zone name or owner); one from before a share's end waited for the app has
     /// no zone waiting (`ended`); one from before the times of server versions were kept knows
-    /// none (`server_modified`); one from before uploads' retries were kept knows none (`retry`).
+    /// none (`server_modified`); one from before uploads' retries were kept knows none (`retry`);
+    /// one from before the creation times of copies were kept knows none (`server_created`,
+    /// `written_here`).
     static let addedColumns = [
         AddedColumn(table: "cloudstore_record_metadata", column: "zone_name", type: "TEXT"),
         AddedColumn(table: "cloudstore_record_metadata", column: "zone_owner", type: "TEXT"),
         AddedColumn(table: "cloudstore_mirror_zone", column: "ended", type: "BLOB"),
         AddedColumn(table: "cloudstore_record_metadata", column: "server_modified", type: "INTEGER"),
         AddedColumn(table: "cloudstore_record_metadata", column: "retry", type: "BLOB"),
+        AddedColumn(table: "cloudstore_record_metadata", column: "server_created", type: "INTEGER"),
+        AddedColumn(table: "cloudstore_record_metadata", column: "written_here", type: "INTEGER NOT NULL DEFAULT 0"),
     ]
 
     /// The ``addedColumns`` the store's tables lack: what opening it in a container adds.

@@ -95,7 +95,7 @@ extension MirrorTransaction {
         guard var row = try db.recordMetadata(saved.recordName), row.zone == key(saved.recordID.zoneID) else { return }
         // A create's ancestor is only what it carried (``prepareUploads``): the server's copy replaces it.
         let created = !row.isOnServer
-        row.serverHas(saved)
+        row.serverHas(saved, deviceID: deviceID)
         row.retry = nil
         counts.saved += 1
         let unchangedSinceSent = sent != nil && sent?.revision == row.uploadRevision
@@ -205,7 +205,7 @@ extension MirrorTransaction {
             }
             if row.link != nil {
                 // Both devices added the same link: it is on the server, which is all that matters.
-                row.serverHas(server)
+                row.serverHas(server, deviceID: deviceID)
                 if try row.pendingUpload != .delete { try setPendingUpload(nil, of: &row) }
                 try save(row)
                 counts.saved += 1
@@ -280,7 +280,7 @@ extension MirrorTransaction {
         let content = try schema.content(of: server)
         let serverValues = recordValues(content.snapshot, entity)
         let versionKnown = row.isOnServer
-        row.serverHas(server)
+        row.serverHas(server, deviceID: deviceID)
         row.setUnknownFields(content.unknownFields)
         let ancestor = ConflictResolution.ancestor(
             try row.ancestor, server: serverValues, writtenBy: server.modified?.deviceID,

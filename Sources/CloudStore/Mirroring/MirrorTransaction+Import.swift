@@ -52,13 +52,17 @@ extension MirrorTransaction {
 
     /// The metadata of a record fetched from `zone`, or nil when the record is not to be applied: it
     /// is the copy an object this device moved out of that zone left behind
-    /// (``leftBehindCopyChanged(_:_:make:)``), or the copy another device's move left there, older
-    /// than the version this device has in the object's zone now (fetched before the move's
-    /// delete of it; the moving device merges what it holds). An object that another device moved
-    /// into `zone` takes it as its zone from now on.
+    /// (``leftBehindCopyChanged(_:_:make:)``), or a copy in another zone than the object's copy
+    /// here that is not the object (``ObjectCopies``: the copy another device's move left there,
+    /// fetched before the move's delete of it, or that of a move a later move overtook; the device
+    /// that deletes it merges what it holds). An object that another device moved into `zone`
+    /// takes it as its zone from now on, and this device's copy in the zone it leaves is deleted
+    /// when ``ObjectCopies`` says so, as if this device had moved the object, and it holds no value
+    /// newer than the fetched copy's `values` (nil: unknown, then it is not deleted).
     /// `existing` is the record's metadata as read before.
     private func fetchedMetadata(
-        _ record: Record, _ existing: RecordMetadata?, in zone: MirrorZone.Key, _ make: () -> RecordMetadata
+        _ record: Record, _ existing: RecordMetadata?, in zone: MirrorZone.Key, values: [String: AttributeValue]?,
+        _ make: () -> RecordMetadata
     ) throws -> RecordMetadata? {
         if let moved = try db.movedRecord(record.recordName, from: zone) {
             return try leftBehindCopyChanged(record, moved, make: make)
@@ -68,17 +72,32 @@ extension MirrorTransaction {
             row.zone = zone
             return row
         }
-        if row.zone != zone {
-            if row.hasNewerVersion(than: record) {
+        guard row.zone != zone else { return row }
+        switch ObjectCopies.choose(here: row.copy, fetched: ObjectCopies.Copy(record)) {
+        case .keepHere:
+            logger.debug(
+                "skipped a copy in another zone than the object's",
+                metadata: ["record": "\(record.recordName)", "zone": "\(zone.name ?? zoneID.zoneName)"])
+            return nil
+        case .takeFetched(let deleteHere):
+            if deleteHere, let values, let here = try row.ancestor,
+                !ObjectCopies.holdsNewerValues(
+                    here, edited: EditTimes.parse(try row.unknownFields[EditTimes.field]), than: values,
+                    edited: EditTimes.parse(record.fields[EditTimes.field]))
+            {
                 logger.debug(
-                    "skipped a copy a move left behind, older than the version here",
+                    "took a copy in another zone as the object; deleting the copy this device wrote",
                     metadata: ["record": "\(record.recordName)", "zone": "\(zone.name ?? zoneID.zoneName)"])
-                return nil
+                try db.addMovedRecord(
+                    MovedRecord(
+                        recordName: row.recordName, zone: row.zone, changeTag: row.changeTag, ancestor: try row.encodedAncestor(),
+                        uploadRevision: try uploadRevision()))
+                hasPendingUploads = true
             }
             row.zone = zone
             row.forgetChangeTag()
+            return row
         }
-        return row
     }
 
     private func applyRecord(_ record: Record, in zone: MirrorZone.Key) throws {
@@ -98,7 +117,10 @@ extension MirrorTransaction {
             try keepForeign(record)
             return
         }
-        guard var row = try fetchedMetadata(record, existing, in: zone, { RecordMetadata(recordName: record.recordName, entityName: entity.name) })
+        let serverValues = recordValues(content.snapshot, entity)
+        guard
+            var row = try fetchedMetadata(
+                record, existing, in: zone, values: serverValues, { RecordMetadata(recordName: record.recordName, entityName: entity.name) })
         else { return }
         if zone == .publicDatabase, let creator = record.created?.userRecordName {
             // Only its creator may change a public record: a local save checks this.
@@ -106,7 +128,6 @@ extension MirrorTransaction {
         }
         try adoptAssetFiles(of: record, entity)
         let id = content.snapshot.id
-        let serverValues = recordValues(content.snapshot, entity)
         let pending = try row.pendingUpload
         if !entity.uniquenessConstraints.isEmpty, !applyingKeptAside, try hasKeptAside() {
             // A version kept aside before is replaced by this one, applied or kept aside in turn.
@@ -126,7 +147,7 @@ extension MirrorTransaction {
             }
             let upload = try mergeUniqueKeyHolders(holders, into: id, of: entity, server: serverValues, record: record, in: zone)
             try setPendingUpload(upload.isEmpty ? nil : .save(full: false, keys: upload), of: &row)
-            row.serverHas(record)
+            row.serverHas(record, deviceID: deviceID)
             row.setAncestor(serverValues)
             row.setUnknownFields(content.unknownFields)
             try save(row)
@@ -154,7 +175,7 @@ extension MirrorTransaction {
         case nil:
             try apply(serverValues, to: entity, id: id)
         }
-        row.serverHas(record)
+        row.serverHas(record, deviceID: deviceID)
         row.setAncestor(serverValues)
         row.setUnknownFields(content.unknownFields)
         try save(row)
@@ -187,10 +208,10 @@ extension MirrorTransaction {
             try keepForeign(record)
             return
         }
-        guard var row = try fetchedMetadata(record, try db.recordMetadata(record.recordName), in: zone, {
+        guard var row = try fetchedMetadata(record, try db.recordMetadata(record.recordName), in: zone, values: nil, {
             RecordMetadata(recordName: record.recordName, entityName: LinkRecords.recordType, link: ends)
         }) else { return }
-        row.serverHas(record)
+        row.serverHas(record, deviceID: deviceID)
         if try row.pendingUpload == .delete {
             let (winner, conflicts) = resolution.linkDeletionAgainstSave(link(ends, entity, relationship))
             try log(conflicts)

@@ -24,10 +24,15 @@ struct RecordMetadata: Sendable {
     /// The server's change tag of the last version this device has; nil when it has none.
     var changeTag: String?
     /// When the server wrote the version ``changeTag`` names (its `modified` stamp, milliseconds
-    /// since 1970); nil when unknown. A copy of the record fetched from another zone is taken as
-    /// the object moved there only if the server wrote it after this version: an older one is a
-    /// copy a move left behind (``MirrorTransaction/applyFetched(_:deletions:in:)``).
+    /// since 1970); nil when unknown.
     var serverModified: Int64?
+    /// When the server created the copy of the record in its zone that ``changeTag`` is a version
+    /// of (its `created` stamp, milliseconds since 1970); nil when unknown. Of two copies of an
+    /// object in two zones the one created later is the object (``ObjectCopies``).
+    var serverCreated: Int64?
+    /// Whether this device created that copy and wrote the version ``changeTag`` names: nothing of
+    /// another device's is in it (``ObjectCopies``).
+    var writtenHere = false
     /// Whether the server may hold the record: this device has a server version of it, or handed
     /// an upload of it to the sync engine (its answer may have been lost, the device killed). A
     /// delete of such a record goes to the server; a record that never left the device is
@@ -122,19 +127,20 @@ struct RecordMetadata: Sendable {
         return upload != nil || mayBeOnServer
     }
 
-    /// The server has the record at `version` (its change tag and when it was written).
-    mutating func serverHas(_ version: Record) {
+    /// The server has the record at `version` (its change tag, when it was written and its copy
+    /// created, and whether by the device `deviceID`, this one).
+    mutating func serverHas(_ version: Record, deviceID: String?) {
         changeTag = version.recordChangeTag
         serverModified = version.modified?.timestamp.millisecondsSince1970
+        serverCreated = version.created?.timestamp.millisecondsSince1970
+        writtenHere = deviceID != nil && version.created?.deviceID == deviceID && version.modified?.deviceID == deviceID
         mayBeOnServer = true
     }
 
-    /// Whether the server wrote the version this device has after `copy`, a copy of the record
-    /// fetched from another zone: then `copy` is one a move left behind (the move's delete of it
-    /// not fetched yet), not the object moving there. False when either time is unknown.
-    func hasNewerVersion(than copy: Record) -> Bool {
-        guard let serverModified, let copyModified = copy.modified?.timestamp.millisecondsSince1970 else { return false }
-        return copyModified < serverModified
+    /// The copy of the object this device has, as ``ObjectCopies`` compares it with a copy fetched
+    /// from another zone.
+    var copy: ObjectCopies.Copy {
+        ObjectCopies.Copy(created: serverCreated, modified: serverModified, changeTag: changeTag, writtenHere: writtenHere)
     }
 
     /// This device no longer knows which server version it has (it uploads the record as a new
@@ -142,6 +148,8 @@ struct RecordMetadata: Sendable {
     mutating func forgetChangeTag() {
         changeTag = nil
         serverModified = nil
+        serverCreated = nil
+        writtenHere = false
     }
 
     /// The server lost the record (its zone was recreated, the account changed): upload it whole
@@ -311,8 +319,9 @@ extension Database {
             """
             INSERT OR REPLACE INTO cloudstore_record_metadata
             (record_name, entity, change_tag, may_be_on_server, ancestor, unknown_fields, pending_upload,
-             upload_revision, refusal, link_relationship, link_source, link_target, zone_name, zone_owner, server_modified, retry)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+             upload_revision, refusal, link_relationship, link_source, link_target, zone_name, zone_owner, server_modified, retry,
+             server_created, written_here)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
             [
                 .string(metadata.recordName), .string(metadata.entityName), .string(orNull: metadata.changeTag),
@@ -322,7 +331,8 @@ extension Database {
                 .string(orNull: metadata.link?.relationship), metadata.link.map { .uuid($0.source) } ?? .null,
                 metadata.link.map { .uuid($0.target) } ?? .null, .string(orNull: metadata.zone.name),
                 .string(orNull: metadata.zone.owner), integer(metadata.serverModified),
-                blob(try metadata.retry.map { try MirrorMetadata.encode($0) }),
+                blob(try metadata.retry.map { try MirrorMetadata.encode($0) }), integer(metadata.serverCreated),
+                .bool(metadata.writtenHere),
             ])
     }
 
@@ -356,8 +366,8 @@ extension RecordMetadata {
     /// `SELECT` of the columns ``init(statement:)`` reads, in its order, up to `WHERE `.
     static let select =
         "SELECT record_name, entity, change_tag, may_be_on_server, ancestor, unknown_fields, pending_upload, upload_revision, "
-        + "refusal, link_relationship, link_source, link_target, zone_name, zone_owner, server_modified, retry "
-        + "FROM cloudstore_record_metadata WHERE "
+        + "refusal, link_relationship, link_source, link_target, zone_name, zone_owner, server_modified, retry, "
+        + "server_created, written_here FROM cloudstore_record_metadata WHERE "
     /// ``select`` of one record, by name.
     static let selectByName = select + "record_name = ?"
 
@@ -381,6 +391,8 @@ extension RecordMetadata {
         zone = Self.zone(statement)
         serverModified = columnInt64OrNil(statement, 14)
         retry = try data(15).map { try MirrorMetadata.decode(PersistentCloudContainer.ObjectSyncState.UploadRetry.self, $0) }
+        serverCreated = columnInt64OrNil(statement, 16)
+        writtenHere = sqlite3_column_int64(statement, 17) != 0
     }
 
     /// The zone of the current row of a statement of ``select``.

@@ -149,7 +149,7 @@ struct MirrorTransactionAcknowledgeTests {
         try await transaction(a.store) { [inShare] transaction in
             var row = try #require(try transaction.db.recordMetadata(id.uuidString))
             row.zone = shareZone
-            row.serverHas(inShare)
+            row.serverHas(inShare, deviceID: transaction.deviceID)
             try transaction.setPendingUpload(nil, of: &row)
             try transaction.save(row)
         }

@@ -404,6 +404,95 @@ struct MirroringSharingTests {
         }
     }
 
+    /// Alice shares a second folder, Trip, with carol; a private note of hers, Receipt, is synced
+    /// to a second device of hers.
+    func aliceHasTwoSharedFolders(_ server: URL) async throws -> (shared: Shared, trip: Folder, tripShare: PersistentCloudContainer.Share, receipt: Note, other: TestDevice) {
+        let shared = try await aliceSharesAFolder(server)
+        let trip = Folder(title: "Trip")
+        let receipt = Note(title: "Receipt")
+        try await shared.alice.write { context in
+            try context.insert(trip)
+            try context.insert(receipt)
+        }
+        try await shared.alice.sync()
+        let tripShare = try await shared.alice.container.share(trip, with: [.init(user: "_carol", permission: .readOnly)], title: "Trip")
+        let other = try await syncedDeviceOfAlice("alice-2", server)
+        return (shared, trip, tripShare, receipt, other)
+    }
+
+    /// Two devices of alice's move one note into two different shared folders at once. Each move
+    /// deletes the copy it left in the primary zone, but neither deletes the other's copy: the
+    /// note lived in both shares, each participant saw it, and a fresh device of alice's kept
+    /// whichever copy it fetched last. Now the copy the server created later is the note on every
+    /// device, and the device whose own copy lost deletes it, as if it had moved the note.
+    @Test func twoMovesIntoTwoSharedFoldersAtOnce_leaveOneCopy() async throws {
+        try await ServerProcess.with(users: Self.users) { server in
+            let (shared, trip, tripShare, receipt, other) = try await aliceHasTwoSharedFolders(server.baseURL)
+            let alice = shared.alice
+            let primary = try other.container.sharing(of: Note.self, id: receipt.id).zoneID
+            let bob = try await TestDevice.make("bob", server: server.baseURL, token: "bob-token")
+            _ = try await bob.container.acceptShare(shortGUID: try #require(shared.share.shortGUID))
+            try await alice.write { try $0.move(note: receipt.id, to: shared.folder.id) }
+            try await other.write { try $0.move(note: receipt.id, to: trip.id) }
+            try await alice.sync()
+            try await other.sync()
+            try await alice.sync()  // fetches the copy in Trip; its delete of its own copy waits for the next send
+            try await alice.sync()
+            try await other.sync()
+
+            let zones = try await zonesHolding(receipt.id, among: [primary, shared.share.zoneID, tripShare.zoneID], server: server.baseURL)
+            #expect(zones == [tripShare.zoneID], "one copy, in the share of the move the server took last")
+            let fresh = try await syncedDeviceOfAlice("alice-fresh", server.baseURL)
+            for device in [alice, other, fresh] {
+                #expect(try device.note(receipt.id)?.folder == trip.id, "\(device.name)")
+                #expect(try device.container.sharing(of: Note.self, id: receipt.id).zoneID == tripShare.zoneID, "\(device.name)")
+            }
+            try await bob.sync()
+            #expect(try bob.note(receipt.id) == nil, "bob, who is not in Trip, does not see the note")
+            await bob.close()
+            await fresh.close()
+            await other.close()
+            await alice.close()
+        }
+    }
+
+    /// The same, with bob editing the losing copy in Shopping after alice's device took the other
+    /// as the note and before its delete went up: the delete, for the version alice's device
+    /// wrote, fails, and bob's edit is merged into the note in Trip before the copy is deleted.
+    @Test func twoMovesIntoTwoSharedFolders_anEditToTheLosingCopy_isMergedIntoTheNote() async throws {
+        try await ServerProcess.with(users: Self.users) { server in
+            let (shared, trip, tripShare, receipt, other) = try await aliceHasTwoSharedFolders(server.baseURL)
+            let alice = shared.alice
+            let bob = try await TestDevice.make("bob", server: server.baseURL, token: "bob-token")
+            _ = try await bob.container.acceptShare(shortGUID: try #require(shared.share.shortGUID))
+            try await alice.write { try $0.move(note: receipt.id, to: shared.folder.id) }
+            try await alice.sync()
+            try await bob.sync()
+            try await other.write { try $0.move(note: receipt.id, to: trip.id) }
+            try await other.sync()
+            try await alice.container.fetchChanges()
+            let inShopping = try #require(try bob.note(receipt.id), "bob saw the note in Shopping")
+            try await bob.edit(inShopping) { $0.title = "Receipt, 12 €" }
+            try await bob.sync()
+            try await alice.container.sendChanges()
+            try await alice.sync()
+            try await other.sync()
+
+            let zones = try await zonesHolding(
+                receipt.id, among: [shared.share.zoneID, tripShare.zoneID], server: server.baseURL)
+            #expect(zones == [tripShare.zoneID], "one copy, in Trip")
+            for device in [alice, other] {
+                let note = try device.note(receipt.id)
+                #expect(note?.title == "Receipt, 12 €" && note?.folder == trip.id, "\(device.name): bob's edit kept, in Trip")
+            }
+            try await bob.sync()
+            #expect(try bob.note(receipt.id) == nil)
+            await bob.close()
+            await other.close()
+            await alice.close()
+        }
+    }
+
     /// Another device of alice's, synced once.
     func syncedDeviceOfAlice(_ name: String, _ server: URL, policy: ConflictPolicy = .serverWins) async throws -> TestDevice {
         let device = try await TestDevice.make(name, server: server, token: "alice-token", policy: policy)

@@ -21,16 +21,18 @@ import Testing
         return (row?["ancestor"], row?["unknown_fields"])
     }
 
-    static func version(_ name: String, tag: String, at milliseconds: Int64) -> CloudStoreWire.Record {
+    /// A version written at `milliseconds` by `device`, of a copy created at `created` by `device`.
+    static func version(_ name: String, tag: String, at milliseconds: Int64, created: Int64 = 500, by device: String? = nil) -> CloudStoreWire.Record {
         CloudStoreWire.Record(
             recordName: name, recordType: "Note", recordChangeTag: tag,
-            modified: CloudStoreWire.Record.Stamp(timestamp: Date(millisecondsSince1970: milliseconds)))
+            created: CloudStoreWire.Record.Stamp(timestamp: Date(millisecondsSince1970: created), deviceID: device),
+            modified: CloudStoreWire.Record.Stamp(timestamp: Date(millisecondsSince1970: milliseconds), deviceID: device))
     }
 
     @Test func aRowWrittenBack_keepsItsColumnsByteForByte() throws {
         try Self.database().write { db in
             var metadata = RecordMetadata(recordName: "N-1", entityName: "Note")
-            metadata.serverHas(Self.version("N-1", tag: "tag1", at: 1_000))
+            metadata.serverHas(Self.version("N-1", tag: "tag1", at: 1_000), deviceID: "phone")
             metadata.setAncestor(["title": .string("Hi"), "count": .int64(3), "when": .date(Date(millisecondsSince1970: 5))])
             metadata.setUnknownFields(["mood": .string("happy")])
             try db.save(metadata)
@@ -38,7 +40,8 @@ import Testing
 
             var read = try #require(try db.recordMetadata("N-1"))
             #expect(read.serverModified == 1_000)
-            read.serverHas(Self.version("N-1", tag: "tag2", at: 2_000))
+            #expect(read.serverCreated == 500 && !read.writtenHere)
+            read.serverHas(Self.version("N-1", tag: "tag2", at: 2_000, by: "phone"), deviceID: "phone")
             try db.save(read)
             let again = try Self.columns(db, "N-1")
             #expect(again.ancestor == written.ancestor)
@@ -46,6 +49,8 @@ import Testing
             let back = try #require(try db.recordMetadata("N-1"))
             #expect(back.changeTag == "tag2")
             #expect(back.serverModified == 2_000, "the time the server wrote the version")
+            #expect(back.serverCreated == 500, "the time the server created the copy")
+            #expect(back.writtenHere, "this device created the copy and wrote the version")
             #expect(try back.ancestor == ["title": .string("Hi"), "count": .int64(3), "when": .date(Date(millisecondsSince1970: 5))])
             #expect(try back.unknownFields == ["mood": .string("happy")])
         }
