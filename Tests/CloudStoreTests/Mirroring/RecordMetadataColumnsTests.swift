@@ -80,6 +80,25 @@ import Testing
         }
     }
 
+    /// A store from before copies' creation times were kept gains both columns when a container
+    /// opens it: its rows know no creation time and no version written here, so ``ObjectCopies``
+    /// takes the copy written later for them and deletes nothing.
+    @Test func creationTimes_areAddedToExistingStoresUnknownForTheirRows() throws {
+        let queue = try DatabaseQueue()
+        try queue.write { db in
+            try MirrorMetadata.create(db)
+            try db.execute(sql: "ALTER TABLE cloudstore_record_metadata DROP COLUMN server_created")
+            try db.execute(sql: "ALTER TABLE cloudstore_record_metadata DROP COLUMN written_here")
+            try db.execute(
+                sql: "INSERT INTO cloudstore_record_metadata (record_name, entity, change_tag, server_modified) VALUES ('N-0', 'Note', 't', 7)")
+            #expect(try MirrorMetadata.missingColumns(db).map(\.column) == ["server_created", "written_here"])
+            try MirrorMetadata.create(db)
+            let row = try #require(try db.recordMetadata("N-0"))
+            #expect(row.serverCreated == nil && !row.writtenHere)
+            #expect(row.copy == ObjectCopies.Copy(created: nil, modified: 7, changeTag: "t"))
+        }
+    }
+
     /// A store from before retries were kept cannot be read for inspection (a clear error naming
     /// the column, not SQL's), and gains the column, empty for its rows, when a container opens
     /// it; a retry set on a row is read back, kept when the row is written back, and ends when
