@@ -80,18 +80,25 @@ import Testing
         }
     }
 
+    /// Metadata tables as a store from before `columns` were added has them, with one row, `N-0`
+    /// (checked: ``MirrorMetadata/missingColumns(_:)`` names just those).
+    static func metadataWithout(_ columns: [String]) throws -> DatabaseQueue {
+        let queue = try DatabaseQueue()
+        try queue.write { db in
+            try MirrorMetadata.create(db)
+            for column in columns { try db.execute(sql: "ALTER TABLE cloudstore_record_metadata DROP COLUMN \(column)") }
+            try db.execute(sql: "INSERT INTO cloudstore_record_metadata (record_name, entity) VALUES ('N-0', 'Note')")
+            #expect(try MirrorMetadata.missingColumns(db).map(\.column) == columns)
+        }
+        return queue
+    }
+
     /// A store from before copies' creation times were kept gains both columns when a container
     /// opens it: its rows know no creation time and no version written here, so ``ObjectCopies``
     /// takes the copy written later for them and deletes nothing.
     @Test func creationTimes_areAddedToExistingStoresUnknownForTheirRows() throws {
-        let queue = try DatabaseQueue()
-        try queue.write { db in
-            try MirrorMetadata.create(db)
-            try db.execute(sql: "ALTER TABLE cloudstore_record_metadata DROP COLUMN server_created")
-            try db.execute(sql: "ALTER TABLE cloudstore_record_metadata DROP COLUMN written_here")
-            try db.execute(
-                sql: "INSERT INTO cloudstore_record_metadata (record_name, entity, change_tag, server_modified) VALUES ('N-0', 'Note', 't', 7)")
-            #expect(try MirrorMetadata.missingColumns(db).map(\.column) == ["server_created", "written_here"])
+        try Self.metadataWithout(["server_created", "written_here"]).write { db in
+            try db.execute(sql: "UPDATE cloudstore_record_metadata SET change_tag = 't', server_modified = 7 WHERE record_name = 'N-0'")
             try MirrorMetadata.create(db)
             let row = try #require(try db.recordMetadata("N-0"))
             #expect(row.serverCreated == nil && !row.writtenHere)
@@ -104,12 +111,7 @@ import Testing
     /// it; a retry set on a row is read back, kept when the row is written back, and ends when
     /// nothing is left to upload.
     @Test func aRetry_isAddedToExistingStoresAndEndsWithThePendingUpload() throws {
-        let queue = try DatabaseQueue()
-        try queue.write { db in
-            try MirrorMetadata.create(db)
-            try db.execute(sql: "ALTER TABLE cloudstore_record_metadata DROP COLUMN retry")
-            try db.execute(sql: "INSERT INTO cloudstore_record_metadata (record_name, entity) VALUES ('N-0', 'Note')")
-            #expect(try MirrorMetadata.missingColumns(db).map(\.column) == ["retry"])
+        try Self.metadataWithout(["retry"]).write { db in
             let unreadable = #expect(throws: StoreError.self) { try MirrorMetadata.checkReadable(db, path: "old.sqlite") }
             #expect(unreadable?.code == .needsUpgrade)
             #expect(unreadable?.description.contains("cloudstore_record_metadata.retry") == true, "\(String(describing: unreadable))")
