@@ -8,6 +8,10 @@ import Logging
 /// uploads acknowledged, the engine's state saved, zones and accounts that changed, and the
 /// import and export events the container reports.
 extension CloudMirror {
+    func handleEvents(_ events: [SyncEngine.Event], syncEngine: SyncEngine) async {
+        for event in events { await handleEvent(event, syncEngine: syncEngine) }
+    }
+
     func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {
         // An engine stopped for a decision about local data may finish a step: nothing of it is
         // applied or saved (its state is another user's).

@@ -306,8 +306,8 @@ actor CloudMirror: SyncEngineDelegate {
     // MARK: SyncEngineDelegate
 
     /// The next pending uploads through the engine's database from the record metadata, in upload
-    /// order, without the records the engine skips in this pass. The engine is told whether more
-    /// may be pending.
+    /// order, without the records the engine skips in this pass; the batch says whether more
+    /// are pending after it (``SyncEngine/RecordZoneChangeBatch/hasMorePendingChanges``).
     func nextRecordZoneChangeBatch(
         _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
     ) async -> SyncEngine.RecordZoneChangeBatch? {
@@ -324,12 +324,11 @@ actor CloudMirror: SyncEngineDelegate {
         if !held.isEmpty { requestFetch(syncEngine) }
         // The server enforces unique keys it was given before the first record that has one.
         if !uniquenessDeclared, await !declareUniquenessConstraints(syncEngine) {
+            // Asked again after the engine's back-off.
             syncEngine.state.hasPendingUntrackedChanges = true
             return nil
         }
-        // Cleared before reading, so a save committed after the read sets it again.
-        syncEngine.state.hasPendingUntrackedChanges = false
-        let prepared: [PreparedUpload]
+        let prepared: PreparedUploads
         let (limit, skipping) = (context.maxRecordCount, context.recordIDsToSkip)
         // Uploads handed out before and not answered go again: their sealed assets serve again.
         let sealedBefore = inFlight.compactMapValues { $0.sealedFiles.isEmpty ? nil : $0.sealed }
@@ -343,19 +342,15 @@ actor CloudMirror: SyncEngineDelegate {
             syncEngine.state.hasPendingUntrackedChanges = true
             return nil
         }
-        let uploads = prepared.filter { context.options.scope.contains($0.change) }
-        guard !uploads.isEmpty else {
-            // Records in flight (the engine asks for the next batch while one travels) or skipped
-            // in this pass are still pending: if their request fails, they go again in a later
-            // pass, which the engine makes only while it knows more may be pending.
-            if !context.recordIDsToSkip.isEmpty { syncEngine.state.hasPendingUntrackedChanges = true }
-            return nil
-        }
-        syncEngine.state.hasPendingUntrackedChanges = true
+        let uploads = prepared.uploads.filter { context.options.scope.contains($0.change) }
+        guard !uploads.isEmpty else { return nil }
         let records = Dictionary(uploads.compactMap { upload in upload.record.map { ($0.recordID, $0) } }) { first, _ in first }
         var batch = await SyncEngine.RecordZoneChangeBatch(pendingChanges: uploads.map(\.change), context: context) { recordID in
             records[recordID]
         }
+        // Uploads the batch left out (it stops at the engine's size limit) are still to send.
+        let handedOutCount = (batch?.recordsToSave.count ?? 0) + (batch?.recordIDsToDelete.count ?? 0)
+        batch?.hasMorePendingChanges = prepared.hasMore || handedOutCount < uploads.count
         // A delete of a version this device has goes for that version only: another device's edit
         // since comes back as a conflict instead of being deleted unseen.
         for upload in uploads {

@@ -14,6 +14,13 @@ struct PreparedUpload: Sendable {
     var deleteChangeTag: String? = nil
 }
 
+/// The next uploads of a database, in upload order, and whether more wait after them.
+struct PreparedUploads: Sendable {
+    var uploads: [PreparedUpload]
+    /// Whether uploads were left for a later batch (beyond the limit; not those skipped or held).
+    var hasMore: Bool
+}
+
 /// What an upload carried, kept until the server answers.
 struct SentUpload: Sendable {
     /// The upload revision the pending upload had when it was sent.
@@ -55,7 +62,7 @@ extension MirrorTransaction {
     func prepareUploads(
         scope: DatabaseScope = .private, limit: Int, skipping: Set<RecordID>, holding: Set<String> = [],
         holdingZones: Set<MirrorZone.Key> = [], sealedBefore: [RecordID: [String: RecordSealing.SealedValue]] = [:]
-    ) throws -> [PreparedUpload] {
+    ) throws -> PreparedUploads {
         var prepared = try prepareShareUploads(scope: scope, skipping: skipping)
         var rows: [PreparedUpload] = []
         var revisions: [Int64] = []
@@ -70,7 +77,7 @@ extension MirrorTransaction {
             sealable[zone] = known
             return !known
         }
-        let pending = try db.pendingUploads(limit: limit, scope: scope) { name, entityName, zone in
+        let (pending, morePending) = try db.pendingUploads(limit: limit, scope: scope) { name, entityName, zone in
             holding.contains(name) || holdingZones.contains(zone) || unsealable(entityName, zone)
                 || skipping.contains(RecordID(recordName: name, zoneID: zoneID(zone)))
         }
@@ -111,7 +118,8 @@ extension MirrorTransaction {
         // Deletes from the zones objects left go after the saves that put them in their new zone.
         // A copy this device created there without hearing back waits like the create would: deleted
         // unconditionally before a fetch showed it, another device's edit of it would go unseen.
-        var moved = try db.movedRecords(scope: scope, limit: limit).filter { moved in
+        let movedRows = try db.movedRecords(scope: scope, limit: limit + 1)
+        var moved = movedRows.prefix(limit).filter { moved in
             !skipping.contains(recordID(moved)) && !(moved.changeTag == nil && holding.contains(moved.recordName))
         }[...]
         for (index, upload) in rows.enumerated() {
@@ -122,7 +130,9 @@ extension MirrorTransaction {
             prepared.append(upload)
         }
         prepared.append(contentsOf: moved.map(movedUpload))
-        return Array(prepared.prefix(max(limit, 1)))
+        let taken = max(limit, 1)
+        return PreparedUploads(
+            uploads: Array(prepared.prefix(taken)), hasMore: morePending || movedRows.count > limit || prepared.count > taken)
     }
 
     private func movedUpload(_ moved: MovedRecord) -> PreparedUpload {

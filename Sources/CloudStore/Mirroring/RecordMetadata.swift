@@ -185,25 +185,29 @@ extension Database {
 
     /// The next pending uploads to send through the database of `scope`, in upload order, leaving
     /// out refused ones and those `skip` names (by record name, entity and zone, asked before the rest of
-    /// the row is decoded). Rows are read one by one until `limit` are taken, so what is skipped
-    /// (a batch in flight, say) never crowds out what comes after it.
+    /// the row is decoded), and whether more follow them. Rows are read one by one until `limit`
+    /// are taken, so what is skipped (a batch in flight, say) never crowds out what comes after it.
     func pendingUploads(
         limit: Int, scope: DatabaseScope = .private,
         skipping skip: (_ recordName: String, _ entityName: String, _ zone: MirrorZone.Key) -> Bool
-    ) throws -> [RecordMetadata] {
-        guard limit > 0 else { return [] }
+    ) throws -> (uploads: [RecordMetadata], hasMore: Bool) {
+        guard limit > 0 else { return ([], false) }
         var uploads: [RecordMetadata] = []
+        var hasMore = false
         let sql = RecordMetadata.select + """
             pending_upload IS NOT NULL AND refusal IS NULL AND \(MirrorZone.Key.ownerCondition(scope))
             ORDER BY upload_revision, record_name
             """
         try eachWhile(sql, []) { statement in
-            if !skip(columnText(statement, 0), columnText(statement, 1), RecordMetadata.zone(statement)) {
-                uploads.append(try RecordMetadata(statement: statement))
+            guard !skip(columnText(statement, 0), columnText(statement, 1), RecordMetadata.zone(statement)) else { return true }
+            guard uploads.count < limit else {
+                hasMore = true
+                return false
             }
-            return uploads.count < limit
+            uploads.append(try RecordMetadata(statement: statement))
+            return true
         }
-        return uploads
+        return (uploads, hasMore)
     }
 
     /// The records whose create was handed to the sync engine and never answered (possibly on the

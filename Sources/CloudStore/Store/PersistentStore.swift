@@ -44,6 +44,9 @@ public final class PersistentStore: Sendable {
     let monitor: CommitMonitor
     /// What writes its bookkeeping in each unit of work's transaction (mirroring's pending uploads).
     let observers = Mutex<[any UnitOfWorkObserver]>([])
+    /// How many units of work this store instance committed (a debug counter: tests count the
+    /// writes a sync makes).
+    let committedUnitsOfWork = Mutex(0)
 
     var path: String { url.path }
 
@@ -310,6 +313,7 @@ public final class PersistentStore: Sendable {
     }
 
     private func didCommit<T>(_ outcome: WriteOutcome<T>, author: String?, contextName: String?, started: ContinuousClock.Instant) {
+        committedUnitsOfWork.withLock { $0 += 1 }
         guard let token = outcome.token else { return }
         monitor.committed(token.transactionNumber)
         logger.info(

@@ -19,7 +19,7 @@ extension SyncEngine {
         for record in records {
             for (field, asset) in record.assetFields where files[asset.fileChecksum] == nil {
                 guard let downloadURL = asset.downloadURL else { continue }
-                if let delegate, let existing = await delegate.existingFile(for: asset, syncEngine: self) {
+                if let existing = await existingFile(for: asset) {
                     logger.debug("Asset already on file; not downloaded", metadata: assetMetadata(record, field, asset))
                     files[asset.fileChecksum] = existing
                     continue
@@ -45,6 +45,15 @@ extension SyncEngine {
             return record
         }
         return (delivered, downloaded)
+    }
+
+    /// The delegate's file of an asset's bytes, once the events queued before were delivered
+    /// (a page delivered earlier may have brought the same bytes).
+    private func existingFile(for asset: Asset) async -> URL? {
+        await deliverEvents()
+        guard let delegate else { return nil }
+        delegateCalls.record()
+        return await delegate.existingFile(for: asset, syncEngine: self)
     }
 
     /// Downloads one asset into `<hex>.asset` in `directory` and returns that file.

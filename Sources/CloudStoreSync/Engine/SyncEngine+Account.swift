@@ -24,7 +24,7 @@ extension SyncEngine {
         }
         guard let change else { return }
         logger.notice("Account changed", metadata: ["change": "\(change)"])
-        await emit(.accountChange(Event.AccountChange(changeType: change)))
-        await emitStateUpdateIfNeeded()
+        emit(.accountChange(Event.AccountChange(changeType: change)))
+        emitStateUpdateIfNeeded()
     }
 }

@@ -45,7 +45,7 @@ extension SyncEngine {
                     try await engine.send(SendChangesContext(reason: .scheduled, options: SendChangesOptions()))
                 case .fetch:
                     let context = FetchChangesContext(reason: .scheduled, options: FetchChangesOptions())
-                    let options = await engine.delegate?.nextFetchChangesOptions(context, syncEngine: engine)
+                    let options = await engine.nextFetchChangesOptions(context)
                     try await engine.fetch(
                         FetchChangesContext(reason: .scheduled, options: options ?? context.options))
                 }
@@ -53,6 +53,14 @@ extension SyncEngine {
         } catch {
             logger.debug("Scheduled operation failed", metadata: ["operation": "\(operation)", "error": "\(error)"])
         }
+    }
+
+    /// The delegate's options for a scheduled fetch, once the events queued before were delivered.
+    private func nextFetchChangesOptions(_ context: FetchChangesContext) async -> FetchChangesOptions? {
+        await deliverEvents()
+        guard let delegate else { return nil }
+        delegateCalls.record()
+        return await delegate.nextFetchChangesOptions(context, syncEngine: self)
     }
 
     /// The long poll answered: push works, and maybe the database changed.
@@ -80,7 +88,7 @@ extension SyncEngine {
             "Server rejected the credentials; sync engine stopped",
             metadata: ["error": "\(error)", "user": "\(currentUserRecordName ?? "unknown")"])
         let previousUser = currentUserRecordName ?? state.withStorage { $0.userRecordName }
-        await emit(.accountChange(Event.AccountChange(changeType: .signOut(previousUser: previousUser))))
+        emit(.accountChange(Event.AccountChange(changeType: .signOut(previousUser: previousUser))))
         wake.signal()
     }
 

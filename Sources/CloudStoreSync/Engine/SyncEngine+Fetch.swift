@@ -13,28 +13,29 @@ extension SyncEngine {
     func fetch(_ context: FetchChangesContext) async throws {
         do {
             try checkCanOperate()
+        } catch {
+            throw await settle(error, of: .fetch)
+        }
+        do {
             try await checkAccount()
             try await saveSubscriptionsIfNeeded()
             logger.notice("Fetching changes", metadata: ["reason": "\(context.reason)"])
-            await emit(.willFetchChanges(Event.WillFetchChanges(context: context)))
+            emit(.willFetchChanges(Event.WillFetchChanges(context: context)))
             let start = clock.now
-            do {
-                try await fetchDatabaseChanges()
-                for zoneID in zonesToFetch(context.options) {
-                    if Task.isCancelled { throw SyncEngineError.cancelled }
-                    try await fetchZoneChanges(zoneID)
-                }
-            } catch {
-                await emit(.didFetchChanges(Event.DidFetchChanges(context: context, error: error)))
-                throw error
+            try await fetchDatabaseChanges()
+            for zoneID in zonesToFetch(context.options) {
+                if Task.isCancelled { throw SyncEngineError.cancelled }
+                try await fetchZoneChanges(zoneID)
             }
-            await emit(.didFetchChanges(Event.DidFetchChanges(context: context)))
-            await emitStateUpdateIfNeeded()
+            emit(.didFetchChanges(Event.DidFetchChanges(context: context)))
+            emitStateUpdateIfNeeded()
             logger.notice("Fetched changes", metadata: ["duration": "\(LogFormat.duration(clock.now - start))"])
             scheduler.succeeded(.fetch, at: clock.now)
             tasks.startListenerIfNeeded(engine: self)
         } catch {
-            throw await settle(error, of: .fetch)
+            let settled = await settle(error, of: .fetch)
+            emit(.didFetchChanges(Event.DidFetchChanges(context: context, error: error)))
+            throw settled
         }
     }
 
@@ -107,16 +108,16 @@ extension SyncEngine {
                     "token": "\(response.syncToken)", "moreComing": "\(response.moreComing)",
                 ])
             if !modifications.isEmpty || !deletions.isEmpty {
-                await emit(
+                emit(
                     .fetchedDatabaseChanges(
                         Event.FetchedDatabaseChanges(modifications: modifications, deletions: deletions)))
             }
             guard response.moreComing else {
                 if let listed { refetchVanishedZones(listed: listed) }
-                await emitStateUpdateIfNeeded()
+                emitStateUpdateIfNeeded()
                 return
             }
-            await emitStateUpdateIfNeeded()
+            emitStateUpdateIfNeeded()
             guard response.syncToken != token || !response.zones.isEmpty else {
                 throw CloudError(
                     .invalidResponse,
@@ -142,7 +143,7 @@ extension SyncEngine {
         var hasReset = false
         var next: Task<ZoneChanges, any Error>?
         defer { next?.cancel() }
-        await emit(.willFetchRecordZoneChanges(Event.WillFetchRecordZoneChanges(zoneID: zoneID, fromScratch: token == nil)))
+        emit(.willFetchRecordZoneChanges(Event.WillFetchRecordZoneChanges(zoneID: zoneID, fromScratch: token == nil)))
         while true {
             var page: ZoneChanges
             do {
@@ -160,26 +161,26 @@ extension SyncEngine {
                     logger.warning(
                         "Server rejected the zone token; fetching the zone from scratch",
                         metadata: ["zone": "\(zoneID)", "error": "\(error)"])
-                    await emit(.didFetchRecordZoneChanges(Event.DidFetchRecordZoneChanges(zoneID: zoneID, error: error)))
+                    emit(.didFetchRecordZoneChanges(Event.DidFetchRecordZoneChanges(zoneID: zoneID, error: error)))
                     hasReset = true
                     token = nil
                     state.withStorage { storage in
                         storage.setZoneToken(nil, for: zoneID)
                         storage.setFetchingFromScratch(true, zoneID)
                     }
-                    await emitStateUpdateIfNeeded()
-                    await emit(
+                    emitStateUpdateIfNeeded()
+                    emit(
                         .willFetchRecordZoneChanges(Event.WillFetchRecordZoneChanges(zoneID: zoneID, fromScratch: true)))
                     continue
                 }
-                await emit(.didFetchRecordZoneChanges(Event.DidFetchRecordZoneChanges(zoneID: zoneID, error: error)))
+                emit(.didFetchRecordZoneChanges(Event.DidFetchRecordZoneChanges(zoneID: zoneID, error: error)))
                 if error.code == .zoneNotFound {
                     logger.info("Zone to fetch no longer exists", metadata: ["zone": "\(zoneID)"])
                     state.withStorage { storage in
                         storage.setZoneToken(nil, for: zoneID)
                         storage.markFetched(zoneID)
                     }
-                    await emitStateUpdateIfNeeded()
+                    emitStateUpdateIfNeeded()
                     return
                 }
                 if error.isTransient || error.serverError == nil || error.isAuthenticationFailure { throw error }
@@ -192,16 +193,16 @@ extension SyncEngine {
                 page.records = fetched.records
                 downloaded = fetched.downloaded
             } catch let error as CloudError {
-                await emit(.didFetchRecordZoneChanges(Event.DidFetchRecordZoneChanges(zoneID: zoneID, error: error)))
+                emit(.didFetchRecordZoneChanges(Event.DidFetchRecordZoneChanges(zoneID: zoneID, error: error)))
                 throw error
             }
             defer { removeDownloadedAssets(downloaded) }
-            try await absorb(page, in: zoneID, previousToken: token)
+            try await absorb(page, in: zoneID, previousToken: token, deliverNow: page.moreComing || !downloaded.isEmpty)
             guard page.moreComing else { break }
             token = page.syncToken
         }
         state.withStorage { $0.setFetchingFromScratch(false, zoneID) }
-        await emit(.didFetchRecordZoneChanges(Event.DidFetchRecordZoneChanges(zoneID: zoneID, error: nil)))
+        emit(.didFetchRecordZoneChanges(Event.DidFetchRecordZoneChanges(zoneID: zoneID, error: nil)))
     }
 
     /// One `changes/zone` request; a per-zone error in the answer is thrown as a ``CloudError``.
@@ -226,7 +227,9 @@ extension SyncEngine {
     }
 
     /// Stores a page's token and reports its records, in one event whose state holds the token.
-    private func absorb(_ page: ZoneChanges, in zoneID: ZoneID, previousToken: String?) async throws {
+    /// With `deliverNow` (more pages follow, or the page's downloaded assets are removed once it
+    /// was delivered) the delegate gets it at once; otherwise with the fetch's next events.
+    private func absorb(_ page: ZoneChanges, in zoneID: ZoneID, previousToken: String?, deliverNow: Bool) async throws {
         var modifications: [Record] = []
         var deletions: [Event.FetchedRecordZoneChanges.Deletion] = []
         for var record in page.records {
@@ -243,10 +246,10 @@ extension SyncEngine {
                 modifications.append(record)
             }
         }
-        let serialization = state.withStorage { storage in
+        let (serialization, version) = state.withStorage { storage in
             storage.setZoneToken(page.syncToken, for: zoneID)
             if !page.moreComing { storage.markFetched(zoneID) }
-            return storage.serialization
+            return (storage.serialization, storage.version)
         }
         logger.info(
             "Fetched zone changes",
@@ -255,13 +258,15 @@ extension SyncEngine {
                 "token": "\(page.syncToken)", "moreComing": "\(page.moreComing)",
             ])
         if !modifications.isEmpty || !deletions.isEmpty {
-            await emit(
+            queue(
                 .fetchedRecordZoneChanges(
                     Event.FetchedRecordZoneChanges(
                         zoneID: zoneID, modifications: modifications, deletions: deletions,
-                        stateSerialization: serialization)))
+                        stateSerialization: serialization)),
+                carryingStateAt: version)
         }
-        await emitStateUpdateIfNeeded()
+        emitStateUpdateIfNeeded()
+        if deliverNow { await deliverEvents() }
         if page.moreComing && page.records.isEmpty && page.syncToken == previousToken {
             throw CloudError(
                 .invalidResponse,

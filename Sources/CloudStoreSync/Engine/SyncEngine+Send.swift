@@ -22,21 +22,19 @@ extension SyncEngine {
     func send(_ context: SendChangesContext) async throws {
         do {
             try checkCanOperate()
+        } catch {
+            throw await settle(error, of: .send)
+        }
+        do {
             try await checkAccount()
             let start = clock.now
             tokensToSend = [:]
             let pendingAtStart = state.withStorage { $0.recordChanges.count + $0.databaseChanges.count }
             logger.notice("Sending changes", metadata: ["reason": "\(context.reason)", "count": "\(pendingAtStart)"])
-            await emit(.willSendChanges(Event.WillSendChanges(context: context)))
-            let end: SendPassEnd
-            do {
-                end = try await sendPass(context)
-            } catch {
-                await emit(.didSendChanges(Event.DidSendChanges(context: context)))
-                throw error
-            }
-            await emit(.didSendChanges(Event.DidSendChanges(context: context)))
-            await emitStateUpdateIfNeeded()
+            emit(.willSendChanges(Event.WillSendChanges(context: context)))
+            let end = try await sendPass(context)
+            emit(.didSendChanges(Event.DidSendChanges(context: context)))
+            emitStateUpdateIfNeeded()
             let pendingAfter = state.withStorage { $0.recordChanges.count + $0.databaseChanges.count }
             logger.notice(
                 "Sent changes",
@@ -50,7 +48,9 @@ extension SyncEngine {
                     jitter: configuration.jitter())
             }
         } catch {
-            throw await settle(error, of: .send)
+            let settled = await settle(error, of: .send)
+            emit(.didSendChanges(Event.DidSendChanges(context: context, error: error)))
+            throw settled
         }
     }
 
@@ -63,30 +63,40 @@ extension SyncEngine {
         /// The batch's requests, encoded as it was prepared; nil when it has assets to upload
         /// first (the records then carry the uploads' receipts).
         var plan: RecordBatchPlan?
+        /// Whether the delegate was asked for changes it tracks itself
+        /// (``State/hasPendingUntrackedChanges``): if the batch does not settle, they stay its to send.
+        var holdsUntrackedChanges = false
 
         var recordIDs: Set<RecordID> { Set(batch.recordsToSave.map(\.recordID) + batch.recordIDsToDelete) }
     }
 
     /// Sends batches until the delegate has none or nothing in scope is pending. While a batch's
-    /// requests are in flight, the next batch is asked for and encoded, the records in flight
-    /// skipped (``SendChangesContext/recordIDsToSkip``), and once the server answered a batch, the
-    /// next one goes out while that answer is handed to the delegate: at most two batches are
-    /// between the delegate and the server, never one record in both. The delegate is never called
-    /// while it handles an event, and each batch's ``Event/sentRecordZoneChanges(_:)`` comes before
-    /// the batch after the next one is asked for. A prepared batch is not sent, and the delegate is
-    /// asked again, when the batch in flight failed or found its zone missing or zone changes wait
-    /// to go first; a batch that went out is always answered to the delegate, also when the send
-    /// then stops on an error or a cancellation.
+    /// requests are in flight, the next batch is asked for and encoded (unless the delegate said
+    /// the batch in flight was all it had), the records in flight skipped
+    /// (``SendChangesContext/recordIDsToSkip``), and once the server answered a batch, the next
+    /// one goes out while that answer is handed to the delegate: at most two batches are between
+    /// the delegate and the server, never one record in both. The delegate is never called while
+    /// it handles an event, and each batch's ``Event/sentRecordZoneChanges(_:)`` reaches it before
+    /// it is asked for another batch (the last batch's answer comes with ``Event/didSendChanges(_:)``).
+    /// A prepared batch is not sent, and the delegate is asked again, when the batch in flight
+    /// failed or found its zone missing or zone changes wait to go first; a batch that went out is
+    /// always answered to the delegate, also when the send then stops on an error or a
+    /// cancellation.
+    ///
+    /// The delegate's own changes (``State/hasPendingUntrackedChanges``) are asked for while the
+    /// flag is set: it is cleared before each question, set again when the answer says more is
+    /// pending (``RecordZoneChangeBatch/hasMorePendingChanges``), and set again, without
+    /// scheduling anything, when a batch handed out does not settle (a retry, a failure, a batch
+    /// prepared and not sent): its changes are still the delegate's to send in a later pass.
     private func sendPass(_ context: SendChangesContext) async throws -> SendPassEnd {
         let scope = context.options.scope
         var attempts: [RecordID: Int] = [:]
         var retryLater: [RecordID: ServerError] = [:]
         var prepared: PreparedBatch?
+        /// The records of batches of the delegate's own changes handed out in this send.
+        var untrackedRecordIDs: Set<RecordID> = []
         /// The batch that went out while the previous batch's answer was handed to the delegate.
         var sentEarly: (batch: PreparedBatch, sending: Task<(RecordSendOutcome?, (any Error)?), Never>)?
-        /// Whether the delegate had nothing while a batch was in flight: it may have once that
-        /// batch is settled, so it is asked again whatever the state says.
-        var askAgain = false
         while true {
             let current: PreparedBatch
             let sending: Task<(RecordSendOutcome?, (any Error)?), Never>
@@ -95,22 +105,23 @@ extension SyncEngine {
                 sentEarly = nil
             } else {
                 if Task.isCancelled { throw SyncEngineError.cancelled }
-                if prepared != nil && zoneChangesWait(in: scope) {
+                if let dropped = prepared, zoneChangesWait(in: scope) {
                     prepared = nil
-                    askAgain = true
+                    keepUntrackedChangesPending(of: dropped)
                 }
                 try await sendDatabaseChanges(in: scope)
 
                 let excluded = Self.excluded(attempts, retryLater)
-                // An answer the delegate gave while a batch was in flight counts as "may have more",
-                // as the flag it cleared said before.
                 let (pending, untracked) = state.withStorage { storage in
-                    (storage.recordChanges.changes.filter { scope.contains($0) }, storage.hasPendingUntrackedChanges || askAgain)
+                    (storage.recordChanges.changes.filter { scope.contains($0) }, storage.hasPendingUntrackedChanges)
                 }
-                // Changes the delegate tracks itself that wait for a retry are as stuck as tracked ones.
-                let stuck = pending.contains { excluded.contains(normalized($0.recordID)) } || (untracked && !excluded.isEmpty)
+                // Changes the delegate tracks itself that wait for a retry are as stuck as tracked
+                // ones, and stay its to send when the engine retries.
+                let untrackedStuck = !excluded.isDisjoint(with: untrackedRecordIDs)
+                let stuck = pending.contains { excluded.contains(normalized($0.recordID)) } || untrackedStuck
                 func end() -> SendPassEnd {
                     guard stuck else { return .done }
+                    if untrackedStuck { state.withStorage { $0.hasPendingUntrackedChanges = true } }
                     return .stalled(retryAfter: retryLater.values.compactMap(\.retryAfter).max())
                 }
                 if let next = prepared {
@@ -119,11 +130,19 @@ extension SyncEngine {
                 } else {
                     let sendable = pending.contains { !excluded.contains(normalized($0.recordID)) }
                     guard sendable || untracked else { return end() }
-                    askAgain = false
                     guard let delegate else { throw SyncEngineError.delegateReleased }
-                    guard let next = await prepareBatch(context, delegate: delegate, excluding: excluded) else { return end() }
+                    guard let next = await prepareBatch(context, delegate: delegate, excluding: excluded) else {
+                        // Zone changes the delegate asked for while it answered go first.
+                        if zoneChangesWait(in: scope) { continue }
+                        return end()
+                    }
+                    if zoneChangesWait(in: scope) {
+                        prepared = next
+                        continue
+                    }
                     current = next
                 }
+                if current.holdsUntrackedChanges { untrackedRecordIDs.formUnion(current.recordIDs) }
                 sending = startSending(current, attempts: &attempts)
             }
 
@@ -138,7 +157,6 @@ extension SyncEngine {
                 }
                 if (sendableNow || untrackedNow), let delegate {
                     next = await prepareBatch(context, delegate: delegate, excluding: skipping)
-                    askAgain = next == nil
                 }
             }
             let (outcome, failure) = await withTaskCancellationHandler {
@@ -147,25 +165,44 @@ extension SyncEngine {
                 sending.cancel()
             }
             let zoneMissing = outcome?.failedRecordSaves.contains(where: { $0.error.code == .zoneNotFound }) == true
-            if zoneMissing {
+            if zoneMissing, let dropped = next {
                 // The delegate may make the zone again and queue its records anew.
-                askAgain = askAgain || next != nil
                 next = nil
+                keepUntrackedChangesPending(of: dropped)
             }
             if let batch = next, failure == nil, !Task.isCancelled, !zoneChangesWait(in: scope) {
+                if batch.holdsUntrackedChanges { untrackedRecordIDs.formUnion(batch.recordIDs) }
                 sentEarly = (batch, startSending(batch, attempts: &attempts))
                 next = nil
             }
             if let outcome {
-                await apply(outcome, revisions: current.revisions)
+                // The answer goes to the delegate at once while a batch travels (both overlap),
+                // or when it has failures the delegate may resolve and send again in this send;
+                // otherwise it waits for the send's next events.
+                let failed = !outcome.failedRecordSaves.isEmpty || !outcome.failedRecordDeletes.isEmpty
+                await apply(outcome, revisions: current.revisions, deliverNow: sentEarly != nil || failed)
+                // The delegate may keep a change it tracks itself pending after its failure (a
+                // merge to send, a retry): it is asked again, within this send's attempts.
+                if failed { keepUntrackedChangesPending(of: current) }
                 assetReceipts.remove(
                     outcome.savedRecords.map(\.recordID)
                         + outcome.failedRecordSaves.filter { $0.error.code == .badRequest }.map(\.record.recordID))
             }
-            if let failure { throw failure }
+            if let failure {
+                keepUntrackedChangesPending(of: current)
+                if let dropped = next { keepUntrackedChangesPending(of: dropped) }
+                throw failure
+            }
             retryLater.merge(outcome?.retrying ?? [:]) { _, new in new }
             prepared = next
         }
+    }
+
+    /// Notes that the delegate still has changes of its own to send, without scheduling a send:
+    /// a batch of them it handed out did not settle, and goes again when the scheduler retries.
+    private func keepUntrackedChangesPending(of batch: PreparedBatch) {
+        guard batch.holdsUntrackedChanges else { return }
+        state.withStorage { $0.hasPendingUntrackedChanges = true }
     }
 
     /// Whether zone changes in `scope` wait to be sent: they go before any more record batches.
@@ -194,11 +231,19 @@ extension SyncEngine {
     private func prepareBatch(
         _ context: SendChangesContext, delegate: any SyncEngineDelegate, excluding excluded: Set<RecordID>
     ) async -> PreparedBatch? {
-        let revisions = state.withStorage { $0.recordChanges.revisionsByKey }
+        // The delegate has every answer before it is asked for more.
+        await deliverEvents()
+        // Cleared before the question: changes the delegate learns of after it answered set it again.
+        let (revisions, untracked) = state.withStorage { storage in
+            defer { storage.hasPendingUntrackedChanges = false }
+            return (storage.recordChanges.revisionsByKey, storage.hasPendingUntrackedChanges)
+        }
         var batchContext = context
         batchContext.limits = BatchLimits(
             maxCount: configuration.maxBatchCount, maxBytes: configuration.maxBatchBytes, excludedRecordIDs: excluded)
+        delegateCalls.record()
         let proposed = await delegate.nextRecordZoneChangeBatch(batchContext, syncEngine: self)
+        if untracked, proposed?.hasMorePendingChanges == true { state.withStorage { $0.hasPendingUntrackedChanges = true } }
         guard var batch = proposed else { return nil }
         batch.keepSaves(normalizing: normalized, excluding: excluded)
         batch.recordIDsToDelete = batch.recordIDsToDelete.map(normalized).filter { !excluded.contains($0) }
@@ -207,7 +252,7 @@ extension SyncEngine {
         let plan =
             batch.recordsToSave.contains(where: \.hasAssets)
             ? nil : RecordBatchPlan(batch, maxCount: configuration.maxBatchCount, maxBytes: configuration.maxBatchBytes)
-        return PreparedBatch(batch: batch, revisions: revisions, plan: plan)
+        return PreparedBatch(batch: batch, revisions: revisions, plan: plan, holdsUntrackedChanges: untracked)
     }
 
     /// Sends one batch (its new assets uploaded first, then one or more requests) and looks up
@@ -346,8 +391,10 @@ extension SyncEngine {
     }
 
     /// Removes the settled record changes (unless the app added them again meanwhile) and reports
-    /// them, with the changes that stay pending for a retry.
-    private func apply(_ outcome: RecordSendOutcome, revisions: [RecordID: UInt64]) async {
+    /// them, with the changes that stay pending for a retry: to the delegate at once with
+    /// `deliverNow` (or when it carries server copies' downloaded assets), otherwise with the
+    /// send's next events.
+    private func apply(_ outcome: RecordSendOutcome, revisions: [RecordID: UInt64], deliverNow: Bool) async {
         let settled: [PendingRecordZoneChange] =
             outcome.savedRecords.map { .saveRecord($0.recordID) }
             + outcome.failedRecordSaves.map { .saveRecord($0.record.recordID) }
@@ -380,12 +427,14 @@ extension SyncEngine {
         guard outcome.isSettled || !retrying.isEmpty else { return }
         let (failedRecordSaves, downloaded) = await fetchServerRecordAssets(of: outcome.failedRecordSaves)
         defer { removeDownloadedAssets(downloaded) }
-        await emit(
+        let (serialization, version) = state.withStorage { ($0.serialization, $0.version) }
+        queue(
             .sentRecordZoneChanges(
                 Event.SentRecordZoneChanges(
                     savedRecords: outcome.savedRecords, failedRecordSaves: failedRecordSaves,
                     deletedRecordIDs: outcome.deletedRecordIDs, failedRecordDeletes: outcome.failedRecordDeletes,
-                    retryingRecordChanges: retrying, stateSerialization: state.serialization)))
-        await emitStateUpdateIfNeeded()
+                    retryingRecordChanges: retrying, stateSerialization: serialization)),
+            carryingStateAt: version)
+        if deliverNow || !downloaded.isEmpty { await deliverEvents() }
     }
 }

@@ -69,13 +69,14 @@ extension SyncEngine {
                 "saved": "\(result.savedZones.count)", "failedSaves": "\(result.failedZoneSaves.count)",
                 "deleted": "\(result.deletedZoneIDs.count)", "failedDeletes": "\(result.failedZoneDeletes.count)",
             ])
-        await emit(
+        let (serialization, version) = state.withStorage { ($0.serialization, $0.version) }
+        queue(
             .sentDatabaseChanges(
                 Event.SentDatabaseChanges(
                     savedZones: result.savedZones, failedZoneSaves: result.failedZoneSaves,
                     deletedZoneIDs: result.deletedZoneIDs, failedZoneDeletes: result.failedZoneDeletes,
-                    stateSerialization: state.serialization)))
-        await emitStateUpdateIfNeeded()
+                    stateSerialization: serialization)),
+            carryingStateAt: version)
     }
 }
 

@@ -52,7 +52,12 @@ public actor SyncEngine {
     var currentUserRecordName: String?
     var hasCheckedAccount = false
     var isStopped = false
+    /// The state's version the delegate was last given (``emitStateUpdateIfNeeded()``).
     var lastEmittedStateVersion: UInt64
+    /// Events waiting to be delivered (``emit(_:)``).
+    var queuedEvents: [Event] = []
+    /// How many times the engine called its delegate, for tests and diagnostics.
+    nonisolated let delegateCalls = CallCounter()
     /// Receipts of recent asset uploads, for a batch sent again soon.
     var assetReceipts = AssetReceiptCache()
     /// Per zone, the sync token the next `records/modify` of this send carries
@@ -156,7 +161,13 @@ public actor SyncEngine {
         let task = Task {
             await self.acquireOperation()
             defer { self.releaseOperation() }
-            try await body(self)
+            do {
+                try await body(self)
+            } catch {
+                await self.deliverEvents()
+                throw error
+            }
+            await self.deliverEvents()
         }
         operationCancellers[id] = { task.cancel() }
         defer { operationCancellers[id] = nil }
@@ -223,26 +234,48 @@ public actor SyncEngine {
 
     // MARK: Events
 
-    /// Hands one event to the delegate and waits until it was handled.
-    func emit(_ event: Event) async {
-        guard let delegate else {
-            logger.warning("Dropped an event: the delegate was released", metadata: ["event": "\(event)"])
-            return
-        }
-        logger.trace("Delivering event", metadata: ["event": "\(event)"])
-        await delegate.handleEvent(event, syncEngine: self)
+    /// Queues an event for the delegate. Queued events go in order, several in one call
+    /// (``deliverEvents()``), before the engine next calls the delegate and before the operation
+    /// that queued them returns. A state update replaces the ones queued before it, and so does
+    /// an event that carries the state (``queue(_:carryingStateAt:)``).
+    func emit(_ event: Event) {
+        if case .stateUpdate = event { queuedEvents.removeAll { if case .stateUpdate = $0 { true } else { false } } }
+        queuedEvents.append(event)
     }
 
-    /// Emits ``Event/stateUpdate(_:)`` when the state changed since the last one.
-    func emitStateUpdateIfNeeded() async {
+    /// Queues an event that carries the state as it was at `version`: no state update is due for
+    /// what it carries.
+    func queue(_ event: Event, carryingStateAt version: UInt64) {
+        queuedEvents.removeAll { if case .stateUpdate = $0 { true } else { false } }
+        queuedEvents.append(event)
+        lastEmittedStateVersion = version
+    }
+
+    /// Hands the queued events to the delegate in one call and waits until it handled them.
+    func deliverEvents() async {
+        guard !queuedEvents.isEmpty else { return }
+        let events = queuedEvents
+        queuedEvents = []
+        guard let delegate else {
+            logger.warning("Dropped events: the delegate was released", metadata: ["count": "\(events.count)"])
+            return
+        }
+        for event in events { logger.trace("Delivering event", metadata: ["event": "\(event)"]) }
+        delegateCalls.record()
+        await delegate.handleEvents(events, syncEngine: self)
+    }
+
+    /// Queues ``Event/stateUpdate(_:)`` when the state changed since the last one the delegate
+    /// was given.
+    func emitStateUpdateIfNeeded() {
         let (version, serialization) = state.withStorage { ($0.version, $0.serialization) }
         guard version != lastEmittedStateVersion else { return }
         lastEmittedStateVersion = version
-        await emit(.stateUpdate(Event.StateUpdate(stateSerialization: serialization)))
+        emit(.stateUpdate(Event.StateUpdate(stateSerialization: serialization)))
     }
 
-    /// Drains changes the app made to the state and emits a state update for them; called by the
-    /// scheduling loop, so apps hear about their own changes without syncing automatically.
+    /// Drains changes the app made to the state and delivers a state update for them; called by
+    /// the scheduling loop, so apps hear about their own changes without syncing automatically.
     func absorbStateChanges() async {
         if let added = inbox.take() {
             scheduler.changesAdded(at: added.first)
@@ -251,7 +284,8 @@ public actor SyncEngine {
         let version = state.withStorage { $0.version }
         guard version != lastEmittedStateVersion, !isStopped else { return }
         await acquireOperation()
-        await emitStateUpdateIfNeeded()
+        emitStateUpdateIfNeeded()
+        await deliverEvents()
         releaseOperation()
     }
 
@@ -287,6 +321,16 @@ extension CloudError {
     var isAuthenticationFailure: Bool {
         code == .authenticationFailed || code == .authenticationRequired
     }
+}
+
+/// Counts calls, from any thread: how often an engine called its delegate (``SyncEngine/delegateCalls``).
+final class CallCounter: Sendable {
+    private let count = Mutex(0)
+
+    /// The calls counted so far.
+    var value: Int { count.withLock { $0 } }
+
+    func record() { count.withLock { $0 += 1 } }
 }
 
 /// Changes the app made to the state since the scheduling loop last looked.

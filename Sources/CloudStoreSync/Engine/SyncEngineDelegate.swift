@@ -30,6 +30,25 @@ public protocol SyncEngineDelegate: AnyObject, Sendable {
     /// event. Adding pending changes to ``SyncEngine/state`` is fine.
     func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async
 
+    /// Handles several events, in order, in one call. The engine gathers the events it has no
+    /// answer to wait for (a send's start, its batches' answers and its end; a fetch's start, its
+    /// zones and its pages) and delivers them before it next needs the delegate (a batch to ask
+    /// for, an asset's file), before a page whose downloaded assets it removes afterwards, when
+    /// it has a page and more pages follow, and before the operation that made them returns. The
+    /// default handles each with ``handleEvent(_:syncEngine:)``.
+    ///
+    /// Implement it to save what several events carry in one transaction, as a send's last
+    /// batch and its end, or a fetch of one page, usually are:
+    ///
+    /// ```swift
+    /// func handleEvents(_ events: [SyncEngine.Event], syncEngine: SyncEngine) async {
+    ///     try? await store.write { db in
+    ///         for event in events { try apply(event, db) }   // records, tokens, state
+    ///     }
+    /// }
+    /// ```
+    func handleEvents(_ events: [SyncEngine.Event], syncEngine: SyncEngine) async
+
     /// The next batch of record changes to send, or nil when there is nothing more for now.
     ///
     /// Return only changes inside `context.options.scope`. Build the batch with
@@ -61,6 +80,11 @@ public protocol SyncEngineDelegate: AnyObject, Sendable {
 }
 
 extension SyncEngineDelegate {
+    /// Handles each event with ``handleEvent(_:syncEngine:)``, in order.
+    public func handleEvents(_ events: [SyncEngine.Event], syncEngine: SyncEngine) async {
+        for event in events { await handleEvent(event, syncEngine: syncEngine) }
+    }
+
     /// Fetches what the scheduler chose: every zone with changes.
     public func nextFetchChangesOptions(_ context: SyncEngine.FetchChangesContext, syncEngine: SyncEngine) async
         -> SyncEngine.FetchChangesOptions

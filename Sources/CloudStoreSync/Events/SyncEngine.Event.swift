@@ -1,8 +1,10 @@
 import CloudStoreWire
 
 extension SyncEngine {
-    /// What happened, delivered to ``SyncEngineDelegate/handleEvent(_:syncEngine:)`` one at a time:
-    /// the engine awaits each event before it delivers the next. As CKSyncEngine's `Event`.
+    /// What happened, delivered in order to ``SyncEngineDelegate/handleEvents(_:syncEngine:)``
+    /// (by default one at a time to ``SyncEngineDelegate/handleEvent(_:syncEngine:)``): the engine
+    /// awaits each delivery before the next, and delivers the events of an operation before it
+    /// next calls the delegate and before the operation returns. As CKSyncEngine's `Event`.
     ///
     /// A fetch delivers `willFetchChanges`, then `fetchedDatabaseChanges` (zero or more), then per
     /// zone `willFetchRecordZoneChanges`, `fetchedRecordZoneChanges` (one per page) and
@@ -289,7 +291,9 @@ extension SyncEngine.Event {
         public let error: CloudError?
     }
 
-    /// A fetch ended, after every zone it fetched.
+    /// A fetch ended, after every zone it fetched. A fetch that failed before it began (the
+    /// engine could not ask the server who the user is) ends with its error and no
+    /// ``SyncEngine/Event/willFetchChanges(_:)`` before it.
     public struct DidFetchChanges: Sendable {
         /// The fetch's context, as ``SyncEngine/Event/willFetchChanges(_:)`` gave it.
         public let context: SyncEngine.FetchChangesContext
@@ -310,9 +314,18 @@ extension SyncEngine.Event {
     }
 
     /// A send ended: everything in scope was sent, or it stopped on a failure and what is left stays
-    /// pending.
+    /// pending. A send that failed before it began (the engine could not ask the server who the
+    /// user is) ends with its error and no ``SyncEngine/Event/willSendChanges(_:)`` before it.
     public struct DidSendChanges: Sendable {
         /// The send's context, as ``SyncEngine/Event/willSendChanges(_:)`` gave it.
         public let context: SyncEngine.SendChangesContext
+        /// Why the send stopped early (the network, the server); nil when it ended as it should.
+        /// Records the server refused are in ``SyncEngine/Event/sentRecordZoneChanges(_:)``.
+        public let error: (any Error)?
+
+        init(context: SyncEngine.SendChangesContext, error: (any Error)? = nil) {
+            self.context = context
+            self.error = error
+        }
     }
 }

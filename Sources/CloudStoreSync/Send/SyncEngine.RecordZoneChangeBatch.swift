@@ -31,6 +31,17 @@ extension SyncEngine {
         public var recordChangeTagsToDelete: [RecordID: String] = [:]
         /// When true, each zone's changes succeed or fail together (`atomic` on the wire).
         public var atomicByZone: Bool
+        /// Whether the delegate has more changes of its own to send after this batch
+        /// (``SyncEngine/State/hasPendingUntrackedChanges``), besides the records the send skips:
+        /// true (the default) has the engine ask again, while this batch travels, until the
+        /// delegate answers nil; false says this batch is all there is for now, which saves the
+        /// engine a question. A delegate that tracks its changes in the state need not set it.
+        ///
+        /// ```swift
+        /// var batch = await SyncEngine.RecordZoneChangeBatch(pendingChanges: changes, context: context) { … }
+        /// batch?.hasMorePendingChanges = queue.count > changes.count
+        /// ```
+        public var hasMorePendingChanges = true
         /// Each save's operation JSON, as encoded to size the batch while it was filled: the
         /// request sends those bytes instead of encoding the record again. Emptied when
         /// ``recordsToSave`` changes.

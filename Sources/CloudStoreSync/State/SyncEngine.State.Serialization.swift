@@ -4,7 +4,8 @@ extension SyncEngine.State {
     /// The engine's state in a form to persist: opaque to apps, Codable.
     ///
     /// It holds the database and zone sync tokens, the pending changes, the zones with unfetched
-    /// changes and the user the state belongs to. The engine never persists it: save the one each
+    /// changes and the user the state belongs to (not ``SyncEngine/State/hasPendingUntrackedChanges``:
+    /// the app knows its own changes). The engine never persists it: save the one each
     /// ``SyncEngine/Event/stateUpdate(_:)`` (or a fetched or sent event) carries, in the same
     /// transaction as the data it describes, and pass the last saved one to
     /// ``SyncEngine/Configuration/stateSerialization`` at the next launch.
@@ -31,22 +32,20 @@ extension SyncEngine.State {
         var zonesFetchingFromScratch: [ZoneID] = []
         var pendingRecordZoneChanges: [SyncEngine.PendingRecordZoneChange] = []
         var pendingDatabaseChanges: [SyncEngine.PendingDatabaseChange] = []
-        var hasPendingUntrackedChanges = false
         /// The record types whose query subscription the engine saved (public database,
         /// ``SyncEngine/Configuration/recordTypes``), sorted.
         var subscribedRecordTypes: [String] = []
 
         enum CodingKeys: String, CodingKey {
             case format, userRecordName, databaseToken, zoneTokens, zonesWithUnfetchedChanges, zonesFetchingFromScratch
-            case pendingRecordZoneChanges, pendingDatabaseChanges, hasPendingUntrackedChanges, subscribedRecordTypes
+            case pendingRecordZoneChanges, pendingDatabaseChanges, subscribedRecordTypes
         }
 
         init(
             userRecordName: String? = nil, databaseToken: String? = nil, zoneTokens: [ZoneToken] = [],
             zonesWithUnfetchedChanges: [ZoneID] = [], zonesFetchingFromScratch: [ZoneID] = [],
             pendingRecordZoneChanges: [SyncEngine.PendingRecordZoneChange] = [],
-            pendingDatabaseChanges: [SyncEngine.PendingDatabaseChange] = [], hasPendingUntrackedChanges: Bool = false,
-            subscribedRecordTypes: [String] = []
+            pendingDatabaseChanges: [SyncEngine.PendingDatabaseChange] = [], subscribedRecordTypes: [String] = []
         ) {
             self.subscribedRecordTypes = subscribedRecordTypes
             self.userRecordName = userRecordName
@@ -56,7 +55,6 @@ extension SyncEngine.State {
             self.zonesFetchingFromScratch = zonesFetchingFromScratch
             self.pendingRecordZoneChanges = pendingRecordZoneChanges
             self.pendingDatabaseChanges = pendingDatabaseChanges
-            self.hasPendingUntrackedChanges = hasPendingUntrackedChanges
         }
 
         /// Decodes a saved state; throws `DecodingError` for a state that a newer CloudStoreSync
@@ -83,8 +81,6 @@ extension SyncEngine.State {
             pendingDatabaseChanges =
                 try container.decodeIfPresent([SyncEngine.PendingDatabaseChange].self, forKey: .pendingDatabaseChanges)
                 ?? []
-            hasPendingUntrackedChanges =
-                try container.decodeIfPresent(Bool.self, forKey: .hasPendingUntrackedChanges) ?? false
             subscribedRecordTypes = try container.decodeIfPresent([String].self, forKey: .subscribedRecordTypes) ?? []
         }
     }

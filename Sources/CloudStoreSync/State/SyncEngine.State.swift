@@ -41,8 +41,19 @@ extension SyncEngine {
         }
 
         /// Set this when your app has changes to send that it tracks itself rather than in
-        /// ``pendingRecordZoneChanges``: the engine then asks the delegate for a batch even when
-        /// nothing is pending. Clear it once the delegate has nothing more to send.
+        /// ``pendingRecordZoneChanges``: the engine then asks the delegate for batches even when
+        /// nothing is pending, and with `automaticallySync` on, schedules a send.
+        ///
+        /// The engine clears it before each question to the delegate, and sets it again when the
+        /// answer says more is pending (``SyncEngine/RecordZoneChangeBatch/hasMorePendingChanges``)
+        /// or a batch of these changes did not settle (a retry, a failed request): set it whenever
+        /// your app has new changes. It is not part of the ``Serialization``: an app whose store
+        /// holds unsent changes sets it when it starts the engine.
+        ///
+        /// ```swift
+        /// try db.write { try note.save($0); try pendingUploads.insert(note.id, $0) }
+        /// engine.state.hasPendingUntrackedChanges = true
+        /// ```
         public var hasPendingUntrackedChanges: Bool {
             get { storage.withLock { $0.hasPendingUntrackedChanges } }
             set {
@@ -137,7 +148,8 @@ extension SyncEngine.State {
         var zonesFetchingFromScratch: Set<ZoneID> { didSet { version &+= 1 } }
         var recordChanges: PendingChangeList<SyncEngine.PendingRecordZoneChange> { didSet { version &+= 1 } }
         var databaseChanges: PendingChangeList<SyncEngine.PendingDatabaseChange> { didSet { version &+= 1 } }
-        var hasPendingUntrackedChanges: Bool { didSet { version &+= 1 } }
+        /// Not persisted, and no state update is due for it (``SyncEngine/State/hasPendingUntrackedChanges``).
+        var hasPendingUntrackedChanges = false
         var subscribedRecordTypes: Set<String> { didSet { version &+= 1 } }
         /// Raised by every change to the fields above, in their observers and nowhere else, so the
         /// engine can tell whether a state update is due; not persisted.
@@ -152,7 +164,6 @@ extension SyncEngine.State {
             zonesFetchingFromScratch = Set(serialization.zonesFetchingFromScratch)
             recordChanges = PendingChangeList(serialization.pendingRecordZoneChanges)
             databaseChanges = PendingChangeList(serialization.pendingDatabaseChanges)
-            hasPendingUntrackedChanges = serialization.hasPendingUntrackedChanges
             subscribedRecordTypes = Set(serialization.subscribedRecordTypes)
         }
 
@@ -166,7 +177,6 @@ extension SyncEngine.State {
                 zonesFetchingFromScratch: zonesFetchingFromScratch.sorted(by: Self.persistedOrder),
                 pendingRecordZoneChanges: recordChanges.changes,
                 pendingDatabaseChanges: databaseChanges.changes,
-                hasPendingUntrackedChanges: hasPendingUntrackedChanges,
                 subscribedRecordTypes: subscribedRecordTypes.sorted())
         }
 

@@ -47,6 +47,7 @@ public final class FaultInjectingDatabase: CloudDatabase {
         var failingDownloads = 0
         var downloads = 0
         var waiters: [(operation: DatabaseOperation, count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+        var observer: (@Sendable (DatabaseOperation) -> Void)?
 
         mutating func record(_ operation: DatabaseOperation) -> [CheckedContinuation<Void, Never>] {
             log.append(operation)
@@ -123,6 +124,18 @@ public final class FaultInjectingDatabase: CloudDatabase {
     public var stripsServerRecordFromConflicts: Bool {
         get { storage.withLock { $0.stripsServerRecord } }
         set { storage.withLock { $0.stripsServerRecord = newValue } }
+    }
+
+    /// Calls `observer` as each request starts, before it is sent (schema requests excepted),
+    /// from the task that makes it: what the sync engine had done by then.
+    ///
+    /// ```swift
+    /// database.observeRequests { operation in
+    ///     if operation == .recordsModify { callsBeforeUpload.withLock { $0 = engine.delegateCalls.value } }
+    /// }
+    /// ```
+    public func observeRequests(_ observer: @escaping @Sendable (DatabaseOperation) -> Void) {
+        storage.withLock { $0.observer = observer }
     }
 
     /// Every request made through this database, in order (schema requests excepted).
@@ -258,15 +271,16 @@ public final class FaultInjectingDatabase: CloudDatabase {
         _ operation: DatabaseOperation, answering recordErrors: ((ServerError) -> Response)? = nil,
         _ request: () async throws -> Response
     ) async throws -> Response {
-        let (fault, waiters) = storage.withLock { storage -> (Fault?, [CheckedContinuation<Void, Never>]) in
+        let (fault, waiters, observer) = storage.withLock { storage -> (Fault?, [CheckedContinuation<Void, Never>], (@Sendable (DatabaseOperation) -> Void)?) in
             let waiters = storage.record(operation)
             guard let index = storage.rules.firstIndex(where: { $0.operation == nil || $0.operation == operation })
-            else { return (nil, waiters) }
+            else { return (nil, waiters, storage.observer) }
             let fault = storage.rules[index].fault
             storage.rules[index].remaining -= 1
             if storage.rules[index].remaining <= 0 { storage.rules.remove(at: index) }
-            return (fault, waiters)
+            return (fault, waiters, storage.observer)
         }
+        observer?(operation)
         for waiter in waiters { waiter.resume() }
         switch fault {
         case nil:

@@ -36,7 +36,7 @@ struct MirrorTransactionAcknowledgeTests {
         let a = try await TestDevice.make("A", server: nil)
         let note = Note(title: "mine")
         try await a.write { try $0.insert(note) }
-        let prepared = try await transaction(a.store) { try $0.prepareUploads(limit: 10, skipping: []) }
+        let prepared = try await transaction(a.store) { try $0.prepareUploads(limit: 10, skipping: []).uploads }
         let upload = try #require(prepared.first)
         var saved = try #require(upload.record)
         saved.recordChangeTag = "2"
@@ -55,10 +55,10 @@ struct MirrorTransactionAcknowledgeTests {
     @Test func theBatchPreparedWhileOneIsInFlight_isTheNextUploads() async throws {
         let a = try await TestDevice.make("A", server: nil)
         try await a.write { context in for index in 0..<5 { try context.insert(Note(title: "n\(index)")) } }
-        let first = try await transaction(a.store) { try $0.prepareUploads(limit: 2, skipping: []) }
+        let first = try await transaction(a.store) { try $0.prepareUploads(limit: 2, skipping: []).uploads }
         let inFlight = Set(first.map(\.change.recordID))
-        let next = try await transaction(a.store) { try $0.prepareUploads(limit: 2, skipping: inFlight) }
-        let rest = try await transaction(a.store) { try $0.prepareUploads(limit: 10, skipping: inFlight) }
+        let next = try await transaction(a.store) { try $0.prepareUploads(limit: 2, skipping: inFlight).uploads }
+        let rest = try await transaction(a.store) { try $0.prepareUploads(limit: 10, skipping: inFlight).uploads }
         #expect(first.count == 2 && next.count == 2 && rest.count == 3)
         #expect(inFlight.isDisjoint(with: next.map(\.change.recordID)))
         #expect(next.map(\.change.recordID) == Array(rest.map(\.change.recordID).prefix(2)), "in upload order")
@@ -71,7 +71,7 @@ struct MirrorTransactionAcknowledgeTests {
         let a = try await TestDevice.make("A", server: nil)
         var note = Note(title: "first")
         try await a.write { [note] in try $0.insert(note) }
-        let first = try #require(try await transaction(a.store) { try $0.prepareUploads(limit: 10, skipping: []) }.first)
+        let first = try #require(try await transaction(a.store) { try $0.prepareUploads(limit: 10, skipping: []).uploads }.first)
         note.title = "second"
         try await a.write { [note] in try $0.update(note) }
         var saved = try #require(first.record)
@@ -79,7 +79,7 @@ struct MirrorTransactionAcknowledgeTests {
         try await transaction(a.store) { [saved] in try $0.acknowledgeSave(of: saved, sent: first.sent) }
         #expect(try await pending(a.store, note.id)?.keysToUpload == ["title"], "the later edit is still to upload")
 
-        let second = try #require(try await transaction(a.store) { try $0.prepareUploads(limit: 10, skipping: []) }.first)
+        let second = try #require(try await transaction(a.store) { try $0.prepareUploads(limit: 10, skipping: []).uploads }.first)
         #expect(second.record?.fields.keys.contains("body") == false, "only the title is sent")
         // The server answers with its whole copy: every field, the ones not sent included.
         var savedAgain = saved
@@ -98,7 +98,7 @@ struct MirrorTransactionAcknowledgeTests {
         let a = try await TestDevice.make("A", server: nil)
         let note = Note(title: "waits")
         try await a.write { [note] in try $0.insert(note) }
-        let upload = try #require(try await transaction(a.store) { try $0.prepareUploads(limit: 10, skipping: []) }.first)
+        let upload = try #require(try await transaction(a.store) { try $0.prepareUploads(limit: 10, skipping: []).uploads }.first)
         let recordID = upload.change.recordID
         @Sendable func sent(
             retrying: [RecordID: ServerError] = [:], failed: [SyncEngine.Event.SentRecordZoneChanges.FailedRecordSave] = []
