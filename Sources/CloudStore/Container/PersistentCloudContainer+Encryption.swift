@@ -200,10 +200,10 @@ extension PersistentCloudContainer {
     private static func encryptionStatus(of store: PersistentStore, keyring: EncryptionKeyring?) throws -> EncryptionStatus {
         let isUsed = store.schema.mirroredEntities.contains(where: RecordSealing.needsKey)
         return try store.read { context in
-            let counts = try MirrorMetadata.awaitingDecryptionCounts(context.db)
+            let counts = try MirrorTables.awaitingDecryptionCounts(context.db)
             var status = EncryptionStatus(isUsed: isUsed, hasKey: false, recordsAwaitingKey: counts.waiting, refusedRecords: counts.refused)
-            status.waitingRecords = try MirrorMetadata.waitingRecords(context.db)
-            status.sharedZoneKeys = try MirrorMetadata.sharedZoneKeys(context.db, keyring: keyring)
+            status.waitingRecords = try MirrorTables.waitingRecords(context.db)
+            status.sharedZoneKeys = try MirrorTables.sharedZoneKeys(context.db, keyring: keyring)
             return status
         }
     }

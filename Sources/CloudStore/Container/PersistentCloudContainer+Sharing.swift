@@ -165,7 +165,7 @@ extension PersistentCloudContainer {
         let (primary, initial) = (zoneID, mirror.publicEntities.initialZone(of: entityName))
         return try store.read { context in
             let zone = try context.db.recordMetadata(id.uuidString)?.zone ?? initial
-            return try MirrorMetadata.sharing(context.db, of: zone, recordName: id.uuidString, primary: primary)
+            return try MirrorTables.sharing(context.db, of: zone, recordName: id.uuidString, primary: primary)
         }
     }
 

@@ -108,8 +108,8 @@ extension PersistentCloudContainer {
     public func syncState(entityName: String, id: UUID) throws -> ObjectSyncState? {
         let primary = zoneID
         return try store.read { context in
-            guard try MirrorMetadata.exists(context.db) else { return nil }
-            return try MirrorMetadata.syncState(context.db, entityName: entityName, id: id, primary: primary)
+            guard try MirrorTables.exists(context.db) else { return nil }
+            return try MirrorTables.syncState(context.db, entityName: entityName, id: id, primary: primary)
         }
     }
 
@@ -133,7 +133,7 @@ extension PersistentCloudContainer {
     /// - Throws: ``StoreError/Code/needsUpgrade`` when a container has to bring the store's
     ///   mirroring metadata up to date first (``status(of:)``).
     public static func refusedUploads(in store: PersistentStore, primaryZone: ZoneID? = nil) throws -> [ObjectSyncState] {
-        try objectStates(in: store, primaryZone: primaryZone, MirrorMetadata.refusedUploads)
+        try objectStates(in: store, primaryZone: primaryZone, MirrorTables.refusedUploads)
     }
 
     /// Every object whose upload failed, in record-name order: refused for good
@@ -162,7 +162,7 @@ extension PersistentCloudContainer {
     /// - Throws: ``StoreError/Code/needsUpgrade`` when a container has to bring the store's
     ///   mirroring metadata up to date first (``status(of:)``).
     public static func failedUploads(in store: PersistentStore, primaryZone: ZoneID? = nil) throws -> [ObjectSyncState] {
-        try objectStates(in: store, primaryZone: primaryZone, MirrorMetadata.failedUploads)
+        try objectStates(in: store, primaryZone: primaryZone, MirrorTables.failedUploads)
     }
 
     /// The states `query` reads from a store's metadata; none when the store never mirrored.
@@ -173,8 +173,8 @@ extension PersistentCloudContainer {
     ) throws -> [ObjectSyncState] {
         let primary = primaryZone ?? ZoneID(zoneName: store.schema.name)
         return try store.read { context in
-            guard try MirrorMetadata.exists(context.db) else { return [] }
-            try MirrorMetadata.checkReadable(context.db, path: store.url.path)
+            guard try MirrorTables.exists(context.db) else { return [] }
+            try MirrorTables.checkReadable(context.db, path: store.url.path)
             return try query(context.db, primary)
         }
     }

@@ -137,7 +137,7 @@ public final class PersistentCloudContainer: Sendable {
     }
 
     private static func storedDeviceID(_ store: PersistentStore) async throws -> String {
-        try await store.write(author: MirrorAuthor.import) { context in try MirrorMetadata.deviceID(context.db) }
+        try await store.write(author: MirrorAuthor.import) { context in try MirrorTables.deviceID(context.db) }
     }
 
     /// A stream of mirroring events: each setup, import and export when it starts, as it
@@ -207,8 +207,8 @@ public final class PersistentCloudContainer: Sendable {
     ///   that a container brings up to date when it opens the store.
     public static func status(of store: PersistentStore) throws -> SyncStatus {
         try store.read { context in
-            try MirrorMetadata.checkReadable(context.db, path: store.url.path)
-            return try MirrorMetadata.status(context.db)
+            try MirrorTables.checkReadable(context.db, path: store.url.path)
+            return try MirrorTables.status(context.db)
         }
     }
 
@@ -260,7 +260,7 @@ public final class PersistentCloudContainer: Sendable {
         -> [ConflictRecord]
     {
         try store.read { context in
-            guard try MirrorMetadata.exists(context.db) else { return [] }
+            guard try MirrorTables.exists(context.db) else { return [] }
             return try context.db.conflicts(after: sequence, limit: limit)
         }
     }

@@ -4,7 +4,7 @@ import Foundation
 import GRDB
 import Logging
 
-/// The sync engine's events, each handled in one ``MirrorTransaction``: fetched changes applied,
+/// The sync engine's events, each handled in one ``MirrorWrite``: fetched changes applied,
 /// uploads acknowledged, the engine's state saved, zones and accounts that changed, and the
 /// import and export events the container reports.
 extension CloudMirror {
@@ -271,7 +271,7 @@ extension CloudMirror {
         if !shares.isEmpty {
             facts.unsentChanges = try await store.read { context in
                 var unsent: [ZoneID: Int] = [:]
-                for zone in shares { unsent[zone] = try MirrorMetadata.localDataCounts(context.db, in: MirrorZone.Key(zone)).unsent }
+                for zone in shares { unsent[zone] = try MirrorTables.localDataCounts(context.db, in: MirrorZone.Key(zone)).unsent }
                 return unsent
             }
         }

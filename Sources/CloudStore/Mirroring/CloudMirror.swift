@@ -11,7 +11,7 @@ import Logging
 /// records its own in its transaction (``PendingUploadRecorder``), and the engine runs in
 /// CKSyncEngine's "untracked changes" mode, asking for the next batch while the queue has any.
 /// Its saved state holds tokens and zone bookkeeping only. Each event is handled by one
-/// ``MirrorTransaction``: fetched records, acknowledgements and the engine's state commit together.
+/// ``MirrorWrite``: fetched records, acknowledgements and the engine's state commit together.
 /// What a change of a zone or of the account does is decided by ``MirrorPlan``, a pure value; this
 /// actor runs its steps.
 actor CloudMirror: SyncEngineDelegate {
@@ -82,7 +82,7 @@ actor CloudMirror: SyncEngineDelegate {
         var savedState: SyncEngine.State.Serialization?
         /// Record names seen while a zone is fetched from scratch, by zone.
         var fromScratch: [ZoneID: RecordNameSet] = [:]
-        /// Objects whose tombstones the fetch under way brought (see ``MirrorTransaction/deletedOnServer``).
+        /// Objects whose tombstones the fetch under way brought (see ``MirrorWrite/deletedOnServer``).
         var deletedInFetch: Set<UUID> = []
         /// Creates handed out and never answered, held back until a fetch covers them.
         var unheardCreates = UnheardCreates()
@@ -137,11 +137,11 @@ actor CloudMirror: SyncEngineDelegate {
             let publicEntities = publicEntities
             let now = store.configuration.now()
             let (states, primaryZone, zones, pending, unheard, decision) = try await store.write(author: MirrorAuthor.import) { context in
-                let firstMirroring = try MirrorMetadata.prepare(context, store: store, schema: schema)
+                let firstMirroring = try MirrorTables.prepare(context, store: store, schema: schema)
                 if firstMirroring {
                     // Objects saved before the store first mirrored: each is an upload to make,
                     // recorded in the transaction that turns mirroring on.
-                    try MirrorTransaction(
+                    try MirrorWrite(
                         context: context, schema: schema, zoneID: zoneID, publicEntities: publicEntities, policy: policy,
                         deviceID: deviceID, now: now, logger: logger
                     ).uploadEverythingAgain()
@@ -275,13 +275,13 @@ actor CloudMirror: SyncEngineDelegate {
     /// engines as it commits (``PendingUploadSignal/setNeedsSave(_:_:)``).
     @discardableResult
     func transaction<T: Sendable>(
-        _ body: @escaping @Sendable (MirrorTransaction) throws -> T
+        _ body: @escaping @Sendable (MirrorWrite) throws -> T
     ) async throws -> (value: T, counts: MirrorCounts) {
         let (schema, zoneID, policy, deviceID, logger) = (schema, zoneID, options.conflictPolicy, deviceID, logger)
         let now = store.configuration.now()
         let (signal, publicEntities, keyring) = (signal, publicEntities, keyring)
         let (value, counts, pending, activity, primaryZone, refusals) = try await store.write(author: MirrorAuthor.import) { context in
-            let transaction = try MirrorTransaction(
+            let transaction = try MirrorWrite(
                 context: context, schema: schema, zoneID: zoneID, publicEntities: publicEntities, policy: policy,
                 deviceID: deviceID, now: now, logger: logger, keyring: keyring)
             let value = try body(transaction)
@@ -380,7 +380,7 @@ actor CloudMirror: SyncEngineDelegate {
         return batch
     }
 
-    /// Removes files sealed for uploads of encrypted assets (``MirrorTransaction/sealedFile(of:field:of:scope:reusing:)``).
+    /// Removes files sealed for uploads of encrypted assets (``MirrorWrite/sealedFile(of:field:of:scope:reusing:)``).
     static func removeSealedFiles(_ files: [URL]) {
         for file in files { try? FileManager.default.removeItem(at: file) }
     }

@@ -71,7 +71,7 @@ extension PersistentStore {
     ///   does not know (a newer version's): writing without it would lose what it records.
     func missingRequiredObserver(_ db: Database, among observers: [any UnitOfWorkObserver]) throws -> (any UnitOfWorkObserver)? {
         guard let required = try Self.requiredObserver(db), !observers.contains(where: { $0.name == required }) else { return nil }
-        guard required == MirrorMetadata.observerName else {
+        guard required == MirrorTables.observerName else {
             throw StoreError(
                 .mirroredStore,
                 "the store at \(path) requires the unit-of-work observer \(required), which this version of CloudStore does not know: write to it with the version that made it")

@@ -77,7 +77,7 @@ struct MirroringLostAnswerTests {
     /// another field on top: the retry meets a CONFLICT, and the merge brings the other device's
     /// edit here, so this device's next edit of that field builds on it instead of overwriting it
     /// unseen. (When the server's copy holds every value sent, the engine counts the conflict as
-    /// saved; ``MirrorTransactionAcknowledgeTests`` covers that acknowledgement.)
+    /// saved; ``MirrorWriteAcknowledgeTests`` covers that acknowledgement.)
     @Test func aRetryThatFindsItsOwnWriteApplied_takesAnotherDevicesLaterEdit() async throws {
         try await withDeviceBehindAProxy { serverURL, proxy, a in
             let b = try await TestDevice.make("B", server: serverURL)

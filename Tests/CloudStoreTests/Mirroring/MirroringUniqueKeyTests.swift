@@ -7,7 +7,7 @@ import Testing
 
 /// Unique keys under sync, through a real `cloudstore serve` child: two devices create a folder
 /// and a tag with the same unique key offline; whichever order they sync in, both end with one
-/// folder and one tag holding everything both created (MirrorTransaction+UniqueKeys.swift).
+/// folder and one tag holding everything both created (MirrorWrite+UniqueKeys.swift).
 @Suite("Mirroring: unique keys survive sync", .serialized)
 struct MirroringUniqueKeyTests {
     /// The Notes schema with a folder's title and a tag's name unique.

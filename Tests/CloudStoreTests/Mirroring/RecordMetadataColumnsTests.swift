@@ -11,7 +11,7 @@ import Testing
 @Suite struct RecordMetadataColumnsTests {
     static func database() throws -> DatabaseQueue {
         let queue = try DatabaseQueue()
-        try queue.write { db in try MirrorMetadata.create(db) }
+        try queue.write { db in try MirrorTables.create(db) }
         return queue
     }
 
@@ -81,14 +81,14 @@ import Testing
     }
 
     /// Metadata tables as a store from before `columns` were added has them, with one row, `N-0`
-    /// (checked: ``MirrorMetadata/missingColumns(_:)`` names just those).
+    /// (checked: ``MirrorTables/missingColumns(_:)`` names just those).
     static func metadataWithout(_ columns: [String]) throws -> DatabaseQueue {
         let queue = try DatabaseQueue()
         try queue.write { db in
-            try MirrorMetadata.create(db)
+            try MirrorTables.create(db)
             for column in columns { try db.execute(sql: "ALTER TABLE cloudstore_record_metadata DROP COLUMN \(column)") }
             try db.execute(sql: "INSERT INTO cloudstore_record_metadata (record_name, entity) VALUES ('N-0', 'Note')")
-            #expect(try MirrorMetadata.missingColumns(db).map(\.column) == columns)
+            #expect(try MirrorTables.missingColumns(db).map(\.column) == columns)
         }
         return queue
     }
@@ -99,7 +99,7 @@ import Testing
     @Test func creationTimes_areAddedToExistingStoresUnknownForTheirRows() throws {
         try Self.metadataWithout(["server_created", "written_here"]).write { db in
             try db.execute(sql: "UPDATE cloudstore_record_metadata SET change_tag = 't', server_modified = 7 WHERE record_name = 'N-0'")
-            try MirrorMetadata.create(db)
+            try MirrorTables.create(db)
             let row = try #require(try db.recordMetadata("N-0"))
             #expect(row.serverCreated == nil && !row.writtenHere)
             #expect(row.copy == ObjectCopies.Copy(created: nil, modified: 7, changeTag: "t"))
@@ -112,11 +112,11 @@ import Testing
     /// nothing is left to upload.
     @Test func aRetry_isAddedToExistingStoresAndEndsWithThePendingUpload() throws {
         try Self.metadataWithout(["retry"]).write { db in
-            let unreadable = #expect(throws: StoreError.self) { try MirrorMetadata.checkReadable(db, path: "old.sqlite") }
+            let unreadable = #expect(throws: StoreError.self) { try MirrorTables.checkReadable(db, path: "old.sqlite") }
             #expect(unreadable?.code == .needsUpgrade)
             #expect(unreadable?.description.contains("cloudstore_record_metadata.retry") == true, "\(String(describing: unreadable))")
-            try MirrorMetadata.create(db)
-            try MirrorMetadata.checkReadable(db, path: "old.sqlite")
+            try MirrorTables.create(db)
+            try MirrorTables.checkReadable(db, path: "old.sqlite")
             #expect(try db.recordMetadata("N-0")?.retry == nil)
 
             var metadata = RecordMetadata(recordName: "N-1", entityName: "Note")

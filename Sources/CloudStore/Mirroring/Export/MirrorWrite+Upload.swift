@@ -32,7 +32,7 @@ struct SentUpload: Sendable {
     /// The share change a share record carried.
     var share: PendingShareChange?
     /// The files of the encrypted assets it carried, sealed for this upload: removed once the
-    /// server answered (``MirrorTransaction/sealedFile(of:field:of:scope:reusing:)``).
+    /// server answered (``MirrorWrite/sealedFile(of:field:of:scope:reusing:)``).
     var sealedFiles: [URL] {
         sealed.values.compactMap { if case .asset(let asset) = $0.sealed { asset.fileURL } else { nil } }
     }
@@ -48,7 +48,7 @@ struct SentUpload: Sendable {
     }
 }
 
-extension MirrorTransaction {
+extension MirrorWrite {
     /// The next pending uploads through the database of `scope`, in upload order, leaving out
     /// `skipping` (records the engine will not send again in this pass) and the records named in
     /// `holding` (their saves, and the deletes of copies they left without a change tag), and the
@@ -108,7 +108,7 @@ extension MirrorTransaction {
                 // A create: until the server's answer says which version it made, what it carries
                 // is the version the server may have, the ancestor a merge with another device's
                 // later edit of it needs (without one, every field would look edited here).
-                try db.markMayBeOnServer(metadata.recordName, ancestor: MirrorMetadata.encode(upload.sent.values))
+                try db.markMayBeOnServer(metadata.recordName, ancestor: MirrorTables.encode(upload.sent.values))
             } else if !metadata.mayBeOnServer {
                 try db.markMayBeOnServer(metadata.recordName)
             }

@@ -9,7 +9,7 @@ import Testing
 /// sent, and history the old core had not folded yet) migrates once when a container opens it, and
 /// every one of its changes reaches a second device.
 @Suite("Mirroring: a store written by the previous core migrates and loses nothing", .serialized)
-struct MirrorMetadataMigrationTests {
+struct MirrorTablesMigrationTests {
     static let fixture = RepositoryPaths.root.appendingPathComponent("Tests/CloudStoreTests/Fixtures/LegacyMirror")
     static let container = "iCloud.legacy.notes"
     static let n1 = UUID(uuidString: "A0000000-0000-0000-0000-000000000001")!
@@ -38,7 +38,7 @@ struct MirrorMetadataMigrationTests {
                     sql: "SELECT record_name, pending_upload FROM cloudstore_record_metadata WHERE pending_upload IS NOT NULL ORDER BY record_name"
                 ).map { row -> String in
                     let name: String = row["record_name"]
-                    let upload = try MirrorMetadata.decode(PendingUpload.self, row["pending_upload"])
+                    let upload = try MirrorTables.decode(PendingUpload.self, row["pending_upload"])
                     switch upload {
                     case .delete: return "\(name) delete"
                     case .save(let full, let keys): return "\(name) \(full ? "whole" : keys.keys.sorted().joined(separator: ","))"

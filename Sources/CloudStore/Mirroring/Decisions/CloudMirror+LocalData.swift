@@ -37,7 +37,7 @@ extension CloudMirror {
         let date = store.configuration.now()
         let decision = try await transaction { transaction -> PersistentCloudContainer.LocalDataDecision? in
             guard var row = try transaction.db.mirrorZone(zone), row.ended == nil else { return nil }
-            let counts = try MirrorMetadata.localDataCounts(transaction.db, in: row.key)
+            let counts = try MirrorTables.localDataCounts(transaction.db, in: row.key)
             row.ended = PersistentCloudContainer.LocalDataDecision(
                 reason: .shareEnded, zoneID: zone, localObjects: counts.objects, unsentChanges: counts.unsent, date: date)
             try transaction.save(row)
@@ -60,7 +60,7 @@ extension CloudMirror {
         if let pausedDecision, pausedDecision.reason == reason { return }
         let (zoneID, date) = (zoneID, store.configuration.now())
         let decision = try await transaction { transaction in
-            let counts = try MirrorMetadata.localDataCounts(transaction.db, allZones: accountChanged)
+            let counts = try MirrorTables.localDataCounts(transaction.db, allZones: accountChanged)
             let decision = PersistentCloudContainer.LocalDataDecision(
                 reason: reason, zoneID: zoneID, localObjects: counts.objects, unsentChanges: counts.unsent, date: date)
             try transaction.db.setMirrorState(.localDataDecision, encoding: decision)

@@ -2,7 +2,7 @@ import CloudStoreSync
 import Foundation
 import GRDB
 
-extension MirrorTransaction {
+extension MirrorWrite {
     /// Applies one fetched page of a zone: records in their latest server state and tombstones.
     /// Objects this device changed and has not uploaded yet are merged field by field; references to
     /// objects that have not arrived are kept and linked when they do. A zone other than the primary
@@ -363,7 +363,7 @@ extension MirrorTransaction {
             metadata: ["record": "\(record.recordName)", "entity": "\(entity.name)", "reason": "\(problem)"])
         try db.execute(
             sql: "INSERT OR REPLACE INTO cloudstore_mirror_kept_aside (record_name, zone_name, zone_owner, record) VALUES (?, ?, ?, ?)",
-            arguments: [record.recordName, zoneID.zoneName, zoneID.ownerRecordName ?? "", try MirrorMetadata.encode(record)])
+            arguments: [record.recordName, zoneID.zoneName, zoneID.ownerRecordName ?? "", try MirrorTables.encode(record)])
     }
 
     /// Applies the records kept aside for a unique key again (``keepAside(_:in:entity:problem:)``):
@@ -384,7 +384,7 @@ extension MirrorTransaction {
         try db.execute(sql: "DELETE FROM \(table) WHERE \(condition)")
         for row in rows {
             let zone = ZoneID(storedName: row[0], owner: row[1])
-            try applyFetched([try MirrorMetadata.decode(Record.self, row[2])], deletions: [], in: zone)
+            try applyFetched([try MirrorTables.decode(Record.self, row[2])], deletions: [], in: zone)
         }
     }
 
@@ -401,11 +401,11 @@ extension MirrorTransaction {
     private func keepForeign(_ record: Record) throws {
         try db.execute(
             sql: "INSERT OR REPLACE INTO cloudstore_mirror_foreign_record (record_name, record) VALUES (?, ?)",
-            arguments: [record.recordName, try MirrorMetadata.encode(record)])
+            arguments: [record.recordName, try MirrorTables.encode(record)])
     }
 }
 
-extension MirrorTransaction {
+extension MirrorWrite {
     /// Removes this device's copy of a record the server no longer has.
     func removeLocalCopy(of row: RecordMetadata) throws {
         if let ends = row.link {
@@ -448,7 +448,7 @@ extension MirrorTransaction {
     }
 }
 
-extension MirrorTransaction {
+extension MirrorWrite {
     /// Forgets what the server had of the primary zone's records, keeping the objects: nothing of
     /// them is mirrored or pending any more, and one the app changes later is uploaded whole with
     /// that change (``PersistentCloudContainer/LocalDataChoice/keepLocalOnly``).
@@ -469,7 +469,7 @@ struct Orphan {
     var parent: UUID
 }
 
-extension MirrorTransaction {
+extension MirrorWrite {
     /// Deletes an object for an import, nullifying instead of cascading. The objects a cascade
     /// removed on the deleting device come with deletions of their own; one that does not was moved
     /// in on another device meanwhile, and keeping it loses nothing. Its cleared reference is logged

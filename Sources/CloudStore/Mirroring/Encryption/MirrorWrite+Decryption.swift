@@ -3,7 +3,7 @@ import CloudStoreWire
 import Foundation
 import GRDB
 
-extension MirrorTransaction {
+extension MirrorWrite {
     /// A fetched record with its encrypted fields opened (``RecordSealing/open(_:of:)``), or nil
     /// when it does not open: then it waits in `cloudstore_mirror_awaiting_decryption`, for its key
     /// (applied again once the key reaches this device, ``applyAwaitingDecryption()``) or refused
@@ -72,7 +72,7 @@ extension MirrorTransaction {
                         (record_name, zone_name, zone_owner, record, refused, problem) VALUES (?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
-                    record.recordName, zoneID.zoneName, zoneID.ownerRecordName ?? "", try MirrorMetadata.encode(record), refused,
+                    record.recordName, zoneID.zoneName, zoneID.ownerRecordName ?? "", try MirrorTables.encode(record), refused,
                     failure.problem,
                 ])
         awaitingDecryption = true
@@ -194,7 +194,7 @@ extension MirrorTransaction {
         guard let transfers = context.layout.externalData?.transfers else { return }
         var needed: Set<String> = []
         for encoded in try Data.fetchAll(db, sql: "SELECT record FROM cloudstore_mirror_awaiting_decryption WHERE refused = 0") {
-            let record = try MirrorMetadata.decode(Record.self, encoded)
+            let record = try MirrorTables.decode(Record.self, encoded)
             for case .asset(let asset) in record.fields.values {
                 if let name = Self.waitingFileName(of: asset) { needed.insert(name) }
             }
@@ -232,7 +232,7 @@ extension MirrorTransaction {
 }
 
 extension Database {
-    /// Whether a fetched record waits for decryption, or was refused (``MirrorTransaction/opened(_:of:in:)``).
+    /// Whether a fetched record waits for decryption, or was refused (``MirrorWrite/opened(_:of:in:)``).
     func awaitsDecryption() throws -> Bool {
         try Bool.fetchOne(self, sql: "SELECT 1 FROM cloudstore_mirror_awaiting_decryption LIMIT 1") ?? false
     }

@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 
-extension MirrorMetadata {
+extension MirrorTables {
     /// Prepares a store for mirroring, in the caller's transaction: creates the tables, moves a
     /// store written by the previous mirroring core to this layout (once, see ``LegacyMirrorLayout``),
     /// and marks the file as requiring the ``PendingUploadRecorder``, so no writer can save changes
@@ -49,7 +49,7 @@ enum LegacyMirrorLayout {
     static func migratePrimaryZoneState(_ db: Database) throws {
         let flags = try Dictionary(
             Row.fetchAll(db, sql: "SELECT key, value FROM cloudstore_mirror_state WHERE key IN ('zone_saved', 'purged_zone')")
-                .map { row -> (String, Bool) in (row[0], try MirrorMetadata.decode(Bool.self, row[1])) }
+                .map { row -> (String, Bool) in (row[0], try MirrorTables.decode(Bool.self, row[1])) }
         ) { first, _ in first }
         guard !flags.isEmpty else { return }
         if try db.mirrorState(.primaryZone) == nil {
@@ -86,7 +86,7 @@ enum LegacyMirrorLayout {
         guard let position = try Data.fetchOne(
             db, sql: "SELECT value FROM cloudstore_mirror_state WHERE key = ?", arguments: [exportPositionKey])
         else { return }
-        let token = try MirrorMetadata.decode(HistoryToken.self, position)
+        let token = try MirrorTables.decode(HistoryToken.self, position)
         var recording = PendingUploadRecording(context: context, schema: schema, date: Date())
         do {
             try recordHistory(of: store, after: token, into: &recording)

@@ -223,7 +223,7 @@ extension Database {
                 WHERE may_be_on_server = 1 AND change_tag IS NULL AND pending_upload IS NOT NULL
                 """
         ).compactMap { row in
-            let upload = try MirrorMetadata.decode(PendingUpload.self, row["pending_upload"])
+            let upload = try MirrorTables.decode(PendingUpload.self, row["pending_upload"])
             return upload == .delete ? nil : (name: row["record_name"] as String, scope: scope(row))
         }
         guard try tableExists("cloudstore_mirror_moved_record") else { return creates }
@@ -288,7 +288,7 @@ extension Database {
     func setUploadRetry(_ retry: PersistentCloudContainer.ObjectSyncState.UploadRetry?, of recordName: String, in zone: MirrorZone.Key) throws {
         try cachedStatement(
             sql: "UPDATE cloudstore_record_metadata SET retry = ? WHERE record_name = ? AND zone_name IS ? AND zone_owner IS ?"
-        ).execute(arguments: [try retry.map { try MirrorMetadata.encode($0) }, recordName, zone.name, zone.owner])
+        ).execute(arguments: [try retry.map { try MirrorTables.encode($0) }, recordName, zone.name, zone.owner])
     }
 
     /// The names of the records of a zone that are on the server with nothing to upload here
@@ -331,11 +331,11 @@ extension Database {
                 .string(metadata.recordName), .string(metadata.entityName), .string(orNull: metadata.changeTag),
                 .bool(metadata.mayBeOnServer), blob(try metadata.storedAncestor?.encoded()),
                 blob(try metadata.storedUnknownFields?.encoded()), blob(try metadata.storedPendingUpload?.encoded()),
-                integer(metadata.uploadRevision), blob(try metadata.refusal.map { try MirrorMetadata.encode($0) }),
+                integer(metadata.uploadRevision), blob(try metadata.refusal.map { try MirrorTables.encode($0) }),
                 .string(orNull: metadata.link?.relationship), metadata.link.map { .uuid($0.source) } ?? .null,
                 metadata.link.map { .uuid($0.target) } ?? .null, .string(orNull: metadata.zone.name),
                 .string(orNull: metadata.zone.owner), integer(metadata.serverModified),
-                blob(try metadata.retry.map { try MirrorMetadata.encode($0) }), integer(metadata.serverCreated),
+                blob(try metadata.retry.map { try MirrorTables.encode($0) }), integer(metadata.serverCreated),
                 .bool(metadata.writtenHere),
             ])
     }
@@ -388,13 +388,13 @@ extension RecordMetadata {
         storedUnknownFields = data(5).map(MetadataJSON.init(encoded:))
         storedPendingUpload = data(6).map(MetadataJSON.init(encoded:))
         uploadRevision = columnInt64OrNil(statement, 7)
-        refusal = try data(8).map { try MirrorMetadata.decode(ServerError.self, $0) }
+        refusal = try data(8).map { try MirrorTables.decode(ServerError.self, $0) }
         if let relationship = text(9), let source = columnUUID(statement, 10), let target = columnUUID(statement, 11) {
             link = LinkEnds(relationship: relationship, source: source, target: target)
         }
         zone = Self.zone(statement)
         serverModified = columnInt64OrNil(statement, 14)
-        retry = try data(15).map { try MirrorMetadata.decode(PersistentCloudContainer.ObjectSyncState.UploadRetry.self, $0) }
+        retry = try data(15).map { try MirrorTables.decode(PersistentCloudContainer.ObjectSyncState.UploadRetry.self, $0) }
         serverCreated = columnInt64OrNil(statement, 16)
         writtenHere = sqlite3_column_int64(statement, 17) != 0
     }
@@ -422,7 +422,7 @@ struct MetadataJSON<Value: Codable & Sendable>: Sendable {
     var value: Value {
         get throws {
             switch storage {
-            case .encoded(let data): try MirrorMetadata.decode(Value.self, data)
+            case .encoded(let data): try MirrorTables.decode(Value.self, data)
             case .decoded(let value): value
             }
         }
@@ -431,7 +431,7 @@ struct MetadataJSON<Value: Codable & Sendable>: Sendable {
     func encoded() throws -> Data {
         switch storage {
         case .encoded(let data): data
-        case .decoded(let value): try MirrorMetadata.encode(value)
+        case .decoded(let value): try MirrorTables.encode(value)
         }
     }
 }

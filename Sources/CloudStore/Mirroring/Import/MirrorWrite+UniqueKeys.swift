@@ -13,7 +13,7 @@ import Foundation
 /// its identity, takes the newcomer's values where the policy says, and every object that referred
 /// to the newcomer refers to it instead; the newcomer is deleted, and the merge is in the conflict
 /// log. Both devices end with one object.
-extension MirrorTransaction {
+extension MirrorWrite {
     /// The local objects other than `id` that have the same values as `values` for one of the
     /// entity's uniqueness constraints. A constraint with a null value never collides.
     func uniqueKeyHolders(of entity: EntityDescription, values: [String: AttributeValue], excluding id: UUID) throws -> [UUID] {

@@ -2,9 +2,9 @@ import CloudStoreSync
 import Foundation
 import GRDB
 
-extension MirrorMetadata {
+extension MirrorTables {
     /// Where mirroring of a store stands, read from its file.
-    /// Fetched records waiting for their key, and those refused (``MirrorTransaction/opened(_:of:in:)``).
+    /// Fetched records waiting for their key, and those refused (``MirrorWrite/opened(_:of:in:)``).
     static func awaitingDecryptionCounts(_ db: Database) throws -> (waiting: Int, refused: Int) {
         guard try db.tableExists("cloudstore_mirror_awaiting_decryption") else { return (0, 0) }
         let row = try Row.fetchOne(

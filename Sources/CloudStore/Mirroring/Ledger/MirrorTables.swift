@@ -14,10 +14,10 @@ import GRDB
 /// - `cloudstore_mirror_conflict`: the conflict log, every value that lost.
 /// - `cloudstore_mirror_foreign_record`: records of types this schema does not know, kept verbatim.
 /// - `cloudstore_mirror_kept_aside`: fetched records a local object's unique key keeps from being
-///   applied, with their zone, applied again after each fetch (``MirrorTransaction/applyKeptAside()``).
+///   applied, with their zone, applied again after each fetch (``MirrorWrite/applyKeptAside()``).
 /// - `cloudstore_mirror_awaiting_decryption`: fetched records with encrypted fields this device
 ///   cannot open: the key has not reached it (`problem` says which), applied once it does
-///   (``MirrorTransaction/applyAwaitingDecryption()``), or a field that failed authentication
+///   (``MirrorWrite/applyAwaitingDecryption()``), or a field that failed authentication
 ///   (refused; replaced by the record's next version).
 /// - `cloudstore_mirror_sealed_asset`: for a record's encrypted asset field (in its zone: `''` for
 ///   the primary zone's name and for the owner of the user's own zones), the sealed file this
@@ -32,7 +32,7 @@ import GRDB
 ///   (into a share's zone, or back), pending uploads like any other.
 /// - `cloudstore_mirror_share_activity`: who joined, left, was invited or removed, per share
 ///   (``PersistentCloudContainer/ShareActivity``).
-enum MirrorMetadata {
+enum MirrorTables {
     /// The unit-of-work observer a mirrored store requires (``PendingUploadRecorder``).
     static let observerName = "cloudstore.mirroring"
 
@@ -269,14 +269,14 @@ extension Database {
     }
 
     func mirrorState<T: Decodable>(_ key: MirrorStateKey, as type: T.Type) throws -> T? {
-        try mirrorState(key).map { try MirrorMetadata.decode(type, $0) }
+        try mirrorState(key).map { try MirrorTables.decode(type, $0) }
     }
 
     func setMirrorState<T: Encodable>(_ key: MirrorStateKey, encoding value: T?) throws {
-        try setMirrorState(key, value.map { try MirrorMetadata.encode($0) })
+        try setMirrorState(key, value.map { try MirrorTables.encode($0) })
     }
 
-    /// Whether a fetched record waits aside for a unique key (``MirrorTransaction/applyKeptAside()``).
+    /// Whether a fetched record waits aside for a unique key (``MirrorWrite/applyKeptAside()``).
     func hasKeptAside() throws -> Bool {
         try integer("SELECT 1 FROM cloudstore_mirror_kept_aside LIMIT 1") != nil
     }
@@ -349,8 +349,8 @@ extension Database {
                 """,
             arguments: [
                 conflict.date.millisecondsSince1970, conflict.entityName, conflict.objectID.uuidString,
-                conflict.property, conflict.losingSide.rawValue, try MirrorMetadata.encode(conflict.losingValue),
-                try MirrorMetadata.encode(conflict.winningValue), conflict.policy,
+                conflict.property, conflict.losingSide.rawValue, try MirrorTables.encode(conflict.losingValue),
+                try MirrorTables.encode(conflict.winningValue), conflict.policy,
             ])
     }
 
@@ -364,8 +364,8 @@ extension Database {
                 sequence: row["sequence"], date: Date(millisecondsSince1970: row["date"]), entityName: row["entity"],
                 objectID: UUID(text: row["id"]) ?? UUID(), property: row["property"],
                 losingSide: ConflictRecord.Side(rawValue: row["losing_side"]) ?? .local,
-                losingValue: try MirrorMetadata.decode(AttributeValue.self, row["losing_value"]),
-                winningValue: try MirrorMetadata.decode(AttributeValue.self, row["winning_value"]),
+                losingValue: try MirrorTables.decode(AttributeValue.self, row["losing_value"]),
+                winningValue: try MirrorTables.decode(AttributeValue.self, row["winning_value"]),
                 policy: row["policy"])
         }
     }

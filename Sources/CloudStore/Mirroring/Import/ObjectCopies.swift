@@ -13,7 +13,7 @@ import Foundation
 /// both. The other copy is deleted by the device whose own copy it is, as if that device had moved
 /// the object itself: one it created and whose last version it wrote, so that nothing of another
 /// device's is in the version its delete is for, and an edit made to the copy since fails the
-/// delete and is merged into the object first (``MirrorTransaction/leftBehindCopyChanged(_:_:make:)``).
+/// delete and is merged into the object first (``MirrorWrite/leftBehindCopyChanged(_:_:make:)``).
 /// A move's own left-behind copy is deleted by the move, as before. Nor is a copy deleted that
 /// holds a value the object lacks, one edited after the object's value of that field
 /// (``holdsNewerValues(_:edited:than:edited:)``): that device's edit made before it moved the

@@ -10,16 +10,16 @@ import Testing
 /// copy brings. The server answers a save with its whole copy of the record (as `records/modify`
 /// does): a field it does not carry is null there.
 @Suite("Mirroring: acknowledgements settle pending uploads by revision and merge the server's copy")
-struct MirrorTransactionAcknowledgeTests {
+struct MirrorWriteAcknowledgeTests {
     let zoneID = ZoneID(zoneName: "Notes")
 
     func transaction<T: Sendable>(
-        _ store: PersistentStore, now: Date = Date(), _ body: @escaping @Sendable (MirrorTransaction) throws -> T
+        _ store: PersistentStore, now: Date = Date(), _ body: @escaping @Sendable (MirrorWrite) throws -> T
     ) async throws -> T {
         let zoneID = zoneID
         return try await store.write(author: MirrorAuthor.import) { context in
             try body(
-                MirrorTransaction(
+                MirrorWrite(
                     context: context, schema: try Schema.notes(), zoneID: zoneID, policy: .serverWins, deviceID: "A",
                     now: now, logger: .quiet))
         }

@@ -2,7 +2,7 @@ import CloudStoreSync
 import Foundation
 import GRDB
 
-extension MirrorTransaction {
+extension MirrorWrite {
     // MARK: Uploads
 
     /// The share changes to send through the database of `scope`: a save of the share record with
@@ -231,7 +231,7 @@ extension MirrorTransaction {
         // A copy this device created there without hearing back holds nothing of another device's
         // but what changed since: its own write is the ancestor.
         let ancestor = ConflictResolution.ancestor(
-            try moved.ancestor.map { try MirrorMetadata.decode([String: AttributeValue].self, $0) }, server: serverValues,
+            try moved.ancestor.map { try MirrorTables.decode([String: AttributeValue].self, $0) }, server: serverValues,
             writtenBy: server.modified?.deviceID, createdBy: server.created?.deviceID, thisDevice: deviceID,
             versionKnown: moved.changeTag != nil)
         let localValues = recordValues(local, entity)
@@ -247,7 +247,7 @@ extension MirrorTransaction {
                 serverChanges: EditTimes.parse(server.fields[EditTimes.field]), serverModified: server.modified?.timestamp),
             of: ConflictResolution.Object(entityName: entity.name, id: id))
         try log(outcome.conflicts)
-        updated.ancestor = try MirrorMetadata.encode(serverValues)
+        updated.ancestor = try MirrorTables.encode(serverValues)
         try db.addMovedRecord(updated)
         let taken = outcome.merged.filter { (localValues[$0.key] ?? .null) != $0.value }
         guard !taken.isEmpty else { return }

@@ -1,7 +1,7 @@
 import Foundation
 
 /// Every way a change made on this device can meet another device's change, and what wins:
-/// decided here, without I/O, so tests drive each case directly. ``MirrorTransaction`` carries the
+/// decided here, without I/O, so tests drive each case directly. ``MirrorWrite`` carries the
 /// decisions out (writes objects, metadata and the conflict log).
 ///
 /// | this device | the server | decided by |

@@ -180,8 +180,8 @@ extension Database {
                 """
         ).execute(arguments: [
             zone.zoneID.zoneName, zone.zoneID.ownerRecordName ?? "", zone.role.rawValue, zone.permission?.rawValue,
-            try zone.share.map { try MirrorMetadata.encode($0) }, try zone.pendingShare.map { try MirrorMetadata.encode($0) },
-            zone.saved, zone.root?.entityName, zone.root?.id.uuidString, try zone.ended.map { try MirrorMetadata.encode($0) },
+            try zone.share.map { try MirrorTables.encode($0) }, try zone.pendingShare.map { try MirrorTables.encode($0) },
+            zone.saved, zone.root?.entityName, zone.root?.id.uuidString, try zone.ended.map { try MirrorTables.encode($0) },
         ])
     }
 
@@ -201,13 +201,13 @@ extension Database {
     func saveZoneKeyRecord(_ record: Record, in zoneID: ZoneID) throws {
         try execute(
             sql: "INSERT OR REPLACE INTO cloudstore_mirror_zone_key (zone_name, zone_owner, record_name, record) VALUES (?, ?, ?, ?)",
-            arguments: [zoneID.zoneName, zoneID.ownerRecordName ?? "", record.recordName, try MirrorMetadata.encode(record)])
+            arguments: [zoneID.zoneName, zoneID.ownerRecordName ?? "", record.recordName, try MirrorTables.encode(record)])
     }
 
     /// The zone key records kept, with their zones.
     func zoneKeyRecords() throws -> [(zoneID: ZoneID, record: ZoneKeyRecord)] {
         try Row.fetchAll(self, sql: "SELECT zone_name, zone_owner, record FROM cloudstore_mirror_zone_key").compactMap { row in
-            let record = try MirrorMetadata.decode(Record.self, row[2])
+            let record = try MirrorTables.decode(Record.self, row[2])
             guard let key = try? ZoneKeyRecord(record) else { return nil }
             return (ZoneID(storedName: row[0], owner: row[1]), key)
         }
@@ -221,13 +221,13 @@ extension MirrorZone {
         zoneID = ZoneID(storedName: row[0], owner: row[1])
         role = Role(rawValue: row[2]) ?? .sharedWithMe
         permission = (row[3] as String?).flatMap(SharePermission.init(rawValue:))
-        share = try (row[4] as Data?).map { try MirrorMetadata.decode(Record.self, $0) }
-        pendingShare = try (row[5] as Data?).map { try MirrorMetadata.decode(PendingShareChange.self, $0) }
+        share = try (row[4] as Data?).map { try MirrorTables.decode(Record.self, $0) }
+        pendingShare = try (row[5] as Data?).map { try MirrorTables.decode(PendingShareChange.self, $0) }
         saved = row[6]
         if let entity = row[7] as String?, let id = (row[8] as String?).flatMap(UUID.init(text:)) {
             root = ObjectKey(entityName: entity, id: id)
         }
-        ended = try (row[9] as Data?).map { try MirrorMetadata.decode(PersistentCloudContainer.LocalDataDecision.self, $0) }
+        ended = try (row[9] as Data?).map { try MirrorTables.decode(PersistentCloudContainer.LocalDataDecision.self, $0) }
     }
 }
 

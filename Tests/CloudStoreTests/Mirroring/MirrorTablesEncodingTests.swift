@@ -10,7 +10,7 @@ import Testing
 /// Pending uploads and edit times are read straight from bytes too: to the decoder's values, or
 /// declined (and then decoded) when the reader does not handle the input.
 @Suite("Mirror metadata: bytes written and read as the coders do")
-struct MirrorMetadataEncodingTests {
+struct MirrorTablesEncodingTests {
     static let texts = ["", "a/b", "\"q\"", "\\", "\n\t\u{1}", "é日本🙂", "title", "Z", "_x"]
 
     static func value(_ generator: inout SeededRandomNumberGenerator) -> AttributeValue {
@@ -55,14 +55,14 @@ struct MirrorMetadataEncodingTests {
             let values = Dictionary(
                 (0..<Int.random(in: 0...8, using: &generator)).map { _ in (Self.texts.randomElement(using: &generator)! + "k", Self.value(&generator)) },
                 uniquingKeysWith: { $1 })
-            let written = try MirrorMetadata.encode(values)
+            let written = try MirrorTables.encode(values)
             #expect(String(decoding: written, as: UTF8.self) == String(decoding: try Self.encoder().encode(values), as: UTF8.self), "round \(round)")
-            #expect(try MirrorMetadata.decode([String: AttributeValue].self, written) == values)
+            #expect(try MirrorTables.decode([String: AttributeValue].self, written) == values)
 
             for upload in Self.uploads(&generator) {
-                let bytes = try MirrorMetadata.encode(upload)
+                let bytes = try MirrorTables.encode(upload)
                 #expect(bytes == (try Self.encoder().encode(upload)), "round \(round): \(String(decoding: bytes, as: UTF8.self))")
-                #expect(try MirrorMetadata.decode(PendingUpload.self, bytes) == upload)
+                #expect(try MirrorTables.decode(PendingUpload.self, bytes) == upload)
             }
         }
     }
@@ -72,7 +72,7 @@ struct MirrorMetadataEncodingTests {
     static func expectSameAsDecoder<T: Decodable & Equatable & JSONBytesReadable>(_ type: T.Type, _ data: Data) -> Bool {
         let decoded = try? JSONDecoder().decode(T.self, from: data)
         guard let read = T(jsonBytes: data) else {
-            #expect((try? MirrorMetadata.decode(T.self, data)) == decoded)
+            #expect((try? MirrorTables.decode(T.self, data)) == decoded)
             return false
         }
         #expect(read == decoded, "\(String(decoding: data, as: UTF8.self))")
@@ -86,7 +86,7 @@ struct MirrorMetadataEncodingTests {
         fuzzer.maxStringLength = 100
         for _ in 0..<500 {
             for upload in Self.uploads(&generator) {
-                let bytes = try MirrorMetadata.encode(upload)
+                let bytes = try MirrorTables.encode(upload)
                 #expect(Self.expectSameAsDecoder(PendingUpload.self, bytes))
                 Self.expectSameAsDecoder(PendingUpload.self, fuzzer.mutate(bytes))
             }

@@ -61,8 +61,8 @@ extension CloudMirror {
     }
 
     /// Removes the kept files of encrypted assets whose records no longer wait
-    /// (``MirrorTransaction/removeUnneededWaitingFiles()``), after a transaction that may have
-    /// left some (``MirrorTransaction/mayLeaveWaitingFiles``): a transaction of its own.
+    /// (``MirrorWrite/removeUnneededWaitingFiles()``), after a transaction that may have
+    /// left some (``MirrorWrite/mayLeaveWaitingFiles``): a transaction of its own.
     func removeUnneededWaitingFiles(after transactionMayLeaveSome: Bool) async throws {
         guard transactionMayLeaveSome, store.layout.externalData != nil else { return }
         try await transaction { try $0.removeUnneededWaitingFiles() }

@@ -10,7 +10,7 @@ enum SaveFailureOutcome: Equatable {
     case zoneMissing
 }
 
-extension MirrorTransaction {
+extension MirrorWrite {
     /// Settles one batch the server answered: acknowledged saves and deletes, refused ones, the
     /// attempts of those it did not take this time (``recordRetry(of:_:)``), and the engine's
     /// state after it (stored under `stateKey`), all in this transaction. An answer that is not a
@@ -239,7 +239,7 @@ extension MirrorTransaction {
                 return .handled
             }
             // Another record has this object's unique key: its copy is applied as if fetched,
-            // which merges this object into it (MirrorTransaction+UniqueKeys). An object still
+            // which merges this object into it (MirrorWrite+UniqueKeys). An object still
             // here could not be merged, and is refused for the app to change its key.
             server.zoneID = record.recordID.zoneID
             try applyFetched([server], deletions: [], in: record.recordID.zoneID)

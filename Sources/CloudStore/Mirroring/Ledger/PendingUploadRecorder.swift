@@ -16,7 +16,7 @@ struct PendingUploadRecorder: UnitOfWorkObserver {
     let publicEntities: PublicEntities
     let signal: PendingUploadSignal
 
-    var name: String { MirrorMetadata.observerName }
+    var name: String { MirrorTables.observerName }
 
     /// The recorder of a store instance that writes a mirrored file without mirroring it (another
     /// process's plain `PersistentStore`): it records as the container does, into the zone the
@@ -45,7 +45,7 @@ struct PendingUploadRecorder: UnitOfWorkObserver {
 /// primary zone, a new share's zone) it also asks for the zone to be saved first.
 ///
 /// Which zones need a save is a copy of what the store keeps (``ZoneServerState``), set only once
-/// the transaction that stored it committed (``MirrorTransaction/zonesToSave``); the engine's
+/// the transaction that stored it committed (``MirrorWrite/zonesToSave``); the engine's
 /// pending zone saves are requests made from this copy, never a record of their own.
 final class PendingUploadSignal: Sendable {
     private struct Target {

@@ -12,7 +12,7 @@ import Logging
 /// tombstones, an acknowledgement settles what the server saved or refused, a batch takes the next
 /// pending uploads. Changes it makes to objects are written with the author `cloudstore.import`,
 /// so they are never uploaded back; what it leaves pending, it records itself.
-final class MirrorTransaction {
+final class MirrorWrite {
     let context: WriteContext
     let schema: Schema
     /// The primary zone: where objects that are not shared live.
