@@ -189,7 +189,7 @@ extension PersistentCloudContainer {
     /// ``EncryptionStatus/hasKey`` whether it holds the account key.
     public static func encryptionStatus(of store: PersistentStore, keyStore: (any EncryptionKeyStore)? = nil) throws -> EncryptionStatus {
         let user = try store.read { context in
-            try context.db.tableExists("cloudstore_mirror_state") ? try context.db.mirrorState(.userRecordName, as: String.self) : nil
+            try context.db.tableExists("cloudstore_mirror_state") ? try Ledger(context.db).state(.userRecordName, as: String.self) : nil
         }
         let keyring = try user.flatMap { user in try keyStore?.accountKey(for: user).map { EncryptionKeyring(user: user, account: $0) } }
         var status = try encryptionStatus(of: store, keyring: keyring)
@@ -200,10 +200,10 @@ extension PersistentCloudContainer {
     private static func encryptionStatus(of store: PersistentStore, keyring: EncryptionKeyring?) throws -> EncryptionStatus {
         let isUsed = store.schema.mirroredEntities.contains(where: RecordSealing.needsKey)
         return try store.read { context in
-            let counts = try MirrorTables.awaitingDecryptionCounts(context.db)
+            let counts = try MirrorStatus.awaitingDecryptionCounts(context.db)
             var status = EncryptionStatus(isUsed: isUsed, hasKey: false, recordsAwaitingKey: counts.waiting, refusedRecords: counts.refused)
-            status.waitingRecords = try MirrorTables.waitingRecords(context.db)
-            status.sharedZoneKeys = try MirrorTables.sharedZoneKeys(context.db, keyring: keyring)
+            status.waitingRecords = try MirrorStatus.waitingRecords(context.db)
+            status.sharedZoneKeys = try MirrorStatus.sharedZoneKeys(context.db, keyring: keyring)
             return status
         }
     }

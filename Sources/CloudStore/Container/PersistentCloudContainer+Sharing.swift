@@ -150,8 +150,9 @@ extension PersistentCloudContainer {
     public static func shares(in store: PersistentStore) throws -> [Share] {
         try store.read { context in
             guard try context.db.tableExists("cloudstore_mirror_zone") else { return [] }
-            let user = try context.db.mirrorState(.userRecordName, as: String.self)
-            return try context.db.mirrorZones().map { Share($0, currentUser: user) }
+            let ledger = Ledger(context.db)
+            let user = try ledger.state(.userRecordName, as: String.self)
+            return try ledger.sharedZones().map { Share($0, currentUser: user) }
         }
     }
 
@@ -162,10 +163,10 @@ extension PersistentCloudContainer {
 
     /// Where the object `id` of `entityName` lives and what the current user may do with it.
     public func sharing(entityName: String, id: UUID) throws -> ObjectSharing {
-        let (primary, initial) = (zoneID, mirror.publicEntities.initialZone(of: entityName))
+        let (primary, initial) = (zoneID, mirror.setup.publicEntities.initialZone(of: entityName))
         return try store.read { context in
-            let zone = try context.db.recordMetadata(id.uuidString)?.zone ?? initial
-            return try MirrorTables.sharing(context.db, of: zone, recordName: id.uuidString, primary: primary)
+            let zone = try Ledger(context.db).find(id.uuidString)?.zone ?? initial
+            return try MirrorStatus.sharing(context.db, of: zone, recordName: id.uuidString, primary: primary)
         }
     }
 
@@ -181,7 +182,7 @@ extension PersistentCloudContainer {
     }
 
     private func publicShare(_ zone: MirrorZone) async throws -> Share {
-        let user = try await store.read { try $0.db.mirrorState(.userRecordName, as: String.self) }
+        let user = try await store.read { try Ledger($0.db).state(.userRecordName, as: String.self) }
         return Share(zone, currentUser: user)
     }
 

@@ -109,7 +109,7 @@ extension PersistentCloudContainer {
         let primary = zoneID
         return try store.read { context in
             guard try MirrorTables.exists(context.db) else { return nil }
-            return try MirrorTables.syncState(context.db, entityName: entityName, id: id, primary: primary)
+            return try MirrorStatus.syncState(context.db, entityName: entityName, id: id, primary: primary)
         }
     }
 
@@ -133,7 +133,7 @@ extension PersistentCloudContainer {
     /// - Throws: ``StoreError/Code/needsUpgrade`` when a container has to bring the store's
     ///   mirroring metadata up to date first (``status(of:)``).
     public static func refusedUploads(in store: PersistentStore, primaryZone: ZoneID? = nil) throws -> [ObjectSyncState] {
-        try objectStates(in: store, primaryZone: primaryZone, MirrorTables.refusedUploads)
+        try objectStates(in: store, primaryZone: primaryZone, MirrorStatus.refusedUploads)
     }
 
     /// Every object whose upload failed, in record-name order: refused for good
@@ -162,7 +162,7 @@ extension PersistentCloudContainer {
     /// - Throws: ``StoreError/Code/needsUpgrade`` when a container has to bring the store's
     ///   mirroring metadata up to date first (``status(of:)``).
     public static func failedUploads(in store: PersistentStore, primaryZone: ZoneID? = nil) throws -> [ObjectSyncState] {
-        try objectStates(in: store, primaryZone: primaryZone, MirrorTables.failedUploads)
+        try objectStates(in: store, primaryZone: primaryZone, MirrorStatus.failedUploads)
     }
 
     /// The states `query` reads from a store's metadata; none when the store never mirrored.

@@ -108,12 +108,12 @@ public final class PersistentCloudContainer: Sendable {
         self.store = store
         self.schema = schema
         self.options = options
-        self.zoneID = ZoneID(zoneName: options.zoneName ?? schema.name)
-        self.hub = EventHub()
-        self.mirror = CloudMirror(
-            store: store, schema: schema, zoneID: zoneID, publicEntities: publicEntities, options: options, events: hub,
-            logger: logger)
+        let zoneID = ZoneID(zoneName: options.zoneName ?? schema.name)
+        self.zoneID = zoneID
+        let hub = EventHub()
+        self.hub = hub
         do {
+            try MirrorTables.migrate(store)
             var databases: [DatabaseScope: any CloudDatabase] = [:]
             var keyDirectory: (any CloudDatabase)?
             var deviceID: String?
@@ -128,7 +128,18 @@ public final class PersistentCloudContainer: Sendable {
                     keyDirectory = try databases[.public] ?? makeDatabase(server, .public, id)
                 }
             }
-            try await mirror.start(databases: databases, keyDirectory: keyDirectory, deviceID: deviceID)
+            let setup = MirrorSetup(
+                schema: schema, zoneID: zoneID, publicEntities: publicEntities, policy: options.conflictPolicy, deviceID: deviceID,
+                logger: logger)
+            self.mirror = CloudMirror(
+                store: store, setup: setup, options: options, events: hub, databases: databases, keyDirectory: keyDirectory)
+        } catch {
+            try? store.close()
+            lock?.release()
+            throw error
+        }
+        do {
+            try await mirror.start()
         } catch {
             try? store.close()
             lock?.release()
@@ -137,7 +148,7 @@ public final class PersistentCloudContainer: Sendable {
     }
 
     private static func storedDeviceID(_ store: PersistentStore) async throws -> String {
-        try await store.write(author: MirrorAuthor.import) { context in try MirrorTables.deviceID(context.db) }
+        try await store.write(author: MirrorAuthor.import) { context in try MirrorStatus.deviceID(context.db) }
     }
 
     /// A stream of mirroring events: each setup, import and export when it starts, as it
@@ -194,7 +205,6 @@ public final class PersistentCloudContainer: Sendable {
     public func status() async throws -> SyncStatus {
         var status = try Self.status(of: store)
         status.isMirroring = options.server != nil
-        if let failure = await mirror.currentFailure { status.lastError = failure }
         return status
     }
 
@@ -208,7 +218,7 @@ public final class PersistentCloudContainer: Sendable {
     public static func status(of store: PersistentStore) throws -> SyncStatus {
         try store.read { context in
             try MirrorTables.checkReadable(context.db, path: store.url.path)
-            return try MirrorTables.status(context.db)
+            return try MirrorStatus.status(context.db)
         }
     }
 

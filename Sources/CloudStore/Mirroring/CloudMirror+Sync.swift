@@ -4,57 +4,70 @@ import GRDB
 
 extension CloudMirror {
     /// The engines, private first, then shared and public; throws when the container has no server.
-    private func allEngines() throws -> [SyncEngine] {
-        try checkCanSync()
+    private func allEngines() async throws -> [any MirrorEngine] {
+        try await checkCanSync()
         guard let engine else { throw ContainerError.localOnly }
-        return [engine] + [DatabaseScope.shared, .public].compactMap { engines[$0] }
+        return [engine] + [DatabaseScope.shared, .public].compactMap { engines[$0]?.engine }
     }
 
     /// Sends the pending uploads now, through every database.
     func sendNow() async throws {
-        for engine in try allEngines() {
-            try await containerErrors { try await engine.sendChanges() }
+        for engine in try await allEngines() {
+            try await containerErrors { try await engine.sendChanges(SyncEngine.SendChangesOptions()) }
         }
     }
 
     /// Fetches and applies the server's changes now, from every database.
     func fetchNow() async throws {
-        for engine in try allEngines() {
-            try await containerErrors { try await engine.fetchChanges() }
+        for engine in try await allEngines() {
+            try await containerErrors { try await engine.fetchChanges(SyncEngine.FetchChangesOptions()) }
         }
     }
 
+    /// How many creates wait for a fetch before they go out again.
+    var heldBackCreates: Int { engines.values.reduce(0) { $0 + $1.unheardCreates.waiting.count } }
+
+    /// Where the primary zone stands on the server, as the store keeps it.
+    private func primaryZoneState() async throws -> ZoneServerState {
+        try await store.read { try Ledger($0.db).primaryZone()?.serverState ?? .unsaved }
+    }
+
     /// Sends, then fetches; sends again if the fetch released creates held back until a fetch
-    /// covered them (``UnheardCreates``).
+    /// covered them (``UnheardCreates``), or made again a zone the send found missing.
     func syncNow() async throws {
         try await sendNow()
         let held = heldBackCreates
-        let missing = primaryZone == .missing
+        let missing = try await primaryZoneState() == .missing
         try await fetchNow()
         // Creates released, or a zone the send found missing created again: send what waits.
-        if heldBackCreates < held || (missing && primaryZone != .missing && pausedDecision == nil) { try await sendNow() }
+        var remade = false
+        if missing, try await primaryZoneState() != .missing {
+            remade = try await pausingDecision() == nil
+        }
+        if heldBackCreates < held || remade { try await sendNow() }
         // A decision the fetch asked for stops the sync here: nothing more goes until the app decides.
-        try checkDecisions()
+        try await checkDecisions()
     }
 
     /// Sends and fetches until nothing is left in either direction, retrying transient failures
     /// until `timeout`.
     func waitUntilSynced(timeout: Duration) async throws {
-        try checkCanSync()
+        try await checkCanSync()
         guard engine != nil else { return }
-        let engines = try allEngines()
+        let engines = try await allEngines()
         _ = try await retrying(timeout: timeout) { () -> Bool? in
             for engine in engines {
                 try await self.containerErrors {
-                    try await engine.sendChanges()
-                    try await engine.fetchChanges()
+                    try await engine.sendChanges(SyncEngine.SendChangesOptions())
+                    try await engine.fetchChanges(SyncEngine.FetchChangesOptions())
                 }
             }
             // Not in sync while the app is to decide about the local data.
-            try self.checkDecisions()
+            try await self.checkDecisions()
             let sealed = try await self.hasEncryptionKey() ? [] : self.entitiesNeedingKey
             let (pending, refused, waitingForKey) = try await self.store.read { context in
-                (try context.db.pendingUploadCount(), try context.db.refusedUploads(), try context.db.pendingUploadCount(of: sealed))
+                let ledger = Ledger(context.db)
+                return (try ledger.pendingCount(), try ledger.refusals(), try ledger.pendingCount(of: sealed))
             }
             if pending > 0, pending == waitingForKey {
                 // Nothing else is pending: only the key lets these go.
@@ -86,7 +99,8 @@ extension CloudMirror {
                 throw ContainerError.syncFailed(PersistentCloudContainer.SyncFailure(error))
             }
             guard clock.now + delay < deadline else {
-                throw ContainerError.timedOut(timeout, lastFailure: lastError.map { PersistentCloudContainer.SyncFailure($0) } ?? currentFailure)
+                let stored = try? await currentFailure()
+                throw ContainerError.timedOut(timeout, lastFailure: lastError.map { PersistentCloudContainer.SyncFailure($0) } ?? stored)
             }
             try await Task.sleep(for: delay)
             delay = min(delay * 2, .seconds(2))
@@ -103,19 +117,19 @@ extension CloudMirror {
                 PersistentCloudContainer.SyncFailure(code: .authenticationFailed, message: ContainerError.credentialsRejected))
         } catch {
             // An operation stopped because the app is to decide about local data says so.
-            try checkCanSync()
+            try await checkCanSync()
             throw error
         }
     }
 
     func modifySchema(_ schema: CloudSchema) async throws -> CloudSchema {
-        try checkCanSync()
+        try await checkCanSync()
         guard let engine else { throw ContainerError.localOnly }
         return try await engine.database.modifySchema(schema)
     }
 
     func fetchSchema() async throws -> CloudSchema {
-        try checkCanSync()
+        try await checkCanSync()
         guard let engine else { throw ContainerError.localOnly }
         return try await engine.database.fetchSchema()
     }
@@ -126,7 +140,7 @@ extension CloudMirror {
     /// server could not be asked now (the uploads wait for the next pass). A server that refuses
     /// (a production schema only its operator changes, or records that already share a key) is
     /// logged, and sync goes on: it enforces what it has.
-    func declareUniquenessConstraints(_ engine: SyncEngine) async -> Bool {
+    func declareUniquenessConstraints(_ engine: any MirrorEngine) async -> Bool {
         let ours = schema.cloudSchema
         guard ours.recordTypes.contains(where: { $0.uniquenessConstraints != nil }) else {
             uniquenessDeclared = true

@@ -4,92 +4,54 @@ import GRDB
 import Logging
 
 /// Mirroring's work inside one store transaction: it reads and writes objects through the write
-/// context and record metadata through the same connection, so objects, metadata, pending uploads
-/// and the sync engine's tokens commit together: a token is never ahead of the data it covers, and
-/// what a save must upload is recorded with the save.
+/// context and the ledger (``Ledger``) through the same connection, so objects, metadata, pending
+/// uploads and the sync engine's tokens commit together: a token is never ahead of the data it
+/// covers, and what a save must upload is recorded with the save.
 ///
-/// Every sync engine event is handled by one of these: an import applies fetched records and
-/// tombstones, an acknowledgement settles what the server saved or refused, a batch takes the next
-/// pending uploads. Changes it makes to objects are written with the author `cloudstore.import`,
-/// so they are never uploaded back; what it leaves pending, it records itself.
+/// Every sync engine event is handled in one: an import applies fetched records and tombstones, an
+/// acknowledgement settles what the server saved or refused, a batch takes the next pending
+/// uploads, a decision carries out the app's choice. Changes it makes to objects are written with
+/// the author `cloudstore.import`, so they are never uploaded back; what it leaves pending, it
+/// records itself. It holds only what the transaction is made with; what its work learned and
+/// leaves for after the commit travels in the ``MirrorEffects`` its functions are given.
+///
+/// ```swift
+/// let write = try MirrorWrite(context: context, setup: setup, now: now)
+/// var effects = MirrorEffects()
+/// try write.acknowledge(sent, uploads: inFlight, lostAndFetched: [], stateKey: .engineState, &effects)
+/// ```
 final class MirrorWrite {
     let context: WriteContext
-    let schema: Schema
-    /// The primary zone: where objects that are not shared live.
-    let zoneID: ZoneID
-    /// The entities mirrored in the public database.
-    let publicEntities: PublicEntities
+    /// The record metadata, zones and state, in this transaction.
+    let ledger: Ledger
+    /// What every transaction of the mirror is made with.
+    let setup: MirrorSetup
     /// Seals encrypted attributes on upload and opens them on import.
     let sealing: RecordSealing
     let resolution: ConflictResolution
-    /// This device's ID as the server records it in `modified.deviceID`, when it mirrors.
-    let deviceID: String?
-    let logger: Logger
-    /// What the transaction did, for events and logs.
-    var counts = MirrorCounts()
-    /// Whether the transaction left uploads pending (the engine is told once it committed).
-    var hasPendingUploads = false
-    /// Whether the transaction left a share change pending.
-    var hasPendingShareChanges = false
-    /// Who joined, left or was invited to a share, for the container's events.
-    var activity: [PersistentCloudContainer.ShareActivity] = []
     /// The current user, once the server said (a participant's permission is looked up by it).
     let userRecordName: String?
-    /// Uploads the server refused for good in this transaction, by record name.
-    var refused: [String: ServerError] = [:]
-    /// Share changes the server refused for good in this transaction, by zone.
-    var refusedShares: [ZoneID: ServerError] = [:]
-    /// Saves whose version the server no longer has, to wait for a fetch before they go
-    /// again (``UnheardCreates/lostOnServer(_:)``), by record name.
-    var waitForFetch: Set<String> = []
-    /// Records whose version the server lacked before and a fetch covered since: their next
-    /// such failure is decided at once (``UnheardCreates/lostAndFetched``).
-    var lostAndFetched: Set<String> = []
-    private var revision: Int64?
-    private var recordKeysCache = RecordKeysCache()
-    /// Objects whose parent an import deleted without cascading (see ``deleteImported(entityName:id:)``).
-    var orphans: [Orphan] = []
-    /// Objects whose tombstones the current fetch brought: a reference to one of them is cleared
-    /// instead of waiting for a target that will not come.
-    var deletedOnServer: Set<UUID> = []
-
-    /// Zones of the private database whose state on the server this transaction stored, and
-    /// whether each needs a save now (``ZoneServerState/needsSave``): the engine is told once the
-    /// transaction committed, never before.
-    private(set) var zonesToSave: [ZoneID: Bool] = [:]
-    /// Whether records kept aside for a unique key are being applied again (``applyKeptAside()``).
-    var applyingKeptAside = false
-    /// Whether any record waits aside, once this transaction knows (``Database/hasKeptAside()``).
-    var keptAside: Bool?
-    /// The records whose version kept aside this transaction replaced by a newer one: kept aside
-    /// again, they were seen before (a debug line, not a second warning).
-    var replacedKeptAside: Set<String> = []
-    /// Whether any fetched record waits for decryption, once this transaction knows.
-    var awaitingDecryption: Bool?
-    /// Whether this transaction kept, replaced or forgot a record waiting for its key: files kept
-    /// for such records may be unneeded since (``CloudMirror/removeUnneededWaitingFiles()``).
-    var mayLeaveWaitingFiles = false
-    /// Fetched records this transaction refused because an encrypted field did not open.
-    var decryptionRefusals: [PersistentCloudContainer.DecryptionRefusal] = []
-    /// The primary zone's state, when this transaction stored it.
-    private(set) var primaryZoneState: ZoneServerState?
 
     var db: Database { context.db }
+    var schema: Schema { setup.schema }
+    /// The fields of each entity's records.
+    var recordKeys: RecordKeys { setup.recordKeys }
+    /// The primary zone: where objects that are not shared live.
+    var zoneID: ZoneID { setup.zoneID }
+    /// The entities mirrored in the public database.
+    var publicEntities: PublicEntities { setup.publicEntities }
+    /// This device's ID as the server records it in `modified.deviceID`, when it mirrors.
+    var deviceID: String? { setup.deviceID }
+    var logger: Logger { setup.logger }
     var policy: ConflictPolicy { resolution.policy }
     var now: Date { resolution.now }
 
-    init(
-        context: WriteContext, schema: Schema, zoneID: ZoneID, publicEntities: PublicEntities = .none, policy: ConflictPolicy,
-        deviceID: String? = nil, now: Date, logger: Logger, keyring: EncryptionKeyring? = nil
-    ) throws {
+    init(context: WriteContext, setup: MirrorSetup, now: Date, keyring: EncryptionKeyring? = nil) throws {
         self.context = context
-        self.schema = schema
-        self.zoneID = zoneID
-        self.publicEntities = publicEntities
-        self.resolution = ConflictResolution(policy: policy, now: now)
-        self.deviceID = deviceID
-        self.logger = logger
-        let user = try context.db.mirrorState(.userRecordName, as: String.self)
+        self.ledger = Ledger(context.db)
+        self.setup = setup
+        self.resolution = ConflictResolution(policy: setup.policy, now: now)
+        let user = try ledger.state(.userRecordName, as: String.self)
         self.userRecordName = user
         // An account key serves its user only: after an account change, records wait for the
         // new user's.
@@ -106,54 +68,52 @@ final class MirrorWrite {
         MirrorZone.Key(zoneID, primary: self.zoneID)
     }
 
-    /// Stores where the primary zone stands on the server.
-    func setPrimaryZone(_ state: ZoneServerState) throws {
-        try db.setMirrorState(.primaryZone, encoding: state)
-        primaryZoneState = state
-        zonesToSave[zoneID] = state.needsSave
+    /// Stores where a zone of the private database stands on the server: one that needs a save
+    /// is asked for with the next wake of the engines, one that does not no longer is.
+    func setServerState(_ state: ZoneServerState, of zoneID: ZoneID, _ effects: inout MirrorEffects) throws {
+        guard var zone = try ledger.zone(zoneID) else { return }
+        zone.serverState = state
+        try ledger.save(zone)
+        if state.needsSave { effects.wake.insert(.private) } else { effects.zonesNotToSave.append(zoneID) }
     }
 
-    /// Stores a mirror zone's row.
-    func save(_ zone: MirrorZone) throws {
-        try db.save(zone)
-        if zone.role == .ownedShare { zonesToSave[zone.zoneID] = !zone.saved }
+    /// Stores where the primary zone stands on the server (``setServerState(_:of:_:)``).
+    func setPrimaryZone(_ state: ZoneServerState, _ effects: inout MirrorEffects) throws {
+        try setServerState(state, of: zoneID, &effects)
     }
 
-    /// Forgets a mirror zone.
-    func deleteZone(_ zoneID: ZoneID) throws {
-        try db.deleteMirrorZone(zoneID)
-        zonesToSave[zoneID] = false
+    /// Stores a zone's row; a share change it holds is an upload to make.
+    func save(_ zone: MirrorZone, _ effects: inout MirrorEffects) throws {
+        try ledger.save(zone)
+        if zone.pendingShare != nil { effects.wake.insert(zone.key.scope) }
+        if zone.role != .sharedWithMe, zone.serverState.needsSave { effects.wake.insert(.private) }
     }
 
-    /// Stores a record's metadata.
-    func save(_ metadata: RecordMetadata) throws {
-        try db.save(metadata)
-        if metadata.hasPendingUpload && metadata.refusal == nil { hasPendingUploads = true }
+    /// Forgets a zone's row.
+    func deleteZone(_ zoneID: ZoneID, _ effects: inout MirrorEffects) throws {
+        try ledger.deleteZone(zoneID)
+        effects.zonesNotToSave.append(zoneID)
     }
 
-    /// Sets what a record has pending, stamped with this transaction's upload revision.
-    func setPendingUpload(_ upload: PendingUpload?, of metadata: inout RecordMetadata) throws {
-        // Clearing needs no look at what was pending (it stays JSON, undecoded).
-        guard upload == nil ? metadata.hasPendingUpload : try upload != metadata.pendingUpload else { return }
-        try metadata.setPendingUpload(upload) { try uploadRevision() }
+    /// Stores a record's metadata; a pending upload it holds wakes its database's engine.
+    func save(_ metadata: RecordMetadata, _ effects: inout MirrorEffects) throws {
+        try ledger.save(metadata)
+        if metadata.hasPendingUpload && metadata.refusal == nil { effects.wake.insert(metadata.zone.scope) }
     }
 
-    /// This transaction's upload revision, taken from the store-wide counter the first time.
-    func uploadRevision() throws -> Int64 {
-        if let revision { return revision }
-        let next = try db.nextUploadRevision()
-        revision = next
-        return next
+    /// Notes that `recordName` must be deleted from `zone`, a pending upload.
+    func addMoved(_ moved: MovedRecord, _ effects: inout MirrorEffects) throws {
+        try ledger.addMoved(moved)
+        effects.wake.insert(moved.zone.scope)
     }
 
     /// Forgets a record: it is neither on the server nor to upload.
     func forget(_ recordName: String) throws {
-        try db.deleteRecordMetadata(recordName)
-        try db.deleteSealedAssets(of: recordName)
+        try ledger.forget(recordName)
     }
 
     /// Writes conflicts to the log, one line each at debug level 3.
-    func log(_ conflicts: [ConflictRecord]) throws {
+    func log(_ conflicts: [ConflictRecord], _ effects: inout MirrorEffects) throws {
         for conflict in conflicts {
             try db.log(conflict)
             logger.debug(
@@ -165,24 +125,58 @@ final class MirrorWrite {
                     "loser": "\(conflict.losingSide.rawValue)",
                 ])
         }
-        counts.conflicts += conflicts.count
-    }
-
-    /// The fields of an entity's records (``EntityDescription/recordKeys``), built once per transaction.
-    func recordKeys(of entity: EntityDescription) -> Set<String> {
-        recordKeysCache.keys(of: entity)
+        effects.counts.conflicts += conflicts.count
     }
 
     /// The values of an object as its record carries them.
     func recordValues(_ snapshot: EntitySnapshot, _ entity: EntityDescription) -> [String: AttributeValue] {
-        let keys = recordKeys(of: entity)
+        let keys = recordKeys(entity)
         return snapshot.values.filter { keys.contains($0.key) }
     }
 
-    /// Stores a sync engine's state: the private database's under ``MirrorStateKey/engineState``,
-    /// the shared database's under ``MirrorStateKey/sharedEngineState``.
-    func saveEngineState(_ state: SyncEngine.State.Serialization, as key: MirrorStateKey = .engineState) throws {
-        try db.setMirrorState(key, encoding: state)
+    /// Stores a sync engine's state under its database's key (``CloudMirror/stateKey(_:)``).
+    func saveEngineState(_ state: SyncEngine.State.Serialization, as key: MirrorStateKey) throws {
+        try ledger.setState(key, encoding: state)
+    }
+
+    /// Records a failure as the last one (``MirrorStateKey/lastError``), in the transaction that
+    /// learned it; it marks the import or export under way as failed.
+    func recordFailure(_ failure: PersistentCloudContainer.SyncFailure, _ effects: inout MirrorEffects) throws {
+        try ledger.setState(.lastError, encoding: MirrorFailure(failure))
+        effects.failures.append(failure)
+    }
+
+    /// Records that an import (or, with `export`, an export) ended without a failure at `date`, and
+    /// clears the last failure once it is past (``MirrorFailure/isPast(lastImport:lastExport:pendingUploads:)``).
+    func recordSuccess(export: Bool, at date: Date) throws {
+        try ledger.setState(export ? .lastExport : .lastImport, encoding: date)
+        guard let failure = try ledger.state(.lastError, as: MirrorFailure.self) else { return }
+        let past = try failure.isPast(
+            lastImport: ledger.state(.lastImport, as: Date.self), lastExport: ledger.state(.lastExport, as: Date.self),
+            pendingUploads: ledger.pendingCount())
+        if past { try ledger.setState(.lastError, nil) }
+    }
+}
+
+/// What every ``MirrorWrite`` of a mirror is made with, once: the schema and its record keys, the
+/// primary zone, the public entities, the conflict policy, this device's ID and the logger.
+struct MirrorSetup: Sendable {
+    let schema: Schema
+    let recordKeys: RecordKeys
+    let zoneID: ZoneID
+    let publicEntities: PublicEntities
+    let policy: ConflictPolicy
+    let deviceID: String?
+    let logger: Logger
+
+    init(schema: Schema, zoneID: ZoneID, publicEntities: PublicEntities, policy: ConflictPolicy, deviceID: String?, logger: Logger) {
+        self.schema = schema
+        self.recordKeys = RecordKeys(schema)
+        self.zoneID = zoneID
+        self.publicEntities = publicEntities
+        self.policy = policy
+        self.deviceID = deviceID
+        self.logger = logger
     }
 }
 

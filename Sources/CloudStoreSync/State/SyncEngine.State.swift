@@ -101,7 +101,12 @@ extension SyncEngine {
         }
 
         private func remove<Change>(_ changes: [Change], from list: WritableKeyPath<Storage, PendingChangeList<Change>>) {
-            if storage.withLock({ $0[keyPath: list].remove(changes) }) { notify(addedChanges: false) }
+            let removed = storage.withLock { storage in
+                // Nothing to remove changes nothing: no state update is due.
+                guard changes.contains(where: { storage[keyPath: list].change(for: $0.key) == $0 }) else { return false }
+                return storage[keyPath: list].remove(changes)
+            }
+            if removed { notify(addedChanges: false) }
         }
 
         /// A snapshot of the whole state, to persist.

@@ -59,7 +59,7 @@ struct MirrorTablesMigrationTests {
                     try context.db.tableExists("cloudstore_mirror_pending_reference"),
                     try Int.fetchOne(
                         context.db, sql: "SELECT count(*) FROM cloudstore_mirror_state WHERE key IN ('exported_through', 'zone_saved')"),
-                    try context.db.primaryZoneState()
+                    try Ledger(context.db).primaryZone()?.serverState
                 )
             }
             #expect(leftovers == (false, false, 0, .saved), "the old layout is gone; its zone_saved flag is the primary zone's state")
@@ -75,7 +75,7 @@ struct MirrorTablesMigrationTests {
             #expect(notes[Self.n3] == nil, "deleted")
             #expect(notes[Self.n4]?.title == "inserted, unexported")
             #expect(try b.contents() == a.contents())
-            let state = try await a.store.read { try $0.db.mirrorState(.engineState) }.map { String(decoding: $0, as: UTF8.self) }
+            let state = try await a.store.read { try Ledger($0.db).state(.engineState) }.map { String(decoding: $0, as: UTF8.self) }
             #expect(state?.contains("\"pendingRecordZoneChanges\":[]") == true, "the saved engine state lists no record changes: \(state ?? "none")")
             await a.close()
             await b.close()

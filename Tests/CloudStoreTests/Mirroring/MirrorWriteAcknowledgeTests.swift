@@ -14,19 +14,18 @@ struct MirrorWriteAcknowledgeTests {
     let zoneID = ZoneID(zoneName: "Notes")
 
     func transaction<T: Sendable>(
-        _ store: PersistentStore, now: Date = Date(), _ body: @escaping @Sendable (MirrorWrite) throws -> T
+        _ store: PersistentStore, now: Date = Date(), _ body: @escaping @Sendable (MirrorWrite, inout MirrorEffects) throws -> T
     ) async throws -> T {
-        let zoneID = zoneID
+        let setup = MirrorSetup(
+            schema: try Schema.notes(), zoneID: zoneID, publicEntities: .none, policy: .serverWins, deviceID: "A", logger: .quiet)
         return try await store.write(author: MirrorAuthor.import) { context in
-            try body(
-                MirrorWrite(
-                    context: context, schema: try Schema.notes(), zoneID: zoneID, policy: .serverWins, deviceID: "A",
-                    now: now, logger: .quiet))
+            var effects = MirrorEffects()
+            return try body(try MirrorWrite(context: context, setup: setup, now: now), &effects)
         }
     }
 
     func pending(_ store: PersistentStore, _ id: UUID) async throws -> PendingUpload? {
-        try await store.read { try $0.db.recordMetadata(id.uuidString)?.pendingUpload }
+        try await store.read { try Ledger($0.db).find(id.uuidString)?.pendingUpload }
     }
 
     /// The server answered with its copy holding what was sent and another device's edit of
@@ -36,12 +35,12 @@ struct MirrorWriteAcknowledgeTests {
         let a = try await TestDevice.make("A", server: nil)
         let note = Note(title: "mine")
         try await a.write { try $0.insert(note) }
-        let prepared = try await transaction(a.store) { try $0.prepareUploads(limit: 10, skipping: []).uploads }
+        let prepared = try await transaction(a.store) { try $0.prepareUploads(limit: 10, skipping: [], &$1).uploads }
         let upload = try #require(prepared.first)
         var saved = try #require(upload.record)
         saved.recordChangeTag = "2"
         saved.fields["body"] = .string("theirs")
-        try await transaction(a.store) { [saved] in try $0.acknowledgeSave(of: saved, sent: upload.sent) }
+        try await transaction(a.store) { [saved] in try $0.acknowledgeSave(of: saved, sent: upload.sent, &$1) }
         #expect(try a.note(note.id)?.body == "theirs")
         #expect(try a.note(note.id)?.title == "mine")
         #expect(try await pending(a.store, note.id) == nil)
@@ -55,10 +54,10 @@ struct MirrorWriteAcknowledgeTests {
     @Test func theBatchPreparedWhileOneIsInFlight_isTheNextUploads() async throws {
         let a = try await TestDevice.make("A", server: nil)
         try await a.write { context in for index in 0..<5 { try context.insert(Note(title: "n\(index)")) } }
-        let first = try await transaction(a.store) { try $0.prepareUploads(limit: 2, skipping: []).uploads }
+        let first = try await transaction(a.store) { try $0.prepareUploads(limit: 2, skipping: [], &$1).uploads }
         let inFlight = Set(first.map(\.change.recordID))
-        let next = try await transaction(a.store) { try $0.prepareUploads(limit: 2, skipping: inFlight).uploads }
-        let rest = try await transaction(a.store) { try $0.prepareUploads(limit: 10, skipping: inFlight).uploads }
+        let next = try await transaction(a.store) { try $0.prepareUploads(limit: 2, skipping: inFlight, &$1).uploads }
+        let rest = try await transaction(a.store) { try $0.prepareUploads(limit: 10, skipping: inFlight, &$1).uploads }
         #expect(first.count == 2 && next.count == 2 && rest.count == 3)
         #expect(inFlight.isDisjoint(with: next.map(\.change.recordID)))
         #expect(next.map(\.change.recordID) == Array(rest.map(\.change.recordID).prefix(2)), "in upload order")
@@ -71,21 +70,21 @@ struct MirrorWriteAcknowledgeTests {
         let a = try await TestDevice.make("A", server: nil)
         var note = Note(title: "first")
         try await a.write { [note] in try $0.insert(note) }
-        let first = try #require(try await transaction(a.store) { try $0.prepareUploads(limit: 10, skipping: []).uploads }.first)
+        let first = try #require(try await transaction(a.store) { try $0.prepareUploads(limit: 10, skipping: [], &$1).uploads }.first)
         note.title = "second"
         try await a.write { [note] in try $0.update(note) }
         var saved = try #require(first.record)
         saved.recordChangeTag = "1"
-        try await transaction(a.store) { [saved] in try $0.acknowledgeSave(of: saved, sent: first.sent) }
+        try await transaction(a.store) { [saved] in try $0.acknowledgeSave(of: saved, sent: first.sent, &$1) }
         #expect(try await pending(a.store, note.id)?.keysToUpload == ["title"], "the later edit is still to upload")
 
-        let second = try #require(try await transaction(a.store) { try $0.prepareUploads(limit: 10, skipping: []).uploads }.first)
+        let second = try #require(try await transaction(a.store) { try $0.prepareUploads(limit: 10, skipping: [], &$1).uploads }.first)
         #expect(second.record?.fields.keys.contains("body") == false, "only the title is sent")
         // The server answers with its whole copy: every field, the ones not sent included.
         var savedAgain = saved
         savedAgain.fields.merge(try #require(second.record).fields) { _, sent in sent }
         savedAgain.recordChangeTag = "2"
-        try await transaction(a.store) { [savedAgain] in try $0.acknowledgeSave(of: savedAgain, sent: second.sent) }
+        try await transaction(a.store) { [savedAgain] in try $0.acknowledgeSave(of: savedAgain, sent: second.sent, &$1) }
         #expect(try await pending(a.store, note.id) == nil)
         await a.close()
     }
@@ -98,7 +97,7 @@ struct MirrorWriteAcknowledgeTests {
         let a = try await TestDevice.make("A", server: nil)
         let note = Note(title: "waits")
         try await a.write { [note] in try $0.insert(note) }
-        let upload = try #require(try await transaction(a.store) { try $0.prepareUploads(limit: 10, skipping: []).uploads }.first)
+        let upload = try #require(try await transaction(a.store) { try $0.prepareUploads(limit: 10, skipping: [], &$1).uploads }.first)
         let recordID = upload.change.recordID
         @Sendable func sent(
             retrying: [RecordID: ServerError] = [:], failed: [SyncEngine.Event.SentRecordZoneChanges.FailedRecordSave] = []
@@ -108,28 +107,28 @@ struct MirrorWriteAcknowledgeTests {
                 retryingRecordChanges: retrying, stateSerialization: SyncEngine.State.Serialization(databaseToken: "after"))
         }
         func retry() async throws -> PersistentCloudContainer.ObjectSyncState.UploadRetry? {
-            try await a.store.read { try $0.db.recordMetadata(recordID.recordName)?.retry }
+            try await a.store.read { try Ledger($0.db).find(recordID.recordName)?.retry }
         }
         let now = Date(timeIntervalSince1970: 1_800_000_000)
         let throttled = ServerError(.throttled, reason: "slow down", retryAfter: 5, recordName: recordID.recordName)
-        try await transaction(a.store, now: now) { _ = try $0.acknowledge(sent(retrying: [recordID: throttled]), uploads: [:]) }
+        try await transaction(a.store, now: now) { _ = try $0.acknowledge(sent(retrying: [recordID: throttled]), uploads: [:], &$1) }
         #expect(try await retry() == .init(error: throttled, attempts: 1, nextAttempt: now.addingTimeInterval(5)))
         #expect(
-            try await a.store.read { try $0.db.mirrorState(.engineState, as: SyncEngine.State.Serialization.self)?.databaseToken }
+            try await a.store.read { try Ledger($0.db).state(.engineState, as: SyncEngine.State.Serialization.self)?.databaseToken }
                 == "after")
 
         let internalError = ServerError(.internalError, recordName: recordID.recordName)
-        try await transaction(a.store, now: now) { _ = try $0.acknowledge(sent(retrying: [recordID: internalError]), uploads: [:]) }
+        try await transaction(a.store, now: now) { _ = try $0.acknowledge(sent(retrying: [recordID: internalError]), uploads: [:], &$1) }
         #expect(try await retry() == .init(error: internalError, attempts: 2, nextAttempt: nil))
         let elsewhere = RecordID(recordName: recordID.recordName, zoneID: ZoneID(zoneName: "Notes.share-other"))
-        try await transaction(a.store) { _ = try $0.acknowledge(sent(retrying: [elsewhere: throttled]), uploads: [:]) }
+        try await transaction(a.store) { _ = try $0.acknowledge(sent(retrying: [elsewhere: throttled]), uploads: [:], &$1) }
         #expect(try await retry()?.attempts == 2, "a record of another zone is another record")
 
         let tooLarge = ServerError(.limitExceeded, reason: "too large", recordName: recordID.recordName)
         let record = try #require(upload.record)
-        try await transaction(a.store) { _ = try $0.acknowledge(sent(failed: [.init(record: record, error: tooLarge)]), uploads: [:]) }
+        try await transaction(a.store) { _ = try $0.acknowledge(sent(failed: [.init(record: record, error: tooLarge)]), uploads: [:], &$1) }
         #expect(try await retry() == nil, "refused for good: no longer retried")
-        #expect(try await a.store.read { try $0.db.recordMetadata(recordID.recordName)?.refusal } == tooLarge)
+        #expect(try await a.store.read { try Ledger($0.db).find(recordID.recordName)?.refusal } == tooLarge)
         await a.close()
     }
 
@@ -146,20 +145,20 @@ struct MirrorWriteAcknowledgeTests {
         let snapshot = try #require(try await a.store.read { try $0.fetchSnapshot(entityName: "Note", id: id) })
         var inShare = try Schema.notes().record(for: snapshot, in: ZoneID(zoneName: try #require(shareZone.name)))
         inShare.recordChangeTag = "7"
-        try await transaction(a.store) { [inShare] transaction in
-            var row = try #require(try transaction.db.recordMetadata(id.uuidString))
+        try await transaction(a.store) { [inShare] write, effects in
+            var row = try #require(try write.ledger.find(id.uuidString))
             row.zone = shareZone
-            row.serverHas(inShare, deviceID: transaction.deviceID)
-            try transaction.setPendingUpload(nil, of: &row)
-            try transaction.save(row)
+            row.serverHas(inShare, deviceID: write.deviceID)
+            try write.ledger.setPending(nil, of: &row)
+            try write.save(row, &effects)
         }
         note.title = "moved"
         var moved = try Schema.notes().record(for: snapshot, in: zoneID)
         moved.fields["title"] = .string("moved")
         moved.recordChangeTag = "7"
-        try await transaction(a.store) { [moved] in try $0.applyFetched([moved], deletions: [], in: zoneID) }
+        try await transaction(a.store) { [moved] in try $0.applyFetched([moved], deletions: [], in: zoneID, &$1) }
         #expect(try a.note(id)?.title == "moved", "applied, not taken for the share zone's version 7")
-        #expect(try await a.store.read { try $0.db.recordMetadata(id.uuidString)?.zone } == .primary)
+        #expect(try await a.store.read { try Ledger($0.db).find(id.uuidString)?.zone } == .primary)
         await a.close()
     }
 
@@ -187,10 +186,10 @@ struct MirrorWriteAcknowledgeTests {
             let deletions = deleting.map {
                 SyncEngine.Event.FetchedRecordZoneChanges.Deletion(recordID: $0.recordID, recordType: $0.recordType)
             }
-            try await transaction(a.store) { try $0.applyFetched(records, deletions: deletions, in: zone) }
+            try await transaction(a.store) { try $0.applyFetched(records, deletions: deletions, in: zone, &$1) }
         }
         func state() async throws -> (title: String?, zone: MirrorZone.Key?) {
-            (try a.note(id)?.title, try await a.store.read { try $0.db.recordMetadata(id.uuidString)?.zone })
+            (try a.note(id)?.title, try await a.store.read { try Ledger($0.db).find(id.uuidString)?.zone })
         }
         // The note as the primary zone has it since another device moved it there at 3,000 (the
         // note was in the share's zone before; its tags there are other tags).

@@ -20,7 +20,8 @@ struct MirroringPendingUploadTests {
                 let engine = try #require(await a.container.mirror.engine)
                 let memory = try JSONEncoder().encode(engine.state.serialization).count
                 let (stored, pending) = try await a.store.read { context in
-                    (try context.db.mirrorState(.engineState)?.count ?? 0, try context.db.pendingUploadCount())
+                    let ledger = Ledger(context.db)
+                    return (try ledger.state(.engineState)?.count ?? 0, try ledger.pendingCount())
                 }
                 return (memory, stored, pending)
             }
@@ -50,7 +51,7 @@ struct MirroringPendingUploadTests {
         defer { try? plain.close() }
         let note = Note(title: "from another writer")
         try await plain.write(author: "extension") { [note] in try $0.insert(note) }
-        let pending = try await plain.read { context in try context.db.recordMetadata(note.id.uuidString) }
+        let pending = try await plain.read { context in try Ledger(context.db).find(note.id.uuidString) }
         #expect(try pending?.pendingUpload == .save(full: true, keys: try #require(try pending?.pendingUpload).changeDates))
         #expect(pending?.zone == .primary)
         #expect(try PersistentCloudContainer.status(of: plain).pendingUploads == 2)

@@ -29,9 +29,9 @@ struct MirrorPlan: Sendable {
 
     /// What the store knows when an event arrives.
     struct Facts: Sendable, Hashable {
-        /// Where the primary zone stands on the server (``MirrorStateKey/primaryZone``).
+        /// Where the primary zone stands on the server (its row's ``MirrorZone/serverState``).
         var primaryZone: ZoneServerState = .unsaved
-        /// The decision the app is asked for, until it decides (``MirrorStateKey/localDataDecision``).
+        /// The decision the app is asked for, until it decides (the primary zone's ``MirrorZone/decision``).
         var decision: PersistentCloudContainer.LocalDataDecision.Reason?
         /// Whether the stored decision is about an account change the engine has not confirmed
         /// since the container opened: the credentials may be the previous user's again.

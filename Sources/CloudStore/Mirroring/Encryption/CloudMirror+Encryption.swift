@@ -43,15 +43,16 @@ extension CloudMirror {
     /// previous user's).
     func hasEncryptionKey() async throws -> Bool {
         guard let keyring else { return false }
-        return try await store.read { try $0.db.mirrorState(.userRecordName, as: String.self) } == keyring.user
+        return try await store.read { try Ledger($0.db).state(.userRecordName, as: String.self) } == keyring.user
     }
 
     /// Reads the account key of the user the store last heard from the key store, when the schema
-    /// has encrypted attributes: a device that set up encryption before needs no passphrase again.
-    /// Called when mirroring starts and when the engine learns who the user is.
+    /// has encrypted attributes and the keyring is not that user's already: a device that set up
+    /// encryption before needs no passphrase again. Called when mirroring starts and when the
+    /// engine learns who the user is.
     func loadKeyring() async throws {
         guard !entitiesNeedingKey.isEmpty else { return }
-        guard let user = try await store.read({ try $0.db.mirrorState(.userRecordName, as: String.self) }),
+        guard let user = try await store.read({ try Ledger($0.db).state(.userRecordName, as: String.self) }), keyring?.user != user,
             let key = try keyStore.accountKey(for: user)
         else { return }
         let keyring = EncryptionKeyring(user: user, account: key)
@@ -60,21 +61,9 @@ extension CloudMirror {
         try await applyAwaitingDecryption()
     }
 
-    /// Removes the kept files of encrypted assets whose records no longer wait
-    /// (``MirrorWrite/removeUnneededWaitingFiles()``), after a transaction that may have
-    /// left some (``MirrorWrite/mayLeaveWaitingFiles``): a transaction of its own.
-    func removeUnneededWaitingFiles(after transactionMayLeaveSome: Bool) async throws {
-        guard transactionMayLeaveSome, store.layout.externalData != nil else { return }
-        try await transaction { try $0.removeUnneededWaitingFiles() }
-    }
-
     /// Applies the records that waited for a key, and removes what they kept that is unneeded since.
     private func applyAwaitingDecryption() async throws {
-        let (mayLeaveWaitingFiles, _) = try await transaction { transaction in
-            try transaction.applyAwaitingDecryption()
-            return transaction.mayLeaveWaitingFiles
-        }
-        try await removeUnneededWaitingFiles(after: mayLeaveWaitingFiles)
+        try await perform { write, effects in try write.applyAwaitingDecryption(&effects) }
     }
 
     /// ``PersistentCloudContainer/setUpEncryption(passphrase:)``: unlocks the user's account key
@@ -97,7 +86,7 @@ extension CloudMirror {
         logger.info("encryption set up on this device", metadata: ["user": "\(user)", "accountKey": "\(account.id)"])
         try await applyAwaitingDecryption()
         try await publishIdentityKey(keyring)
-        signal.uploadsPending()
+        try await wakeForPendingUploads()
     }
 
     /// The user's account key from the server, unlocked with the passphrase; a new one, locked and

@@ -75,7 +75,7 @@ extension CloudMirror {
         guard !entitiesNeedingKey.isEmpty else { return nil }
         // The keyring must be the current user's (a store that has not synced yet knows no user:
         // the keyring is the one setUpEncryption made for the caller).
-        let user = try await store.read { try $0.db.mirrorState(.userRecordName, as: String.self) }
+        let user = try await store.read { try Ledger($0.db).state(.userRecordName, as: String.self) }
         guard let keyring, keyring.user == user ?? keyring.user else {
             throw ContainerError(
                 .encryptionKeyNeeded,
@@ -132,7 +132,7 @@ extension CloudMirror {
         let answer = try await database.modifyRecords(RecordsModifyRequest(zoneID: zoneID, operations: [.init(.forceReplace, record)]))
         switch answer.records.first {
         case .value(let saved)?:
-            try await transaction { try $0.db.saveZoneKeyRecord(saved, in: zoneID) }
+            try await perform { write, _ in try write.db.saveZoneKeyRecord(saved, in: zoneID) }
         case .error(let error)?:
             throw ContainerError.syncFailed(PersistentCloudContainer.SyncFailure(error))
         case nil:

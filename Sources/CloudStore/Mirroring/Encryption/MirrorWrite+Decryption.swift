@@ -9,7 +9,7 @@ extension MirrorWrite {
     /// (applied again once the key reaches this device, ``applyAwaitingDecryption()``) or refused
     /// (a field failed authentication: nothing of it is applied, an event and an error line name
     /// the record and field, and the record's next version replaces it). Sync goes on either way.
-    func opened(_ record: Record, of entity: EntityDescription, in zone: MirrorZone.Key) throws -> Record? {
+    func opened(_ record: Record, of entity: EntityDescription, in zone: MirrorZone.Key, _ effects: inout MirrorEffects) throws -> Record? {
         guard RecordSealing.needsKey(entity) else { return record }
         let failure: RecordSealing.Failure
         switch Result(catching: { () throws(RecordSealing.Failure) in
@@ -36,8 +36,8 @@ extension MirrorWrite {
             }
             // A version that opens replaces one that waited or was refused (whose kept files
             // the mirror then removes, ``removeUnneededWaitingFiles()``).
-            if try awaitsDecryption() {
-                mayLeaveWaitingFiles = true
+            if try db.awaitsDecryption() {
+                effects.sweepWaitingFiles = true
                 try db.cachedStatement(sql: "DELETE FROM cloudstore_mirror_awaiting_decryption WHERE record_name = ?")
                     .execute(arguments: [record.recordName])
             }
@@ -45,7 +45,7 @@ extension MirrorWrite {
         case .failure(let error):
             failure = error
         }
-        if case .missingKey = failure { keepAssetFiles(of: record, entity) }
+        if case .missingKey = failure { keepAssetFiles(of: record, entity, &effects) }
         let refused: Bool
         switch failure {
         case .missingKey:
@@ -61,7 +61,7 @@ extension MirrorWrite {
                     "record": "\(record.recordName)", "entity": "\(entity.name)", "field": "\(field)",
                     "reason": "\(reason.code.rawValue): \(reason.message)",
                 ])
-            decryptionRefusals.append(
+            effects.decryptionRefusals.append(
                 PersistentCloudContainer.DecryptionRefusal(
                     entityName: entity.name, recordName: record.recordName, field: field, reason: reason.message))
         }
@@ -75,7 +75,6 @@ extension MirrorWrite {
                     record.recordName, zoneID.zoneName, zoneID.ownerRecordName ?? "", try MirrorTables.encode(record), refused,
                     failure.problem,
                 ])
-        awaitingDecryption = true
         return nil
     }
 
@@ -130,11 +129,11 @@ extension MirrorWrite {
     /// renamed `<checksum hex>.waiting` beside the engine's downloads (which it deletes once the
     /// page is applied), found there when the record opens (``waitingFile(of:)``), and removed
     /// once no waiting record names them (``removeUnneededWaitingFiles()``).
-    private func keepAssetFiles(of record: Record, _ entity: EntityDescription) {
+    private func keepAssetFiles(of record: Record, _ entity: EntityDescription, _ effects: inout MirrorEffects) {
         guard let transfers = context.layout.externalData?.transfers, let assets = try? sealing.sealedAssets(of: record, entity)
         else { return }
         // A version that waited before may be replaced, its file unneeded.
-        mayLeaveWaitingFiles = true
+        effects.sweepWaitingFiles = true
         for (_, asset) in assets {
             // Only a file the engine downloaded there: one it was given from the store's own
             // files (``CloudMirror/existingFile(for:syncEngine:)``) stays where it is.
@@ -180,35 +179,16 @@ extension MirrorWrite {
 
     /// Applies the records that waited for their key again, now that this device may have it:
     /// each one that opens is applied as if fetched; the rest wait on. Refused ones stay refused.
-    func applyAwaitingDecryption() throws {
-        awaitingDecryption = nil
+    func applyAwaitingDecryption(_ effects: inout MirrorEffects) throws {
         // The records that open were read from their kept files, unneeded from now on.
-        mayLeaveWaitingFiles = true
-        try applySetAside(from: "cloudstore_mirror_awaiting_decryption", where: "refused = 0")
-    }
-
-    /// Removes the kept files of encrypted assets (``keepAssetFiles(of:_:)``) no waiting record
-    /// names any more: opened since, or of a version replaced. Run at the start of a transaction
-    /// of its own, so it reads only what committed (a rolled-back apply keeps its files).
-    func removeUnneededWaitingFiles() throws {
-        guard let transfers = context.layout.externalData?.transfers else { return }
-        var needed: Set<String> = []
-        for encoded in try Data.fetchAll(db, sql: "SELECT record FROM cloudstore_mirror_awaiting_decryption WHERE refused = 0") {
-            let record = try MirrorTables.decode(Record.self, encoded)
-            for case .asset(let asset) in record.fields.values {
-                if let name = Self.waitingFileName(of: asset) { needed.insert(name) }
-            }
-        }
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: transfers.path)) ?? []
-        where name.hasSuffix(".\(Self.waitingFileExtension)") && !needed.contains(name) {
-            try? FileManager.default.removeItem(at: transfers.appendingPathComponent(name))
-        }
+        effects.sweepWaitingFiles = true
+        try applySetAside(from: "cloudstore_mirror_awaiting_decryption", where: "refused = 0", &effects)
     }
 
     /// Forgets the fetched records set aside in a zone (for a unique key, or awaiting decryption),
     /// or only the one named `recordName`; in every zone when `zoneID` is nil.
-    func forgetSetAsideRecords(in zoneID: ZoneID?, named recordName: String? = nil) throws {
-        mayLeaveWaitingFiles = true
+    func forgetSetAsideRecords(in zoneID: ZoneID?, named recordName: String? = nil, _ effects: inout MirrorEffects) throws {
+        effects.sweepWaitingFiles = true
         for table in ["cloudstore_mirror_kept_aside", "cloudstore_mirror_awaiting_decryption"] {
             guard let zoneID else {
                 try db.execute(sql: "DELETE FROM \(table)")
@@ -221,13 +201,26 @@ extension MirrorWrite {
                 arguments: arguments)
         }
     }
+}
 
-    /// Whether any record waits for decryption, read once per transaction.
-    private func awaitsDecryption() throws -> Bool {
-        if let awaitingDecryption { return awaitingDecryption }
-        let known = try db.awaitsDecryption()
-        awaitingDecryption = known
-        return known
+extension ReadContext {
+    /// Removes the kept files of encrypted assets (``MirrorWrite/keepAssetFiles(of:_:_:)``) no
+    /// waiting record names any more: opened since, or of a version replaced. Run in a read after
+    /// the transaction that may have left them, so it reads only what committed (a rolled-back
+    /// apply keeps its files).
+    func removeUnneededWaitingFiles() throws {
+        guard let transfers = layout.externalData?.transfers else { return }
+        var needed: Set<String> = []
+        for encoded in try Data.fetchAll(db, sql: "SELECT record FROM cloudstore_mirror_awaiting_decryption WHERE refused = 0") {
+            let record = try MirrorTables.decode(Record.self, encoded)
+            for case .asset(let asset) in record.fields.values {
+                if let name = MirrorWrite.waitingFileName(of: asset) { needed.insert(name) }
+            }
+        }
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: transfers.path)) ?? []
+        where name.hasSuffix(".\(MirrorWrite.waitingFileExtension)") && !needed.contains(name) {
+            try? FileManager.default.removeItem(at: transfers.appendingPathComponent(name))
+        }
     }
 }
 

@@ -61,7 +61,8 @@ extension MirrorWrite {
     /// is sent.
     func prepareUploads(
         scope: DatabaseScope = .private, limit: Int, skipping: Set<RecordID>, holding: Set<String> = [],
-        holdingZones: Set<MirrorZone.Key> = [], sealedBefore: [RecordID: [String: RecordSealing.SealedValue]] = [:]
+        holdingZones: Set<MirrorZone.Key> = [], sealedBefore: [RecordID: [String: RecordSealing.SealedValue]] = [:],
+        _ effects: inout MirrorEffects
     ) throws -> PreparedUploads {
         var prepared = try prepareShareUploads(scope: scope, skipping: skipping)
         var rows: [PreparedUpload] = []
@@ -77,7 +78,7 @@ extension MirrorWrite {
             sealable[zone] = known
             return !known
         }
-        let (pending, morePending) = try db.pendingUploads(limit: limit, scope: scope) { name, entityName, zone in
+        let (pending, morePending) = try ledger.pending(limit: limit, scope: scope) { name, entityName, zone in
             holding.contains(name) || holdingZones.contains(zone) || unsealable(entityName, zone)
                 || skipping.contains(RecordID(recordName: name, zoneID: zoneID(zone)))
         }
@@ -94,8 +95,8 @@ extension MirrorWrite {
                 else {
                     // The object is gone without a delete being recorded: nothing to upload.
                     logger.warning("a pending upload names an object that does not exist; dropping it", metadata: ["record": "\(metadata.recordName)"])
-                    try setPendingUpload(nil, of: &metadata)
-                    if metadata.mayBeOnServer { try save(metadata) } else { try forget(metadata.recordName) }
+                    try ledger.setPending(nil, of: &metadata)
+                    if metadata.mayBeOnServer { try save(metadata, &effects) } else { try forget(metadata.recordName) }
                     continue
                 }
                 upload = PreparedUpload(
@@ -108,9 +109,9 @@ extension MirrorWrite {
                 // A create: until the server's answer says which version it made, what it carries
                 // is the version the server may have, the ancestor a merge with another device's
                 // later edit of it needs (without one, every field would look edited here).
-                try db.markMayBeOnServer(metadata.recordName, ancestor: MirrorTables.encode(upload.sent.values))
+                try ledger.markMayBeOnServer(metadata.recordName, ancestor: MirrorTables.encode(upload.sent.values))
             } else if !metadata.mayBeOnServer {
-                try db.markMayBeOnServer(metadata.recordName)
+                try ledger.markMayBeOnServer(metadata.recordName)
             }
             rows.append(upload)
             revisions.append(metadata.uploadRevision ?? 0)
@@ -118,7 +119,7 @@ extension MirrorWrite {
         // Deletes from the zones objects left go after the saves that put them in their new zone.
         // A copy this device created there without hearing back waits like the create would: deleted
         // unconditionally before a fetch showed it, another device's edit of it would go unseen.
-        let movedRows = try db.movedRecords(scope: scope, limit: limit + 1)
+        let movedRows = try ledger.moved(scope: scope, limit: limit + 1)
         var moved = movedRows.prefix(limit).filter { moved in
             !skipping.contains(recordID(moved)) && !(moved.changeTag == nil && holding.contains(moved.recordName))
         }[...]
@@ -169,7 +170,7 @@ extension MirrorWrite {
             for reference in try db.unresolvedReferences(of: entity.name, id: id) {
                 snapshot.values[reference.relationship] = .uuid(reference.target)
             }
-            let recordKeys = recordKeys(of: entity)
+            let recordKeys = recordKeys(entity)
             let keys = pending.keysToUpload.map { $0.intersection(recordKeys) }
             let unknownFields = try metadata.unknownFields
             record = try schema.record(for: snapshot, in: recordZone, keys: keys, unknownFields: keys == nil ? unknownFields : [:])
@@ -261,9 +262,9 @@ extension MirrorWrite {
     /// lost them (the zone was recreated, or the account changed and the local data is kept), or
     /// the store held them before it first mirrored (the primary zone holds every object no other
     /// zone does). Metadata of records this device no longer has is forgotten.
-    func uploadEverythingAgain(in zone: MirrorZone.Key = .primary) throws {
+    func uploadEverythingAgain(in zone: MirrorZone.Key = .primary, _ effects: inout MirrorEffects) throws {
         guard zone.isPrimary else {
-            for var row in try db.recordMetadata(in: zone) {
+            for var row in try ledger.records(in: zone) {
                 let exists: Bool
                 if let ends = row.link {
                     exists = try linkExists(ends)
@@ -276,9 +277,9 @@ extension MirrorWrite {
                 }
                 row.forgetServerVersion()
                 row.refusal = nil
-                let keys = schema.entity(named: row.entityName).map { recordKeys(of: $0) } ?? []
-                try setPendingUpload(.save(full: true, keys: Dictionary(uniqueKeysWithValues: keys.map { ($0, now) })), of: &row)
-                try save(row)
+                let keys = schema.entity(named: row.entityName).map { recordKeys($0) } ?? []
+                try ledger.setPending(.save(full: true, keys: Dictionary(uniqueKeysWithValues: keys.map { ($0, now) })), of: &row)
+                try save(row, &effects)
             }
             return
         }
@@ -290,7 +291,7 @@ extension MirrorWrite {
                 // A public object goes up as a new one only if it never went (this user's, saved
                 // before the store first mirrored); one the server has stays as it is there.
                 var row: RecordMetadata
-                if let existing = try db.recordMetadata(name) {
+                if let existing = try ledger.find(name) {
                     guard existing.zone.isPrimary else { continue }
                     row = existing
                 } else {
@@ -298,15 +299,15 @@ extension MirrorWrite {
                 }
                 row.forgetServerVersion()
                 let values = recordValues(snapshot, entity)
-                try setPendingUpload(.save(full: true, keys: Dictionary(uniqueKeysWithValues: values.keys.map { ($0, now) })), of: &row)
-                try save(row)
+                try ledger.setPending(.save(full: true, keys: Dictionary(uniqueKeysWithValues: values.keys.map { ($0, now) })), of: &row)
+                try save(row, &effects)
                 for (relationship, side) in LinkRecords.sides(of: entity, in: schema) where side.isCanonical {
                     for member in try context.relatedIDs(entityName: entity.name, id: snapshot.id, relationship: relationship.name) {
                         let ends = LinkRecords.ends(side, object: snapshot.id, member: member)
                         let linkName = LinkRecords.recordName(ends)
                         seen.insert(linkName)
                         var link: RecordMetadata
-                        if let existing = try db.recordMetadata(linkName) {
+                        if let existing = try ledger.find(linkName) {
                             guard existing.zone.isPrimary else { continue }
                             link = existing
                         } else {
@@ -316,13 +317,13 @@ extension MirrorWrite {
                                 zone: publicEntities.initialZone(of: entity.name))
                         }
                         link.forgetServerVersion()
-                        try setPendingUpload(.save(full: true, keys: [:]), of: &link)
-                        try save(link)
+                        try ledger.setPending(.save(full: true, keys: [:]), of: &link)
+                        try save(link, &effects)
                     }
                 }
             }
         }
-        for row in try db.recordMetadata(in: .primary) where !seen.contains(row.recordName) {
+        for row in try ledger.records(in: .primary) where !seen.contains(row.recordName) {
             try forget(row.recordName)
         }
     }

@@ -43,7 +43,7 @@ extension MirrorWrite {
             return "object \(holder) has the same unique key, and \(entity.name)'s duplicateKeyRule is refuse"
         }
         for holder in holders {
-            guard let row = try db.recordMetadata(holder.uuidString) else { continue }
+            guard let row = try ledger.find(holder.uuidString) else { continue }
             if row.zone != zone {
                 return "object \(holder) of another zone has the same unique key"
             }
@@ -59,16 +59,16 @@ extension MirrorWrite {
     /// and answers the keys the merged object must upload, with when they changed.
     func mergeUniqueKeyHolders(
         _ holders: [UUID], into id: UUID, of entity: EntityDescription, server serverValues: [String: AttributeValue],
-        record: Record, in zone: MirrorZone.Key
+        record: Record, in zone: MirrorZone.Key, _ page: inout FetchedPage, _ effects: inout MirrorEffects
     ) throws -> [String: Date] {
-        let recordKeys = recordKeys(of: entity)
+        let recordKeys = recordKeys(entity)
         var merged = serverValues
         var upload: [String: Date] = [:]
         var referrers: [(entityName: String, id: UUID, relationship: String)] = []
         var members: [(relationship: RelationshipDescription, side: LinkRecords.Side, member: UUID)] = []
         for holder in holders {
             guard let snapshot = try context.fetchSnapshot(entityName: entity.name, id: holder) else { continue }
-            let row = try db.recordMetadata(holder.uuidString)
+            let row = try ledger.find(holder.uuidString)
             let pending = try row?.pendingUpload
             var changes = pending?.changeDates.filter { recordKeys.contains($0.key) } ?? [:]
             if row == nil || pending?.keysToUpload == nil {
@@ -82,7 +82,7 @@ extension MirrorWrite {
                 into: ConflictResolution.Object(entityName: entity.name, id: id), newcomer: holder)
             merged = outcome.merged
             for key in outcome.keysToUpload { upload[key] = changes[key] ?? now }
-            try log(outcome.conflicts)
+            try log(outcome.conflicts, &effects)
 
             referrers += try self.referrers(to: holder, of: entity.name)
             for (relationship, side) in LinkRecords.sides(of: entity, in: schema) {
@@ -92,14 +92,14 @@ extension MirrorWrite {
             }
             // The holder goes first, freeing the key; what referred to it is re-pointed below.
             try context.deleteNullifying(entityName: entity.name, id: holder)
-            try recordLocalChange(.delete, of: holder.uuidString)
-            for link in try db.linkMetadata(of: holder) { try recordLocalChange(.delete, of: link.recordName) }
-            counts.deleted += 1
+            try recordLocalChange(.delete, of: holder.uuidString, &effects)
+            for link in try ledger.links(of: holder) { try recordLocalChange(.delete, of: link.recordName, &effects) }
+            effects.counts.deleted += 1
         }
-        try apply(merged, to: entity, id: id)
+        try apply(merged, to: entity, id: id, page: page, &effects)
         for referrer in referrers where try context.exists(entityName: referrer.entityName, id: referrer.id) {
             try context.update(EntitySnapshot(entityName: referrer.entityName, id: referrer.id, values: [referrer.relationship: .uuid(id)]))
-            try recordLocalChange(.update(keys: [referrer.relationship]), of: referrer.id.uuidString)
+            try recordLocalChange(.update(keys: [referrer.relationship]), of: referrer.id.uuidString, &effects)
         }
         for (relationship, side, member) in members {
             guard !(try context.relatedIDs(entityName: entity.name, id: id, relationship: relationship.name).contains(member)) else {
@@ -108,9 +108,9 @@ extension MirrorWrite {
             try context.addRelated(entityName: entity.name, id: id, relationship: relationship.name, member)
             let ends = LinkRecords.ends(side, object: id, member: member)
             let name = LinkRecords.recordName(ends)
-            var row = try db.recordMetadata(name) ?? RecordMetadata(recordName: name, entityName: LinkRecords.recordType, link: ends, zone: zone)
-            try setPendingUpload(.save(full: true, keys: [:]), of: &row)
-            try save(row)
+            var row = try ledger.find(name) ?? RecordMetadata(recordName: name, entityName: LinkRecords.recordType, link: ends, zone: zone)
+            try ledger.setPending(.save(full: true, keys: [:]), of: &row)
+            try save(row, &effects)
         }
         return upload
     }
@@ -130,14 +130,11 @@ extension MirrorWrite {
     }
 
     /// Records a change this transaction made to an object or link for upload, by the rule a unit
-    /// of work's recording follows (``RecordMetadata/add(_:at:revision:)``).
-    private func recordLocalChange(_ change: PendingUpload.Change, of recordName: String) throws {
-        guard var row = try db.recordMetadata(recordName) else { return }
-        if try row.add(change, at: now, revision: uploadRevision()) {
-            try save(row)
-        } else {
-            try forget(recordName)
-        }
+    /// of work's recording follows (``Ledger/add(_:at:to:)``).
+    private func recordLocalChange(_ change: PendingUpload.Change, of recordName: String, _ effects: inout MirrorEffects) throws {
+        guard var row = try ledger.find(recordName) else { return }
+        try ledger.add(change, at: now, to: &row)
+        effects.wake.insert(row.zone.scope)
     }
 
     /// Whether this device changed a record's constrained fields since the server's version:

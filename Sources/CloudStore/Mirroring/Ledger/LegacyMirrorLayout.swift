@@ -2,17 +2,17 @@ import Foundation
 import GRDB
 
 extension MirrorTables {
-    /// Prepares a store for mirroring, in the caller's transaction: creates the tables, moves a
-    /// store written by the previous mirroring core to this layout (once, see ``LegacyMirrorLayout``),
+    /// Prepares a store for mirroring, in the caller's transaction, once its tables are migrated
+    /// (``migrate(_:)``): moves a store written by the previous mirroring core to this layout
+    /// (once, see ``LegacyMirrorLayout``), gives the primary zone its row (``LegacyMirrorLayout/movePrimaryZoneIntoItsRow(_:named:)``),
     /// and marks the file as requiring the ``PendingUploadRecorder``, so no writer can save changes
     /// that are never uploaded. Answers whether the store mirrors for the first time: its objects
     /// were saved with no recorder, and none of them is an upload yet.
     @discardableResult
-    static func prepare(_ context: WriteContext, store: PersistentStore, schema: Schema) throws -> Bool {
+    static func prepare(_ context: WriteContext, store: PersistentStore, schema: Schema, primaryZone: ZoneID) throws -> Bool {
         let first = try PersistentStore.requiredObserver(context.db) != observerName && !LegacyMirrorLayout.isPresent(context.db)
-        try create(context.db)
         try LegacyMirrorLayout.migrate(context, store: store, schema: schema)
-        try LegacyMirrorLayout.migratePrimaryZoneState(context.db)
+        try LegacyMirrorLayout.movePrimaryZoneIntoItsRow(Ledger(context.db), named: primaryZone)
         try PersistentStore.requireObserver(named: observerName, context.db)
         return first
     }
@@ -44,19 +44,35 @@ enum LegacyMirrorLayout {
         return try db.integer("SELECT 1 FROM cloudstore_mirror_state WHERE key = ?", [.string(exportPositionKey)]) != nil
     }
 
-    /// The primary zone's state was two flags, `zone_saved` and `purged_zone`: they become one
-    /// ``ZoneServerState`` (``MirrorStateKey/primaryZone``).
-    static func migratePrimaryZoneState(_ db: Database) throws {
+    /// Gives the primary zone its row, named as the container names it, once: where it stood on
+    /// the server and the decision the app was asked for come from the state keys that kept them
+    /// (before that, where it stood was two flags, `zone_saved` and `purged_zone`). A container
+    /// that names its zone otherwise than the last one renames the row.
+    static func movePrimaryZoneIntoItsRow(_ ledger: Ledger, named zoneID: ZoneID) throws {
+        if var row = try ledger.primaryZone() {
+            guard row.zoneID != zoneID else { return }
+            try ledger.deleteZone(row.zoneID)
+            row.zoneID = zoneID
+            try ledger.save(row)
+            return
+        }
+        let db = ledger.db
         let flags = try Dictionary(
             Row.fetchAll(db, sql: "SELECT key, value FROM cloudstore_mirror_state WHERE key IN ('zone_saved', 'purged_zone')")
                 .map { row -> (String, Bool) in (row[0], try MirrorTables.decode(Bool.self, row[1])) }
         ) { first, _ in first }
-        guard !flags.isEmpty else { return }
-        if try db.mirrorState(.primaryZone) == nil {
-            let state: ZoneServerState = flags["purged_zone"] == true ? .purged : flags["zone_saved"] == true ? .saved : .unsaved
-            try db.setMirrorState(.primaryZone, encoding: state)
-        }
-        try db.execute(sql: "DELETE FROM cloudstore_mirror_state WHERE key IN ('zone_saved', 'purged_zone')")
+        let flagged: ZoneServerState? =
+            flags.isEmpty ? nil : flags["purged_zone"] == true ? .purged : flags["zone_saved"] == true ? .saved : .unsaved
+        var row = MirrorZone(
+            zoneID: zoneID, role: .primary,
+            serverState: try ledger.state(.primaryZoneBeforeMirror2, as: ZoneServerState.self) ?? flagged ?? .unsaved)
+        row.decision = try ledger.state(.localDataDecisionBeforeMirror2, as: PersistentCloudContainer.LocalDataDecision.self)
+        try ledger.save(row)
+        try db.execute(
+            sql: """
+                DELETE FROM cloudstore_mirror_state
+                WHERE key IN ('zone_saved', 'purged_zone', 'primary_zone', 'primary_zone_name', 'local_data_decision')
+                """)
     }
 
     static func migrate(_ context: WriteContext, store: PersistentStore, schema: Schema) throws {
@@ -73,7 +89,7 @@ enum LegacyMirrorLayout {
                     FROM \(recordTable);
                     DROP TABLE \(recordTable);
                     """)
-            _ = try db.nextUploadRevision()
+            _ = try Ledger(db).revision()
         }
         if try db.tableExists(referenceTable) {
             try db.execute(
@@ -87,7 +103,7 @@ enum LegacyMirrorLayout {
             db, sql: "SELECT value FROM cloudstore_mirror_state WHERE key = ?", arguments: [exportPositionKey])
         else { return }
         let token = try MirrorTables.decode(HistoryToken.self, position)
-        var recording = PendingUploadRecording(context: context, schema: schema, date: Date())
+        var recording = PendingUploadRecording(context: context, schema: schema, recordKeys: RecordKeys(schema), date: Date())
         do {
             try recordHistory(of: store, after: token, into: &recording)
         } catch let error as StoreError where error.code == .historyTokenExpired {
@@ -127,7 +143,7 @@ enum LegacyMirrorLayout {
             let links = Set(LinkRecords.sides(of: entity, in: schema).map(\.0.name))
             for snapshot in try context.fetchSnapshots(entityName: entity.name) {
                 seen.insert(snapshot.id.uuidString)
-                let metadata = try context.db.recordMetadata(snapshot.id.uuidString)
+                let metadata = try recording.ledger.find(snapshot.id.uuidString)
                 let change: HistoryChange.ChangeType
                 var keys = links
                 if let ancestor = try metadata?.ancestor, metadata?.isOnServer == true {
@@ -142,7 +158,7 @@ enum LegacyMirrorLayout {
                         tombstone: [:]))
             }
         }
-        for metadata in try context.db.allRecordMetadata() where metadata.link == nil && !seen.contains(metadata.recordName) {
+        for metadata in try recording.ledger.allRecords() where metadata.link == nil && !seen.contains(metadata.recordName) {
             guard let id = UUID(text: metadata.recordName) else { continue }
             try recording.record(
                 HistoryChange(entityName: metadata.entityName, objectID: id, changeType: .delete, updatedProperties: [], tombstone: [:]))

@@ -2,8 +2,9 @@ import CloudStoreSync
 import Foundation
 import GRDB
 
-extension MirrorTables {
-    /// Where mirroring of a store stands, read from its file.
+/// What the container shows of mirroring (``PersistentCloudContainer/status()``, ``PersistentCloudContainer/syncState(entityName:id:)``,
+/// the encryption status), read from the store: nothing is kept anywhere else.
+enum MirrorStatus {
     /// Fetched records waiting for their key, and those refused (``MirrorWrite/opened(_:of:in:)``).
     static func awaitingDecryptionCounts(_ db: Database) throws -> (waiting: Int, refused: Int) {
         guard try db.tableExists("cloudstore_mirror_awaiting_decryption") else { return (0, 0) }
@@ -46,48 +47,30 @@ extension MirrorTables {
         }
     }
 
+    /// Where mirroring of a store stands, read from its file.
     static func status(_ db: Database) throws -> PersistentCloudContainer.SyncStatus {
-        guard try exists(db) else {
+        guard try MirrorTables.exists(db) else {
             return PersistentCloudContainer.SyncStatus(
                 isMirroring: false, user: nil, isSignedOut: false, pendingUploads: 0, refusedUploads: 0,
                 serverChangeToken: nil, lastImport: nil, lastExport: nil, lastError: nil, conflictCount: 0)
         }
-        let engine = try db.mirrorState(.engineState, as: SyncEngine.State.Serialization.self)
-        let lastError = try db.mirrorState(.lastError, as: String.self).map { message in
-            PersistentCloudContainer.SyncFailure(
-                message: message, date: (try? db.mirrorState(.lastErrorDate, as: Date.self)) ?? Date())
-        }
-        let metadata = try db.tableExists("cloudstore_record_metadata")
+        let ledger = Ledger(db)
+        let engine = try ledger.state(.engineState, as: SyncEngine.State.Serialization.self)
+        let zones = try ledger.zones()
         return PersistentCloudContainer.SyncStatus(
             isMirroring: engine != nil,
-            user: try db.mirrorState(.userRecordName, as: String.self) ?? engine?.user,
-            isSignedOut: try db.mirrorState(.accountStatus, as: String.self) == "signedOut",
-            pendingUploads: metadata ? try db.pendingUploadCount() : 0,
-            refusedUploads: metadata ? try db.refusedUploads().count : 0,
-            retryingUploads: metadata ? try db.retryingUploadCount() : 0,
+            user: try ledger.state(.userRecordName, as: String.self) ?? engine?.user,
+            isSignedOut: try ledger.state(.accountStatus, as: String.self) == "signedOut",
+            pendingUploads: try ledger.pendingCount(),
+            refusedUploads: try ledger.refusals().count,
+            retryingUploads: try ledger.retryingCount(),
             serverChangeToken: engine?.databaseSyncToken,
-            lastImport: try db.mirrorState(.lastImport, as: Date.self),
-            lastExport: try db.mirrorState(.lastExport, as: Date.self), lastError: lastError,
+            lastImport: try ledger.state(.lastImport, as: Date.self),
+            lastExport: try ledger.state(.lastExport, as: Date.self),
+            lastError: try ledger.state(.lastError, as: MirrorFailure.self)?.failure,
             conflictCount: try Int.fetchOne(db, sql: "SELECT count(*) FROM cloudstore_mirror_conflict") ?? 0,
-            localDataDecision: try db.mirrorState(.localDataDecision, as: PersistentCloudContainer.LocalDataDecision.self),
-            endedShares: try db.tableExists("cloudstore_mirror_zone") ? try db.mirrorZones().compactMap(\.ended) : [])
-    }
-
-    /// How many mirrored objects this device holds and how many of their changes wait to go up:
-    /// of the primary zone, or of every zone.
-    static func localDataCounts(_ db: Database, allZones: Bool) throws -> (objects: Int, unsent: Int) {
-        try localDataCounts(db, where: allZones ? "" : " AND zone_name IS NULL", [])
-    }
-
-    /// The same for one zone.
-    static func localDataCounts(_ db: Database, in zone: MirrorZone.Key) throws -> (objects: Int, unsent: Int) {
-        try localDataCounts(db, where: " AND zone_name IS ? AND zone_owner IS ?", [zone.name, zone.owner])
-    }
-
-    private static func localDataCounts(_ db: Database, where zone: String, _ arguments: StatementArguments) throws -> (objects: Int, unsent: Int) {
-        let objects = try Int.fetchOne(db, sql: "SELECT count(*) FROM cloudstore_record_metadata WHERE link_source IS NULL" + zone, arguments: arguments) ?? 0
-        let unsent = try Int.fetchOne(db, sql: "SELECT count(*) FROM cloudstore_record_metadata WHERE pending_upload IS NOT NULL" + zone, arguments: arguments) ?? 0
-        return (objects, unsent)
+            localDataDecision: zones.first { $0.role == .primary }?.decision,
+            endedShares: zones.filter { $0.role != .primary }.compactMap(\.decision))
     }
 
     /// Where the record `recordName` of `zone` lives and what the current user may do with it.
@@ -102,12 +85,12 @@ extension MirrorTables {
             // Another user's public object is theirs to change; this user's own (or one not
             // fetched back yet, so this device's) is this user's.
             let creator = try db.publicCreator(of: recordName)
-            let user = try db.mirrorState(.userRecordName, as: String.self)
+            let user = try Ledger(db).state(.userRecordName, as: String.self)
             let owner = creator == user ? nil : creator
             return PersistentCloudContainer.ObjectSharing(
                 zoneID: zoneID, owner: owner, permission: owner == nil ? .readWrite : .readOnly, isShared: false)
         }
-        let row = try db.mirrorZone(zoneID)
+        let row = try Ledger(db).zone(zoneID)
         return PersistentCloudContainer.ObjectSharing(
             zoneID: zoneID, owner: zone.owner, permission: zone.owner == nil ? .readWrite : row?.permission ?? .readOnly,
             isShared: zone.owner != nil || row?.share != nil)
@@ -116,19 +99,19 @@ extension MirrorTables {
     /// What mirroring knows of one object, from its record's metadata; nil when there is none, or
     /// the record is of another entity.
     static func syncState(_ db: Database, entityName: String, id: UUID, primary: ZoneID) throws -> PersistentCloudContainer.ObjectSyncState? {
-        guard let row = try db.recordMetadata(id.uuidString), row.link == nil, row.entityName == entityName else { return nil }
+        guard let row = try Ledger(db).find(id.uuidString), row.link == nil, row.entityName == entityName else { return nil }
         return try syncState(of: row, id: id, db, primary: primary)
     }
 
     /// The objects whose pending upload the server refused, by record name.
     static func refusedUploads(_ db: Database, primary: ZoneID) throws -> [PersistentCloudContainer.ObjectSyncState] {
-        try objectStates(of: db.refusedRecordMetadata(), db, primary: primary)
+        try objectStates(of: Ledger(db).refusedRecords(), db, primary: primary)
     }
 
     /// The objects whose pending upload the server refused or did not take at its last attempt,
     /// by record name.
     static func failedUploads(_ db: Database, primary: ZoneID) throws -> [PersistentCloudContainer.ObjectSyncState] {
-        try objectStates(of: db.failedRecordMetadata(), db, primary: primary)
+        try objectStates(of: Ledger(db).failedRecords(), db, primary: primary)
     }
 
     /// The states of the objects among `rows` (links left out).
@@ -156,12 +139,13 @@ extension MirrorTables {
             pendingUpload: upload, refusal: row.refusal, retry: row.retry)
     }
 
-    /// This device's identifier, made (a UUID) the first time the store mirrors.
+    /// This device's identifier, made (a UUID) the first time the store mirrors; the mirror's
+    /// tables are migrated already (``MirrorTables/migrate(_:)``).
     static func deviceID(_ db: Database) throws -> String {
-        try create(db)
-        if let id = try db.mirrorState(.deviceID, as: String.self) { return id }
+        let ledger = Ledger(db)
+        if let id = try ledger.state(.deviceID, as: String.self) { return id }
         let id = UUID().uuidString
-        try db.setMirrorState(.deviceID, encoding: id)
+        try ledger.setState(.deviceID, encoding: id)
         return id
     }
 }

@@ -8,8 +8,8 @@ import GRDB
 /// - `cloudstore_record_metadata`: one row per record this device knows on the server or has to
 ///   upload (``RecordMetadata``): the queue of pending uploads, with the server's refusal or the
 ///   last attempts' error of each that failed.
-/// - `cloudstore_mirror_state`: key → value (the sync engine's tokens, the account, the zone, the
-///   last import and export, the upload revision counter).
+/// - `cloudstore_mirror_state`: key → value (the sync engines' states, the account, the last import,
+///   export and failure, the upload revision counter; ``MirrorStateKey``).
 /// - `cloudstore_mirror_unresolved_reference`: to-one references whose target has not arrived yet.
 /// - `cloudstore_mirror_conflict`: the conflict log, every value that lost.
 /// - `cloudstore_mirror_foreign_record`: records of types this schema does not know, kept verbatim.
@@ -23,8 +23,9 @@ import GRDB
 ///   the primary zone's name and for the owner of the user's own zones), the sealed file this
 ///   device last sealed or opened (its checksum) and the plain bytes it holds of it: a version of
 ///   the record whose field still names that file neither downloads nor opens it again.
-/// - `cloudstore_mirror_zone`: the zones mirrored besides the primary one (``MirrorZone``): owned
-///   shares and zones shared with this user, with their share records and pending share changes.
+/// - `cloudstore_mirror_zone`: the zones mirrored (``MirrorZone``): the primary zone, owned shares
+///   and zones shared with this user, with where each stands on the server, the decision the app
+///   is asked about its local data, and a share's record and pending change.
 /// - `cloudstore_mirror_zone_key`: the zone key records fetched from shared zones (``ZoneKeyRecord``),
 ///   as the server holds them (wrapped, granted: no key in the clear), which the keyring learns
 ///   its keys from; they go with their zone's row.
@@ -36,7 +37,25 @@ enum MirrorTables {
     /// The unit-of-work observer a mirrored store requires (``PendingUploadRecorder``).
     static let observerName = "cloudstore.mirroring"
 
-    static func create(_ db: Database) throws {
+    /// The tables' migrations, in order (GRDB's `DatabaseMigrator`, whose `grdb_migrations` table
+    /// records which ran). Each runs once, in a transaction of its own, before a container starts
+    /// mirroring the store; a store opened for inspection is read only once all of them ran
+    /// (``checkReadable(_:path:)``).
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("mirror-1") { db in try createFirstLayout(db) }
+        migrator.registerMigration("mirror-2-zone-rows") { db in try keepZoneFactsInZoneRows(db) }
+        return migrator
+    }
+
+    /// Brings the tables to their layout before this migrator: they are created where missing, and
+    /// a store an earlier version wrote gains the columns added since, NULL in its rows. A store from
+    /// before sharing has every record in the primary zone (no zone name or owner); one from before
+    /// a share's end waited for the app has no zone waiting (`ended`); one from before the times of
+    /// server versions were kept knows none (`server_modified`); one from before uploads' retries
+    /// were kept knows none (`retry`); one from before the creation times of copies were kept knows
+    /// none (`server_created`, `written_here`).
+    private static func createFirstLayout(_ db: Database) throws {
         try db.execute(
             sql: """
                 CREATE TABLE IF NOT EXISTS cloudstore_mirror_state (key TEXT PRIMARY KEY NOT NULL, value BLOB);
@@ -142,8 +161,17 @@ enum MirrorTables {
                     record_name TEXT PRIMARY KEY NOT NULL,
                     creator TEXT NOT NULL);
                 """)
-        for added in try missingColumns(db) {
-            try db.execute(sql: "ALTER TABLE \(added.table) ADD COLUMN \(added.column) \(added.type)")
+        let addedColumns = [
+            ("cloudstore_record_metadata", "zone_name", "TEXT"),
+            ("cloudstore_record_metadata", "zone_owner", "TEXT"),
+            ("cloudstore_mirror_zone", "ended", "BLOB"),
+            ("cloudstore_record_metadata", "server_modified", "INTEGER"),
+            ("cloudstore_record_metadata", "retry", "BLOB"),
+            ("cloudstore_record_metadata", "server_created", "INTEGER"),
+            ("cloudstore_record_metadata", "written_here", "INTEGER NOT NULL DEFAULT 0"),
+        ]
+        for (table, column, type) in addedColumns where try !db.columns(in: table).contains(where: { $0.name == column }) {
+            try db.execute(sql: "ALTER TABLE \(table) ADD COLUMN \(column) \(type)")
         }
         try db.execute(
             sql: """
@@ -152,53 +180,51 @@ enum MirrorTables {
                 """)
     }
 
-    /// A column added to a metadata table after the table's first layout.
-    struct AddedColumn: Hashable {
-        var table: String
-        var column: String
-        var type: String
+    /// Each zone's facts in its row: where it stands on the server (`server_state`, for the shares'
+    /// zones a Bool `saved` before), the decision the app is asked about its local data
+    /// (`decision`, `ended` before: only a share's end), the server's refusal of its last share
+    /// change (`share_refusal`, kept in memory before). The primary zone gets a row of its own
+    /// when a container opens the store (``LegacyMirrorLayout/movePrimaryZoneIntoItsRow(_:named:)``),
+    /// which knows its name. The last failure keeps its code and retry time (`last_error`, a
+    /// message and a date under two keys before).
+    private static func keepZoneFactsInZoneRows(_ db: Database) throws {
+        try db.execute(
+            sql: """
+                ALTER TABLE cloudstore_mirror_zone ADD COLUMN server_state TEXT NOT NULL DEFAULT 'saved';
+                UPDATE cloudstore_mirror_zone SET server_state = CASE WHEN saved THEN 'saved' ELSE 'unsaved' END;
+                ALTER TABLE cloudstore_mirror_zone DROP COLUMN saved;
+                ALTER TABLE cloudstore_mirror_zone RENAME COLUMN ended TO decision;
+                ALTER TABLE cloudstore_mirror_zone ADD COLUMN share_refusal BLOB;
+                """)
+        let ledger = Ledger(db)
+        if let message = try ledger.state(.lastError, as: String.self) {
+            let date = try ledger.state(.lastErrorDateBeforeMirror2, as: Date.self) ?? Date()
+            try ledger.setState(.lastError, encoding: MirrorFailure(PersistentCloudContainer.SyncFailure(message: message, date: date)))
+        }
+        try ledger.setState(.lastErrorDateBeforeMirror2, nil)
     }
 
-    /// The columns added after the tables' first layout, in the order they came; each is NULL in
-    /// the rows of a store from before it. A store from before sharing has every record in the
-    /// primary zone (no zone name or owner); one from before a share's end waited for the app has
-    /// no zone waiting (`ended`); one from before the times of server versions were kept knows
-    /// none (`server_modified`); one from before uploads' retries were kept knows none (`retry`);
-    /// one from before the creation times of copies were kept knows none (`server_created`,
-    /// `written_here`).
-    static let addedColumns = [
-        AddedColumn(table: "cloudstore_record_metadata", column: "zone_name", type: "TEXT"),
-        AddedColumn(table: "cloudstore_record_metadata", column: "zone_owner", type: "TEXT"),
-        AddedColumn(table: "cloudstore_mirror_zone", column: "ended", type: "BLOB"),
-        AddedColumn(table: "cloudstore_record_metadata", column: "server_modified", type: "INTEGER"),
-        AddedColumn(table: "cloudstore_record_metadata", column: "retry", type: "BLOB"),
-        AddedColumn(table: "cloudstore_record_metadata", column: "server_created", type: "INTEGER"),
-        AddedColumn(table: "cloudstore_record_metadata", column: "written_here", type: "INTEGER NOT NULL DEFAULT 0"),
-    ]
-
-    /// The ``addedColumns`` the store's tables lack: what opening it in a container adds.
-    static func missingColumns(_ db: Database) throws -> [AddedColumn] {
-        var present: [String: Set<String>] = [:]
-        for table in Set(addedColumns.map(\.table)) {
-            present[table] = try db.tableExists(table) ? Set(try db.columns(in: table).map(\.name)) : []
-        }
-        return addedColumns.filter { present[$0.table]?.contains($0.column) != true }
+    /// Brings the mirror's tables up to date, each migration in a transaction of its own: called
+    /// before a container starts mirroring the store.
+    static func migrate(_ store: PersistentStore) throws {
+        try store.withStoreErrors("preparing the mirror's tables") { try migrator.migrate(store.pool) }
     }
 
     /// Throws ``StoreError/Code/needsUpgrade`` when a store opened for inspection has metadata a
-    /// container has to bring up to date first: the previous release's layout, or tables that
-    /// lack columns this version reads (``addedColumns``).
+    /// container has to bring up to date first: the previous release's layout, or tables a
+    /// migration this version reads has not reached yet (``migrator``).
     static func checkReadable(_ db: Database, path: String) throws {
         if try LegacyMirrorLayout.isPresent(db) {
             throw StoreError(
                 .needsUpgrade,
                 "\(path) holds mirroring metadata in the layout of the previous CloudStore release, whose unsent changes are counted as pending uploads only once a PersistentCloudContainer has opened the store; open it through its container once, then read its status")
         }
-        let missing = try exists(db) ? try missingColumns(db) : []
+        guard try exists(db) else { return }
+        let missing = try Set(migrator.migrations).subtracting(migrator.appliedIdentifiers(db))
         if !missing.isEmpty {
             throw StoreError(
                 .needsUpgrade,
-                "\(path) holds mirroring metadata of an earlier CloudStore version, without \(missing.map { "\($0.table).\($0.column)" }.joined(separator: ", ")); open it through its container once (which adds them), then read it")
+                "\(path) holds mirroring metadata of an earlier CloudStore version (it lacks \(missing.sorted().joined(separator: ", "))); open it through its container once, which brings it up to date, then read it")
         }
     }
 
@@ -224,66 +250,72 @@ enum MirrorTables {
 
 /// Keys of `cloudstore_mirror_state`.
 enum MirrorStateKey: String {
-    /// The sync engine's `State.Serialization`, as JSON: tokens and zone bookkeeping.
+    /// The private database engine's `State.Serialization`, as JSON: tokens and zone bookkeeping.
     case engineState = "engine_state"
+    /// The shared database engine's `State.Serialization`.
+    case sharedEngineState = "shared_engine_state"
+    /// The public database engine's `State.Serialization`.
+    case publicEngineState = "public_engine_state"
     /// The user record name the mirrored data belongs to.
     case userRecordName = "user"
-    /// Where the primary zone stands on the server (``ZoneServerState``).
-    case primaryZone = "primary_zone"
-    /// The shared database engine's `State.Serialization` (the private one's is ``engineState``).
-    case sharedEngineState = "shared_engine_state"
+    /// When an import last ended without a failure.
     case lastImport = "last_import"
+    /// When an export last ended without a failure.
     case lastExport = "last_export"
+    /// The last failure (``MirrorFailure``), until it is past (``MirrorFailure/isPast(lastImport:lastExport:pendingUploads:)``).
     case lastError = "last_error"
-    case lastErrorDate = "last_error_date"
     /// "signedOut" while the server rejects the credentials.
     case accountStatus = "account_status"
     /// This device's identifier, sent with every request.
     case deviceID = "device_id"
-    /// The last upload revision handed out (``Database/nextUploadRevision()``).
+    /// The last upload revision handed out (``Ledger/revision()``).
     case uploadRevision = "upload_revision"
-    /// The ``PersistentCloudContainer/LocalDataDecision`` the app is asked for, until it decides.
-    case localDataDecision = "local_data_decision"
-    /// The primary zone's name, for the recorder of another process's plain store.
-    case primaryZoneName = "primary_zone_name"
-    /// The public database engine's `State.Serialization`.
-    case publicEngineState = "public_engine_state"
     /// The entities mirrored in the public database (sorted names), for the recorder of another
     /// process's plain store.
     case publicEntities = "public_entities"
+    /// Where the primary zone stood on the server before it had a row (``ZoneServerState``).
+    case primaryZoneBeforeMirror2 = "primary_zone"
+    /// The decision the app was asked for before the primary zone had a row.
+    case localDataDecisionBeforeMirror2 = "local_data_decision"
+    /// When the last failure happened, before ``lastError`` kept it.
+    case lastErrorDateBeforeMirror2 = "last_error_date"
+}
+
+/// The last failure as the store keeps it (``MirrorStateKey/lastError``), written in the
+/// transaction that learns it.
+struct MirrorFailure: Codable, Sendable, Hashable {
+    var code: String?
+    var message: String
+    var retryAfter: Double?
+    var recordName: String?
+    var date: Date
+
+    init(_ failure: PersistentCloudContainer.SyncFailure) {
+        code = failure.code?.rawValue
+        message = failure.message
+        retryAfter = failure.retryAfter
+        recordName = failure.recordName
+        date = failure.date
+    }
+
+    var failure: PersistentCloudContainer.SyncFailure {
+        PersistentCloudContainer.SyncFailure(
+            code: code.flatMap(ServerErrorCode.init(rawValue:)), message: message, retryAfter: retryAfter, recordName: recordName,
+            date: date)
+    }
+
+    /// Whether the failure is past: since it happened, an import ended without a failure, and an
+    /// export did too or nothing waits to go up.
+    func isPast(lastImport: Date?, lastExport: Date?, pendingUploads: Int) -> Bool {
+        guard let lastImport, lastImport > date else { return false }
+        return pendingUploads == 0 || (lastExport.map { $0 > date } ?? false)
+    }
 }
 
 extension Database {
-    func mirrorState(_ key: MirrorStateKey) throws -> Data? {
-        try Data.fetchOne(
-            cachedStatement(sql: "SELECT value FROM cloudstore_mirror_state WHERE key = ?"), arguments: [key.rawValue])
-    }
-
-    func setMirrorState(_ key: MirrorStateKey, _ value: Data?) throws {
-        if let value {
-            try cachedStatement(sql: "INSERT OR REPLACE INTO cloudstore_mirror_state (key, value) VALUES (?, ?)")
-                .execute(arguments: [key.rawValue, value])
-        } else {
-            try cachedStatement(sql: "DELETE FROM cloudstore_mirror_state WHERE key = ?").execute(arguments: [key.rawValue])
-        }
-    }
-
-    func mirrorState<T: Decodable>(_ key: MirrorStateKey, as type: T.Type) throws -> T? {
-        try mirrorState(key).map { try MirrorTables.decode(type, $0) }
-    }
-
-    func setMirrorState<T: Encodable>(_ key: MirrorStateKey, encoding value: T?) throws {
-        try setMirrorState(key, value.map { try MirrorTables.encode($0) })
-    }
-
     /// Whether a fetched record waits aside for a unique key (``MirrorWrite/applyKeptAside()``).
     func hasKeptAside() throws -> Bool {
         try integer("SELECT 1 FROM cloudstore_mirror_kept_aside LIMIT 1") != nil
-    }
-
-    /// Where the primary zone stands on the server; unsaved until a save or a fetch said otherwise.
-    func primaryZoneState() throws -> ZoneServerState {
-        try mirrorState(.primaryZone, as: ZoneServerState.self) ?? .unsaved
     }
 }
 

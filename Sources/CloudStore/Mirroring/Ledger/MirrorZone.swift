@@ -3,9 +3,9 @@ import Foundation
 import GRDB
 import GRDBSQLite
 
-/// A zone the store mirrors besides its primary zone: one row of `cloudstore_mirror_zone`.
+/// A zone the store mirrors: one row of `cloudstore_mirror_zone`.
 ///
-/// The primary zone (the options' `zoneName`, the schema's name by default) holds every object
+/// The **primary** zone (the options' `zoneName`, the schema's name by default) holds every object
 /// that is not shared. Sharing adds zones (<doc:Sharing>):
 ///
 /// - an **owned share**: a zone of this user's private database that holds one shared object graph
@@ -15,9 +15,11 @@ import GRDBSQLite
 ///   this user accepted its share. Its ``permission`` decides what local saves may change there.
 ///
 /// A zone is named as the sync engine of its database names it: an owned zone without an owner, a
-/// zone shared with this user with its owner (``zoneID``).
+/// zone shared with this user with its owner (``zoneID``). Record metadata names the primary zone
+/// with no name at all (``Key/primary``), so a store opened with another zone name keeps its records.
 struct MirrorZone: Sendable, Hashable {
     enum Role: String, Sendable {
+        case primary
         case ownedShare
         case sharedWithMe
     }
@@ -31,16 +33,35 @@ struct MirrorZone: Sendable, Hashable {
     var share: Record?
     /// A change of the share this device has not uploaded yet.
     var pendingShare: PendingShareChange?
-    /// Whether the zone is on the server (an owned share's zone is created by the first upload).
-    var saved: Bool
+    /// Where the zone stands on the server, as far as this device knows: an owned zone is created
+    /// by the first upload into it; a zone shared with this user is on the server.
+    var serverState: ZoneServerState
     /// The object the share was made from (owned shares, on the device that shared it).
     var root: ObjectKey?
-    /// The zone went away on the server while this device held unsent changes of it: what the
-    /// app is asked (``PersistentCloudContainer/LocalDataDecision/Reason/shareEnded``). Its
-    /// uploads wait until the app decides.
-    var ended: PersistentCloudContainer.LocalDataDecision?
+    /// What the app is asked about the zone's local data, until it decides
+    /// (``PersistentCloudContainer/LocalDataDecision``): for the primary zone, its deletion or
+    /// purge on the server or another user's credentials; for a share's zone, its end while this
+    /// device held unsent changes of it. The zone's uploads wait meanwhile.
+    var decision: PersistentCloudContainer.LocalDataDecision?
+    /// Why the server refused the last change of the share for good, until the call that made
+    /// it reads it.
+    var shareRefusal: ServerError?
 
-    var key: MirrorZone.Key { Key(zoneID) }
+    init(
+        zoneID: ZoneID, role: Role, permission: SharePermission? = nil, share: Record? = nil,
+        pendingShare: PendingShareChange? = nil, serverState: ZoneServerState, root: ObjectKey? = nil
+    ) {
+        self.zoneID = zoneID
+        self.role = role
+        self.permission = permission
+        self.share = share
+        self.pendingShare = pendingShare
+        self.serverState = serverState
+        self.root = root
+    }
+
+    /// How record metadata names the zone.
+    var key: MirrorZone.Key { role == .primary ? .primary : Key(zoneID) }
 
     /// How record metadata names a zone: nil for the primary zone, else the zone's name and owner.
     struct Key: Hashable, Sendable {
@@ -122,9 +143,8 @@ struct MirrorZone: Sendable, Hashable {
     }
 }
 
-/// Where a zone of the private database stands on the server, as far as this device knows: the
-/// primary zone's is stored as ``MirrorStateKey/primaryZone``, an owned share's as its row's
-/// ``MirrorZone/saved``. The engine is asked to save a zone only while it ``needsSave``.
+/// Where a zone of the private database stands on the server, as far as this device knows
+/// (``MirrorZone/serverState``). The engine is asked to save a zone only while it ``needsSave``.
 enum ZoneServerState: String, Sendable, Hashable, Codable, CaseIterable {
     /// Not on the server: saved before the next upload into it.
     case unsaved
@@ -158,45 +178,6 @@ enum PendingShareChange: Hashable, Sendable, Codable {
 }
 
 extension Database {
-    func mirrorZones() throws -> [MirrorZone] {
-        try Row.fetchAll(cachedStatement(sql: "SELECT \(MirrorZone.columns) FROM cloudstore_mirror_zone ORDER BY zone_owner, zone_name"))
-            .map(MirrorZone.init(row:))
-    }
-
-    func mirrorZone(_ zoneID: ZoneID) throws -> MirrorZone? {
-        try Row.fetchOne(
-            cachedStatement(
-                sql: "SELECT \(MirrorZone.columns) FROM cloudstore_mirror_zone WHERE zone_name = ? AND zone_owner = ?"),
-            arguments: [zoneID.zoneName, zoneID.ownerRecordName ?? ""]
-        ).map(MirrorZone.init(row:))
-    }
-
-    func save(_ zone: MirrorZone) throws {
-        try cachedStatement(
-            sql: """
-                INSERT OR REPLACE INTO cloudstore_mirror_zone
-                (zone_name, zone_owner, role, permission, share, pending_share, saved, root_entity, root_id, ended)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """
-        ).execute(arguments: [
-            zone.zoneID.zoneName, zone.zoneID.ownerRecordName ?? "", zone.role.rawValue, zone.permission?.rawValue,
-            try zone.share.map { try MirrorTables.encode($0) }, try zone.pendingShare.map { try MirrorTables.encode($0) },
-            zone.saved, zone.root?.entityName, zone.root?.id.uuidString, try zone.ended.map { try MirrorTables.encode($0) },
-        ])
-    }
-
-    /// Deletes a zone's row and its zone key records; every zone's when `zoneID` is nil.
-    func deleteMirrorZone(_ zoneID: ZoneID?) throws {
-        guard let zoneID else {
-            try execute(sql: "DELETE FROM cloudstore_mirror_zone; DELETE FROM cloudstore_mirror_zone_key")
-            return
-        }
-        for table in ["cloudstore_mirror_zone", "cloudstore_mirror_zone_key"] {
-            try execute(
-                sql: "DELETE FROM \(table) WHERE zone_name = ? AND zone_owner = ?", arguments: [zoneID.zoneName, zoneID.ownerRecordName ?? ""])
-        }
-    }
-
     /// Keeps a zone key record fetched from the zone (``ZoneKeyRecord``).
     func saveZoneKeyRecord(_ record: Record, in zoneID: ZoneID) throws {
         try execute(
@@ -215,7 +196,8 @@ extension Database {
 }
 
 extension MirrorZone {
-    static let columns = "zone_name, zone_owner, role, permission, share, pending_share, saved, root_entity, root_id, ended"
+    static let columns =
+        "zone_name, zone_owner, role, permission, share, pending_share, server_state, root_entity, root_id, decision, share_refusal"
 
     init(row: Row) throws {
         zoneID = ZoneID(storedName: row[0], owner: row[1])
@@ -223,11 +205,12 @@ extension MirrorZone {
         permission = (row[3] as String?).flatMap(SharePermission.init(rawValue:))
         share = try (row[4] as Data?).map { try MirrorTables.decode(Record.self, $0) }
         pendingShare = try (row[5] as Data?).map { try MirrorTables.decode(PendingShareChange.self, $0) }
-        saved = row[6]
+        serverState = ZoneServerState(rawValue: row[6]) ?? .saved
         if let entity = row[7] as String?, let id = (row[8] as String?).flatMap(UUID.init(text:)) {
             root = ObjectKey(entityName: entity, id: id)
         }
-        ended = try (row[9] as Data?).map { try MirrorTables.decode(PersistentCloudContainer.LocalDataDecision.self, $0) }
+        decision = try (row[9] as Data?).map { try MirrorTables.decode(PersistentCloudContainer.LocalDataDecision.self, $0) }
+        shareRefusal = try (row[10] as Data?).map { try MirrorTables.decode(ServerError.self, $0) }
     }
 }
 
@@ -244,55 +227,6 @@ struct MovedRecord: Sendable, Hashable {
     /// That version's values (JSON of attribute values), the ancestor of that merge.
     var ancestor: Data?
     var uploadRevision: Int64
-}
-
-extension Database {
-    /// Notes that `recordName` must be deleted from `zone` (replacing an earlier note for that zone).
-    func addMovedRecord(_ moved: MovedRecord) throws {
-        try deleteMovedRecord(moved.recordName, from: moved.zone)
-        try execute(
-            sql: """
-                INSERT INTO cloudstore_mirror_moved_record
-                (record_name, zone_name, zone_owner, change_tag, ancestor, upload_revision) VALUES (?, ?, ?, ?, ?, ?)
-                """,
-            arguments: [moved.recordName, moved.zone.name, moved.zone.owner, moved.changeTag, moved.ancestor, moved.uploadRevision])
-    }
-
-    /// Forgets a delete from a zone: acknowledged, or the object moved back in.
-    func deleteMovedRecord(_ recordName: String, from zone: MirrorZone.Key) throws {
-        try cachedStatement(
-            sql: "DELETE FROM cloudstore_mirror_moved_record WHERE record_name = ? AND zone_name IS ? AND zone_owner IS ?"
-        ).execute(arguments: [recordName, zone.name, zone.owner])
-    }
-
-    /// Whether a delete of `recordName` from `zone` is pending.
-    func hasMovedRecord(_ recordName: String, from zone: MirrorZone.Key) throws -> Bool {
-        try Bool.fetchOne(
-            cachedStatement(
-                sql: "SELECT 1 FROM cloudstore_mirror_moved_record WHERE record_name = ? AND zone_name IS ? AND zone_owner IS ?"),
-            arguments: [recordName, zone.name, zone.owner]) ?? false
-    }
-
-    /// The deletes of moved records to send through the database of `scope`, in upload order.
-    func movedRecords(scope: DatabaseScope, limit: Int) throws -> [MovedRecord] {
-        try movedRecords(
-            MovedRecord.select + "\(MirrorZone.Key.ownerCondition(scope)) ORDER BY upload_revision, sequence LIMIT ?",
-            [.int64(Int64(limit))])
-    }
-
-    /// The pending delete of `recordName` from `zone`, if any.
-    func movedRecord(_ recordName: String, from zone: MirrorZone.Key) throws -> MovedRecord? {
-        try movedRecords(
-            MovedRecord.selectInZone, [.string(recordName), .string(orNull: zone.name), .string(orNull: zone.owner)]
-        ).first
-    }
-
-    /// The rows a query of ``MovedRecord/select`` answers, read from the statement's columns.
-    private func movedRecords(_ sql: String, _ arguments: [AttributeValue]) throws -> [MovedRecord] {
-        var rows: [MovedRecord] = []
-        try each(sql, arguments) { rows.append(MovedRecord(statement: $0)) }
-        return rows
-    }
 }
 
 extension MovedRecord {

@@ -12,92 +12,30 @@ import Synchronization
 /// records itself.
 struct PendingUploadRecorder: UnitOfWorkObserver {
     let schema: Schema
-    let primaryZone: ZoneID
+    let recordKeys: RecordKeys
     let publicEntities: PublicEntities
-    let signal: PendingUploadSignal
+    /// The engines to wake once a save committed uploads; nil for another process's plain store.
+    let wake: EngineWake?
 
     var name: String { MirrorTables.observerName }
 
     /// The recorder of a store instance that writes a mirrored file without mirroring it (another
-    /// process's plain `PersistentStore`): it records as the container does, into the zone the
-    /// container named in the file, and wakes no engine (the mirroring process notices the commit).
+    /// process's plain `PersistentStore`): it records as the container does, and wakes no engine
+    /// (the mirroring process notices the commit).
     static func forOtherWriter(of db: Database, schema: Schema) throws -> PendingUploadRecorder {
-        let zone = ZoneID(zoneName: try db.mirrorState(.primaryZoneName, as: String.self) ?? schema.name)
-        return PendingUploadRecorder(
-            schema: schema, primaryZone: zone, publicEntities: try .stored(in: db), signal: PendingUploadSignal())
+        PendingUploadRecorder(schema: schema, recordKeys: RecordKeys(schema), publicEntities: try .stored(in: db), wake: nil)
     }
 
     func unitOfWorkWillCommit(_ unitOfWork: CommittingUnitOfWork) throws {
         guard unitOfWork.author != MirrorAuthor.import else { return }
-        var recording = PendingUploadRecording(context: unitOfWork.context, schema: schema, date: unitOfWork.date)
-        recording.primaryZone = primaryZone
-        recording.publicEntities = publicEntities
+        var recording = PendingUploadRecording(
+            context: unitOfWork.context, schema: schema, recordKeys: recordKeys, publicEntities: publicEntities, date: unitOfWork.date)
         for change in unitOfWork.changes { try recording.record(change) }
         try recording.finish()
-        guard recording.hasRecorded else { return }
-        let (signal, scopes) = (signal, recording.scopes)
-        unitOfWork.db.afterNextTransaction { _ in signal.uploadsPending(in: scopes) }
-    }
-}
-
-/// Tells the sync engines that uploads are pending, from any thread: after a save committed some,
-/// or a mirroring transaction did. Before a zone of the private database is on the server (the
-/// primary zone, a new share's zone) it also asks for the zone to be saved first.
-///
-/// Which zones need a save is a copy of what the store keeps (``ZoneServerState``), set only once
-/// the transaction that stored it committed (``MirrorWrite/zonesToSave``); the engine's
-/// pending zone saves are requests made from this copy, never a record of their own.
-final class PendingUploadSignal: Sendable {
-    private struct Target {
-        var states: [DatabaseScope: SyncEngine.State] = [:]
-        /// Zones of the private database not on the server yet.
-        var unsaved: Set<ZoneID> = []
-        /// Zones not to save whatever they hold: one deleted on the server while the app decides.
-        var held: Set<ZoneID> = []
-    }
-
-    private let target: Mutex<Target>
-
-    init() {
-        target = Mutex(Target())
-    }
-
-    /// The engine of a database to tell, once it exists. Zone saves its saved state still asks
-    /// for are dropped: this signal asks for those that are needed.
-    func attach(_ state: SyncEngine.State, scope: DatabaseScope) {
-        let saves = state.pendingDatabaseChanges.filter { if case .saveZone = $0 { true } else { false } }
-        state.remove(pendingDatabaseChanges: saves)
-        target.withLock { $0.states[scope] = state }
-    }
-
-    /// Whether a zone of the private database needs a save before the next upload into it, as
-    /// the transaction that just committed stored it.
-    func setNeedsSave(_ zoneID: ZoneID, _ needsSave: Bool) {
-        let state = target.withLock { target in
-            if needsSave { target.unsaved.insert(zoneID) } else { target.unsaved.remove(zoneID) }
-            return target.states[.private]
-        }
-        if !needsSave { state?.remove(pendingDatabaseChanges: [.saveZone(zoneID)]) }
-    }
-
-    /// Holds a zone's saves (or lets them go again).
-    func setZoneHeld(_ zoneID: ZoneID, _ held: Bool) {
-        let state = target.withLock { target in
-            if held { target.held.insert(zoneID) } else { target.held.remove(zoneID) }
-            return target.states[.private]
-        }
-        if held { state?.remove(pendingDatabaseChanges: [.saveZone(zoneID)]) }
-    }
-
-    func uploadsPending(in scopes: Set<DatabaseScope> = Set(DatabaseScope.allCases)) {
-        let (states, saveZones) = target.withLock { target in (target.states, target.unsaved.subtracting(target.held)) }
-        for scope in scopes {
-            guard let state = states[scope] else { continue }
-            if scope == .private, !saveZones.isEmpty {
-                state.add(pendingDatabaseChanges: saveZones.sorted { $0.zoneName < $1.zoneName }.map { .saveZone($0) })
-            }
-            state.hasPendingUntrackedChanges = true
-        }
+        guard let wake, !recording.scopes.isEmpty else { return }
+        // The zones to save first are read in this transaction, from their rows.
+        let (scopes, zones) = (recording.scopes, recording.scopes.contains(.private) ? try recording.ledger.zonesToSave() : [])
+        unitOfWork.db.afterNextTransaction { _ in wake.wake(scopes, saving: zones) }
     }
 }
 
@@ -105,16 +43,16 @@ final class PendingUploadSignal: Sendable {
 /// then the links of the many-to-many relationships it touched, compared with the mirrored ones.
 struct PendingUploadRecording {
     let context: WriteContext
+    /// The record metadata, in the unit of work's transaction.
+    let ledger: Ledger
     let schema: Schema
+    let recordKeys: RecordKeys
+    /// The entities mirrored in the public database: their new objects go there.
+    let publicEntities: PublicEntities
     /// When the changes being recorded were made (the edit times `lastWriterWins` compares).
     var date: Date
-    /// The primary zone, to name it in errors.
-    var primaryZone = ZoneID(zoneName: "")
-    /// The entities mirrored in the public database: their new objects go there.
-    var publicEntities = PublicEntities.none
     /// The current user as the store last heard it, read when a public object is changed.
     private var userRecordName: String??
-    private var revision: Int64?
     private var dirtyLinks: Set<DirtyLinks> = []
     /// Objects inserted, and objects given another holder (``ShareGraph/holders(of:in:)``): their
     /// zone is decided once every change is recorded.
@@ -122,9 +60,7 @@ struct PendingUploadRecording {
     private var reparented: [ObjectKey] = []
     /// The zones this store mirrors besides the primary one, read when first needed.
     private var zones: [MirrorZone.Key: MirrorZone]?
-    /// Whether any pending upload was written.
-    private(set) var hasRecorded = false
-    /// The databases the recorded uploads go through.
+    /// The databases the recorded uploads go through; empty when nothing was recorded.
     private(set) var scopes: Set<DatabaseScope> = []
 
     /// A many-to-many relationship of one object whose links may differ from the mirrored ones.
@@ -135,21 +71,23 @@ struct PendingUploadRecording {
         var side: LinkRecords.Side
     }
 
-    init(context: WriteContext, schema: Schema, date: Date) {
+    init(context: WriteContext, schema: Schema, recordKeys: RecordKeys, publicEntities: PublicEntities = .none, date: Date) {
         self.context = context
+        self.ledger = Ledger(context.db)
         self.schema = schema
+        self.recordKeys = recordKeys
+        self.publicEntities = publicEntities
         self.date = date
     }
 
     private var db: Database { context.db }
-    private var recordKeys = RecordKeysCache()
 
     /// Records what one local change of an object makes pending.
     mutating func record(_ change: HistoryChange) throws {
         guard let entity = schema.entity(named: change.entityName), entity.isMirrored else { return }
         let recordName = change.objectID.uuidString
         var metadata =
-            try db.recordMetadata(recordName)
+            try ledger.find(recordName)
             ?? RecordMetadata(recordName: recordName, entityName: entity.name, zone: publicEntities.initialZone(of: entity.name))
         let object = ObjectKey(entityName: entity.name, id: change.objectID)
         try checkWritable(object, in: metadata.zone)
@@ -157,7 +95,7 @@ struct PendingUploadRecording {
         let local: PendingUpload.Change
         switch change.changeType {
         case .insert:
-            local = .insert(keys: recordKeys.keys(of: entity))
+            local = .insert(keys: recordKeys(entity))
             inserted.append(object)
             for (relationship, side) in linkSides {
                 dirtyLinks.insert(DirtyLinks(entity: entity.name, id: change.objectID, relationship: relationship.name, side: side))
@@ -166,7 +104,7 @@ struct PendingUploadRecording {
             for (relationship, side) in linkSides where change.updatedProperties.contains(relationship.name) {
                 dirtyLinks.insert(DirtyLinks(entity: entity.name, id: change.objectID, relationship: relationship.name, side: side))
             }
-            let keys = change.updatedProperties.intersection(recordKeys.keys(of: entity))
+            let keys = change.updatedProperties.intersection(recordKeys(entity))
             guard !keys.isEmpty else { return }
             if ShareGraph.holders(of: entity, in: schema).contains(where: { keys.contains($0.name) }) {
                 reparented.append(object)
@@ -180,7 +118,7 @@ struct PendingUploadRecording {
             local = .delete
             try stopSharingIfRoot(object, in: metadata.zone)
             try db.removeUnresolvedReferences(of: entity.name, id: change.objectID)
-            for var link in try db.linkMetadata(of: change.objectID) where try link.pendingUpload != .delete {
+            for var link in try ledger.links(of: change.objectID) where try link.pendingUpload != .delete {
                 try add(.delete, to: &link)
             }
         }
@@ -209,7 +147,7 @@ struct PendingUploadRecording {
             changed = false
             rounds += 1
             for object in inserted {
-                guard let zone = try context.holderZone(of: object, in: schema, db: db), let row = try db.recordMetadata(object.id.uuidString),
+                guard let zone = try context.holderZone(of: object, in: schema, ledger: ledger), let row = try ledger.find(object.id.uuidString),
                     row.zone != zone
                 else { continue }
                 try checkWritable(object, in: zone)
@@ -218,7 +156,8 @@ struct PendingUploadRecording {
             }
         }
         for object in reparented {
-            guard let zone = try context.holderZone(of: object, in: schema, db: db), let row = try db.recordMetadata(object.id.uuidString), row.zone != zone
+            guard let zone = try context.holderZone(of: object, in: schema, ledger: ledger), let row = try ledger.find(object.id.uuidString),
+                row.zone != zone
             else { continue }
             let graph = try context.shareGraph(of: object, in: schema)
             for member in graph { try checkWritable(member, in: zone) }
@@ -228,10 +167,8 @@ struct PendingUploadRecording {
     }
 
     private mutating func move(_ objects: [ObjectKey], to zone: MirrorZone.Key) throws {
-        let revision = try nextRevision()
-        try ZoneMove(db: db, schema: schema, date: date, revision: { revision }).move(objects, to: zone)
+        try ZoneMove(ledger: ledger, recordKeys: recordKeys, schema: schema, date: date).move(objects, to: zone)
         scopes.insert(zone.scope)
-        hasRecorded = true
     }
 
     /// Deleting the object a share of this user's was made of stops that share, as
@@ -242,10 +179,9 @@ struct PendingUploadRecording {
             shared.root == object, shared.pendingShare != .delete
         else { return }
         shared.pendingShare = .delete
-        try db.save(shared)
+        try ledger.save(shared)
         zones?[zone] = shared
         scopes.insert(zone.scope)
-        hasRecorded = true
     }
 
     /// Throws when `zone` is shared with this user read-only, or when the object is another
@@ -254,7 +190,7 @@ struct PendingUploadRecording {
         guard zone.owner != nil else { return }
         if zone == .publicDatabase {
             guard let creator = try db.publicCreator(of: object.id.uuidString) else { return }
-            if userRecordName == nil { userRecordName = .some(try db.mirrorState(.userRecordName, as: String.self)) }
+            if userRecordName == nil { userRecordName = .some(try ledger.state(.userRecordName, as: String.self)) }
             guard let user = userRecordName ?? nil, user != creator else { return }
             throw ContainerError.notCreator(entityName: object.entityName, id: object.id, creator: creator)
         }
@@ -265,30 +201,16 @@ struct PendingUploadRecording {
     /// The zones the store mirrors besides the primary one, read once per unit of work.
     private mutating func mirroredZones() throws -> [MirrorZone.Key: MirrorZone] {
         if let zones { return zones }
-        let read = Dictionary(try db.mirrorZones().map { ($0.key, $0) }) { first, _ in first }
+        let read = Dictionary(try ledger.sharedZones().map { ($0.key, $0) }) { first, _ in first }
         zones = read
         return read
     }
 
     /// Adds one local change to a record's pending upload and stores the metadata (or forgets a
-    /// record that never left the device and has nothing left to upload).
+    /// record that never left the device and has nothing left to upload): ``Ledger/add(_:at:to:)``.
     private mutating func add(_ change: PendingUpload.Change, to metadata: inout RecordMetadata) throws {
-        let revision = try nextRevision()
-        let stays = try metadata.add(change, at: date, revision: revision)
+        try ledger.add(change, at: date, to: &metadata)
         scopes.insert(metadata.zone.scope)
-        if stays {
-            try db.save(metadata)
-        } else {
-            try db.deleteRecordMetadata(metadata.recordName)
-        }
-        hasRecorded = true
-    }
-
-    private mutating func nextRevision() throws -> Int64 {
-        if let revision { return revision }
-        let next = try db.nextUploadRevision()
-        revision = next
-        return next
     }
 
     /// Makes the mirrored links of one object's many-to-many relationship match its local links.
@@ -300,7 +222,7 @@ struct PendingUploadRecording {
         let current =
             exists ? Set(try context.relatedIDs(entityName: entity.name, id: links.id, relationship: links.relationship)) : []
         var mirrored: [UUID: RecordMetadata] = [:]
-        for row in try db.linkMetadata(of: links.id) where try row.pendingUpload != .delete {
+        for row in try ledger.links(of: links.id) where try row.pendingUpload != .delete {
             guard let ends = row.link, ends.relationship == links.side.key else { continue }
             if links.side.isCanonical, ends.source == links.id { mirrored[ends.target] = row }
             if !links.side.isCanonical, ends.target == links.id { mirrored[ends.source] = row }
@@ -308,9 +230,9 @@ struct PendingUploadRecording {
         for member in current where mirrored[member] == nil {
             let ends = LinkRecords.ends(links.side, object: links.id, member: member)
             let name = LinkRecords.recordName(ends)
-            let zone = try mirroredZones().isEmpty && publicEntities.isEmpty ? .primary : db.linkZone(ends)
+            let zone = try mirroredZones().isEmpty && publicEntities.isEmpty ? .primary : ledger.linkZone(ends)
             try checkWritable(ObjectKey(entityName: entity.name, id: links.id), in: zone)
-            var row = try db.recordMetadata(name)
+            var row = try ledger.find(name)
                 ?? RecordMetadata(recordName: name, entityName: LinkRecords.recordType, link: ends, zone: zone)
             try add(.insert(keys: []), to: &row)
         }

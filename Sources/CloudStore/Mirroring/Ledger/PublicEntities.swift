@@ -21,7 +21,7 @@ struct PublicEntities: Sendable, Hashable {
     /// The entities a container checked and stored in the file (``MirrorStateKey/publicEntities``),
     /// for the recorder of another process's plain store.
     static func stored(in db: Database) throws -> PublicEntities {
-        PublicEntities(checked: Set(try db.mirrorState(.publicEntities, as: [String].self) ?? []))
+        PublicEntities(checked: Set(try Ledger(db).state(.publicEntities, as: [String].self) ?? []))
     }
 
     /// Checks `names` against `schema`.

@@ -161,165 +161,14 @@ struct RecordMetadata: Sendable {
     }
 }
 
-extension Database {
-    func recordMetadata(_ recordName: String) throws -> RecordMetadata? {
-        try recordMetadata(RecordMetadata.selectByName, [.string(recordName)]).first
-    }
-
-    /// The metadata rows a query of ``RecordMetadata/select`` answers, read from the statement's
-    /// columns (not through GRDB's `Row`, which cost more than the read itself on the hot paths).
-    private func recordMetadata(_ sql: String, _ arguments: [AttributeValue] = []) throws -> [RecordMetadata] {
-        var rows: [RecordMetadata] = []
-        try each(sql, arguments) { rows.append(try RecordMetadata(statement: $0)) }
-        return rows
-    }
-
-    func allRecordMetadata() throws -> [RecordMetadata] {
-        try recordMetadata(RecordMetadata.select + "1")
-    }
-
-    /// The metadata of every record of one zone.
-    func recordMetadata(in zone: MirrorZone.Key) throws -> [RecordMetadata] {
-        try recordMetadata(RecordMetadata.select + "zone_name IS ? AND zone_owner IS ?", [.string(orNull: zone.name), .string(orNull: zone.owner)])
-    }
-
-    /// The next pending uploads to send through the database of `scope`, in upload order, leaving
-    /// out refused ones and those `skip` names (by record name, entity and zone, asked before the rest of
-    /// the row is decoded), and whether more follow them. Rows are read one by one until `limit`
-    /// are taken, so what is skipped (a batch in flight, say) never crowds out what comes after it.
-    func pendingUploads(
-        limit: Int, scope: DatabaseScope = .private,
-        skipping skip: (_ recordName: String, _ entityName: String, _ zone: MirrorZone.Key) -> Bool
-    ) throws -> (uploads: [RecordMetadata], hasMore: Bool) {
-        guard limit > 0 else { return ([], false) }
-        var uploads: [RecordMetadata] = []
-        var hasMore = false
-        let sql = RecordMetadata.select + """
-            pending_upload IS NOT NULL AND refusal IS NULL AND \(MirrorZone.Key.ownerCondition(scope))
-            ORDER BY upload_revision, record_name
-            """
-        try eachWhile(sql, []) { statement in
-            guard !skip(columnText(statement, 0), columnText(statement, 1), RecordMetadata.zone(statement)) else { return true }
-            guard uploads.count < limit else {
-                hasMore = true
-                return false
-            }
-            uploads.append(try RecordMetadata(statement: statement))
-            return true
-        }
-        return (uploads, hasMore)
-    }
-
-    /// The records whose create was handed to the sync engine and never answered (possibly on the
-    /// server, no change tag) and that still have a save to upload, or whose copy in a zone their
-    /// object moved out of is such a create, with the database each goes through:
-    /// ``UnheardCreates`` holds them back until a fetch covered them.
-    func unheardCreateNames() throws -> [(name: String, scope: DatabaseScope)] {
-        func scope(_ row: Row) -> DatabaseScope { MirrorZone.Key.scope(owner: row["zone_owner"]) }
-        let creates = try Row.fetchAll(
-            self,
-            sql: """
-                SELECT record_name, pending_upload, zone_owner FROM cloudstore_record_metadata
-                WHERE may_be_on_server = 1 AND change_tag IS NULL AND pending_upload IS NOT NULL
-                """
-        ).compactMap { row in
-            let upload = try MirrorTables.decode(PendingUpload.self, row["pending_upload"])
-            return upload == .delete ? nil : (name: row["record_name"] as String, scope: scope(row))
-        }
-        guard try tableExists("cloudstore_mirror_moved_record") else { return creates }
-        let leftBehind = try Row.fetchAll(
-            self, sql: "SELECT record_name, zone_owner FROM cloudstore_mirror_moved_record WHERE change_tag IS NULL"
-        ).map { row in (name: row["record_name"] as String, scope: scope(row)) }
-        return creates + leftBehind
-    }
-
-    /// Pending uploads of objects of `entities` (those that wait for an encryption key, say).
-    func pendingUploadCount(of entities: Set<String>) throws -> Int {
-        guard !entities.isEmpty else { return 0 }
-        let placeholders = Array(repeating: "?", count: entities.count).joined(separator: ", ")
-        return try Int.fetchOne(
-            self,
-            sql: "SELECT count(*) FROM cloudstore_record_metadata WHERE pending_upload IS NOT NULL AND refusal IS NULL AND entity IN (\(placeholders))",
-            arguments: StatementArguments(entities.sorted())) ?? 0
-    }
-
-    /// How many uploads are pending, not counting the ones the server refused: records, deletes
-    /// from zones objects moved out of, and share changes.
-    func pendingUploadCount() throws -> Int {
-        let records =
-            try Int.fetchOne(
-                self, sql: "SELECT count(*) FROM cloudstore_record_metadata WHERE pending_upload IS NOT NULL AND refusal IS NULL"
-            ) ?? 0
-        // A store that mirrored before sharing, opened for inspection, has no sharing tables yet.
-        guard try tableExists("cloudstore_mirror_zone") else { return records }
-        let moved = try Int.fetchOne(self, sql: "SELECT count(*) FROM cloudstore_mirror_moved_record") ?? 0
-        let shares = try Int.fetchOne(self, sql: "SELECT count(*) FROM cloudstore_mirror_zone WHERE pending_share IS NOT NULL") ?? 0
-        return records + moved + shares
-    }
-
-    /// The pending uploads the server refused for good, by record name.
-    func refusedUploads() throws -> [String: ServerError] {
-        Dictionary(uniqueKeysWithValues: try refusedRecordMetadata().compactMap { row in row.refusal.map { (row.recordName, $0) } })
-    }
-
-    /// The metadata of the records whose pending upload the server refused for good, by record name.
-    func refusedRecordMetadata() throws -> [RecordMetadata] {
-        try recordMetadata(RecordMetadata.select + "pending_upload IS NOT NULL AND refusal IS NOT NULL ORDER BY record_name")
-    }
-
-    /// The metadata of the records whose pending upload the server refused for good or did not
-    /// take at its last attempt (``RecordMetadata/retry``), by record name.
-    func failedRecordMetadata() throws -> [RecordMetadata] {
-        try recordMetadata(
-            RecordMetadata.select + "pending_upload IS NOT NULL AND (refusal IS NOT NULL OR retry IS NOT NULL) ORDER BY record_name")
-    }
-
-    /// How many pending uploads the server did not take at their last attempt and will be sent
-    /// again (not refused).
-    func retryingUploadCount() throws -> Int {
-        try Int.fetchOne(
-            self,
-            sql: "SELECT count(*) FROM cloudstore_record_metadata WHERE pending_upload IS NOT NULL AND refusal IS NULL AND retry IS NOT NULL"
-        ) ?? 0
-    }
-
-    /// Stores how a record's pending upload failed so far (nil: clears it), if its row is in
-    /// `zone`; nothing else of the row changes, so the engine is not told of uploads again.
-    func setUploadRetry(_ retry: PersistentCloudContainer.ObjectSyncState.UploadRetry?, of recordName: String, in zone: MirrorZone.Key) throws {
-        try cachedStatement(
-            sql: "UPDATE cloudstore_record_metadata SET retry = ? WHERE record_name = ? AND zone_name IS ? AND zone_owner IS ?"
-        ).execute(arguments: [try retry.map { try MirrorTables.encode($0) }, recordName, zone.name, zone.owner])
-    }
-
-    /// The names of the records of a zone that are on the server with nothing to upload here
-    /// (`isOnServer` and no pending upload) and that `include` accepts, read with a cursor: only the names,
-    /// never every record of the store at once.
-    func settledRecordNames(in zone: MirrorZone.Key, where include: (String) -> Bool) throws -> [String] {
-        let names = try String.fetchCursor(
-            self,
-            sql: """
-                SELECT record_name FROM cloudstore_record_metadata
-                WHERE change_tag IS NOT NULL AND pending_upload IS NULL AND zone_name IS ? AND zone_owner IS ?
-                """,
-            arguments: [zone.name, zone.owner])
-        var included: [String] = []
-        while let name = try names.next() {
-            if include(name) { included.append(name) }
-        }
-        return included
-    }
-
-    /// The link records of an object: those whose source or target it is.
-    func linkMetadata(of id: UUID) throws -> [RecordMetadata] {
-        try recordMetadata(RecordMetadata.select + "link_source = ? OR link_target = ?", [.uuid(id), .uuid(id)])
-    }
-
+extension Ledger {
+    /// Stores a record's metadata.
     func save(_ metadata: RecordMetadata) throws {
         // Bound through the C API (``run(_:_:)``): GRDB's `StatementArguments` cost a quarter of
         // this write on the hot paths (a save's pending upload, an acknowledgement, an import).
         func blob(_ data: Data?) -> AttributeValue { data.map(AttributeValue.data) ?? .null }
         func integer(_ value: Int64?) -> AttributeValue { value.map(AttributeValue.int64) ?? .null }
-        try run(
+        try db.run(
             """
             INSERT OR REPLACE INTO cloudstore_record_metadata
             (record_name, entity, change_tag, may_be_on_server, ancestor, unknown_fields, pending_upload,
@@ -338,31 +187,6 @@ extension Database {
                 blob(try metadata.retry.map { try MirrorTables.encode($0) }), integer(metadata.serverCreated),
                 .bool(metadata.writtenHere),
             ])
-    }
-
-    /// Notes that the record may be on the server from now on (it is being handed to the engine).
-    func markMayBeOnServer(_ recordName: String) throws {
-        try cachedStatement(sql: "UPDATE cloudstore_record_metadata SET may_be_on_server = 1 WHERE record_name = ?")
-            .execute(arguments: [recordName])
-    }
-
-    /// Marks a record whose create is handed out as possibly on the server, with the values it
-    /// carries as its ancestor (JSON of attribute values).
-    func markMayBeOnServer(_ recordName: String, ancestor: Data) throws {
-        try cachedStatement(sql: "UPDATE cloudstore_record_metadata SET may_be_on_server = 1, ancestor = ? WHERE record_name = ?")
-            .execute(arguments: [ancestor, recordName])
-    }
-
-    func deleteRecordMetadata(_ recordName: String) throws {
-        try cachedStatement(sql: "DELETE FROM cloudstore_record_metadata WHERE record_name = ?").execute(arguments: [recordName])
-    }
-
-    /// The next upload revision: a store-wide counter in `cloudstore_mirror_state`, one per
-    /// transaction that changes pending uploads.
-    func nextUploadRevision() throws -> Int64 {
-        let next = (try mirrorState(.uploadRevision, as: Int64.self) ?? 0) + 1
-        try setMirrorState(.uploadRevision, encoding: next)
-        return next
     }
 }
 

@@ -94,21 +94,23 @@ enum LinkRecords {
 
 extension EntityDescription {
     /// The attributes and to-one relationships: the fields of the entity's records. Built on each
-    /// call: code that asks once per record keeps a ``RecordKeysCache``.
+    /// call: code that asks once per record reads the schema's ``RecordKeys`` instead.
     var recordKeys: Set<String> {
         Set(attributes.map(\.name) + toOneRelationships.map(\.name))
     }
 }
 
-/// The ``EntityDescription/recordKeys`` of each entity, built once per unit of work (an
-/// acknowledgement, an import or a save asks for them once per record).
-struct RecordKeysCache {
-    private var byEntity: [String: Set<String>] = [:]
+/// The ``EntityDescription/recordKeys`` of each entity of a schema, built once (a mirror builds
+/// them when it is made; an acknowledgement, an import or a save asks for them once per record).
+struct RecordKeys: Sendable {
+    private let byEntity: [String: Set<String>]
 
-    mutating func keys(of entity: EntityDescription) -> Set<String> {
-        if let keys = byEntity[entity.name] { return keys }
-        let keys = entity.recordKeys
-        byEntity[entity.name] = keys
-        return keys
+    init(_ schema: Schema) {
+        byEntity = Dictionary(schema.entities.map { ($0.name, $0.recordKeys) }) { first, _ in first }
+    }
+
+    /// The fields of `entity`'s records.
+    func callAsFunction(_ entity: EntityDescription) -> Set<String> {
+        byEntity[entity.name] ?? entity.recordKeys
     }
 }

@@ -17,21 +17,21 @@ extension CloudMirror {
         }
         // With encrypted attributes, the participants get the zone's key: checked before anything
         // moves; a change that removes someone rotates the key before the server removes them.
-        let existing = try await store.read { try $0.db.mirrorZone(zoneID) }
+        let existing = try await store.read { try Ledger($0.db).zone(zoneID) }
         let keys = try await zoneKeyPlan(for: existing, participants: Set(participants.keys), publicPermission: publicPermission)
-        let rotatesFirst = existing?.saved == true && keys.map { if case .rotate = $0.plan { true } else { false } } == true
+        let rotatesFirst = existing?.serverState == .saved && keys.map { if case .rotate = $0.plan { true } else { false } } == true
         if let keys, rotatesFirst { try await applyZoneKeyPlan(keys.plan, keys: keys.keys, in: zoneID) }
         let schema = schema
         let change = PendingShareChange.save(participants: participants, publicPermission: publicPermission, title: title)
-        try await transaction { transaction in
-            let context = transaction.context
+        try await perform { write, effects in
+            let context = write.context
             guard try context.exists(entityName: root.entityName, id: root.id) else {
                 throw ContainerError.sharing(
                     "\(root.entityName) \(root.id.uuidString) does not exist in this store: save it before sharing it")
             }
             let graph = try context.shareGraph(of: root, in: schema)
             for member in graph {
-                let zone = try transaction.db.recordMetadata(member.id.uuidString)?.zone ?? .primary
+                let zone = try write.ledger.find(member.id.uuidString)?.zone ?? .primary
                 if let owner = zone.owner {
                     throw ContainerError.sharing(
                         "\(member.entityName) \(member.id.uuidString) is shared with you by \(owner): only its owner can share it")
@@ -42,14 +42,11 @@ extension CloudMirror {
                 }
             }
             var zone =
-                try transaction.db.mirrorZone(zoneID)
-                ?? MirrorZone(
-                    zoneID: zoneID, role: .ownedShare, permission: .readWrite, share: nil, pendingShare: nil, saved: false,
-                    root: root)
+                try write.ledger.zone(zoneID)
+                ?? MirrorZone(zoneID: zoneID, role: .ownedShare, permission: .readWrite, serverState: .unsaved, root: root)
             zone.pendingShare = change
-            try transaction.save(zone)
-            try transaction.move(graph, to: zone.key)
-            transaction.hasPendingShareChanges = true
+            try write.save(zone, &effects)
+            try write.move(graph, to: zone.key, &effects)
         }
         logger.notice("sharing an object", metadata: ["zone": "\(zoneID)", "record": "\(root.id)", "count": "\(participants.count)"])
         let zone = try await sendShareChange(in: zoneID, scope: .private, timeout: timeout)
@@ -64,7 +61,7 @@ extension CloudMirror {
         _ zoneID: ZoneID, timeout: Duration, _ change: @escaping @Sendable (MirrorZone) throws -> PendingShareChange
     ) async throws -> MirrorZone {
         guard engine != nil else { throw ContainerError.localOnly }
-        if zoneID.ownerRecordName == nil, let zone = try await store.read({ try $0.db.mirrorZone(zoneID) }) {
+        if zoneID.ownerRecordName == nil, let zone = try await store.read({ try Ledger($0.db).zone(zoneID) }) {
             // With encrypted attributes: the key is granted, or rotated, before the server
             // removes anyone, so what is written after the removal is sealed with a key they lack.
             let (next, publicPermission): (Set<String>?, SharePermission) =
@@ -76,13 +73,13 @@ extension CloudMirror {
                 try await applyZoneKeyPlan(keys.plan, keys: keys.keys, in: zoneID)
             }
         }
-        try await transaction { transaction in
-            guard var zone = try transaction.db.mirrorZone(zoneID) else {
+        try await perform { write, effects in
+            guard var zone = try write.ledger.zone(zoneID) else {
                 throw ContainerError.sharing("this store has no share in zone \(zoneID): list its shares with shares()")
             }
             zone.pendingShare = try change(zone)
-            try transaction.save(zone)
-            transaction.hasPendingShareChanges = true
+            zone.shareRefusal = nil
+            try write.save(zone, &effects)
         }
         return try await sendShareChange(in: zoneID, scope: zoneID.ownerRecordName == nil ? .private : .shared, timeout: timeout)
     }
@@ -90,8 +87,8 @@ extension CloudMirror {
     /// Joins a share by its short GUID: the server adds this user, the zone is mirrored through the
     /// shared database from now on, and its objects are fetched before this returns.
     func acceptShare(shortGUID: String) async throws -> MirrorZone {
-        try checkCanSync()
-        guard let shared = engines[.shared] else { throw ContainerError.localOnly }
+        try await checkCanSync()
+        guard let shared = engines[.shared]?.engine else { throw ContainerError.localOnly }
         let answer = try await shared.database.acceptShares(ShareAcceptRequest(shortGUIDs: [shortGUID]))
         guard let result = answer.results.first else {
             throw ContainerError.sharing("the server answered no result for share \(shortGUID); try again")
@@ -100,16 +97,16 @@ extension CloudMirror {
             throw ContainerError.sharing(
                 "the share \(shortGUID) could not be accepted: \(result.reason ?? result.serverErrorCode?.rawValue ?? "no reason given")")
         }
-        try await transaction { transaction in
-            try transaction.adoptZone(zoneID)
+        try await perform { write, effects in
+            try write.adoptZone(zoneID, &effects)
             var share = record
             share.recordName = ShareMetadata.zoneShareRecordName
             share.zoneID = zoneID
-            try transaction.applyShareRecord(share)
+            try write.applyShareRecord(share, &effects)
         }
         logger.notice("accepted a share", metadata: ["zone": "\(zoneID)"])
         try await fetchNow()
-        guard let zone = try await store.read({ try $0.db.mirrorZone(zoneID) }) else {
+        guard let zone = try await store.read({ try Ledger($0.db).zone(zoneID) }) else {
             throw ContainerError.sharing("the share \(shortGUID) was accepted but its zone \(zoneID) went away meanwhile")
         }
         return zone
@@ -129,12 +126,18 @@ extension CloudMirror {
     /// Sends until the share change of `zoneID` is on the server, retrying transient failures
     /// until `timeout`; answers the zone as it is then.
     private func sendShareChange(in zoneID: ZoneID, scope: DatabaseScope, timeout: Duration) async throws -> MirrorZone {
-        try checkCanSync()
-        guard let engine = engines[scope] else { throw ContainerError.localOnly }
+        try await checkCanSync()
+        guard let engine = engines[scope]?.engine else { throw ContainerError.localOnly }
         return try await retrying(timeout: timeout) {
-            try await self.containerErrors { try await engine.sendChanges() }
-            let zone = try await self.store.read { try $0.db.mirrorZone(zoneID) }
-            if let refusal = self.takeShareRefusal(zoneID) {
+            try await self.containerErrors { try await engine.sendChanges(SyncEngine.SendChangesOptions()) }
+            let zone = try await self.store.read { try Ledger($0.db).zone(zoneID) }
+            if let refusal = zone?.shareRefusal {
+                // Read once: the zone's row forgets it.
+                try await self.perform { write, _ in
+                    guard var row = try write.ledger.zone(zoneID) else { return }
+                    row.shareRefusal = nil
+                    try write.ledger.save(row)
+                }
                 throw ContainerError.sharing(
                     "the server refused the share of zone \(zoneID): \(refusal.reason ?? refusal.serverErrorCode.rawValue)")
             }

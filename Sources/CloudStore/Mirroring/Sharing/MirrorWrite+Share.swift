@@ -9,7 +9,7 @@ extension MirrorWrite {
     /// its participants, or its delete (stop sharing, leave).
     func prepareShareUploads(scope: DatabaseScope, skipping: Set<RecordID>) throws -> [PreparedUpload] {
         var prepared: [PreparedUpload] = []
-        for zone in try db.mirrorZones() where zone.key.scope == scope {
+        for zone in try ledger.sharedZones() where zone.key.scope == scope {
             guard let change = zone.pendingShare else { continue }
             let recordID = RecordID(recordName: ShareMetadata.zoneShareRecordName, zoneID: zone.zoneID)
             guard !skipping.contains(recordID) else { continue }
@@ -38,52 +38,55 @@ extension MirrorWrite {
     /// The server saved a share record this device sent: it is the share from now on (its short
     /// GUID, participants and their statuses), and the change is no longer pending unless another
     /// was made meanwhile.
-    func acknowledgeShareSave(_ record: Record, sent: SentUpload?) throws {
-        guard var zone = try db.mirrorZone(record.recordID.zoneID) else { return }
-        try noteShareChange(from: zone.share, to: record, in: zone, removedHere: true)
+    func acknowledgeShareSave(_ record: Record, sent: SentUpload?, _ effects: inout MirrorEffects) throws {
+        guard var zone = try ledger.zone(record.recordID.zoneID) else { return }
+        try noteShareChange(from: zone.share, to: record, in: zone, removedHere: true, &effects)
         zone.share = record
-        zone.saved = true
+        zone.serverState = .saved
         if zone.pendingShare == sent?.share { zone.pendingShare = nil }
-        try save(zone)
-        counts.saved += 1
+        try save(zone, &effects)
+        effects.zonesNotToSave.append(zone.zoneID)
+        effects.counts.saved += 1
     }
 
     /// The server deleted a share record this device sent: the owner stopped sharing (the zone and
     /// its objects stay, unshared), or this participant left (the zone's copy goes when the next
     /// fetch reports it unshared).
-    func acknowledgeShareDelete(in zoneID: ZoneID, sent: SentUpload?) throws {
-        guard var zone = try db.mirrorZone(zoneID) else { return }
+    func acknowledgeShareDelete(in zoneID: ZoneID, sent: SentUpload?, _ effects: inout MirrorEffects) throws {
+        guard var zone = try ledger.zone(zoneID) else { return }
         if zone.pendingShare == sent?.share { zone.pendingShare = nil }
         if zone.role == .ownedShare, zone.pendingShare == nil {
-            try noteShareChange(from: zone.share, to: nil, in: zone, removedHere: true)
+            try noteShareChange(from: zone.share, to: nil, in: zone, removedHere: true, &effects)
             zone.share = nil
         }
-        try save(zone)
-        counts.deleted += 1
+        try save(zone, &effects)
+        effects.counts.deleted += 1
     }
 
     /// The server refused a share record's save: a newer version (participants accepted or left
     /// meanwhile) is taken as the base and the change stays pending, to go again with its tag;
-    /// anything else is recorded as a refusal of the share change.
-    func resolveFailedShareSave(_ record: Record, error: ServerError) throws {
-        guard var zone = try db.mirrorZone(record.recordID.zoneID) else { return }
+    /// anything else is a refusal of the share change, kept in the zone's row for the call that
+    /// made it (``MirrorZone/shareRefusal``) and recorded as the last failure.
+    func resolveFailedShareSave(_ record: Record, error: ServerError, _ effects: inout MirrorEffects) throws {
+        guard var zone = try ledger.zone(record.recordID.zoneID) else { return }
         switch error.serverErrorCode {
         case .conflict, .exists:
             if let server = error.serverRecord, !server.deleted {
-                try noteShareChange(from: zone.share, to: server, in: zone, removedHere: false)
+                try noteShareChange(from: zone.share, to: server, in: zone, removedHere: false, &effects)
                 zone.share = server
             } else {
                 zone.share = nil
             }
-            try save(zone)
-            hasPendingShareChanges = true
+            try save(zone, &effects)
         default:
             // Refused for good (an unknown user, too many participants): the change is dropped and
             // the failure reported; the share stays as the server has it.
             zone.pendingShare = nil
-            try save(zone)
-            refusedShares[zone.zoneID] = error
-            counts.failed += 1
+            zone.shareRefusal = error
+            try save(zone, &effects)
+            try recordFailure(PersistentCloudContainer.SyncFailure(error), &effects)
+            logger.error("the server refused a share change", metadata: ["zone": "\(zone.zoneID)", "error": "\(error)"])
+            effects.counts.failed += 1
         }
     }
 
@@ -93,39 +96,37 @@ extension MirrorWrite {
     /// share made on another device of this user, or a zone shared with this user. Nil for the
     /// primary zone and for zones that are not this store's (``MirrorZone/isMirrorable(_:)``).
     @discardableResult
-    func adoptZone(_ zoneID: ZoneID) throws -> MirrorZone? {
+    func adoptZone(_ zoneID: ZoneID, _ effects: inout MirrorEffects) throws -> MirrorZone? {
         guard zoneID != self.zoneID else { return nil }
-        if let zone = try db.mirrorZone(zoneID) { return zone }
+        if let zone = try ledger.zone(zoneID) { return zone }
         guard MirrorZone.isMirrorable(zoneID, primary: self.zoneID) else { return nil }
-        let zone = MirrorZone(
-            zoneID: zoneID, role: zoneID.ownerRecordName == nil ? .ownedShare : .sharedWithMe, permission: nil, share: nil,
-            pendingShare: nil, saved: true, root: nil)
-        try save(zone)
+        let zone = MirrorZone(zoneID: zoneID, role: zoneID.ownerRecordName == nil ? .ownedShare : .sharedWithMe, serverState: .saved)
+        try save(zone, &effects)
         return zone
     }
 
     /// A share record fetched from its zone: the participants as they are now (who joined or left
     /// is recorded as share activity), and for a zone shared with this user, their permission.
-    func applyShareRecord(_ record: Record) throws {
+    func applyShareRecord(_ record: Record, _ effects: inout MirrorEffects) throws {
         let zoneID = record.recordID.zoneID
-        guard var zone = try adoptZone(zoneID) else { return }
+        guard var zone = try adoptZone(zoneID, &effects) else { return }
         if record.recordChangeTag != nil, record.recordChangeTag == zone.share?.recordChangeTag { return }
-        try noteShareChange(from: zone.share, to: record, in: zone, removedHere: false)
+        try noteShareChange(from: zone.share, to: record, in: zone, removedHere: false, &effects)
         zone.share = record
         if zone.role == .sharedWithMe, let permission = currentUserPermission(in: record) {
             zone.permission = permission
         }
-        try save(zone)
-        counts.saved += 1
+        try save(zone, &effects)
+        effects.counts.saved += 1
     }
 
     /// The share record's tombstone: the owner stopped sharing the zone.
-    func applyShareDeletion(in zoneID: ZoneID) throws {
-        guard var zone = try db.mirrorZone(zoneID), zone.share != nil else { return }
-        try noteShareChange(from: zone.share, to: nil, in: zone, removedHere: false)
+    func applyShareDeletion(in zoneID: ZoneID, _ effects: inout MirrorEffects) throws {
+        guard var zone = try ledger.zone(zoneID), zone.share != nil else { return }
+        try noteShareChange(from: zone.share, to: nil, in: zone, removedHere: false, &effects)
         zone.share = nil
-        try save(zone)
-        counts.deleted += 1
+        try save(zone, &effects)
+        effects.counts.deleted += 1
     }
 
     /// The current user's permission as a share record states it.
@@ -136,22 +137,26 @@ extension MirrorWrite {
     }
 
     /// Records who joined, left, was invited or changed permission between two versions of a share.
-    private func noteShareChange(from old: Record?, to new: Record?, in zone: MirrorZone, removedHere: Bool) throws {
+    private func noteShareChange(
+        from old: Record?, to new: Record?, in zone: MirrorZone, removedHere: Bool, _ effects: inout MirrorEffects
+    ) throws {
+        var activity: [PersistentCloudContainer.ShareActivity] = []
         for change in ShareActivity.changes(from: old?.share, to: new?.share, removedHere: removedHere) {
-            var activity = change
-            activity.date = now
-            activity.zoneID = zone.zoneID
-            activity.sequence = try db.log(activity)
-            self.activity.append(activity)
+            var entry = change
+            entry.date = now
+            entry.zoneID = zone.zoneID
+            entry.sequence = try db.log(entry)
+            activity.append(entry)
         }
+        effects.shareActivity += activity
     }
 
     // MARK: Moving objects between zones
 
     /// Moves objects into `zone` (``ZoneMove``).
-    func move(_ objects: [ObjectKey], to zone: MirrorZone.Key) throws {
-        if try ZoneMove(db: db, schema: schema, date: now, revision: uploadRevision).move(objects, to: zone) {
-            hasPendingUploads = true
+    func move(_ objects: [ObjectKey], to zone: MirrorZone.Key, _ effects: inout MirrorEffects) throws {
+        if try ZoneMove(ledger: ledger, recordKeys: recordKeys, schema: schema, date: now).move(objects, to: zone) {
+            effects.wakeAll()
         }
     }
 
@@ -161,9 +166,11 @@ extension MirrorWrite {
     /// an edit against a delete (``ConflictResolution/deletionAgainstEdit(of:writtenByThisDevice:)``):
     /// the object comes back where the edit is, or the delete goes again for the new version.
     /// Answers the metadata to apply the record with when the object comes back, else nil.
-    func leftBehindCopyChanged(_ server: Record, _ moved: MovedRecord, make: () -> RecordMetadata) throws -> RecordMetadata? {
+    func leftBehindCopyChanged(
+        _ server: Record, _ moved: MovedRecord, _ effects: inout MirrorEffects, make: () -> RecordMetadata
+    ) throws -> RecordMetadata? {
         guard server.recordChangeTag != moved.changeTag else { return nil }
-        let row = try db.recordMetadata(server.recordName)
+        let row = try ledger.find(server.recordName)
         let entityName = row?.entityName ?? server.recordType ?? ""
         let exists: Bool
         if let ends = row?.link ?? LinkRecords.ends(of: server), entityName == LinkRecords.recordType {
@@ -172,7 +179,7 @@ extension MirrorWrite {
             exists = try UUID(text: server.recordName).map { try context.exists(entityName: entityName, id: $0) } ?? false
         }
         if exists, row != nil {
-            try mergeLeftBehindCopy(server, moved)
+            try mergeLeftBehindCopy(server, moved, &effects)
             return nil
         }
         var winner = ConflictResolution.Winner.local
@@ -180,27 +187,25 @@ extension MirrorWrite {
             let decision = resolution.deletionAgainstEdit(
                 of: ConflictResolution.Object(entityName: entityName, id: id),
                 writtenByThisDevice: deviceID != nil && server.modified?.deviceID == deviceID)
-            try log(decision.1)
+            try log(decision.1, &effects)
             winner = decision.0
         }
         guard winner == .server else {
             var updated = moved
             updated.changeTag = server.recordChangeTag
-            try db.addMovedRecord(updated)
-            hasPendingUploads = true
+            try addMoved(updated, &effects)
             return nil
         }
         // The object comes back in the zone it left, with the other device's values; a copy this
         // device uploaded to its new zone since is deleted there.
         if let row, try row.pendingUpload == .delete, row.mayBeOnServer {
-            try db.addMovedRecord(
+            try addMoved(
                 MovedRecord(
                     recordName: row.recordName, zone: row.zone, changeTag: row.changeTag, ancestor: try row.encodedAncestor(),
-                    uploadRevision: try uploadRevision()))
-            hasPendingUploads = true
+                    uploadRevision: try ledger.revision()), &effects)
         }
         if row != nil { try forget(server.recordName) }
-        try db.deleteMovedRecord(server.recordName, from: moved.zone)
+        try ledger.deleteMoved(server.recordName, from: moved.zone)
         var fresh = make()
         fresh.zone = moved.zone
         return fresh
@@ -213,18 +218,17 @@ extension MirrorWrite {
     /// When the other device's holder wins (it moved the note to another folder meanwhile), the
     /// object follows its holder's zone, as a local move would. `server` is opened already (its
     /// encrypted attributes read, ``opened(_:of:in:)``): it comes through ``applyFetched(_:deletions:in:)``.
-    func mergeLeftBehindCopy(_ server: Record, _ moved: MovedRecord) throws {
+    func mergeLeftBehindCopy(_ server: Record, _ moved: MovedRecord, _ effects: inout MirrorEffects) throws {
         guard server.recordChangeTag != moved.changeTag else { return }
         var updated = moved
         updated.changeTag = server.recordChangeTag
-        // The delete stays pending, for the new version: the engine is told once this commits.
-        hasPendingUploads = true
-        guard var row = try db.recordMetadata(moved.recordName), row.link == nil,
+        guard var row = try ledger.find(moved.recordName), row.link == nil,
             let entity = schema.entity(named: row.entityName), let id = UUID(text: row.recordName),
             let local = try context.fetchSnapshot(entityName: entity.name, id: id),
             let content = try? schema.content(of: server)
         else {
-            try db.addMovedRecord(updated)
+            // The delete stays pending, for the new version.
+            try addMoved(updated, &effects)
             return
         }
         let serverValues = recordValues(content.snapshot, entity)
@@ -238,7 +242,7 @@ extension MirrorWrite {
         // What this device changed since that version: its own edits, not the move.
         var localChanges: [String: Date] = [:]
         let edited = try row.pendingUpload?.changeDates ?? [:]
-        for key in recordKeys(of: entity) where (localValues[key] ?? .null) != (ancestor?[key] ?? .null) {
+        for key in recordKeys(entity) where (localValues[key] ?? .null) != (ancestor?[key] ?? .null) {
             localChanges[key] = edited[key] ?? now
         }
         let outcome = resolution.editAgainstEdit(
@@ -246,31 +250,31 @@ extension MirrorWrite {
                 local: localValues, localChanges: localChanges, ancestor: ancestor, server: serverValues,
                 serverChanges: EditTimes.parse(server.fields[EditTimes.field]), serverModified: server.modified?.timestamp),
             of: ConflictResolution.Object(entityName: entity.name, id: id))
-        try log(outcome.conflicts)
+        try log(outcome.conflicts, &effects)
         updated.ancestor = try MirrorTables.encode(serverValues)
-        try db.addMovedRecord(updated)
+        try addMoved(updated, &effects)
         let taken = outcome.merged.filter { (localValues[$0.key] ?? .null) != $0.value }
         guard !taken.isEmpty else { return }
-        try apply(outcome.merged, to: entity, id: id)
+        try apply(outcome.merged, to: entity, id: id, &effects)
         // The other device's values go to the object's new zone too.
         var keys = try row.pendingUpload?.changeDates ?? [:]
         var full = false
         if case .save(let isFull, _)? = try row.pendingUpload { full = isFull }
         for key in taken.keys { keys[key] = now }
-        try setPendingUpload(.save(full: full || !row.mayBeOnServer, keys: keys), of: &row)
-        try save(row)
+        try ledger.setPending(.save(full: full || !row.mayBeOnServer, keys: keys), of: &row)
+        try save(row, &effects)
         if ShareGraph.holders(of: entity, in: schema).contains(where: { taken.keys.contains($0.name) }) {
-            try placeInHolderZone(ObjectKey(entityName: entity.name, id: id))
+            try placeInHolderZone(ObjectKey(entityName: entity.name, id: id), &effects)
         }
     }
 
     /// Moves an object whose holder another device changed into its holder's zone, with its graph
     /// (``ShareGraph``); nothing when it is there already or its holder is not mirrored here.
-    private func placeInHolderZone(_ object: ObjectKey) throws {
-        guard let zone = try context.holderZone(of: object, in: schema, db: db),
-            let row = try db.recordMetadata(object.id.uuidString), row.zone != zone
+    private func placeInHolderZone(_ object: ObjectKey, _ effects: inout MirrorEffects) throws {
+        guard let zone = try context.holderZone(of: object, in: schema, ledger: ledger),
+            let row = try ledger.find(object.id.uuidString), row.zone != zone
         else { return }
-        try move(context.shareGraph(of: object, in: schema), to: zone)
+        try move(context.shareGraph(of: object, in: schema), to: zone, &effects)
     }
 
     // MARK: Losing access
@@ -278,77 +282,77 @@ extension MirrorWrite {
     /// Removes this device's copy of a zone it may no longer use (its owner removed this user or
     /// stopped sharing, or this user left), with its metadata and zone row. Uploads that were still
     /// pending are logged in the conflict log as lost (``ConflictResolution/accessEnded(of:pending:local:)``).
-    func removeZoneData(_ zone: MirrorZone) throws {
+    func removeZoneData(_ zone: MirrorZone, _ effects: inout MirrorEffects) throws {
         let key = zone.key
         var lost: [ConflictRecord] = []
-        let rows = try db.recordMetadata(in: key)
+        let rows = try ledger.records(in: key)
         for row in rows where row.link == nil {
             guard let id = UUID(text: row.recordName), let entity = schema.entity(named: row.entityName) else { continue }
             let local = try context.fetchSnapshot(entityName: entity.name, id: id)
             if let pending = try row.pendingUpload, pending != .delete {
                 lost += resolution.accessEnded(
                     of: ConflictResolution.Object(entityName: entity.name, id: id), pending: pending,
-                    recordKeys: recordKeys(of: entity), local: local.map { recordValues($0, entity) })
+                    recordKeys: recordKeys(entity), local: local.map { recordValues($0, entity) })
             }
         }
-        try log(lost)
+        try log(lost, &effects)
         for row in rows where row.link != nil {
-            try removeLocalCopy(of: row)
+            try removeLocalCopy(of: row, &effects)
         }
         for row in rows where row.link == nil {
-            try removeLocalCopy(of: row)
+            try removeLocalCopy(of: row, &effects)
         }
-        try forgetZone(zone)
+        try forgetZone(zone, &effects)
     }
 
     /// Keeps the objects of a share's zone that went away on this device, unmirrored: what the
     /// app chose for them (``PersistentCloudContainer/LocalDataChoice/keepLocalOnly``). One the
     /// app changes later is uploaded, as its own, with that change.
-    func keepLocally(_ zone: MirrorZone) throws {
+    func keepLocally(_ zone: MirrorZone, _ effects: inout MirrorEffects) throws {
         try db.execute(
             sql: "DELETE FROM cloudstore_record_metadata WHERE zone_name IS ? AND zone_owner IS ?", arguments: [zone.key.name, zone.key.owner])
-        try forgetZone(zone)
+        try forgetZone(zone, &effects)
     }
 
     /// Moves the objects of a share's zone that went away into the primary zone, each uploaded
     /// whole as this user's own (``PersistentCloudContainer/LocalDataChoice/uploadAgain``).
-    func takeOver(_ zone: MirrorZone) throws {
-        let objects = try db.recordMetadata(in: zone.key).compactMap { row in
+    func takeOver(_ zone: MirrorZone, _ effects: inout MirrorEffects) throws {
+        let objects = try ledger.records(in: zone.key).compactMap { row in
             row.link == nil ? UUID(text: row.recordName).map { ObjectKey(entityName: row.entityName, id: $0) } : nil
         }
-        try move(objects, to: .primary)
+        try move(objects, to: .primary, &effects)
         // Links of objects that stayed behind (deleted here) go with the zone.
-        try keepLocally(zone)
+        try keepLocally(zone, &effects)
     }
 
     /// Forgets a zone this device no longer mirrors, once its records are dealt with: the
     /// deletes of records moved out of it, what it remembered of its sealed assets, the records
     /// kept aside in it, its row, and for a zone
     /// shared with this user, the end of their access in the share activity.
-    private func forgetZone(_ zone: MirrorZone) throws {
+    private func forgetZone(_ zone: MirrorZone, _ effects: inout MirrorEffects) throws {
         let key = zone.key
         try db.execute(
             sql: "DELETE FROM cloudstore_mirror_moved_record WHERE zone_name IS ? AND zone_owner IS ?",
             arguments: [key.name, key.owner])
         try db.deleteSealedAssets(in: key)
-        try forgetSetAsideRecords(in: zone.zoneID)
+        try forgetSetAsideRecords(in: zone.zoneID, &effects)
         if zone.role == .sharedWithMe {
             var ended = ShareActivity(change: .accessEnded, user: userRecordName, permission: zone.permission)
             ended.date = now
             ended.zoneID = zone.zoneID
             ended.sequence = try db.log(ended)
-            activity.append(ended)
+            effects.shareActivity.append(ended)
         }
-        try deleteZone(zone.zoneID)
-        try logOrphans()
+        try deleteZone(zone.zoneID, &effects)
+        try logOrphans(&effects)
     }
 
     /// Ends every share of the store without a trace on the server (the account changed and the
     /// local data is kept for the new one): zones shared with the previous user go with their
     /// local copies; this user's shared objects go back to the primary zone.
-    func dropShares() throws {
-        for zone in try db.mirrorZones() where zone.role == .sharedWithMe {
-            try removeZoneData(zone)
+    func dropShares(_ effects: inout MirrorEffects) throws {
+        for zone in try ledger.zones() where zone.role == .sharedWithMe {
+            try removeZoneData(zone, &effects)
         }
         // Public objects stay in the public database (a NULL owner is this user's own zone).
         try db.execute(
@@ -356,7 +360,7 @@ extension MirrorWrite {
                 UPDATE cloudstore_record_metadata SET zone_name = NULL, zone_owner = NULL
                 WHERE \(MirrorZone.Key.ownerCondition(.private)) OR (\(MirrorZone.Key.ownerCondition(.shared)))
                 """)
-        try db.deleteMirrorZone(nil)
+        try ledger.deleteZone(nil)
         try db.execute(sql: "DELETE FROM cloudstore_mirror_moved_record")
     }
 }

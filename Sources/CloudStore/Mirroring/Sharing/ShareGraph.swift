@@ -44,13 +44,13 @@ enum ShareGraph {
 extension WriteContext {
     /// The zone of the object holding `object` (a note's folder), when it has one that this store
     /// mirrors: the zone `object` belongs in.
-    func holderZone(of object: ObjectKey, in schema: Schema, db: Database) throws -> MirrorZone.Key? {
+    func holderZone(of object: ObjectKey, in schema: Schema, ledger: Ledger) throws -> MirrorZone.Key? {
         guard let entity = schema.entity(named: object.entityName),
             let snapshot = try fetchSnapshot(entityName: entity.name, id: object.id)
         else { return nil }
         for relationship in ShareGraph.holders(of: entity, in: schema) {
             guard case .uuid(let holder)? = snapshot.values[relationship.name],
-                let row = try db.recordMetadata(holder.uuidString)
+                let row = try ledger.find(holder.uuidString)
             else { continue }
             return row.zone
         }
@@ -67,13 +67,13 @@ extension WriteContext {
 
 /// Moves objects between zones inside a transaction: each record is uploaded whole in its new zone
 /// and deleted from the zone it leaves if the server may have it there; links follow their objects
-/// (``Database/linkZone(_:)``). The objects do not change, so history records nothing.
+/// (``Ledger/linkZone(_:)``). The objects do not change, so history records nothing. What becomes
+/// pending is stamped with the transaction's revision (``Ledger/revision()``).
 struct ZoneMove {
-    let db: Database
+    let ledger: Ledger
+    let recordKeys: RecordKeys
     let schema: Schema
     let date: Date
-    /// The upload revision of the transaction.
-    let revision: () throws -> Int64
 
     /// Moves `objects` into `zone`; answers whether anything moved.
     @discardableResult
@@ -82,15 +82,15 @@ struct ZoneMove {
         var links: Set<String> = []
         for object in objects {
             let name = object.id.uuidString
-            var row = try db.recordMetadata(name) ?? RecordMetadata(recordName: name, entityName: object.entityName)
-            for link in try db.linkMetadata(of: object.id) { links.insert(link.recordName) }
+            var row = try ledger.find(name) ?? RecordMetadata(recordName: name, entityName: object.entityName)
+            for link in try ledger.links(of: object.id) { links.insert(link.recordName) }
             guard row.zone != zone else { continue }
-            try moveRecord(&row, to: zone, keys: schema.entity(named: object.entityName)?.recordKeys ?? [])
+            try moveRecord(&row, to: zone, keys: schema.entity(named: object.entityName).map { recordKeys($0) } ?? [])
             moved = true
         }
         for name in links.sorted() {
-            guard var link = try db.recordMetadata(name), let ends = link.link, try link.pendingUpload != .delete else { continue }
-            let target = try db.linkZone(ends)
+            guard var link = try ledger.find(name), let ends = link.link, try link.pendingUpload != .delete else { continue }
+            let target = try ledger.linkZone(ends)
             guard link.zone != target else { continue }
             try moveRecord(&link, to: target, keys: [])
             moved = true
@@ -99,9 +99,9 @@ struct ZoneMove {
     }
 
     private func moveRecord(_ row: inout RecordMetadata, to zone: MirrorZone.Key, keys: Set<String>) throws {
-        let revision = try revision()
+        let revision = try ledger.revision()
         if row.mayBeOnServer {
-            try db.addMovedRecord(
+            try ledger.addMoved(
                 MovedRecord(
                     recordName: row.recordName, zone: row.zone, changeTag: row.changeTag, ancestor: try row.encodedAncestor(),
                     uploadRevision: revision))
@@ -109,8 +109,8 @@ struct ZoneMove {
         // Moving back into a zone whose copy was still to be deleted: that copy stays and is
         // updated, with what this device knew of it (it may be on the server: forgetting that, a
         // delete here later would never reach it).
-        let leftBehind = try db.movedRecord(row.recordName, from: zone)
-        try db.deleteMovedRecord(row.recordName, from: zone)
+        let leftBehind = try ledger.moved(row.recordName, from: zone)
+        try ledger.deleteMoved(row.recordName, from: zone)
         row.zone = zone
         row.forgetServerVersion()
         if let leftBehind {
@@ -125,16 +125,6 @@ struct ZoneMove {
         row.setPendingUpload(.save(full: true, keys: Dictionary(uniqueKeysWithValues: keys.map { ($0, changed[$0] ?? date) }))) {
             revision
         }
-        try db.save(row)
-    }
-}
-
-extension Database {
-    /// The zone a link record goes to: its objects' zone when both are in one, else the primary
-    /// zone, where the owner keeps it and no participant sees it (nothing lost, nothing leaks).
-    func linkZone(_ ends: LinkEnds) throws -> MirrorZone.Key {
-        let source = try recordMetadata(ends.source.uuidString)?.zone ?? .primary
-        let target = try recordMetadata(ends.target.uuidString)?.zone ?? .primary
-        return source == target ? source : .primary
+        try ledger.save(row)
     }
 }
