@@ -47,7 +47,9 @@ protocol ServerStorage: ConsoleStorage, AssetStorage, SubscriptionStorage {
     func modifyZones(_ changes: [ZoneChange], in partition: DatabasePartition) async throws -> ZonesModification
 
     /// Reads the rows a plan needs under the partition's write lock, lets `decide` plan the writes,
-    /// and applies them with consecutive sequences, all in one transaction. Answers nil (without
+    /// and applies them with consecutive sequences, all in one transaction: every backend runs
+    /// ``RecordWriteScript``, which holds the order of the reads and writes and what each write
+    /// means in rows, and answers its reads and applies its row operations in its own SQL. Answers nil (without
     /// calling `decide`) when the zone does not exist, else the decision and the rows as written, in
     /// order. `decide` is pure: a backend may call it again when a concurrent schema change made
     /// its snapshot stale. When it throws ``RecordSnapshot/MissingUniqueKeys``, the backend reads

@@ -174,37 +174,14 @@ struct RecordSnapshotRequest: Hashable, Sendable {
     var receipts: Set<String> = []
 }
 
-/// The breadth-first search for the records a deletion reaches through `DELETE_SELF` references;
-/// a backend fetches the referrers of each ``frontier`` and hands them to ``advance(with:)``.
-struct CascadeSearch: Sendable {
-    /// Target → live records referring to it with `DELETE_SELF`, for every target searched.
-    private(set) var referrers: [String: Set<String>] = [:]
-    /// The records whose referrers are still to be fetched.
-    private(set) var frontier: [String]
-    private var visited: Set<String>
-
-    init(roots: Set<String>) {
-        frontier = Array(roots)
-        visited = roots
-    }
-
-    /// Records the referrers of the frontier; the new frontier is the referrers not seen before.
-    mutating func advance(with pairs: [(target: String, source: String)]) {
-        frontier = []
-        for (target, source) in pairs {
-            referrers[target, default: []].insert(source)
-            if visited.insert(source).inserted { frontier.append(source) }
-        }
-    }
-}
-
-/// The rows of one zone a records/modify plan decides on, read under the zone's write lock.
+/// The rows of one zone a records/modify plan decides on, read under the zone's write lock
+/// (``RecordWriteScript``).
 struct RecordSnapshot: Sendable {
     var zone: StoredZone
     /// Rows (live or tombstones) of every requested name that exists, and of the cascade closure.
     var records: [String: StoredRecord]
     /// Target → live records referring to it with `DELETE_SELF`, for every target in the closure.
-    var deleteSelfReferrers: [String: Set<String>]
+    var deleteSelfReferrers: [String: Set<String>] = [:]
     /// The container's schema for the environment, and its version.
     var schema: CloudSchema
     /// The requested receipts the storage knows, by receipt (in any zone: the plan tells why one
@@ -227,8 +204,9 @@ struct RecordSnapshot: Sendable {
         var keys: Set<String>
     }
 
-    /// What `decide` answers for this snapshot, or the unique keys it asks for first: a backend
-    /// reads them (``add(uniqueKeys:holders:rows:)``) and asks again. Any other error is thrown.
+    /// What `decide` answers for this snapshot, or the unique keys it asks for first: the
+    /// ``RecordWriteScript`` reads them (``add(uniqueKeys:holders:rows:)``) and asks again. Any
+    /// other error is thrown.
     func decision<Decision>(
         _ decide: (RecordSnapshot) throws -> (RecordWritePlan, Decision)
     ) throws -> Result<(RecordWritePlan, Decision), MissingUniqueKeys> {

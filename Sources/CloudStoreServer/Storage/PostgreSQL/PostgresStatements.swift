@@ -44,13 +44,14 @@ struct ModifyContextStatement: PostgresPreparedStatement {
     func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
 }
 
-/// A planned batch's rows written in one statement, with consecutive sequences: raises the
+/// A batch's rows (``RecordWriteScript/RecordRows``) written in one statement: raises the
 /// partition's database sequence (telling other instances at commit), writes the rows, their new
 /// references and the zone's sequences, and releases the assets the replaced records no longer
-/// reference while marking the kept ones saved. The sub-statements touch different tables (the
-/// two asset updates different rows), so they do not need to see each other's writes. Arrays
-/// cannot carry NULL here: -1 and '' stand for a live record's missing deletion time and a
-/// tombstone's missing content. Answers the partition's new database sequence.
+/// reference while marking those the records reference saved (each asset is its record's: the
+/// upload bound it to the record). The sub-statements touch different tables (the two asset updates
+/// different rows), so they do not need to see each other's writes. Arrays cannot carry NULL here:
+/// -1 and '' stand for a missing time and a tombstone's missing content. Answers the partition's
+/// new database sequence.
 struct WriteBatchStatement: PostgresPreparedStatement {
     static let sql = """
         WITH bumped AS (
@@ -71,51 +72,49 @@ struct WriteBatchStatement: PostgresPreparedStatement {
             SELECT $1, $2, $11, db_seq FROM bumped
             ON CONFLICT (partition_id, name) DO UPDATE SET seq = excluded.seq, db_seq = excluded.db_seq
         ), released AS (
-            UPDATE cloudstore_asset AS asset SET state = 'released', removable_at = gone.removable_at
+            UPDATE cloudstore_asset AS asset SET state = 'released', removable_at = NULLIF(gone.removable_at, -1)
             FROM unnest($12::text[], $13::bigint[]) AS gone(record, removable_at)
             WHERE asset.container = $14 AND asset.environment = $15 AND asset.scope = $16 AND asset.owner = $17
                 AND asset.zone = $2 AND asset.record = gone.record AND asset.state = 'saved'
-                AND NOT (asset.id = ANY($18::text[]))
+                AND NOT EXISTS (
+                    SELECT 1 FROM unnest($18::text[], $19::text[]) AS keep(record, id)
+                    WHERE keep.record = asset.record AND keep.id = asset.id)
         ), kept AS (
-            UPDATE cloudstore_asset SET state = 'saved', removable_at = NULL
-            WHERE id = ANY($18::text[]) AND container = $14 AND environment = $15 AND scope = $16 AND owner = $17
-                AND zone = $2
+            UPDATE cloudstore_asset AS asset SET state = 'saved', removable_at = NULL
+            FROM unnest($18::text[], $19::text[]) AS keep(record, id)
+            WHERE asset.id = keep.id AND asset.record = keep.record AND asset.container = $14 AND asset.environment = $15
+                AND asset.scope = $16 AND asset.owner = $17 AND asset.zone = $2
         )
-        SELECT bumped.db_seq FROM bumped, pg_notify($19, $20)
+        SELECT bumped.db_seq FROM bumped, pg_notify($20, $21)
         """
     typealias Row = Int64
 
     var partitionID: Int64
     var zone: String
-    var records: [StoredRecord]
-    var references: (sources: [String], targets: [String])
-    /// The zone's sequence after the batch.
-    var zoneSeq: Int64
-    /// The records whose earlier version's assets are released, and when each may be removed.
-    var released: (records: [String], removableAt: [Int64])
+    var rows: RecordWriteScript.RecordRows
     var partition: DatabasePartition
-    /// The assets the batch's records reference.
-    var kept: [String]
     var channel: String
     var notification: String
 
     func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 20)
+        var bindings = PostgresBindings(capacity: 21)
         bindings.append(partitionID)
         bindings.append(zone)
-        bindings.append(records.map(\.name))
-        bindings.append(records.map(\.type))
-        bindings.append(records.map(\.seq))
-        bindings.append(records.map(\.isDeleted))
-        bindings.append(records.map { $0.deletedAt?.millisecondsSince1970 ?? -1 })
-        bindings.append(records.map { $0.content?.json ?? "" })
-        bindings.append(references.sources)
-        bindings.append(references.targets)
-        bindings.append(zoneSeq)
-        bindings.append(released.records)
-        bindings.append(released.removableAt)
+        bindings.append(rows.records.map(\.name))
+        bindings.append(rows.records.map(\.type))
+        bindings.append(rows.records.map(\.seq))
+        bindings.append(rows.records.map(\.isDeleted))
+        bindings.append(rows.records.map { $0.deletedAt?.millisecondsSince1970 ?? -1 })
+        bindings.append(rows.records.map { $0.content?.json ?? "" })
+        bindings.append(rows.references.map(\.source))
+        bindings.append(rows.references.map(\.target))
+        bindings.append(rows.zoneSeq)
+        bindings.append(rows.releasedAssets.map(\.record))
+        bindings.append(rows.releasedAssets.map { $0.removableAt?.millisecondsSince1970 ?? -1 })
         bindings.append(partition)
-        bindings.append(kept)
+        let kept = rows.savedAssets.flatMap { save in save.assetIDs.sorted().map { (save.record, $0) } }
+        bindings.append(kept.map(\.0))
+        bindings.append(kept.map(\.1))
         bindings.append(channel)
         bindings.append(notification)
         return bindings

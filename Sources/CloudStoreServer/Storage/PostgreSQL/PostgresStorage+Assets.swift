@@ -113,12 +113,12 @@ extension PostgresStorage {
 
     /// The receipts of a records/modify request, locked until the transaction ends (a sweep cannot
     /// remove an asset a save is about to reference).
-    func assetReceipts(_ connection: PostgresConnection, _ receipts: Set<String>) async throws -> [String: AssetReceipt] {
+    func assetReceipts(_ connection: PostgresConnection, _ receipts: [String]) async throws -> [String: AssetReceipt] {
         guard !receipts.isEmpty else { return [:] }
         let rows = try await self.run(
             """
             SELECT id, \(unescaped: Self.bindingColumns), receipt, checksum, size, state, expires_at
-            FROM \(unescaped: table("asset")) WHERE receipt = ANY(\(Array(receipts))) FOR UPDATE
+            FROM \(unescaped: table("asset")) WHERE receipt = ANY(\(receipts)) FOR UPDATE
             """, on: connection)
         var found: [String: AssetReceipt] = [:]
         for try await row in rows.decode(

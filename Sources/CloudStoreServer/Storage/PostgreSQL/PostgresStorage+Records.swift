@@ -68,6 +68,16 @@ extension PostgresStorage {
         "\(partitionID):\(zone)\u{1}\(name)"
     }
 
+    /// Runs the record write's script (``RecordWriteScript``) in a transaction that first locks
+    /// the partition's row; again when it stored no schema because another transaction changed it
+    /// first (``StorageRetry``).
+    ///
+    /// A batch of creates or of updates without references costs six round trips (`BEGIN`, the
+    /// partition's lock, ``modifyContext(_:_:_:named:)``, ``WriteBatchStatement``, the
+    /// subscriptions watching the zone, `COMMIT`); removing replaced references, cascades,
+    /// receipts, shares, schema changes, notifications and records of types with uniqueness
+    /// constraints (their keys' holders, their key rows) add theirs, one statement per operation
+    /// whatever the number of records (PostgresRoundTripTests counts them).
     func modifyRecords<Decision: Sendable>(
         in zone: ZoneAddress, loading request: RecordSnapshotRequest,
         decide: @Sendable (RecordSnapshot) throws -> (RecordWritePlan, Decision)
@@ -75,7 +85,11 @@ extension PostgresStorage {
         while true {
             do {
                 return try await transaction { connection in
-                    try await self.modifyRecords(connection, in: zone, loading: request, decide: decide)
+                    let id = try await self.lockPartition(connection, zone.partition)
+                    let script = RecordWriteScript(zone: zone, loading: request, now: self.clock.now(), assetLifetime: self.assetLifetime)
+                    return try await script.run(
+                        deciding: decide, read: { try await self.read($0, connection, id, zone) },
+                        write: { try await self.apply($0, connection, id, zone) })
                 }
             } catch is StorageRetry {
                 continue
@@ -83,71 +97,93 @@ extension PostgresStorage {
         }
     }
 
-    /// One batch: six round trips for a batch of creates or of updates without references (`BEGIN`,
-    /// the partition's lock, ``modifyContext(_:_:_:named:)``, ``writeBatch(_:after:replacing:_:_:_:)``,
-    /// the subscriptions watching the zone, `COMMIT`); removing replaced references, cascades, receipts, shares, schema changes and
-    /// records of types with uniqueness constraints (their keys' holders, their key rows) add theirs.
-    private func modifyRecords<Decision: Sendable>(
-        _ connection: PostgresConnection, in zone: ZoneAddress, loading request: RecordSnapshotRequest,
-        decide: @Sendable (RecordSnapshot) throws -> (RecordWritePlan, Decision)
-    ) async throws -> (Decision, [StoredRecord])? {
+    /// Answers a read of a record write's script.
+    private func read(_ read: RecordWriteScript.Read, _ connection: PostgresConnection, _ id: Int64, _ zone: ZoneAddress)
+        async throws -> RecordWriteScript.Answer
+    {
         let partition = zone.partition
-        let id = try await lockPartition(connection, partition)
-        let context = try await modifyContext(connection, id, zone, named: Array(request.names))
-        guard var stored = StoredZone.live(context.zone, name: zone.zoneName) else { return nil }
-
-        var records = context.records
-        var search = CascadeSearch(roots: request.cascadeRoots)
-        while !search.frontier.isEmpty {
-            let rows = try await self.run(
+        switch read {
+        case .snapshot(let names, let receipts):
+            let context = try await modifyContext(connection, id, zone, named: names)
+            guard let stored = StoredZone.live(context.zone, name: zone.zoneName) else { return .snapshot(nil) }
+            return .snapshot(
+                RecordSnapshot(
+                    zone: stored, records: context.records,
+                    schema: try await schema(
+                        connection, container: partition.container, environment: partition.environment,
+                        version: .some(context.schemaVersion)),
+                    receipts: try await assetReceipts(connection, receipts),
+                    share: context.hasShare ? try await loadShare(connection, id, zone) : nil))
+        case .deleteSelfReferrers(let targets):
+            let rows = try await run(
                 """
                 SELECT reference.target, reference.source FROM \(unescaped: table("reference")) AS reference
                 JOIN \(unescaped: table("record")) AS record ON record.partition_id = reference.partition_id
                     AND record.zone = reference.zone AND record.name = reference.source AND NOT record.deleted
-                WHERE reference.partition_id = \(id) AND reference.zone = \(zone.zoneName)
-                    AND reference.target = ANY(\(search.frontier))
+                WHERE reference.partition_id = \(id) AND reference.zone = \(zone.zoneName) AND reference.target = ANY(\(targets))
                 """, on: connection)
             var pairs: [(target: String, source: String)] = []
             for try await pair in rows.decode((String, String).self) { pairs.append(pair) }
-            search.advance(with: pairs)
-            let missing = search.frontier.filter { records[$0] == nil }
-            records.merge(try await self.rows(connection, id, zone.zoneName, named: missing)) { $1 }
+            return .referrers(pairs)
+        case .rows(let names):
+            return .rows(try await rows(connection, id, zone.zoneName, named: names))
+        case .uniqueKeyHolders(let keys):
+            return .uniqueKeyHolders(try await uniqueKeyHolders(keys, connection, id, zone.zoneName))
+        case .publicSubscriptions(let recordTypes):
+            return .subscriptions(try await publicSubscriptions(recordTypes: recordTypes, in: partition, connection))
+        case .subscriptions(let subscribers):
+            return .subscriptions(try await subscriptions(of: subscribers, in: partition, connection))
         }
-        let schema = try await self.schema(
-            connection, container: partition.container, environment: partition.environment, version: .some(context.schemaVersion))
-        let receipts = try await assetReceipts(connection, request.receipts)
-        let share = context.hasShare ? try await loadShare(connection, id, zone) : nil
-        var snapshot = RecordSnapshot(
-            zone: stored, records: records, deleteSelfReferrers: search.referrers, schema: schema, receipts: receipts,
-            share: share)
-        var decided = try snapshot.decision(decide)
-        while case .failure(let missing) = decided {
-            try await readUniqueKeys(missing.keys, into: &snapshot, connection, id, zone.zoneName)
-            decided = try snapshot.decision(decide)
-        }
-        let (plan, decision) = try decided.get()
-        guard !plan.writes.isEmpty else { return (decision, []) }
-
-        let (written, dbSeq) = try await writeBatch(
-            plan.writes, after: stored.seq, replacing: snapshot.records, connection, id, zone)
-        stored.seq += Int64(written.count)
-        if let newSchema = plan.schema {
-            guard
-                try await storeSchema(
-                    connection, newSchema, expected: schema.version ?? 0, container: partition.container,
-                    environment: partition.environment)
-            else { throw StorageRetry() }
-        }
-        if let change = plan.share {
-            try await applyShare(change, connection, id, zone)
-        }
-        let sharedSeqs = try await advanceSharedDatabases(plan.sharedDatabases, connection, id, zone)
-        try await writeNotifications(
-            of: plan.writes, before: snapshot.records, in: zone, dbSeq: dbSeq, sharedSeqs: sharedSeqs, connection)
-        return (decision, written)
     }
 
-    /// What a records/modify batch reads before it decides (``ModifyContextStatement``).
+    /// Applies a row operation of a record write's script: one statement each, except
+    /// ``RecordWriteScript/Operation/deleteSubscriptions(_:)`` (one per subscription),
+    /// ``RecordWriteScript/Operation/advanceSharedDatabases(_:)`` (three per user) and
+    /// ``RecordWriteScript/Operation/applyShare(_:)`` (one, and three per participant).
+    private func apply(_ operation: RecordWriteScript.Operation, _ connection: PostgresConnection, _ id: Int64, _ zone: ZoneAddress)
+        async throws -> RecordWriteScript.Answer
+    {
+        let partition = zone.partition
+        switch operation {
+        case .removeReferences(let sources):
+            try await run(
+                """
+                DELETE FROM \(unescaped: table("reference"))
+                WHERE partition_id = \(id) AND zone = \(zone.zoneName) AND source = ANY(\(sources))
+                """, on: connection)
+        case .removeUniqueKeys(let sources):
+            try await removeUniqueKeys(of: sources, connection, id, zone.zoneName)
+        case .insertUniqueKeys(let rows):
+            try await insertUniqueKeys(rows, connection, id, zone.zoneName)
+        case .writeRecords(let rows):
+            let statement = WriteBatchStatement(
+                partitionID: id, zone: zone.zoneName, rows: rows, partition: partition, channel: Self.channel,
+                notification: notification(partition))
+            var dbSeq: Int64?
+            for try await seq in try await run(statement, on: connection) { dbSeq = seq }
+            guard let dbSeq else { throw PostgresStorageError("the row of partition \(partition) vanished") }
+            return .databaseSeq(dbSeq)
+        case .storeSchema(let schema, let version):
+            return .schemaStored(
+                try await storeSchema(
+                    connection, schema, expected: version, container: partition.container, environment: partition.environment))
+        case .applyShare(let change):
+            try await applyShare(change, connection, id, zone)
+        case .advanceSharedDatabases(let users):
+            return .sharedDatabaseSeqs(try await advanceSharedDatabases(users, connection, id, zone))
+        case .insertNotifications(let notifications, let createdAt):
+            try await insertNotifications(notifications, createdAt: createdAt, in: partition, connection)
+        case .deleteSubscriptions(let keys):
+            for key in keys { try await deleteSubscription(connection, key.subscriber, key.id) }
+        case .removeNotifications(let date):
+            try await run(
+                "DELETE FROM \(unescaped: table("notification")) WHERE created_at < \(date.millisecondsSince1970)", on: connection)
+        }
+        return .applied
+    }
+
+    /// What a records/modify batch reads first (``ModifyContextStatement``): the zone's row, the
+    /// version of the container's schema, whether the zone has a share, and the rows by name.
     private func modifyContext(_ connection: PostgresConnection, _ id: Int64, _ zone: ZoneAddress, named names: [String])
         async throws -> (zone: StoredZone?, schemaVersion: Int64?, hasShare: Bool, records: [String: StoredRecord])
     {
@@ -167,54 +203,6 @@ extension PostgresStorage {
         }
         guard let context else { throw PostgresStorageError("the context of a write to zone \(zone.zoneName) read no row") }
         return context
-    }
-
-    /// Writes a planned batch with consecutive sequences after `seq`. The references of records it
-    /// replaces are removed first (``RecordWrite/mayReplaceLive(_:)``: none for a batch of
-    /// creates); then one statement does the rest (``WriteBatchStatement``). `stored` holds the
-    /// rows the plan read.
-    private func writeBatch(
-        _ writes: [RecordWrite], after seq: Int64, replacing stored: [String: StoredRecord], _ connection: PostgresConnection,
-        _ id: Int64, _ zone: ZoneAddress
-    ) async throws -> (records: [StoredRecord], dbSeq: Int64) {
-        var records: [StoredRecord] = []
-        var references: (sources: [String], targets: [String]) = ([], [])
-        for (offset, write) in writes.enumerated() {
-            let seq = seq + Int64(offset) + 1
-            switch write.change {
-            case .save(let content, _, let targets):
-                records.append(StoredRecord(name: write.name, type: write.type, seq: seq, content: content, deletedAt: nil))
-                for target in targets.sorted() {
-                    references.sources.append(write.name)
-                    references.targets.append(target)
-                }
-            case .delete:
-                records.append(StoredRecord(name: write.name, type: write.type, seq: seq, content: nil, deletedAt: write.time))
-            }
-        }
-        let replacing = writes.filter { $0.mayReplaceLive(stored) }
-        if !replacing.isEmpty {
-            // Before the new references go in: in one statement the insert would not see this delete.
-            try await self.run(
-                """
-                DELETE FROM \(unescaped: table("reference"))
-                WHERE partition_id = \(id) AND zone = \(zone.zoneName) AND source = ANY(\(replacing.map(\.name)))
-                """, on: connection)
-        }
-        try await writeUniqueKeys(writes, replacing: stored, connection, id, zone.zoneName)
-        let partition = zone.partition
-        let statement = WriteBatchStatement(
-            partitionID: id, zone: zone.zoneName, records: records, references: references, zoneSeq: seq + Int64(records.count),
-            released: (
-                replacing.map(\.name), replacing.map { assetLifetime.removableAt(after: $0.assetRelease)?.millisecondsSince1970 ?? 0 }
-            ),
-            partition: partition, kept: Array(writes.reduce(into: Set<String>()) { $0.formUnion($1.assetIDs) }),
-            channel: Self.channel, notification: notification(partition))
-        let rows = try await self.run(statement, on: connection)
-        var dbSeq: Int64?
-        for try await seq in rows { dbSeq = seq }
-        guard let dbSeq else { throw PostgresStorageError("the row of partition \(partition) vanished") }
-        return (records, dbSeq)
     }
 
     func records(named names: [String], in zone: ZoneAddress) async throws -> [String: StoredRecord]? {

@@ -71,7 +71,7 @@ extension PostgresStorage {
     }
 
     @discardableResult
-    private func deleteSubscription(_ connection: PostgresConnection, _ subscriber: Subscriber, _ id: String) async throws
+    func deleteSubscription(_ connection: PostgresConnection, _ subscriber: Subscriber, _ id: String) async throws
         -> Subscription?
     {
         try await Self.subscription(
@@ -175,80 +175,70 @@ extension PostgresStorage {
         return (user, next)
     }
 
-    /// Writes the notifications a records/modify fires, in its transaction (as
-    /// `SQLiteStorage.writeNotifications`): one statement reads the subscriptions watching the
-    /// zone; only when any does are the writes' events worked out, and when any fire, one more
-    /// statement stores them, and the `firesOnce` ones that fired are deleted.
-    func writeNotifications(
-        of writes: [RecordWrite], before stored: [String: StoredRecord], in zone: ZoneAddress, dbSeq: Int64,
-        sharedSeqs: [String: Int64], _ connection: PostgresConnection
-    ) async throws {
-        guard !writes.isEmpty, hasSubscriptions else { return }
-        let partition = zone.partition
-        var owners: [String] = []
-        var scopes: [String] = []
-        switch partition.scope {
-        case .public:
-            break
-        case .private:
-            owners.append(partition.owner)
-            scopes.append(DatabaseScope.private.rawValue)
-        case .shared:
-            return
+    /// Every user's query subscriptions to these record types in a public database
+    /// (``RecordWriteScript/Read/publicSubscriptions(recordTypes:)``); none without the tables of
+    /// subscriptions (``hasSubscriptions``).
+    func publicSubscriptions(recordTypes: [String], in partition: DatabasePartition, _ connection: PostgresConnection)
+        async throws -> [(subscriber: Subscriber, subscription: Subscription)]
+    {
+        guard hasSubscriptions else { return [] }
+        var found: [(subscriber: Subscriber, subscription: Subscription)] = []
+        for try await (user, content) in try await run(
+            """
+            SELECT user_name, content FROM \(unescaped: table("subscription"))
+            WHERE container = \(partition.container) AND environment = \(partition.environment.rawValue)
+                AND scope = \(DatabaseScope.public.rawValue) AND record_type = ANY(\(recordTypes))
+            """, on: connection
+        ).decode((String, String).self) {
+            found.append(
+                (
+                    Subscriber(container: partition.container, environment: partition.environment, scope: .public, user: user),
+                    try NotificationPlan.decoded(Subscription.self, content)
+                ))
         }
-        for user in sharedSeqs.keys.sorted() {
-            owners.append(user)
-            scopes.append(DatabaseScope.shared.rawValue)
-        }
-        let rows: PostgresRowSequence
-        if partition.scope == .public {
-            rows = try await run(
-                """
-                SELECT scope, user_name, content FROM \(unescaped: table("subscription"))
-                WHERE container = \(partition.container) AND environment = \(partition.environment.rawValue)
-                    AND scope = 'public' AND record_type = ANY(\(Array(Set(writes.map(\.type)))))
-                """, on: connection)
-        } else {
-            rows = try await run(
-                """
-                SELECT subscription.scope, subscription.user_name, subscription.content
-                FROM \(unescaped: table("subscription")) AS subscription
-                JOIN unnest(\(scopes)::text[], \(owners)::text[]) AS watcher(scope, user_name)
-                    ON subscription.scope = watcher.scope AND subscription.user_name = watcher.user_name
-                WHERE subscription.container = \(partition.container)
-                    AND subscription.environment = \(partition.environment.rawValue)
-                """, on: connection)
-        }
-        var watches: [SubscriptionWatch] = []
-        for try await (scopeName, user, content) in rows.decode((String, String, String).self) {
+        return found
+    }
+
+    /// Every subscription of each subscriber (``RecordWriteScript/Read/subscriptions(of:)``), in one
+    /// statement; none without the tables of subscriptions (``hasSubscriptions``).
+    func subscriptions(of subscribers: [Subscriber], in partition: DatabasePartition, _ connection: PostgresConnection)
+        async throws -> [(subscriber: Subscriber, subscription: Subscription)]
+    {
+        guard hasSubscriptions else { return [] }
+        var found: [(subscriber: Subscriber, subscription: Subscription)] = []
+        for try await (scopeName, user, content) in try await run(
+            """
+            SELECT subscription.scope, subscription.user_name, subscription.content
+            FROM \(unescaped: table("subscription")) AS subscription
+            JOIN unnest(\(subscribers.map(\.scope.rawValue))::text[], \(subscribers.map(\.user))::text[]) AS watcher(scope, user_name)
+                ON subscription.scope = watcher.scope AND subscription.user_name = watcher.user_name
+            WHERE subscription.container = \(partition.container) AND subscription.environment = \(partition.environment.rawValue)
+            """, on: connection
+        ).decode((String, String, String).self) {
             guard let scope = DatabaseScope(rawValue: scopeName) else { continue }
-            let subscriber = Subscriber(
-                container: partition.container, environment: partition.environment, scope: scope, user: user)
-            watches.append(
-                SubscriptionWatch(
-                    subscriber: subscriber, subscription: try NotificationPlan.decoded(Subscription.self, content),
-                    dbSeq: scope == .shared ? sharedSeqs[user] ?? dbSeq : dbSeq))
+            found.append(
+                (
+                    Subscriber(container: partition.container, environment: partition.environment, scope: scope, user: user),
+                    try NotificationPlan.decoded(Subscription.self, content)
+                ))
         }
-        guard !watches.isEmpty else { return }
-        let plan = NotificationPlan(
-            zone: zone, events: RecordEvent.events(of: writes, before: stored), watches: watches
-        ) { UUID().uuidString.lowercased() }
-        guard !plan.notifications.isEmpty else { return }
-        let now = clock.now().millisecondsSince1970
-        let notifications = plan.notifications
+        return found
+    }
+
+    /// Stores notifications in one statement, in order
+    /// (``RecordWriteScript/Operation/insertNotifications(_:createdAt:)``).
+    func insertNotifications(
+        _ notifications: [PlannedNotification], createdAt: Date, in partition: DatabasePartition, _ connection: PostgresConnection
+    ) async throws {
         try await run(
             """
             INSERT INTO \(unescaped: table("notification")) (container, environment, scope, user_name, db_seq, created_at, payload)
-            SELECT \(partition.container), \(partition.environment.rawValue), scope, user_name, db_seq, \(now), payload
+            SELECT \(partition.container), \(partition.environment.rawValue), scope, user_name, db_seq, \(createdAt.millisecondsSince1970),
+                payload
             FROM unnest(\(notifications.map(\.subscriber.scope.rawValue))::text[], \(notifications.map(\.subscriber.user))::text[],
                 \(notifications.map(\.dbSeq))::bigint[], \(try notifications.map { try NotificationPlan.encoded($0.payload) })::text[])
                 WITH ORDINALITY AS notification(scope, user_name, db_seq, payload, position)
             ORDER BY position
             """, on: connection)
-        for (subscriber, id) in plan.fired {
-            try await deleteSubscription(connection, subscriber, id)
-        }
-        let horizon = now - Int64(NotificationPlan.retention * 1000)
-        try await run("DELETE FROM \(unescaped: table("notification")) WHERE created_at < \(horizon)", on: connection)
     }
 }

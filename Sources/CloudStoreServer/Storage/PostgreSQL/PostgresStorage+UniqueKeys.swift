@@ -22,56 +22,42 @@ extension PostgresStorage {
         "\(container)|\(environment.rawValue)"
     }
 
-    /// Reads the holders of `keys` in a zone, and their rows, into the snapshot
-    /// (``RecordSnapshot/MissingUniqueKeys``).
-    func readUniqueKeys(
-        _ keys: Set<String>, into snapshot: inout RecordSnapshot, _ connection: PostgresConnection, _ partitionID: Int64,
-        _ zone: String
-    ) async throws {
+    /// The holders of unique keys in a zone, by key (``RecordWriteScript/Read/uniqueKeyHolders(_:)``).
+    func uniqueKeyHolders(_ keys: [String], _ connection: PostgresConnection, _ partitionID: Int64, _ zone: String) async throws
+        -> [String: String]
+    {
         var holders: [String: String] = [:]
         let rows = try await run(
             """
             SELECT key, source FROM \(unescaped: table("record_key"))
-            WHERE partition_id = \(partitionID) AND zone = \(zone) AND key = ANY(\(Array(keys)))
+            WHERE partition_id = \(partitionID) AND zone = \(zone) AND key = ANY(\(keys))
             """, on: connection)
         for try await (key, source) in rows.decode((String, String).self) {
             holders[key] = source
         }
-        let unread = Set(holders.values).filter { snapshot.records[$0] == nil }
-        snapshot.add(uniqueKeys: keys, holders: holders, rows: try await self.rows(connection, partitionID, zone, named: Array(unread)))
+        return holders
     }
 
-    /// Replaces the key rows of the written records with their ``RecordWrite/uniqueKeys``: two
-    /// statements when any write has keys, none otherwise. `stored` holds the rows the plan read
-    /// (``RecordWrite/mayReplaceLive(_:)``: a created record has no rows to remove).
-    func writeUniqueKeys(
-        _ writes: [RecordWrite], replacing stored: [String: StoredRecord], _ connection: PostgresConnection, _ partitionID: Int64,
-        _ zone: String
+    /// Removes the key rows of records (``RecordWriteScript/Operation/removeUniqueKeys(sources:)``).
+    func removeUniqueKeys(of sources: [String], _ connection: PostgresConnection, _ partitionID: Int64, _ zone: String)
+        async throws
+    {
+        try await run(
+            """
+            DELETE FROM \(unescaped: table("record_key"))
+            WHERE partition_id = \(partitionID) AND zone = \(zone) AND source = ANY(\(sources))
+            """, on: connection)
+    }
+
+    /// Inserts key rows in one statement (``RecordWriteScript/Operation/insertUniqueKeys(_:)``).
+    func insertUniqueKeys(
+        _ rows: [RecordWriteScript.UniqueKeyRow], _ connection: PostgresConnection, _ partitionID: Int64, _ zone: String
     ) async throws {
-        let keyed = writes.filter { $0.uniqueKeys != nil }
-        guard !keyed.isEmpty else { return }
-        let replaced = keyed.filter { $0.mayReplaceLive(stored) }.map(\.name)
-        if !replaced.isEmpty {
-            try await run(
-                """
-                DELETE FROM \(unescaped: table("record_key"))
-                WHERE partition_id = \(partitionID) AND zone = \(zone) AND source = ANY(\(replaced))
-                """, on: connection)
-        }
-        var rows: (keys: [String], types: [String], sources: [String]) = ([], [], [])
-        for write in keyed {
-            for key in write.uniqueKeys ?? [] {
-                rows.keys.append(key)
-                rows.types.append(write.type)
-                rows.sources.append(write.name)
-            }
-        }
-        guard !rows.keys.isEmpty else { return }
         try await run(
             """
             INSERT INTO \(unescaped: table("record_key")) (partition_id, zone, key, type, source)
             SELECT \(partitionID), \(zone), key, type, source
-            FROM unnest(\(rows.keys)::text[], \(rows.types)::text[], \(rows.sources)::text[]) AS row(key, type, source)
+            FROM unnest(\(rows.map(\.key))::text[], \(rows.map(\.type))::text[], \(rows.map(\.source))::text[]) AS row(key, type, source)
             """, on: connection)
     }
 

@@ -135,7 +135,7 @@ extension SQLiteStorage {
     }
 
     /// The receipts of a records/modify request that this container knows.
-    func assetReceipts(_ db: Database, _ receipts: Set<String>, container: String) throws -> [String: AssetReceipt] {
+    func assetReceipts(_ db: Database, _ receipts: [String], container: String) throws -> [String: AssetReceipt] {
         guard !receipts.isEmpty else { return [:] }
         var found: [String: AssetReceipt] = [:]
         for row in try Row.fetchAll(
@@ -158,16 +158,16 @@ extension SQLiteStorage {
     }
 
     /// Marks the saved assets of records in a zone (every record when `records` is nil), except
-    /// `keeping`, released after `event`.
+    /// `keeping`, released: removable at `removableAt` (``AssetLifetime``).
     func releaseAssets(
-        _ db: Database, of zone: ZoneAddress, records: [String]?, keeping: Set<String>, after event: AssetLifetime.Event
+        _ db: Database, of zone: ZoneAddress, records: [String]?, keeping: Set<String>, removableAt: Date?
     ) throws {
         var sql = """
             UPDATE cloudstore_asset SET state = 'released', removable_at = ?
             WHERE environment = ? AND scope = ? AND owner = ? AND zone = ? AND state = 'saved'
             """
         var arguments: StatementArguments = [
-            assetLifetime.removableAt(after: event)?.millisecondsSince1970, zone.partition.environment.rawValue,
+            removableAt?.millisecondsSince1970, zone.partition.environment.rawValue,
             zone.partition.scope.rawValue, zone.partition.owner, zone.zoneName,
         ]
         if let records {

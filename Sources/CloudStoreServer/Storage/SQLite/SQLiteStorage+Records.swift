@@ -59,100 +59,117 @@ extension SQLiteStorage {
         ).map { row in (row["target"], row["source"]) }
     }
 
+    /// Runs the record write's script (``RecordWriteScript``) in one write transaction of the
+    /// container's file, whose one writer serializes every partition's writes.
     func modifyRecords<Decision: Sendable>(
         in zone: ZoneAddress, loading request: RecordSnapshotRequest,
         decide: @Sendable (RecordSnapshot) throws -> (RecordWritePlan, Decision)
     ) async throws -> (Decision, [StoredRecord])? {
-        try await pool(zone.partition.container).write { db -> (Decision, [StoredRecord])? in
+        try await pool(zone.partition.container).write { db in
             let id = try self.ensurePartition(db, zone.partition)
-            guard var stored = try self.liveZone(db, id, zone.zoneName) else { return nil }
-
-            var records = try self.rows(db, id, zone.zoneName, named: request.names)
-            var search = CascadeSearch(roots: request.cascadeRoots)
-            while !search.frontier.isEmpty {
-                search.advance(with: try self.deleteSelfReferrers(db, id, zone.zoneName, of: search.frontier))
-                let missing = search.frontier.filter { records[$0] == nil }
-                records.merge(try self.rows(db, id, zone.zoneName, named: missing)) { $1 }
-            }
-            let schema = try Self.schema(db, zone.partition.environment)
-            let receipts = try self.assetReceipts(db, request.receipts, container: zone.partition.container)
-            var snapshot = RecordSnapshot(
-                zone: stored, records: records, deleteSelfReferrers: search.referrers, schema: schema,
-                receipts: receipts, share: try self.loadShare(db, id, zone))
-            var decided = try snapshot.decision(decide)
-            while case .failure(let missing) = decided {
-                try self.readUniqueKeys(missing.keys, into: &snapshot, db, id, zone.zoneName)
-                decided = try snapshot.decision(decide)
-            }
-            let (plan, decision) = try decided.get()
-            guard !plan.writes.isEmpty else { return (decision, []) }
-
-            let dbSeq = try self.bumpDatabaseSeq(db, id)
-            var written: [StoredRecord] = []
-            for write in plan.writes {
-                stored.seq += 1
-                let replacesLive = write.mayReplaceLive(snapshot.records)
-                written.append(try self.apply(write, seq: stored.seq, replacesLive: replacesLive, db, id, zone.zoneName))
-                try self.replaceUniqueKeys(of: write, replacesLive: replacesLive, db, id, zone.zoneName)
-                let assetIDs = write.assetIDs
-                if replacesLive {
-                    try self.releaseAssets(db, of: zone, records: [write.name], keeping: assetIDs, after: write.assetRelease)
-                }
-                try self.saveAssets(db, assetIDs, of: zone, record: write.name)
-            }
-            try db.cachedStatement(
-                sql: """
-                    INSERT INTO cloudstore_zone (partition_id, name, seq, db_seq) VALUES (?, ?, ?, ?)
-                    ON CONFLICT (partition_id, name) DO UPDATE SET seq = excluded.seq, db_seq = excluded.db_seq
-                    """
-            ).execute(arguments: [id, zone.zoneName, stored.seq, dbSeq])
-            if let schema = plan.schema {
-                try Self.storeSchema(db, schema, zone.partition.environment)
-            }
-            if let change = plan.share {
-                try self.applyShare(change, db, id, zone)
-            }
-            let sharedSeqs = try self.advanceSharedDatabases(plan.sharedDatabases, db, id, zone)
-            try self.writeNotifications(
-                of: plan.writes, before: snapshot.records, in: zone, dbSeq: dbSeq, sharedSeqs: sharedSeqs, db)
-            return (decision, written)
+            let script = RecordWriteScript(zone: zone, loading: request, now: self.clock.now(), assetLifetime: self.assetLifetime)
+            return try script.run(
+                deciding: decide, read: { try self.read($0, db, id, zone) }, write: { try self.apply($0, db, id, zone) })
         }
     }
 
-    /// Writes one row; `replacesLive` (``RecordWrite/mayReplaceLive(_:)``): the record's old
-    /// references are removed first.
-    private func apply(_ write: RecordWrite, seq: Int64, replacesLive: Bool, _ db: Database, _ id: Int64, _ zone: String) throws
-        -> StoredRecord
+    /// Answers a read of a record write's script.
+    private func read(_ read: RecordWriteScript.Read, _ db: Database, _ id: Int64, _ zone: ZoneAddress) throws
+        -> RecordWriteScript.Answer
     {
-        if replacesLive {
-            try db.cachedStatement(sql: "DELETE FROM cloudstore_reference WHERE partition_id = ? AND zone = ? AND source = ?")
-                .execute(arguments: [id, zone, write.name])
+        switch read {
+        case .snapshot(let names, let receipts):
+            guard let stored = try liveZone(db, id, zone.zoneName) else { return .snapshot(nil) }
+            return .snapshot(
+                RecordSnapshot(
+                    zone: stored, records: try rows(db, id, zone.zoneName, named: names),
+                    schema: try Self.schema(db, zone.partition.environment),
+                    receipts: try assetReceipts(db, receipts, container: zone.partition.container), share: try loadShare(db, id, zone)))
+        case .deleteSelfReferrers(let targets):
+            return .referrers(try deleteSelfReferrers(db, id, zone.zoneName, of: targets))
+        case .rows(let names):
+            return .rows(try rows(db, id, zone.zoneName, named: names))
+        case .uniqueKeyHolders(let keys):
+            return .uniqueKeyHolders(try uniqueKeyHolders(keys, db, id, zone.zoneName))
+        case .publicSubscriptions(let recordTypes):
+            return .subscriptions(try publicSubscriptions(recordTypes: recordTypes, in: zone.partition, db))
+        case .subscriptions(let subscribers):
+            return .subscriptions(try subscriptions(of: subscribers, db))
         }
-        let record: StoredRecord
-        switch write.change {
-        case .save(let content, _, let targets):
-            record = StoredRecord(name: write.name, type: write.type, seq: seq, content: content, deletedAt: nil)
-            let insertReference = try db.cachedStatement(
-                sql: "INSERT INTO cloudstore_reference (partition_id, zone, source, target) VALUES (?, ?, ?, ?)")
-            for target in targets {
-                try insertReference.execute(arguments: [id, zone, write.name, target])
-            }
-        case .delete:
-            record = StoredRecord(name: write.name, type: write.type, seq: seq, content: nil, deletedAt: write.time)
+    }
+
+    /// Applies a row operation of a record write's script.
+    private func apply(_ operation: RecordWriteScript.Operation, _ db: Database, _ id: Int64, _ zone: ZoneAddress) throws
+        -> RecordWriteScript.Answer
+    {
+        switch operation {
+        case .removeReferences(let sources):
+            try db.cachedStatement(
+                sql: "DELETE FROM cloudstore_reference WHERE partition_id = ? AND zone = ? AND source IN (SELECT value FROM json_each(?))"
+            ).execute(arguments: [id, zone.zoneName, Self.jsonList(sources)])
+        case .removeUniqueKeys(let sources):
+            try removeUniqueKeys(of: sources, db, id, zone.zoneName)
+        case .insertUniqueKeys(let rows):
+            try insertUniqueKeys(rows, db, id, zone.zoneName)
+        case .writeRecords(let rows):
+            return .databaseSeq(try writeRecords(rows, db, id, zone))
+        case .storeSchema(let schema, _):
+            // The file's one writer read the stored version in this transaction: it is still current.
+            try Self.storeSchema(db, schema, zone.partition.environment)
+            return .schemaStored(true)
+        case .applyShare(let change):
+            try applyShare(change, db, id, zone)
+        case .advanceSharedDatabases(let users):
+            return .sharedDatabaseSeqs(try advanceSharedDatabases(users, db, id, zone))
+        case .insertNotifications(let notifications, let createdAt):
+            try insertNotifications(notifications, createdAt: createdAt, db)
+        case .deleteSubscriptions(let keys):
+            for key in keys { try deleteSubscription(db, key.subscriber, key.id) }
+        case .removeNotifications(let date):
+            try db.cachedStatement(sql: "DELETE FROM cloudstore_notification WHERE created_at < ?")
+                .execute(arguments: [date.millisecondsSince1970])
         }
-        try db.cachedStatement(
+        return .applied
+    }
+
+    /// Raises the partition's database sequence and writes a batch's rows at it, one statement
+    /// per row; answers the sequence.
+    private func writeRecords(_ rows: RecordWriteScript.RecordRows, _ db: Database, _ id: Int64, _ zone: ZoneAddress) throws
+        -> Int64
+    {
+        let dbSeq = try bumpDatabaseSeq(db, id)
+        let upsert = try db.cachedStatement(
             sql: """
                 INSERT INTO cloudstore_record (partition_id, zone, name, type, seq, deleted, deleted_at, content)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (partition_id, zone, name) DO UPDATE SET type = excluded.type, seq = excluded.seq,
                     deleted = excluded.deleted, deleted_at = excluded.deleted_at, content = excluded.content
-                """
-        ).execute(
-            arguments: [
-                id, zone, write.name, write.type, seq, record.isDeleted,
+                """)
+        for record in rows.records {
+            try upsert.execute(arguments: [
+                id, zone.zoneName, record.name, record.type, record.seq, record.isDeleted,
                 record.deletedAt?.millisecondsSince1970, record.content?.json,
             ])
-        return record
+        }
+        let reference = try db.cachedStatement(
+            sql: "INSERT INTO cloudstore_reference (partition_id, zone, source, target) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING")
+        for row in rows.references {
+            try reference.execute(arguments: [id, zone.zoneName, row.source, row.target])
+        }
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO cloudstore_zone (partition_id, name, seq, db_seq) VALUES (?, ?, ?, ?)
+                ON CONFLICT (partition_id, name) DO UPDATE SET seq = excluded.seq, db_seq = excluded.db_seq
+                """
+        ).execute(arguments: [id, zone.zoneName, rows.zoneSeq, dbSeq])
+        let saved = Dictionary(rows.savedAssets.map { ($0.record, $0.assetIDs) }, uniquingKeysWith: { $0.union($1) })
+        for release in rows.releasedAssets {
+            try releaseAssets(db, of: zone, records: [release.record], keeping: saved[release.record] ?? [], removableAt: release.removableAt)
+        }
+        for save in rows.savedAssets {
+            try saveAssets(db, save.assetIDs, of: zone, record: save.record)
+        }
+        return dbSeq
     }
 
     func records(named names: [String], in zone: ZoneAddress) async throws -> [String: StoredRecord]? {

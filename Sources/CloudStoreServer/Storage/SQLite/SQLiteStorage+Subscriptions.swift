@@ -81,7 +81,7 @@ extension SQLiteStorage {
         }
     }
 
-    private func deleteSubscription(_ db: Database, _ subscriber: Subscriber, _ id: String) throws {
+    func deleteSubscription(_ db: Database, _ subscriber: Subscriber, _ id: String) throws {
         try db.cachedStatement(
             sql: "DELETE FROM cloudstore_subscription WHERE environment = ? AND scope = ? AND user_name = ? AND id = ?"
         ).execute(arguments: [subscriber.environment.rawValue, subscriber.scope.rawValue, subscriber.user, id])
@@ -158,71 +158,51 @@ extension SQLiteStorage {
         }
     }
 
-    /// Writes the notifications a records/modify fires, in its transaction: reads the
-    /// subscriptions watching the zone (``NotificationPlan``), stores one row per notification,
-    /// deletes the `firesOnce` subscriptions that fired, and removes notifications older than
-    /// ``NotificationPlan/retention``.
-    /// The events of the writes (``RecordEvent/events(of:before:)``) are worked out only when a
-    /// subscription watches: a write nobody subscribed to costs one read.
-    func writeNotifications(
-        of writes: [RecordWrite], before rows: [String: StoredRecord], in zone: ZoneAddress, dbSeq: Int64,
-        sharedSeqs: [String: Int64], _ db: Database
-    ) throws {
-        guard !writes.isEmpty else { return }
-        var watches: [SubscriptionWatch] = []
-        func read(_ scope: DatabaseScope, user: String?, dbSeq: Int64) throws {
-            var sql = "SELECT user_name, content FROM cloudstore_subscription WHERE environment = ? AND scope = ?"
-            var arguments: StatementArguments = [zone.partition.environment.rawValue, scope.rawValue]
-            if let user {
-                sql += " AND user_name = ?"
-                arguments += [user]
-            } else {
-                // Everyone's subscriptions to the public database: only query subscriptions of
-                // the types written (the only kind it takes), through their index.
-                sql += " AND record_type IN (SELECT value FROM json_each(?))"
-                arguments += [Self.jsonList(Set(writes.map(\.type)))]
-            }
-            for row in try Row.fetchAll(db.cachedStatement(sql: sql), arguments: arguments) {
-                let subscriber = Subscriber(
-                    container: zone.partition.container, environment: zone.partition.environment, scope: scope,
-                    user: row["user_name"])
-                watches.append(
-                    SubscriptionWatch(
-                        subscriber: subscriber, subscription: try NotificationPlan.decoded(Subscription.self, row["content"]),
-                        dbSeq: dbSeq))
+    /// Every user's query subscriptions to these record types in a public database, through
+    /// their index (``RecordWriteScript/Read/publicSubscriptions(recordTypes:)``).
+    func publicSubscriptions(recordTypes: [String], in partition: DatabasePartition, _ db: Database) throws
+        -> [(subscriber: Subscriber, subscription: Subscription)]
+    {
+        try Row.fetchAll(
+            db.cachedStatement(
+                sql: """
+                    SELECT user_name, content FROM cloudstore_subscription
+                    WHERE environment = ? AND scope = ? AND record_type IN (SELECT value FROM json_each(?))
+                    """),
+            arguments: [partition.environment.rawValue, DatabaseScope.public.rawValue, Self.jsonList(recordTypes)]
+        ).map { row in
+            (
+                Subscriber(container: partition.container, environment: partition.environment, scope: .public, user: row["user_name"]),
+                try NotificationPlan.decoded(Subscription.self, row["content"])
+            )
+        }
+    }
+
+    /// Every subscription of each subscriber (``RecordWriteScript/Read/subscriptions(of:)``).
+    func subscriptions(of subscribers: [Subscriber], _ db: Database) throws -> [(subscriber: Subscriber, subscription: Subscription)] {
+        let select = try db.cachedStatement(
+            sql: "SELECT content FROM cloudstore_subscription WHERE environment = ? AND scope = ? AND user_name = ?")
+        var found: [(subscriber: Subscriber, subscription: Subscription)] = []
+        for subscriber in subscribers {
+            for content in try String.fetchAll(select, arguments: [subscriber.environment.rawValue, subscriber.scope.rawValue, subscriber.user]) {
+                found.append((subscriber, try NotificationPlan.decoded(Subscription.self, content)))
             }
         }
-        switch zone.partition.scope {
-        case .public: try read(.public, user: nil, dbSeq: dbSeq)
-        case .private: try read(.private, user: zone.partition.owner, dbSeq: dbSeq)
-        case .shared: break
-        }
-        for (user, seq) in sharedSeqs.sorted(by: { $0.key < $1.key }) {
-            try read(.shared, user: user, dbSeq: seq)
-        }
-        guard !watches.isEmpty else { return }
-        let plan = NotificationPlan(
-            zone: zone, events: RecordEvent.events(of: writes, before: rows), watches: watches
-        ) { UUID().uuidString.lowercased() }
-        let now = clock.now()
+        return found
+    }
+
+    /// Stores notifications, in order (``RecordWriteScript/Operation/insertNotifications(_:createdAt:)``).
+    func insertNotifications(_ notifications: [PlannedNotification], createdAt: Date, _ db: Database) throws {
         let insert = try db.cachedStatement(
             sql: """
                 INSERT INTO cloudstore_notification (environment, scope, user_name, db_seq, created_at, payload)
                 VALUES (?, ?, ?, ?, ?, ?)
                 """)
-        for notification in plan.notifications {
+        for notification in notifications {
             try insert.execute(arguments: [
-                notification.subscriber.environment.rawValue, notification.subscriber.scope.rawValue,
-                notification.subscriber.user, notification.dbSeq, now.millisecondsSince1970,
-                try NotificationPlan.encoded(notification.payload),
+                notification.subscriber.environment.rawValue, notification.subscriber.scope.rawValue, notification.subscriber.user,
+                notification.dbSeq, createdAt.millisecondsSince1970, try NotificationPlan.encoded(notification.payload),
             ])
-        }
-        for (subscriber, id) in plan.fired {
-            try deleteSubscription(db, subscriber, id)
-        }
-        if !plan.notifications.isEmpty {
-            try db.cachedStatement(sql: "DELETE FROM cloudstore_notification WHERE created_at < ?")
-                .execute(arguments: [now.addingTimeInterval(-NotificationPlan.retention).millisecondsSince1970])
         }
     }
 }

@@ -23,11 +23,8 @@ extension SQLiteStorage {
         }
     }
 
-    /// Reads the holders of `keys` in a zone, and their rows, into the snapshot
-    /// (``RecordSnapshot/MissingUniqueKeys``).
-    func readUniqueKeys(_ keys: Set<String>, into snapshot: inout RecordSnapshot, _ db: Database, _ partitionID: Int64, _ zone: String)
-        throws
-    {
+    /// The holders of unique keys in a zone, by key (``RecordWriteScript/Read/uniqueKeyHolders(_:)``).
+    func uniqueKeyHolders(_ keys: [String], _ db: Database, _ partitionID: Int64, _ zone: String) throws -> [String: String] {
         var holders: [String: String] = [:]
         let cursor = try Row.fetchCursor(
             db.cachedStatement(
@@ -39,22 +36,22 @@ extension SQLiteStorage {
         while let row = try cursor.next() {
             holders[row["key"]] = row["source"]
         }
-        let unread = Set(holders.values).filter { snapshot.records[$0] == nil }
-        snapshot.add(uniqueKeys: keys, holders: holders, rows: try rows(db, partitionID, zone, named: unread))
+        return holders
     }
 
-    /// Replaces a written record's key rows with ``RecordWrite/uniqueKeys`` (nothing when nil);
-    /// `replacesLive` (``RecordWrite/mayReplaceLive(_:)``): the record may have rows to remove first.
-    func replaceUniqueKeys(of write: RecordWrite, replacesLive: Bool, _ db: Database, _ partitionID: Int64, _ zone: String) throws {
-        guard let keys = write.uniqueKeys else { return }
-        if replacesLive {
-            try db.cachedStatement(sql: "DELETE FROM cloudstore_record_key WHERE partition_id = ? AND zone = ? AND source = ?")
-                .execute(arguments: [partitionID, zone, write.name])
-        }
+    /// Removes the key rows of records (``RecordWriteScript/Operation/removeUniqueKeys(sources:)``).
+    func removeUniqueKeys(of sources: [String], _ db: Database, _ partitionID: Int64, _ zone: String) throws {
+        try db.cachedStatement(
+            sql: "DELETE FROM cloudstore_record_key WHERE partition_id = ? AND zone = ? AND source IN (SELECT value FROM json_each(?))"
+        ).execute(arguments: [partitionID, zone, Self.jsonList(sources)])
+    }
+
+    /// Inserts key rows (``RecordWriteScript/Operation/insertUniqueKeys(_:)``).
+    func insertUniqueKeys(_ rows: [RecordWriteScript.UniqueKeyRow], _ db: Database, _ partitionID: Int64, _ zone: String) throws {
         let insert = try db.cachedStatement(
             sql: "INSERT INTO cloudstore_record_key (partition_id, zone, key, type, source) VALUES (?, ?, ?, ?, ?)")
-        for key in keys {
-            try insert.execute(arguments: [partitionID, zone, key, write.type, write.name])
+        for row in rows {
+            try insert.execute(arguments: [partitionID, zone, row.key, row.type, row.source])
         }
     }
 

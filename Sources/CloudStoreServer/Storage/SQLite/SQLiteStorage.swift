@@ -258,7 +258,7 @@ final class SQLiteStorage: ServerStorage {
                         sql: "DELETE FROM cloudstore_record_key WHERE partition_id = ? AND zone = ?", arguments: [id, name])
                     try self.releaseAssets(
                         db, of: partition.zone(name), records: nil, keeping: [],
-                        after: .recordDeleted(at: self.clock.now()))
+                        removableAt: self.assetLifetime.removableAt(after: .recordDeleted(at: self.clock.now())))
                     sharedDatabases.formUnion(try self.stopShare(db, id, partition.zone(name)))
                     try db.execute(
                         sql: "UPDATE cloudstore_zone SET deleted = 1, db_seq = ? WHERE partition_id = ? AND name = ?",
