@@ -203,15 +203,20 @@ struct RecordWriteScriptTests {
     // MARK: - Row operations
 
     /// What a write drops first depends on what it replaces: a live record's references, saved
-    /// assets and unique keys go (a tombstone has none, nor has a record never written).
+    /// assets and unique keys go (a tombstone has none, nor has a record read and not found); a
+    /// record whose row was not read may be live.
     @Test(arguments: [
-        (before: RecordWriteScriptTests.tombstone("A"), delete: false, replaces: false),
-        (before: RecordWriteScriptTests.live("A"), delete: false, replaces: true),
-        (before: RecordWriteScriptTests.live("A"), delete: true, replaces: true),
+        (before: nil as StoredRecord?, read: true, delete: false, replaces: false),
+        (before: nil, read: false, delete: false, replaces: true),
+        (before: RecordWriteScriptTests.tombstone("A"), read: true, delete: false, replaces: false),
+        (before: RecordWriteScriptTests.live("A"), read: true, delete: false, replaces: true),
+        (before: RecordWriteScriptTests.live("A"), read: true, delete: true, replaces: true),
     ])
-    func aWriteRemovesWhatItReplaces_onlyWhenItReplacesALiveRecord(before: StoredRecord, delete: Bool, replaces: Bool) throws {
-        let backend = Backend(rows: ["A": before])
-        try Self.run(backend, names: ["A"]) { _ in
+    func aWriteRemovesWhatItReplaces_onlyWhenItMayReplaceALiveRecord(
+        before: StoredRecord?, read: Bool, delete: Bool, replaces: Bool
+    ) throws {
+        let backend = Backend(rows: before.map { ["A": $0] } ?? [:])
+        try Self.run(backend, names: read ? ["A"] : []) { _ in
             RecordWritePlan(writes: [delete ? Self.delete("A", keys: []) : Self.save("A", keys: ["k"])])
         }
         let operations = backend.operations

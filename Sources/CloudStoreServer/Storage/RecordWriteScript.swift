@@ -15,7 +15,7 @@ import Foundation
 ///    (``RecordSnapshot/MissingUniqueKeys``), reads their holders and the holders' rows it has
 ///    not read, and asks again.
 /// 4. When the plan writes anything, in this order: removes the references, then the unique keys,
-///    of the records the writes may replace (``RecordWrite/mayReplaceLive(_:)``), inserts the
+///    of the records the writes may replace (``RecordWrite/mayReplaceLive(_:read:)``), inserts the
 ///    writes' unique keys, writes the rows (``RecordRows``: each write at the zone's next sequence,
 ///    their references, the zone's sequences, the assets the replaced records no longer hold
 ///    released and those the writes hold saved) with the partition's next database sequence,
@@ -50,6 +50,8 @@ struct RecordWriteScript: Sendable {
     let assetLifetime: AssetLifetime
     let newNotificationID: @Sendable () -> String
     private var phase = Phase.start
+    /// Every name whose row was read: its row, if it has one, is in the snapshot.
+    private var namesRead: Set<String> = []
 
     init(
         zone: ZoneAddress, loading request: RecordSnapshotRequest, now: Date, assetLifetime: AssetLifetime,
@@ -81,6 +83,7 @@ struct RecordWriteScript: Sendable {
     mutating func start() -> Step {
         guard case .start = phase else { preconditionFailure("a record write's script started twice") }
         phase = .readingSnapshot
+        namesRead = request.names
         return .read(.snapshot(names: request.names.sorted(), receipts: request.receipts.sorted()))
     }
 
@@ -95,7 +98,7 @@ struct RecordWriteScript: Sendable {
             let unread = search.frontier.filter { snapshot.records[$0] == nil }
             guard !unread.isEmpty else { return searchCascade(snapshot, search) }
             phase = .readingCascadeRows(snapshot, search)
-            return .read(.rows(named: unread.sorted()))
+            return readRows(unread)
         case (.readingCascadeRows(var snapshot, let search), .rows(let rows)):
             snapshot.records.merge(rows) { $1 }
             return searchCascade(snapshot, search)
@@ -103,7 +106,7 @@ struct RecordWriteScript: Sendable {
             let unread = Set(holders.values).filter { snapshot.records[$0] == nil }
             guard !unread.isEmpty else { return decide(snapshot, adding: keys, holders: holders, rows: [:]) }
             phase = .readingHolderRows(snapshot, keys: keys, holders: holders)
-            return .read(.rows(named: unread.sorted()))
+            return readRows(unread)
         case (.readingHolderRows(let snapshot, let keys, let holders), .rows(let rows)):
             return decide(snapshot, adding: keys, holders: holders, rows: rows)
         case (.applying(var writing), _):
@@ -130,8 +133,14 @@ struct RecordWriteScript: Sendable {
             return .read(.uniqueKeyHolders(missing.keys.sorted()))
         case .success(let plan):
             guard !plan.writes.isEmpty else { return finish([]) }
-            return apply(Writing(plan, after: snapshot, assetLifetime: assetLifetime))
+            return apply(Writing(plan, after: snapshot, read: namesRead, assetLifetime: assetLifetime))
         }
+    }
+
+    /// Reads rows by name (``namesRead`` from then on).
+    private mutating func readRows(_ names: some Collection<String>) -> Step {
+        namesRead.formUnion(names)
+        return .read(.rows(named: names.sorted()))
     }
 
     /// Reads the next level of the cascade, or asks for the plan once there is none.
@@ -245,8 +254,9 @@ extension RecordWriteScript {
         /// Whether ``operations`` are the notifications'.
         var notified = false
 
-        /// The operations of a plan's writes, each at the zone's next sequence.
-        init(_ plan: RecordWritePlan, after snapshot: RecordSnapshot, assetLifetime: AssetLifetime) {
+        /// The operations of a plan's writes, each at the zone's next sequence. `read`: the names
+        /// whose rows were read into the snapshot.
+        init(_ plan: RecordWritePlan, after snapshot: RecordSnapshot, read: Set<String>, assetLifetime: AssetLifetime) {
             before = snapshot.records
             writes = plan.writes
             var rows = RecordRows(zoneSeq: snapshot.zone.seq)
@@ -255,7 +265,7 @@ extension RecordWriteScript {
             var keys: [UniqueKeyRow] = []
             for write in plan.writes {
                 rows.zoneSeq += 1
-                let replacesLive = write.mayReplaceLive(snapshot.records)
+                let replacesLive = write.mayReplaceLive(snapshot.records, read: read)
                 switch write.change {
                 case .save(let content, _, let targets):
                     rows.records.append(StoredRecord(name: write.name, type: write.type, seq: rows.zoneSeq, content: content, deletedAt: nil))

@@ -154,12 +154,13 @@ struct RecordWrite: Hashable, Sendable {
     /// spends no statement on them.
     var uniqueKeys: [String]? = nil
 
-    /// Whether the record may have references and saved assets to drop before this write: it is
-    /// live in `stored`, the rows the plan read (or was not read). A record absent or deleted there
-    /// has neither (a delete removes its references and releases its assets), so a create skips
-    /// those statements.
-    func mayReplaceLive(_ stored: [String: StoredRecord]) -> Bool {
-        stored[name].map { !$0.isDeleted } ?? true
+    /// Whether the record may have references, saved assets and unique keys to drop before this
+    /// write: it is live in `stored`, the rows the plan read, or its name is not among the names
+    /// `read` (whose rows, where they exist, are in `stored`). A record read absent or deleted
+    /// has none (a delete removes them), so a create skips those statements.
+    func mayReplaceLive(_ stored: [String: StoredRecord], read: Set<String>) -> Bool {
+        if let row = stored[name] { return !row.isDeleted }
+        return !read.contains(name)
     }
 }
 
