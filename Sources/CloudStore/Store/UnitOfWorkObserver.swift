@@ -24,6 +24,18 @@ protocol UnitOfWorkObserver: Sendable {
     func unitOfWorkWillCommit(_ unitOfWork: CommittingUnitOfWork) throws
 }
 
+/// An observer a store file can require (``PersistentStore/requireObserver(named:_:)``): any
+/// store instance writing the file makes one for itself when it lacks it. A feature that requires
+/// one lists it in ``PersistentStore/requirableObservers``.
+protocol RequirableUnitOfWorkObserver: UnitOfWorkObserver {
+    /// The name the file records.
+    static var requiredName: String { get }
+
+    /// The observer a store instance without it runs (another process's plain store), made from
+    /// what the file keeps.
+    static func forOtherWriter(of db: Database, schema: Schema) throws -> Self
+}
+
 /// A unit of work about to commit, as a ``UnitOfWorkObserver`` sees it.
 struct CommittingUnitOfWork {
     /// The write context the block used: its author, context name, and reads of the objects as
@@ -71,12 +83,12 @@ extension PersistentStore {
     ///   does not know (a newer version's): writing without it would lose what it records.
     func missingRequiredObserver(_ db: Database, among observers: [any UnitOfWorkObserver]) throws -> (any UnitOfWorkObserver)? {
         guard let required = try Self.requiredObserver(db), !observers.contains(where: { $0.name == required }) else { return nil }
-        guard required == MirrorTables.observerName else {
+        guard let kind = Self.requirableObservers.first(where: { $0.requiredName == required }) else {
             throw StoreError(
                 .mirroredStore,
                 "the store at \(path) requires the unit-of-work observer \(required), which this version of CloudStore does not know: write to it with the version that made it")
         }
-        return try PendingUploadRecorder.forOtherWriter(of: db, schema: schema)
+        return try kind.forOtherWriter(of: db, schema: schema)
     }
 
     /// Runs the observers on a unit of work that changed objects.

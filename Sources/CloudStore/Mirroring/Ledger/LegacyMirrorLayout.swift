@@ -10,10 +10,10 @@ extension MirrorTables {
     /// were saved with no recorder, and none of them is an upload yet.
     @discardableResult
     static func prepare(_ context: WriteContext, store: PersistentStore, schema: Schema, primaryZone: ZoneID) throws -> Bool {
-        let first = try PersistentStore.requiredObserver(context.db) != observerName && !LegacyMirrorLayout.isPresent(context.db)
+        let first = try PersistentStore.requiredObserver(context.db) != PendingUploadRecorder.requiredName && !LegacyMirrorLayout.isPresent(context.db)
         try LegacyMirrorLayout.migrate(context, store: store, schema: schema)
         try LegacyMirrorLayout.movePrimaryZoneIntoItsRow(Ledger(context.db), named: primaryZone)
-        try PersistentStore.requireObserver(named: observerName, context.db)
+        try PersistentStore.requireObserver(named: PendingUploadRecorder.requiredName, context.db)
         return first
     }
 }

@@ -34,9 +34,6 @@ import GRDB
 /// - `cloudstore_mirror_share_activity`: who joined, left, was invited or removed, per share
 ///   (``PersistentCloudContainer/ShareActivity``).
 enum MirrorTables {
-    /// The unit-of-work observer a mirrored store requires (``PendingUploadRecorder``).
-    static let observerName = "cloudstore.mirroring"
-
     /// The tables' migrations, in order (GRDB's `DatabaseMigrator`, whose `grdb_migrations` table
     /// records which ran). Each runs once, in a transaction of its own, before a container starts
     /// mirroring the store; a store opened for inspection is read only once all of them ran

@@ -10,14 +10,16 @@ import Synchronization
 ///
 /// Imports (author `cloudstore.import`) are never recorded: what they make pending, mirroring
 /// records itself.
-struct PendingUploadRecorder: UnitOfWorkObserver {
+struct PendingUploadRecorder: RequirableUnitOfWorkObserver {
     let schema: Schema
     let recordKeys: RecordKeys
     let publicEntities: PublicEntities
     /// The engines to wake once a save committed uploads; nil for another process's plain store.
     let wake: EngineWake?
 
-    var name: String { MirrorTables.observerName }
+    static let requiredName = "cloudstore.mirroring"
+
+    var name: String { Self.requiredName }
 
     /// The recorder of a store instance that writes a mirrored file without mirroring it (another
     /// process's plain `PersistentStore`): it records as the container does, and wakes no engine
@@ -243,4 +245,10 @@ struct PendingUploadRecording {
             try add(.delete, to: &row)
         }
     }
+}
+
+extension PersistentStore {
+    /// The observers a store file can require: a mirrored file requires the recorder of its pending
+    /// uploads.
+    static let requirableObservers: [any RequirableUnitOfWorkObserver.Type] = [PendingUploadRecorder.self]
 }
