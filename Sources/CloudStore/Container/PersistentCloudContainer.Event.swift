@@ -173,8 +173,9 @@ extension PersistentCloudContainer {
         public var lastImport: Date?
         /// When an export last finished without error; nil before the first.
         public var lastExport: Date?
-        /// The last failure: this container's own since it opened, else the one the store file
-        /// recorded (its message and date only).
+        /// The last failure, as the store file recorded it in the transaction that learned it
+        /// (code, message, date, and the record for a refused upload); nil once it is past: an
+        /// import ended without a failure since, and an export did too or nothing waits to go up.
         public var lastError: SyncFailure?
         /// Entries in the conflict log.
         public var conflictCount: Int
