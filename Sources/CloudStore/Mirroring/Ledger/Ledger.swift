@@ -369,17 +369,29 @@ final class Ledger {
     /// The zones of the private database to save before uploading into them: owned zones not on
     /// the server (``ZoneServerState/needsSave``) that no decision of the app holds.
     func zonesToSave() throws -> [ZoneID] {
-        try zones().filter { $0.role != .sharedWithMe && $0.serverState.needsSave && $0.decision == nil }.map(\.zoneID)
+        // Read on every save that records uploads: only the columns that decide, no share record.
+        let needsSave = ZoneServerState.allCases.filter(\.needsSave).map { "'\($0.rawValue)'" }.joined(separator: ", ")
+        return try Row.fetchAll(
+            db.cachedStatement(
+                sql: """
+                    SELECT zone_name, zone_owner FROM cloudstore_mirror_zone
+                    WHERE role <> 'sharedWithMe' AND server_state IN (\(needsSave)) AND decision IS NULL
+                    ORDER BY zone_name
+                    """)
+        ).map { ZoneID(storedName: $0[0], owner: $0[1]) }
     }
 
     /// The zones whose uploads wait for a decision of the app (``MirrorZone/decision``), by the
     /// key record metadata names them with; an account change that is not confirmed in this
     /// session (`confirmsAccountDecision` false) holds nothing.
     func heldZones(confirmsAccountDecision: Bool = true) throws -> Set<MirrorZone.Key> {
-        Set(
-            try zones().filter { zone in
-                guard let decision = zone.decision else { return false }
-                if case .accountChanged = decision.reason { return confirmsAccountDecision }
+        // Read for every batch: only the zones with a decision are decoded.
+        let held = try Row.fetchAll(
+            db.cachedStatement(sql: "SELECT \(MirrorZone.columns) FROM cloudstore_mirror_zone WHERE decision IS NOT NULL")
+        ).map(MirrorZone.init(row:))
+        return Set(
+            held.filter { zone in
+                if case .accountChanged? = zone.decision?.reason { return confirmsAccountDecision }
                 return true
             }.map(\.key))
     }
