@@ -36,35 +36,33 @@ import Testing
         #expect(scheduler.nextAction(at: .seconds(12)) == .idle)
     }
 
-    @Test func leadingEdge_aChangeAfterAQuietSpellGoesAtOnce_theOnesRightAfterItAreDebounced() {
+    @Test func leadingEdge_aChangeWhileNothingIsSentGoesAtOnce_theOnesDuringASendAreDebounced() {
         var configuration = configuration
         configuration.sendsAtLeadingEdge = true
         var scheduler = SyncScheduler(configuration: configuration, now: .zero, pushAvailable: true, hasPendingChanges: false)
-        scheduler.willStart(.fetch, at: .zero)
+        scheduler.willStart(.fetch)
         scheduler.succeeded(.fetch, at: .zero)
         scheduler.changesAdded(at: .seconds(10))
         scheduler.changesAdded(at: .seconds(10))
         #expect(scheduler.nextAction(at: .seconds(10)) == .send, "the leading edge goes at once")
-        scheduler.willStart(.send, at: .seconds(10))
-        // Changes while that send is in flight wait for the debounce.
+        scheduler.willStart(.send)
+        // Changes while that send is in flight wait for the debounce, gathered.
         scheduler.changesAdded(at: .milliseconds(10_100))
-        #expect(scheduler.nextAction(at: .milliseconds(10_100)) == .wait(until: .milliseconds(11_100)))
-        #expect(scheduler.nextAction(at: .milliseconds(11_100)) == .send)
-        scheduler.willStart(.send, at: .milliseconds(11_100))
-        scheduler.succeeded(.send, at: .milliseconds(11_200))
-        // One right after it goes once a debounce has passed since that send started, however
-        // many follow: at most one send per debounce.
-        scheduler.changesAdded(at: .milliseconds(11_500))
-        #expect(scheduler.nextAction(at: .milliseconds(11_500)) == .wait(until: .milliseconds(12_100)))
-        scheduler.changesAdded(at: .milliseconds(12_000))
-        #expect(scheduler.nextAction(at: .milliseconds(12_000)) == .wait(until: .milliseconds(12_100)))
-        #expect(scheduler.nextAction(at: .milliseconds(12_100)) == .send)
-        scheduler.willStart(.send, at: .milliseconds(12_100))
-        scheduler.succeeded(.send, at: .milliseconds(12_200))
-        #expect(scheduler.nextAction(at: .milliseconds(12_200)) == .idle)
-        // After a quiet spell the next change goes at once again.
-        scheduler.changesAdded(at: .seconds(20))
-        #expect(scheduler.nextAction(at: .seconds(20)) == .send)
+        scheduler.changesAdded(at: .milliseconds(10_600))
+        #expect(scheduler.nextAction(at: .milliseconds(10_600)) == .wait(until: .milliseconds(11_600)))
+        scheduler.succeeded(.send, at: .milliseconds(10_700))
+        #expect(scheduler.nextAction(at: .milliseconds(10_700)) == .wait(until: .milliseconds(11_600)), "still gathered")
+        #expect(scheduler.nextAction(at: .milliseconds(11_600)) == .send)
+        scheduler.willStart(.send)
+        scheduler.succeeded(.send, at: .milliseconds(11_700))
+        #expect(scheduler.nextAction(at: .milliseconds(11_700)) == .idle)
+        // A change once nothing is sent or waiting goes at once again, however soon after.
+        scheduler.changesAdded(at: .milliseconds(11_705))
+        #expect(scheduler.nextAction(at: .milliseconds(11_705)) == .send)
+        scheduler.willStart(.send)
+        scheduler.succeeded(.send, at: .milliseconds(11_708))
+        scheduler.changesAdded(at: .milliseconds(11_710))
+        #expect(scheduler.nextAction(at: .milliseconds(11_710)) == .send)
     }
 
     @Test func changes_thatKeepComingAreSentByTheMaxDelay() {

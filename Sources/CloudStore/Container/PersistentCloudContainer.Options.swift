@@ -82,15 +82,13 @@ extension PersistentCloudContainer {
         /// Sync by itself: export shortly after local saves, import when the server pushes. Turn it
         /// off in tests that need a fixed order, and call ``PersistentCloudContainer/sync()``.
         public var automaticallySync = true
-        /// How automatic exports gather saves: a save while nothing is being exported goes at once,
-        /// or, when an export started less than this long ago, once this long has passed since it
-        /// started (at most one export per `exportDebounce`); saves during an export go this long
-        /// after the first of them.
+        /// How automatic exports gather saves: a save while nothing is being exported (or waiting
+        /// to be) goes at once; saves during an export go this long after the first of them,
+        /// together.
         ///
-        /// 10 ms keeps a change that follows the last export closely (a person's edits, one after
-        /// another) from waiting long, and still gathers what a burst of saves makes: a device
-        /// starts at most 100 exports a second, fewer as the server takes longer to answer. Raise
-        /// it to trade latency for fewer requests.
+        /// A person's edits, one after another, each go as soon as the export before ended; a
+        /// burst of saves costs one export after the first, at most one every `exportDebounce`
+        /// while it lasts. Raise it to trade latency for fewer requests.
         public var exportDebounce: Duration = .milliseconds(10)
         /// How often to fetch when the server's push does not answer.
         public var pollInterval: Duration = .seconds(60)

@@ -46,7 +46,7 @@ public final class PersistentStore: Sendable {
     let observers = Mutex<[any UnitOfWorkObserver]>([])
     /// How many units of work this store instance committed (a debug counter: tests count the
     /// writes a sync makes).
-    let committedUnitsOfWork = Mutex(0)
+    let committedUnitsOfWork = Atomic(0)
 
     var path: String { url.path }
 
@@ -313,7 +313,7 @@ public final class PersistentStore: Sendable {
     }
 
     private func didCommit<T>(_ outcome: WriteOutcome<T>, author: String?, contextName: String?, started: ContinuousClock.Instant) {
-        committedUnitsOfWork.withLock { $0 += 1 }
+        committedUnitsOfWork.add(1, ordering: .relaxed)
         guard let token = outcome.token else { return }
         monitor.committed(token.transactionNumber)
         logger.info(

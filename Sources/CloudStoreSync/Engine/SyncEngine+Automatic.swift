@@ -27,11 +27,11 @@ extension SyncEngine {
         case .idle: return .idle
         case .wait(let deadline): return .wait(until: deadline)
         case .fetch:
-            scheduler.willStart(.fetch, at: clock.now)
+            scheduler.willStart(.fetch)
             await runScheduled(.fetch)
             return .again
         case .send:
-            scheduler.willStart(.send, at: clock.now)
+            scheduler.willStart(.send)
             await runScheduled(.send)
             return .again
         }

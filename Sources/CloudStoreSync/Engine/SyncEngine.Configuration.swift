@@ -47,12 +47,10 @@ extension SyncEngine {
         /// Longest an added change waits for an automatic send while changes keep coming.
         public var maxSendDelay: Duration = .seconds(5)
         /// Whether a change added while no send is in flight or waiting goes at once, the leading
-        /// edge, instead of after ``sendDebounce`` (or, when a send started less than
-        /// ``sendDebounce`` ago, as soon as that much time has passed since it started: sends
-        /// still start at most once per ``sendDebounce``). An app that saves now and then gets
-        /// each change to other devices sooner; changes that follow while one is in flight are
-        /// still gathered by the debounce. Off by default (CKSyncEngine waits);
-        /// `PersistentCloudContainer` turns it on.
+        /// edge, instead of after ``sendDebounce``. An app that saves now and then gets each
+        /// change to other devices as soon as it can go; changes that follow while a send is in
+        /// flight (or waiting) are still gathered by the debounce, so a burst costs one send after
+        /// the first. Off by default (CKSyncEngine waits); `PersistentCloudContainer` turns it on.
         public var sendsAtLeadingEdge = false
         /// How often to fetch when push is unavailable; nil never polls.
         public var pollInterval: Duration? = .seconds(60)

@@ -323,14 +323,15 @@ extension CloudError {
     }
 }
 
-/// Counts calls, from any thread: how often an engine called its delegate (``SyncEngine/delegateCalls``).
+/// Counts calls, from any thread, without a lock: how often an engine called its delegate
+/// (``SyncEngine/delegateCalls``).
 final class CallCounter: Sendable {
-    private let count = Mutex(0)
+    private let count = Atomic(0)
 
     /// The calls counted so far.
-    var value: Int { count.withLock { $0 } }
+    var value: Int { count.load(ordering: .relaxed) }
 
-    func record() { count.withLock { $0 += 1 } }
+    func record() { count.add(1, ordering: .relaxed) }
 }
 
 /// Changes the app made to the state since the scheduling loop last looked.

@@ -4,9 +4,8 @@
 ///
 /// - Changes added: send after `sendDebounce` of quiet, but no later than `maxSendDelay` after
 ///   the first unsent change. With `sendsAtLeadingEdge`, a change added while no send is in
-///   flight or waiting goes at once, or once `sendDebounce` has passed since the last send started
-///   (at most one send per `sendDebounce`); changes added while a send is in flight are debounced
-///   as before.
+///   flight or waiting goes at once; changes added while a send is in flight or waiting are
+///   gathered by the debounce as before, so a burst of saves costs one send after the first.
 /// - A push saying the database changed, or the poll timer when push is unavailable: fetch now.
 /// - A failure: wait `retryAfter` when the server gave one, otherwise back off exponentially
 ///   (`backoffBase` doubling up to `backoffMax`) with jitter; then retry what failed.
@@ -56,9 +55,7 @@ struct SyncScheduler: Sendable {
     private(set) var nextPollAt: Duration?
     private(set) var isStopped = false
     private var firstUnsentChangeAt: Duration?
-    /// When the last send started, and whether it is still running: the leading edge waits for
-    /// neither to be recent.
-    private var lastSendStartedAt: Duration?
+    /// Whether a send is running: the leading edge waits for it to end.
     private(set) var isSending = false
     /// Whether the send now due is a leading edge's: changes added before it starts go with it.
     private var dueAtLeadingEdge = false
@@ -80,11 +77,9 @@ struct SyncScheduler: Sendable {
         let first = firstUnsentChangeAt ?? now
         firstUnsentChangeAt = first
         if configuration.sendsAtLeadingEdge && idle {
-            // The leading edge: at once, or once a debounce has passed since the last send
-            // started, so that sends start at most once per debounce however changes come.
-            let due = max(now, lastSendStartedAt.map { $0 + configuration.sendDebounce } ?? now)
+            // The leading edge: at once. Changes that follow while it is in flight are gathered.
             dueAtLeadingEdge = true
-            sendDueAt = min(sendDueAt ?? due, due)
+            sendDueAt = min(sendDueAt ?? now, now)
         } else if !dueAtLeadingEdge {
             sendDueAt = min(now + configuration.sendDebounce, first + configuration.maxSendDelay)
         }
@@ -112,15 +107,14 @@ struct SyncScheduler: Sendable {
         consecutiveFailures = 0
     }
 
-    /// The engine starts an operation (at `now`, when it reads its clock).
-    mutating func willStart(_ operation: Operation, at now: Duration? = nil) {
+    /// The engine starts an operation.
+    mutating func willStart(_ operation: Operation) {
         switch operation {
         case .send:
             sendDueAt = nil
             firstUnsentChangeAt = nil
             dueAtLeadingEdge = false
             isSending = true
-            if let now { lastSendStartedAt = now }
         case .fetch:
             fetchDueAt = nil
         }

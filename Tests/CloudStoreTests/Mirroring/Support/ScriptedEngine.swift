@@ -125,7 +125,7 @@ struct MirrorHarness {
     }
 
     /// The units of work the store committed so far.
-    var writes: Int { store.committedUnitsOfWork.withLock { $0 } }
+    var writes: Int { store.committedUnitsOfWork.load(ordering: .relaxed) }
 
     func close() async {
         await mirror.stop()
