@@ -17,7 +17,6 @@ struct FaultProxyTests {
             let proxy = try await FaultProxy.start(inFrontOf: server.baseURL, configuration: configuration)
             var proxied = direct
             proxied.baseURL = proxy.baseURL
-            proxied.requestTimeout = .seconds(10)
             do {
                 try await body(proxy, direct, proxied)
             } catch {
