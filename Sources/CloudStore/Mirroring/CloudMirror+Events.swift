@@ -154,6 +154,7 @@ extension CloudMirror {
             let complete = event.error == nil && !session.zoneFetchFailed
             let held = session.unheardCreates.waiting.count
             session.unheardCreates.fetchEnded(completed: complete)
+            // Creates held back released (a batch without them said nothing more was pending).
             if session.unheardCreates.waiting.count < held { effects.wakeAll() }
             try run(.fetchEnded(complete: complete), scope: scope, plan: plan, write, &session, &effects)
             // Records a local unique key kept aside may fit now (the app changed the key).
@@ -270,7 +271,7 @@ extension CloudMirror {
         for recordID in answered {
             removeSealedFiles(session.inFlight[recordID]?.sealedFiles ?? [])
             session.inFlight[recordID] = nil
-            session.unheardCreates.heard(recordID.recordName)
+            session.unheardCreates.heard(recordID.recordName, in: recordID.zoneID)
         }
         for name in effects.waitForFetch.subtracting(waitingBefore).sorted() {
             write.logger.info("the server no longer has the version an upload was for: it waits for a fetch", metadata: ["record": "\(name)"])

@@ -1,4 +1,5 @@
 @testable import CloudStore
+import CloudStoreSync
 import Foundation
 import Testing
 
@@ -207,6 +208,18 @@ struct ConflictResolutionTests {
         #expect(creates.waiting == ["during the fetch"], "a fetch that failed covers nothing")
         creates.fetchBegan()
         creates.fetchEnded(completed: true)
+        #expect(creates.waiting.isEmpty)
+    }
+
+    /// A note moved into a share: its create into the share's zone, handed out and never answered,
+    /// waits for a fetch even when the server answers the delete it left in the zone it came from.
+    @Test func anAnswerAboutTheRecordInAnotherZone_leavesItsCreateWaiting() {
+        let (from, to) = (ZoneID(zoneName: "Notes"), ZoneID(zoneName: "Notes.share-1"))
+        var creates = UnheardCreates()
+        creates.handedOut("moved", in: to)
+        creates.heard("moved", in: from)
+        #expect(creates.waiting == ["moved"])
+        creates.heard("moved", in: to)
         #expect(creates.waiting.isEmpty)
     }
 

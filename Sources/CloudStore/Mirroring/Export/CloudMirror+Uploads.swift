@@ -82,7 +82,7 @@ extension CloudMirror {
             }
             session.inFlight[record.recordID] = sent[record.recordID]
             if record.recordChangeTag == nil, !ShareMetadata.isShareType(record.recordType) {
-                session.unheardCreates.handedOut(record.recordName)
+                session.unheardCreates.handedOut(record.recordName, in: record.recordID.zoneID)
             }
         }
         for recordID in batch?.recordIDsToDelete ?? [] { session.inFlight[recordID] = sent[recordID] }

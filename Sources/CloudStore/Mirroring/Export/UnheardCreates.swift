@@ -1,3 +1,4 @@
+import CloudStoreSync
 import Foundation
 
 /// Records this device may have created on the server without hearing back: their upload was
@@ -22,6 +23,9 @@ struct UnheardCreates: Sendable, Equatable {
     private var fetchUnderWay: Int?
     /// Record name → how many fetches had begun when it was last handed out.
     private var handedOut: [String: Int] = [:]
+    /// Record name → the zone its create went to, when this launch handed it out: an answer about
+    /// the record in another zone (the delete a move into a share left behind) says nothing of it.
+    private var zones: [String: ZoneID] = [:]
     /// Records waiting because the server no longer had the version their upload was for.
     private var lost: Set<String> = []
     /// Those a completed fetch covered since: if the server still lacks the version, no fetch
@@ -37,14 +41,18 @@ struct UnheardCreates: Sendable, Equatable {
     /// The records to hold back now.
     var waiting: Set<String> { Set(handedOut.keys) }
 
-    /// A create of the record was handed to the engine.
-    mutating func handedOut(_ name: String) {
+    /// A create of the record was handed to the engine, into `zone`.
+    mutating func handedOut(_ name: String, in zone: ZoneID? = nil) {
         handedOut[name] = fetchesBegun
+        zones[name] = zone
     }
 
-    /// The server answered for the record (saved, deleted, refused, or a conflict was merged).
-    mutating func heard(_ name: String) {
+    /// The server answered for the record in `zone` (saved, deleted, refused, or a conflict was
+    /// merged); an answer about its copy in another zone leaves its create waiting.
+    mutating func heard(_ name: String, in zone: ZoneID? = nil) {
+        if let zone, let waitingIn = zones[name], waitingIn != zone { return }
         handedOut[name] = nil
+        zones[name] = nil
         lost.remove(name)
         lostAndFetched.remove(name)
     }
@@ -68,6 +76,7 @@ struct UnheardCreates: Sendable, Equatable {
         defer { fetchUnderWay = nil }
         guard completed, let fetch = fetchUnderWay else { return }
         handedOut = handedOut.filter { $0.value >= fetch }
+        zones = zones.filter { handedOut[$0.key] != nil }
         for name in lost where handedOut[name] == nil {
             lost.remove(name)
             lostAndFetched.insert(name)
