@@ -155,6 +155,28 @@ struct MirrorEventTests {
         await h.close()
     }
 
+    /// Found by the three-device convergence soak (seed 18180407257686163731): a note fetched in a
+    /// folder that had not arrived shows no folder here; moved by this device before the folder
+    /// came, the fetched folder is replaced unseen, so it is logged as the server's value that lost.
+    @Test func fetchedRecordZoneChanges_aReferenceWaitingForItsTarget_isLoggedWhenAnEditReplacesIt() async throws {
+        let h = try await MirrorHarness.make()
+        let (id, waiting, chosen) = (UUID(), UUID(), Folder(title: "chosen"))
+        let folder = FieldValue.reference(Reference(recordName: waiting.uuidString, zoneID: Self.zone))
+        try await h.deliver(Self.page([Self.note(id, ["title": .string("from B"), "folder": folder], tag: "5")]))
+        #expect(try await h.store.read { try $0.fetch(Note.self, id: id) }?.folder == nil, "the folder has not arrived")
+        try await h.write { context in
+            try context.insert(chosen)
+            try context.move(note: id, to: chosen.id)
+        }
+        let logged = try PersistentCloudContainer.conflicts(in: h.store)
+        #expect(logged.map(\.property) == ["folder"])
+        #expect(logged.first?.losingValue == .uuid(waiting) && logged.first?.losingSide == .server)
+        #expect(logged.first?.winningValue == .uuid(chosen.id) && logged.first?.policy == "waitingReference")
+        let upload = try #require(try await h.nextBatch()?.recordsToSave.first { $0.recordName == id.uuidString })
+        #expect(upload["folder"] == .reference(Reference(recordName: chosen.id.uuidString, zoneID: Self.zone)))
+        await h.close()
+    }
+
     @Test func fetchedRecordZoneChanges_mergesWithWhatThisDeviceHasNotSent() async throws {
         let h = try await MirrorHarness.make()
         var note = try await Self.syncedNote(h)

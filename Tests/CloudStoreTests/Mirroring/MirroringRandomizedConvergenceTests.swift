@@ -29,7 +29,14 @@ struct MirroringRandomizedConvergenceTests {
         do {
             for seed in first..<(first + UInt64(seeds)) {
                 var run = ConvergenceRun(seed: seed, server: server)
-                try await run.run()
+                TraceBuffer.shared.clear()
+                do { try await run.run() } catch {
+                    if ConvergenceRun.tracingInMemory { print("seed \(seed) failed; its trace: \(TraceBuffer.shared.write(seed: seed))") }
+                    throw error
+                }
+                if ConvergenceRun.tracingInMemory, run.lost + run.duplicated > 0 {
+                    print("seed \(seed) failed; its trace: \(TraceBuffer.shared.write(seed: seed))")
+                }
                 report.add(run)
             }
         } catch {

@@ -95,8 +95,10 @@ public struct ConflictRecord: Hashable, Sendable, Codable {
     public var losingValue: AttributeValue
     /// The value kept; `.null` when the winning side deleted the object or link.
     public var winningValue: AttributeValue
-    /// The policy that decided: `serverWins`, `localWins`, `lastWriterWins`, `custom`, or
-    /// `accessEnded` for a change lost because access to a shared zone ended.
+    /// The policy that decided: `serverWins`, `localWins`, `lastWriterWins`, `custom`,
+    /// `accessEnded` for a change lost because access to a shared zone ended, or
+    /// `waitingReference` for a fetched reference whose target had not arrived yet, replaced by
+    /// a local edit before it did.
     public var policy: String
 
     /// A log entry with these values, for tests and tools; mirroring writes the real ones.

@@ -244,6 +244,20 @@ struct ConflictResolution {
         record(object, property, side, lost: .uuid(target), won: .null)
     }
 
+    /// A to-one reference fetched while its target had not arrived (so this device showed none),
+    /// replaced by a local edit before the target came: the edit wins (it is the later write), and
+    /// the fetched reference is logged as the server's value that lost, under
+    /// ``waitingReferencePolicy``, whatever the policy.
+    static func waitingReferenceReplaced(
+        of object: Object, property: String, target: UUID, by value: AttributeValue, at date: Date
+    ) -> ConflictRecord {
+        ConflictRecord(
+            date: date, entityName: object.entityName, objectID: object.id, property: property, losingSide: .server,
+            losingValue: .uuid(target), winningValue: value, policy: waitingReferencePolicy)
+    }
+
+    static let waitingReferencePolicy = "waitingReference"
+
     // MARK: Own unheard write
 
     /// The ancestor to merge a server copy against. When the server's copy was last written by

@@ -111,9 +111,16 @@ struct PendingUploadRecording {
             if ShareGraph.holders(of: entity, in: schema).contains(where: { keys.contains($0.name) }) {
                 reparented.append(object)
             }
-            // A local edit of a reference replaces one still waiting for its target.
-            for relationship in entity.toOneRelationships where keys.contains(relationship.name) {
-                try db.removeUnresolvedReferences(of: entity.name, id: change.objectID, relationship: relationship.name)
+            // A local edit of a reference replaces one still waiting for its target: this device
+            // never showed that value, so it goes into the conflict log as the server's that lost.
+            let edited = Set(entity.toOneRelationships.map(\.name)).intersection(keys)
+            for waiting in try db.unresolvedReferences(of: entity.name, id: change.objectID) where edited.contains(waiting.relationship) {
+                let current = try context.fetchSnapshot(entityName: entity.name, id: change.objectID)?.values[waiting.relationship]
+                try db.log(
+                    ConflictResolution.waitingReferenceReplaced(
+                        of: ConflictResolution.Object(entityName: entity.name, id: change.objectID), property: waiting.relationship,
+                        target: waiting.target, by: current ?? .null, at: date))
+                try db.removeUnresolvedReferences(of: entity.name, id: change.objectID, relationship: waiting.relationship)
             }
             local = .update(keys: keys)
         case .delete:
