@@ -1,4 +1,5 @@
 import CloudStore
+import CloudStoreLogging
 import Foundation
 import Logging
 
@@ -24,9 +25,16 @@ struct SyncBenchmarks {
         options.encryptionKeyStore = FileEncryptionKeyStore(url: directory.appendingPathComponent("bench.keys"))
         let container = try await PersistentCloudContainer(
             url: directory.appendingPathComponent("\(name)-\(UUID().uuidString.prefix(8)).sqlite"),
-            schema: encrypted ? BenchNote.encryptedSchema : BenchNote.schema, options: options, logger: StoreBenchmarks.quietLogger)
+            schema: encrypted ? BenchNote.encryptedSchema : BenchNote.schema, options: options, logger: Self.deviceLogger(name))
         if encrypted { try await container.setUpEncryption(passphrase: Self.passphrase) }
         return container
+    }
+
+    /// The devices' mirroring log, with millisecond timestamps, at the level `CLOUDSTORE_DEBUG`
+    /// names (each hop of a propagation shows); without it, quiet.
+    static func deviceLogger(_ name: String) -> Logger {
+        guard ProcessInfo.processInfo.environment[DebugLevel.environmentVariable] != nil else { return StoreBenchmarks.quietLogger }
+        return Logger(label: "bench.\(name)") { CloudStoreLogHandler(label: $0, level: .fromEnvironment) }
     }
 
     /// Item 5: A saves `count` notes in one unit of work; the time until B has imported them all.
@@ -123,18 +131,20 @@ struct SyncBenchmarks {
     }
 
     /// Item 6: one title change on A until B's `transactions(after:)` delivers its import, `changes`
-    /// times: once with each change made as soon as B saw the previous one (back to back, where
-    /// the export debounce limits sends to one per 10 ms), once with 50 ms between them (each a
-    /// change after a quiet spell, as a person's saves are); p50 and p99.
+    /// times: once with each change made as soon as B saw the previous one (back to back), once
+    /// with 50 ms between them (each a change after a quiet spell, as a person's saves are); p50
+    /// and p99. Either way nothing is being exported when the change is saved, so it goes at once.
+    /// The p50 goal is 5 ms on SQLite and 8 ms on PostgreSQL (a server that answers over a socket).
     func latency(changes: Int) async throws -> [Figure] {
         let backend = server.backend.rawValue
+        let p50Goal: Double = server.backend == .sqlite ? 5 : 8
         var figures: [Figure] = []
         for (gap, name) in [(Duration.zero, "back to back"), (.milliseconds(50), "50 ms apart")] {
             var latencies = try await propagationLatencies(changes: changes, gap: gap)
             latencies.sort()
             let detail = "\(changes) changes \(name), save on A → B's transactions(after:) delivers the import"
             figures += [
-                Figure(item: 6, "propagation latency p50, \(name), \(backend)", percentile(latencies, 0.5), "ms", detail, goal: .atMost(15)),
+                Figure(item: 6, "propagation latency p50, \(name), \(backend)", percentile(latencies, 0.5), "ms", detail, goal: .atMost(p50Goal)),
                 Figure(item: 6, "propagation latency p99, \(name), \(backend)", percentile(latencies, 0.99), "ms",
                     String(format: "max %.1f ms", latencies.last ?? 0), goal: .atMost(50)),
             ]
