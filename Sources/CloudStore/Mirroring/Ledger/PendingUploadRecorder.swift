@@ -114,7 +114,8 @@ struct PendingUploadRecording {
             // A local edit of a reference replaces one still waiting for its target: this device
             // never showed that value, so it goes into the conflict log as the server's that lost.
             let edited = Set(entity.toOneRelationships.map(\.name)).intersection(keys)
-            for waiting in try db.unresolvedReferences(of: entity.name, id: change.objectID) where edited.contains(waiting.relationship) {
+            for waiting in edited.isEmpty ? [] : try db.unresolvedReferences(of: entity.name, id: change.objectID)
+            where edited.contains(waiting.relationship) {
                 let current = try context.fetchSnapshot(entityName: entity.name, id: change.objectID)?.values[waiting.relationship]
                 try db.log(
                     ConflictResolution.waitingReferenceReplaced(
