@@ -21,11 +21,15 @@ struct UnheardCreates: Sendable, Equatable {
     private var fetchesBegun = 0
     /// The number of the fetch under way.
     private var fetchUnderWay: Int?
-    /// Record name → how many fetches had begun when it was last handed out.
-    private var handedOut: [String: Int] = [:]
-    /// Record name → the zone its create went to, when this launch handed it out: an answer about
-    /// the record in another zone (the delete a move into a share left behind) says nothing of it.
-    private var zones: [String: ZoneID] = [:]
+    /// Record name → how many fetches had begun when it was last handed out, and the zone its
+    /// create went to when this launch handed it out: an answer about the record in another zone
+    /// (the delete a move into a share left behind) says nothing of it.
+    private var handedOut: [String: HandOut] = [:]
+    /// One create handed out: when, in fetches begun, and into which zone.
+    private struct HandOut: Sendable, Equatable {
+        var fetches: Int
+        var zone: ZoneID?
+    }
     /// Records waiting because the server no longer had the version their upload was for.
     private var lost: Set<String> = []
     /// Those a completed fetch covered since: if the server still lacks the version, no fetch
@@ -35,7 +39,7 @@ struct UnheardCreates: Sendable, Equatable {
     /// Starts with the records an earlier launch handed out and never heard back about: any
     /// completed fetch of this launch covers them.
     init(waiting names: some Sequence<String> = []) {
-        for name in names { handedOut[name] = 0 }
+        for name in names { handedOut[name] = HandOut(fetches: 0, zone: nil) }
     }
 
     /// The records to hold back now.
@@ -43,16 +47,14 @@ struct UnheardCreates: Sendable, Equatable {
 
     /// A create of the record was handed to the engine, into `zone`.
     mutating func handedOut(_ name: String, in zone: ZoneID? = nil) {
-        handedOut[name] = fetchesBegun
-        zones[name] = zone
+        handedOut[name] = HandOut(fetches: fetchesBegun, zone: zone)
     }
 
     /// The server answered for the record in `zone` (saved, deleted, refused, or a conflict was
     /// merged); an answer about its copy in another zone leaves its create waiting.
     mutating func heard(_ name: String, in zone: ZoneID? = nil) {
-        if let zone, let waitingIn = zones[name], waitingIn != zone { return }
+        if let zone, let waitingIn = handedOut[name]?.zone, waitingIn != zone { return }
         handedOut[name] = nil
-        zones[name] = nil
         lost.remove(name)
         lostAndFetched.remove(name)
     }
@@ -61,7 +63,7 @@ struct UnheardCreates: Sendable, Equatable {
     /// waits for a fetch that begins after now, which brings the object's copy in another zone
     /// if it moved, or its tombstone here.
     mutating func lostOnServer(_ name: String) {
-        handedOut[name] = fetchesBegun
+        handedOut[name] = HandOut(fetches: fetchesBegun, zone: handedOut[name]?.zone)
         lost.insert(name)
     }
 
@@ -75,8 +77,7 @@ struct UnheardCreates: Sendable, Equatable {
     mutating func fetchEnded(completed: Bool) {
         defer { fetchUnderWay = nil }
         guard completed, let fetch = fetchUnderWay else { return }
-        handedOut = handedOut.filter { $0.value >= fetch }
-        zones = zones.filter { handedOut[$0.key] != nil }
+        handedOut = handedOut.filter { $0.value.fetches >= fetch }
         for name in lost where handedOut[name] == nil {
             lost.remove(name)
             lostAndFetched.insert(name)
