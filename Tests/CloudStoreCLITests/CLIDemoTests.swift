@@ -1,8 +1,9 @@
+import CloudStoreTesting
 import Foundation
 import Testing
 
 /// `cloudstore demo [--keep]`.
-@Suite("cloudstore demo", .timeLimit(.minutes(3)))
+@Suite("cloudstore demo", .timeLimit(.minutes(ReliabilityRun.hangLimitMinutes)))
 struct CLIDemoTests {
     /// The folder the demo says it worked in.
     func dataFolder(_ result: CLIResult) throws -> String {

@@ -6,7 +6,7 @@ import Testing
 /// `cloudstore hash-password` and `serve --sign-in-users`: an entry that checks the password it
 /// was made from and no other, and sign-in users files the server could not use refused with one
 /// line naming the file and the fix.
-@Suite("cloudstore hash-password and serve --sign-in-users", .timeLimit(.minutes(2)))
+@Suite("cloudstore hash-password and serve --sign-in-users", .timeLimit(.minutes(ReliabilityRun.hangLimitMinutes)))
 struct CLIHashPasswordTests {
     @Test func hashPassword_printsAnEntryThatChecksThePassword() async throws {
         try await TemporaryDirectory.with { directory in

@@ -7,7 +7,7 @@ import Testing
 
 /// `--debug N` and `CLOUDSTORE_DEBUG`: the levels of `DebugLevel` on the running command's
 /// standard error, one command's lines apart from another's.
-@Suite("cloudstore logging", .timeLimit(.minutes(3)))
+@Suite("cloudstore logging", .timeLimit(.minutes(ReliabilityRun.hangLimitMinutes)))
 struct CLILoggingTests {
     /// Runs `cloudstore serve`, saves a note through it, stops it, and answers its standard error.
     func serveLog(_ arguments: [String] = [], environment: [String: String] = [:]) async throws -> String {

@@ -4,7 +4,7 @@ import Foundation
 import Testing
 
 /// The built `cloudstore` executable run as a child process, as a user runs it.
-@Suite("cloudstore executable", .timeLimit(.minutes(3)))
+@Suite("cloudstore executable", .timeLimit(.minutes(ReliabilityRun.hangLimitMinutes)))
 struct CLIProcessTests {
     /// Runs the executable to its end and answers what it printed.
     func runExecutable(_ arguments: String...) async throws -> CLIResult {

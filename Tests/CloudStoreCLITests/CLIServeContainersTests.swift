@@ -8,7 +8,7 @@ import Testing
 /// `cloudstore serve` with many `--container` options: they are taken out of the command line
 /// before ArgumentParser, whose parsing is quadratic in the number of arguments
 /// (``ServeCommand/separatingContainers(_:)``).
-@Suite("cloudstore serve: many containers", .timeLimit(.minutes(3)))
+@Suite("cloudstore serve: many containers", .timeLimit(.minutes(ReliabilityRun.hangLimitMinutes)))
 struct CLIServeContainersTests {
     @Test func bothSpellings_areTakenOut_theRestKeepsItsOrder() {
         let (rest, containers) = ServeCommand.separatingContainers(

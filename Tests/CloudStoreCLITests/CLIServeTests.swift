@@ -5,7 +5,7 @@ import Foundation
 import Testing
 
 /// `cloudstore serve` run in process: it serves, stops, and refuses bad files with one line.
-@Suite("cloudstore serve", .timeLimit(.minutes(3)))
+@Suite("cloudstore serve", .timeLimit(.minutes(ReliabilityRun.hangLimitMinutes)))
 struct CLIServeTests {
     @Test func serve_printsWhereItListensServesAndStops() async throws {
         try await TemporaryDirectory.with { directory in
@@ -90,7 +90,7 @@ struct CLIServeTests {
 }
 
 /// `cloudstore serve` takes every setting from its option, the environment or a config file.
-@Suite("cloudstore serve: settings from the environment and a config file", .timeLimit(.minutes(3)))
+@Suite("cloudstore serve: settings from the environment and a config file", .timeLimit(.minutes(ReliabilityRun.hangLimitMinutes)))
 struct CLIServeSettingsTests {
     @Test func configFileAndEnvironment_configureTheServerWithNothingOnTheCommandLine() async throws {
         try await TemporaryDirectory.with { directory in

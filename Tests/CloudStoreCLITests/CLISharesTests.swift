@@ -5,7 +5,7 @@ import Testing
 
 /// `cloudstore shares --store PATH [--after SEQ] [--json]`, on the stores of alice, who shared a
 /// folder, bob, who joined, and carol, who joined and left (``StoreFixtures/sharedStores(in:)``).
-@Suite("cloudstore shares", .timeLimit(.minutes(2)))
+@Suite("cloudstore shares", .timeLimit(.minutes(ReliabilityRun.hangLimitMinutes)))
 struct CLISharesTests {
     @Test func sharedStores_nameTheParticipantsTheirPermissionsAndTheActivity() async throws {
         try await TemporaryDirectory.with { directory in

@@ -5,7 +5,7 @@ import Foundation
 import Testing
 
 /// `cloudstore sync --store PATH --server URL --container ID --token-file FILE`.
-@Suite("cloudstore sync", .timeLimit(.minutes(3)))
+@Suite("cloudstore sync", .timeLimit(.minutes(ReliabilityRun.hangLimitMinutes)))
 struct CLISyncTests {
     /// A store of `count` notes, written before it ever mirrored.
     static func store(_ name: String, notes count: Int, in directory: URL) throws -> URL {
@@ -192,7 +192,7 @@ struct CLISyncTests {
 }
 
 /// `sync --passphrase-file` and `status` for a store whose schema has encrypted attributes.
-@Suite("cloudstore sync: encrypted attributes", .timeLimit(.minutes(3)))
+@Suite("cloudstore sync: encrypted attributes", .timeLimit(.minutes(ReliabilityRun.hangLimitMinutes)))
 struct CLIEncryptionTests {
     static let schema = """
         {"name": "Journal", "version": 1, "entities": [{"name": "Entry", "attributes": [

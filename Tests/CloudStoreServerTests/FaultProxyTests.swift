@@ -6,7 +6,7 @@ import Testing
 
 /// The ``FaultProxy`` itself, by raw HTTP: what each fault does to the request and the answer, the
 /// seeded plan's determinism, and that nothing it holds can hang a shutdown.
-@Suite("fault proxy", .timeLimit(.minutes(2)))
+@Suite("fault proxy", .timeLimit(.minutes(ReliabilityRun.hangLimitMinutes)))
 struct FaultProxyTests {
     /// Runs `body` with a server and a proxy in front; `direct` talks to the server, `proxied` through the proxy.
     func withProxy(

@@ -13,7 +13,7 @@ import Testing
 /// stored, one user's zone never shows another's data, values are escaped, zones page by name;
 /// and in a real headless browser against a `cloudstore serve` child, each page reads as it should
 /// and leaves a screenshot.
-@Suite("Server console", .timeLimit(.minutes(5)))
+@Suite("Server console", .timeLimit(.minutes(ReliabilityRun.hangLimitMinutes)))
 struct ServerConsoleTests {
     static let aliceSecret = "Alice keeps the spare key under the blue pot"
     static let bobSecret = "Bob hides the cake in the oven"

@@ -9,7 +9,7 @@ import Testing
 /// stored before is unchanged. Seeded (`CLOUDSTORE_FUZZ_SEED`); `CLOUDSTORE_SOAK=1` sends 50 times
 /// as many requests. The time limit only catches a hang: alone the CI counts take seconds, but in
 /// the whole parallel run on two cores they wait minutes for their turn.
-@Suite("fuzzed requests", .timeLimit(ReliabilityRun.isSoak ? .minutes(240) : .minutes(8)))
+@Suite("fuzzed requests", .timeLimit(.minutes(ReliabilityRun.hangLimitMinutes)))
 struct ServerFuzzTests {
     /// A route and valid bodies to mutate. Bodies name the zone `Fuzz`, so that a mutation that
     /// stays valid writes there and never to the zones whose snapshot is compared.

@@ -13,7 +13,7 @@ import Testing
 /// of another owner answers 403 `ACCESS_DENIED` whether or not that zone exists, with the same
 /// body, so the answer tells nothing about the other user's data. Endpoints that name no owner
 /// (lists, database changes, long polls) are scoped to the caller's own database.
-@Suite("isolation between users, secrets, injection, load", .timeLimit(.minutes(3)))
+@Suite("isolation between users, secrets, injection, load", .timeLimit(.minutes(ReliabilityRun.hangLimitMinutes)))
 struct ServerIsolationTests {
     /// Every endpoint that names a zone, asked by bob about alice's zone `zoneName`.
     static func requestsNaming(_ zone: ZoneID) throws -> [(DatabaseOperation, Data)] {

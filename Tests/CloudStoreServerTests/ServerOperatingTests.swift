@@ -58,7 +58,7 @@ struct ServerOperatingTests {
 /// `cloudstore serve` run as an operator runs it: a child process configured by a config file and
 /// its environment only, scraped, its tokens, API tokens and sign-in users reloaded with SIGHUP,
 /// stopped with SIGTERM.
-@Suite("cloudstore serve operated as a process", .timeLimit(.minutes(2)))
+@Suite("cloudstore serve operated as a process", .timeLimit(.minutes(ReliabilityRun.hangLimitMinutes)))
 struct ServerOperatedProcessTests {
     @Test func configFileAndEnvironmentOnly_metricsSIGHUPReloadAndSIGTERM() async throws {
         let directory = try TemporaryDirectory(prefix: "cloudstore-operated")

@@ -10,7 +10,7 @@ import Testing
 /// instances on one database, writers going round them, one instance SIGKILLed and started again
 /// on its port.
 @Suite(
-    "PostgreSQL: rolling restarts and upgrades under load", .serialized, .timeLimit(.minutes(5)),
+    "PostgreSQL: rolling restarts and upgrades under load", .serialized, .timeLimit(.minutes(ReliabilityRun.hangLimitMinutes)),
     .enabled(if: Backend.postgresURL != nil, "set CLOUDSTORE_TEST_POSTGRES_URL (bash .ci/run does) to run these"))
 struct ServerPostgresRestartTests {
     /// How long a restarted instance may take to answer `/readyz` (a debug build starts in well

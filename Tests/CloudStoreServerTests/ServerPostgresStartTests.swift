@@ -10,7 +10,7 @@ import Testing
 /// A PostgreSQL instance's start: it does not fight the traffic of the instances already serving,
 /// waits out the conflicts of an upgrade, and says why when PostgreSQL refuses it.
 @Suite(
-    "PostgreSQL: starts beside live traffic, and why one fails", .serialized, .timeLimit(.minutes(3)),
+    "PostgreSQL: starts beside live traffic, and why one fails", .serialized, .timeLimit(.minutes(ReliabilityRun.hangLimitMinutes)),
     .enabled(if: Backend.postgresURL != nil, "set CLOUDSTORE_TEST_POSTGRES_URL (bash .ci/run does) to run these"))
 struct ServerPostgresStartTests {
     /// What the database holds before the start.

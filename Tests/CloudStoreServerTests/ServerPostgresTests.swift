@@ -7,7 +7,7 @@ import Testing
 
 /// What only PostgreSQL offers: several server instances on one database.
 @Suite(
-    "PostgreSQL: servers sharing one database", .serialized, .timeLimit(.minutes(3)),
+    "PostgreSQL: servers sharing one database", .serialized, .timeLimit(.minutes(ReliabilityRun.hangLimitMinutes)),
     .enabled(if: Backend.postgresURL != nil, "set CLOUDSTORE_TEST_POSTGRES_URL (bash .ci/run does) to run these"))
 struct ServerPostgresTests {
     /// Two server processes on the schema `url` names with the default users; the second logs at

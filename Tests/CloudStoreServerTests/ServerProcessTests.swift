@@ -5,7 +5,7 @@ import Foundation
 import Testing
 
 /// `cloudstore serve` as a real process: startup, SIGTERM, kill -9 in the middle of a batch.
-@Suite("cloudstore serve process", .serialized, .timeLimit(.minutes(3)))
+@Suite("cloudstore serve process", .serialized, .timeLimit(.minutes(ReliabilityRun.hangLimitMinutes)))
 struct ServerProcessTests {
     /// A temporary directory (removed when the first value goes away) with a tokens file for the
     /// default users.

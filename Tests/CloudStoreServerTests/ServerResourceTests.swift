@@ -11,7 +11,7 @@ import Glibc
 /// What one caller controls stays bounded, through a real `cloudstore serve` child process started
 /// under resource limits: container names, idle connections, slow or oversized requests, a full
 /// disk. Each test answers a question an attacker, or an unlucky deployment, would ask first.
-@Suite("cloudstore serve under resource limits", .serialized, .timeLimit(.minutes(3)))
+@Suite("cloudstore serve under resource limits", .serialized, .timeLimit(.minutes(ReliabilityRun.hangLimitMinutes)))
 struct ServerResourceTests {
     /// A directory with a tokens file for the default users; the data goes in its `data` folder.
     static func serveArguments(in directory: TemporaryDirectory, _ extra: [String] = []) throws -> [String] {

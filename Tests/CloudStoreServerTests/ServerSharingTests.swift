@@ -7,7 +7,7 @@ import Testing
 /// Zone-wide shares end to end (WireProtocol.md §6): the owner shares a zone of their private
 /// database, participants resolve and accept it and use the zone through their shared database,
 /// and access ends at once when they are removed, leave, or the share or zone goes.
-@Suite("sharing", .timeLimit(.minutes(3)))
+@Suite("sharing", .timeLimit(.minutes(ReliabilityRun.hangLimitMinutes)))
 struct ServerSharingTests {
     static let list = ZoneID(zoneName: "List", ownerRecordName: "_alice")
 

@@ -6,7 +6,7 @@ import Testing
 
 // A hang guard, not a speed check: under a loaded CI run, starting a PostgreSQL-backed server
 // alone has taken most of a minute.
-@Suite("graceful shutdown in process", .timeLimit(.minutes(3)))
+@Suite("graceful shutdown in process", .timeLimit(.minutes(ReliabilityRun.hangLimitMinutes)))
 struct ServerShutdownTests {
     @Test(arguments: Backend.all)
     func shutdown_answersAWaitingLongPollAndStops(_ backend: Backend) async throws {

@@ -13,7 +13,7 @@ import Testing
 /// forms without the page's cookie and return URLs the operator did not allow are refused; a token
 /// of one instance works on another with the same file; and a real headless browser renders the
 /// form with every value escaped.
-@Suite("Server sign-in", .timeLimit(.minutes(5)))
+@Suite("Server sign-in", .timeLimit(.minutes(ReliabilityRun.hangLimitMinutes)))
 struct ServerSignInTests {
     static let app = "https://notes.example.com"
     static let apiToken = "api-token-of-the-website"

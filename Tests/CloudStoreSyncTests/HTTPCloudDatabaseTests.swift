@@ -6,7 +6,7 @@ import Logging
 import Testing
 
 /// The HTTP transport against a real server on a loopback port.
-@Suite(.timeLimit(.minutes(3))) struct HTTPCloudDatabaseTests {
+@Suite(.timeLimit(.minutes(ReliabilityRun.hangLimitMinutes))) struct HTTPCloudDatabaseTests {
     let notes = ZoneID(zoneName: "Notes")
 
     @Test func records_carryTheDeviceHeaderAsTheirModifiedDevice() async throws {

@@ -8,7 +8,7 @@ import Testing
 
 /// The engine's asset transfers (WireProtocol.md §7) against ``AssetServerFake``: uploads before a
 /// save, downloads before a fetched page is delivered, and what becomes of their failures.
-@Suite(.timeLimit(.minutes(3))) struct SyncEngineAssetTests {
+@Suite(.timeLimit(.minutes(ReliabilityRun.hangLimitMinutes))) struct SyncEngineAssetTests {
     let notes = ZoneID(zoneName: "Notes")
     let directory: TemporaryDirectory
 

@@ -9,7 +9,7 @@ import Testing
 /// fault no pending change is lost, nothing is duplicated on the server, and devices converge once
 /// the network heals. Its time limit only catches a hang: alone the CI seeds take seconds, but in
 /// the whole parallel run on two cores they wait minutes for their turn (198 s in one CI run).
-@Suite(.timeLimit(ReliabilityRun.isSoak ? .minutes(240) : .minutes(8))) struct SyncEngineFaultProxyTests {
+@Suite(.timeLimit(.minutes(ReliabilityRun.hangLimitMinutes))) struct SyncEngineFaultProxyTests {
     let notes = ZoneID(zoneName: "Notes")
 
     func id(_ name: String) -> RecordID { RecordID(recordName: name, zoneID: notes) }

@@ -8,7 +8,7 @@ import Testing
 
 /// Engine mechanics that need exact server answers, against a scripted database. The same
 /// behaviours end to end, against a real server, are in `SyncEngineMultiDeviceTests`.
-@Suite(.timeLimit(.minutes(3))) struct SyncEngineMechanicsTests {
+@Suite(.timeLimit(.minutes(ReliabilityRun.hangLimitMinutes))) struct SyncEngineMechanicsTests {
     let notes = ZoneID(zoneName: "Notes")
     var notesOnServer: ZoneID { ZoneID(zoneName: "Notes", ownerRecordName: "_u1") }
 

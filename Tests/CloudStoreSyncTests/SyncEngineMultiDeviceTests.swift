@@ -8,7 +8,7 @@ import Testing
 
 /// Two or more devices, each with its own engine, against a real server in this process on a
 /// loopback port. `automaticallySync` is off unless the test is about scheduling.
-@Suite(.timeLimit(.minutes(3))) struct SyncEngineMultiDeviceTests {
+@Suite(.timeLimit(.minutes(ReliabilityRun.hangLimitMinutes))) struct SyncEngineMultiDeviceTests {
     static let container = "iCloud.test.sync"
     let notes = ZoneID(zoneName: "Notes")
 

@@ -13,7 +13,7 @@ import Testing
 /// An engine on the public database (``SyncEngine/Configuration/recordTypes``): a query
 /// subscription per type wakes it by push, through a real server; on PostgreSQL, the two devices
 /// talk to two server instances.
-@Suite(.timeLimit(.minutes(3))) struct SyncEnginePublicDatabaseTests {
+@Suite(.timeLimit(.minutes(ReliabilityRun.hangLimitMinutes))) struct SyncEnginePublicDatabaseTests {
     static var backends: [String] {
         ["SQLite"] + (ProcessInfo.processInfo.environment["CLOUDSTORE_TEST_POSTGRES_URL"] == nil ? [] : ["PostgreSQL"])
     }

@@ -15,7 +15,7 @@ import Testing
 /// skips that request's records, and the delegate (when asked to) holds each answer until the next
 /// request arrived, so these tests fail (instead of passing by luck) when the engine does not
 /// overlap.
-@Suite(.timeLimit(.minutes(3))) struct SyncEngineSendOverlapTests {
+@Suite(.timeLimit(.minutes(ReliabilityRun.hangLimitMinutes))) struct SyncEngineSendOverlapTests {
     static let zone = ZoneID(zoneName: "Notes")
 
     /// What the engine did, in order: requests, zone changes, asks and answers.

@@ -9,7 +9,7 @@ import Testing
 /// private database (the shared zone and its share record are ordinary pending changes there), each
 /// participant runs a second engine on the `shared` database, with its own state, and accepts the
 /// share by its short GUID. Against a real server in this process.
-@Suite(.timeLimit(.minutes(3))) struct SyncEngineSharingTests {
+@Suite(.timeLimit(.minutes(ReliabilityRun.hangLimitMinutes))) struct SyncEngineSharingTests {
     static let users = ["alice-token": "_alice", "bob-token": "_bob", "carol-token": "_carol"]
     let list = ZoneID(zoneName: "List")
     /// The list as participants name it: with its owner.

@@ -8,7 +8,7 @@ import Testing
 /// A delegate that keeps its pending changes itself (CKSyncEngine's untracked changes, as
 /// CloudStore's mirroring does): the engine asks it for batches, tells it what to skip and how
 /// many changes a batch may hold, and treats its transient failures as stuck work to retry.
-@Suite(.timeLimit(.minutes(3))) struct SyncEngineUntrackedChangesTests {
+@Suite(.timeLimit(.minutes(ReliabilityRun.hangLimitMinutes))) struct SyncEngineUntrackedChangesTests {
     /// An outbox of records that builds batches the way the documentation shows.
     actor Outbox: SyncEngineDelegate {
         var pending: [String: Record] = [:]

@@ -19,6 +19,19 @@ public enum ReliabilityRun {
         return isSoak ? UInt64.random(in: 0...UInt64.max) : fixed
     }
 
+    /// The time limit, in minutes, of a suite that does real I/O (servers, processes, stores):
+    /// 240 in a soak run, else 10.
+    ///
+    /// A time limit is there to end a hang, not to time a test. In the parallel run of every
+    /// suite on a small machine (CI has 2 cores) a test can wait minutes for the machine before it
+    /// finishes, so a limit shorter than a whole run (about 6 minutes) calls a slow test hung; 10
+    /// minutes still ends a real hang well within CI's 90.
+    ///
+    /// ```swift
+    /// @Suite(.timeLimit(.minutes(ReliabilityRun.hangLimitMinutes))) struct ServerTests { … }
+    /// ```
+    public static var hangLimitMinutes: Int { isSoak ? 240 : 10 }
+
     /// `soak` in a soak run, else `ci`.
     public static func count(ci: Int, soak: Int) -> Int { isSoak ? soak : ci }
 }

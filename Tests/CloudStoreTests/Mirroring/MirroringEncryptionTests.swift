@@ -22,7 +22,7 @@ struct JournalEntry: Equatable {
 /// End-to-end encrypted attributes through a real `cloudstore serve` child (SQLite, or two on one
 /// PostgreSQL): the first device creates the account key, the next unlocks it with the passphrase,
 /// the server keeps ciphertext only, and what an operator alters is refused, never applied.
-@Suite("Mirroring: end-to-end encryption", .timeLimit(.minutes(4)))
+@Suite("Mirroring: end-to-end encryption", .timeLimit(.minutes(ReliabilityRun.hangLimitMinutes)))
 struct MirroringEncryptionTests {
     static let users = ["alice-token": "_alice", "bob-token": "_bob"]
     static let passphrase = "correct horse battery staple"

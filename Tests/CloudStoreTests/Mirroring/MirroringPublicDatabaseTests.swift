@@ -18,7 +18,7 @@ struct Announcement: Equatable {
 /// (``PersistentCloudContainer/Options/publicEntities``), through a real `cloudstore serve` child
 /// process (or two on one PostgreSQL): every user's announcements reach every device by push, each
 /// user's private notes stay theirs, and only an announcement's creator may change it.
-@Suite("Mirroring: public database", .timeLimit(.minutes(3)))
+@Suite("Mirroring: public database", .timeLimit(.minutes(ReliabilityRun.hangLimitMinutes)))
 struct MirroringPublicDatabaseTests {
     static let users = ["alice-token": "_alice", "bob-token": "_bob"]
     static let postgresURL = ServerProcess.testPostgresURL

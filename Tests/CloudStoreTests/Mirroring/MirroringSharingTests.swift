@@ -7,7 +7,7 @@ import Testing
 /// Sharing through containers, as NSPersistentCloudKitContainer apps share: alice shares a folder
 /// of notes with bob (read-write) and carol (read-only) through a real `cloudstore serve` child
 /// process; each user is one device syncing when told.
-@Suite("Mirroring: sharing an object graph", .timeLimit(.minutes(3)))
+@Suite("Mirroring: sharing an object graph", .timeLimit(.minutes(ReliabilityRun.hangLimitMinutes)))
 struct MirroringSharingTests {
     static let users = ["alice-token": "_alice", "bob-token": "_bob", "carol-token": "_carol"]
 

@@ -11,7 +11,7 @@ import Testing
 /// request leaves (the send's start, the batch) and one after (the answer with the send's end),
 /// and at most two write transactions beyond the save (the batch marks what it hands out, the
 /// answer settles it).
-@Suite("Mirroring: the path of one save", .timeLimit(.minutes(2)))
+@Suite("Mirroring: the path of one save", .timeLimit(.minutes(ReliabilityRun.hangLimitMinutes)))
 struct MirroringSyncPathTests {
     /// The counters of a device: its private engine's calls to the mirror and its store's commits.
     struct Counts: Equatable, CustomStringConvertible {
