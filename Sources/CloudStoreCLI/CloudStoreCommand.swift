@@ -30,7 +30,7 @@ public struct CloudStoreCommand: AsyncParsableCommand {
         version: CloudStoreVersion.current,
         subcommands: [
             SchemaCommand.self, ServeCommand.self, HashPasswordCommand.self, MigrateCommand.self, SyncCommand.self, StatusCommand.self,
-            HistoryCommand.self, ConflictsCommand.self, SharesCommand.self, DemoCommand.self,
+            HistoryCommand.self, ConflictsCommand.self, SharesCommand.self, CheckCommand.self, DemoCommand.self,
         ])
 
     public init() {}

@@ -251,6 +251,7 @@ actor CloudMirror: SyncEngineDelegate {
     ) async throws -> (value: T, effects: MirrorEffects) {
         let (setup, now, keyring) = (setup, store.configuration.now(), keyring)
         return try await store.write(author: MirrorAuthor.import) { context in
+            context.appliesServerValues = true
             let write = try MirrorWrite(context: context, setup: setup, now: now, keyring: keyring)
             var effects = MirrorEffects()
             let value = try body(write, &effects)

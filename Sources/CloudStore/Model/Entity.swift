@@ -102,3 +102,15 @@ public struct EntityError: Error, Hashable, Sendable, CustomStringConvertible {
         property.map { "\(entity).\($0): \(message)" } ?? "\(entity): \(message)"
     }
 }
+
+extension EntityError {
+    /// How a required attribute comes to hold a null.
+    static let nullCause = "a NaN saved before CloudStore refused it leaves a null"
+
+    /// A fetch found a null in attribute `property` of object `id`, whose Swift property is not optional.
+    static func storedNull(entity: String, property: String, id: UUID) -> EntityError {
+        EntityError(
+            entity: entity, property: property,
+            "the stored value is null but the Swift property is not optional (object \(id.uuidString); \(nullCause)): \(ReadContext.repair(entity, property, id)); cloudstore check --store PATH lists every such value")
+    }
+}

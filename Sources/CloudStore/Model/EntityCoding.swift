@@ -303,8 +303,7 @@ final class EntityDecoder: Decoder {
             throw EntityError(entity: entity.name, property: name, "no value is stored for it")
         }
         if stored.isNull {
-            throw EntityError(
-                entity: entity.name, property: name, "the stored value is null but the Swift property is not optional")
+            throw EntityError.storedNull(entity: entity.name, property: name, id: values.id)
         }
         let converted: T?
         do {

@@ -188,9 +188,7 @@ public final class ModelRowReader {
     }
 
     private func null(_ property: Int) -> EntityError {
-        EntityError(
-            entity: layout.table.name, property: name(property),
-            "the stored value is null but the Swift property is not optional (object \(id.uuidString))")
+        EntityError.storedNull(entity: layout.table.name, property: name(property), id: id)
     }
 
     private func damaged(_ property: Int) -> StoreError {

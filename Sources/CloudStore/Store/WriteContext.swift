@@ -47,6 +47,10 @@ public final class WriteContext: ReadContext {
     /// Whether the unit of work replaced or deleted an external-storage value, so the store looks
     /// for files no row names any more once it commits.
     private(set) var releasesExternalData = false
+    /// Whether the unit of work applies values a server already holds (mirroring's imports): a
+    /// record the server accepted is not measured against ``StorableValues/recordBytesLimit``
+    /// again (a server may allow more), while every other rule of ``StorableValues`` holds.
+    var appliesServerValues = false
 
     struct Reference {
         var entity: String
@@ -192,6 +196,7 @@ public final class WriteContext: ReadContext {
     /// the to-many relationships in `toMany`.
     func insertRow(_ table: EntityTable, id: UUID, row: [AttributeValue], toMany: [(String, [UUID])]) throws {
         let row = try table.externalizing(row, base: nil, id: id, files: layout.externalData)
+        try table.checkStorable(row, columns: row.indices, id: id, checksRecordSize: !appliesServerValues)
         if table.hasOneToOne { try releaseOneToOne(table, id: id, row: row, old: nil) }
 
         let statement = try insertStatement(table)
@@ -250,6 +255,7 @@ public final class WriteContext: ReadContext {
             releasesExternalData = table.externalColumns.contains { changed.contains($0) && old[$0] != .null }
         }
         if !changed.isEmpty {
+            try table.checkStorable(new, columns: changed, id: id, checksRecordSize: !appliesServerValues)
             try releaseOneToOne(table, id: id, row: new, old: old)
             let assignments = changed.map { "\(table.columnNames[$0].quotedIdentifier) = ?" }.joined(separator: ", ")
             try db.run(

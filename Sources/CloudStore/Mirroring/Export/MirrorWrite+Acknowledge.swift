@@ -188,7 +188,7 @@ extension MirrorWrite {
 
     /// The server refused an upload for good: it stays pending locally, not sent again until the
     /// app changes the object, and the refusal is the last failure.
-    private func refuse(_ recordName: String, _ error: ServerError, _ effects: inout MirrorEffects) throws {
+    func refuse(_ recordName: String, _ error: ServerError, _ effects: inout MirrorEffects) throws {
         guard var row = try ledger.find(recordName) else { return }
         row.refusal = error
         try save(row, &effects)

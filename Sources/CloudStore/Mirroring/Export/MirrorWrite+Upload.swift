@@ -91,8 +91,19 @@ extension MirrorWrite {
                     change: .deleteRecord(recordID), record: nil,
                     sent: SentUpload(revision: metadata.uploadRevision, values: [:]), deleteChangeTag: metadata.changeTag)
             case let pendingSave?:
-                guard let (record, values, sealed) = try recordToUpload(metadata, pendingSave, scope: scope, sealedBefore: sealedBefore[recordID] ?? [:])
-                else {
+                let made: (Record, [String: AttributeValue], [String: RecordSealing.SealedValue])?
+                do {
+                    made = try recordToUpload(metadata, pendingSave, scope: scope, sealedBefore: sealedBefore[recordID] ?? [:])
+                } catch let unsendable as UnsendableValue {
+                    // Saved before the store refused such values: no record can carry it, so it
+                    // is refused here, as the server would, until the app changes the object.
+                    try refuse(
+                        metadata.recordName,
+                        ServerError(.badRequest, reason: unsendable.reason, recordName: metadata.recordName, zoneID: recordID.zoneID),
+                        &effects)
+                    continue
+                }
+                guard let (record, values, sealed) = made else {
                     // The object is gone without a delete being recorded: nothing to upload.
                     logger.warning("a pending upload names an object that does not exist; dropping it", metadata: ["record": "\(metadata.recordName)"])
                     try ledger.setPending(nil, of: &metadata)
@@ -172,6 +183,11 @@ extension MirrorWrite {
             }
             let recordKeys = recordKeys(entity)
             let keys = pending.keysToUpload.map { $0.intersection(recordKeys) }
+            for (name, value) in snapshot.values where keys?.contains(name) ?? true {
+                if let problem = StorableValues.problem(with: value, mirrored: true) {
+                    throw UnsendableValue(reason: "\(entity.name).\(name) of \(id.uuidString) \(problem)")
+                }
+            }
             let unknownFields = try metadata.unknownFields
             record = try schema.record(for: snapshot, in: recordZone, keys: keys, unknownFields: keys == nil ? unknownFields : [:])
             let edited = EditTimes.parse(unknownFields[EditTimes.field])
@@ -335,4 +351,10 @@ extension MirrorWrite {
         else { return false }
         return try context.relatedIDs(entityName: entity.name, id: ends.source, relationship: relationship.name).contains(ends.target)
     }
+}
+
+/// A value an object was saved with before the store refused such values (a non-finite number,
+/// a date out of range), which no record can carry.
+struct UnsendableValue: Error {
+    let reason: String
 }
