@@ -59,23 +59,34 @@ struct QueryBenchmarks {
         ]
     }
 
-    /// Live results of the notes while `commits` units of work change tags, then while `commits`
-    /// change notes, each consumed as fast as they come.
-    func liveResults(commits: Int) async throws -> [Figure] {
-        let descriptor = FetchDescriptor<BenchModelNote>(
-            predicate: #Predicate { $0.pinned }, sortBy: [SortDescriptor(\.created, order: .reverse)], fetchLimit: 50)
+    /// Keeps every array the live results of `descriptor` deliver, as they come.
+    func follow(_ descriptor: FetchDescriptor<BenchModelNote>) -> (Delivered, Task<Void, any Error>) {
         let arrays = Delivered()
         let consumer = Task { [store, arrays] in
             for try await results in store.results(for: descriptor) {
                 arrays.value.withLock { $0.append(results) }
             }
         }
+        return (arrays, consumer)
+    }
+
+    /// Returns once the arrays delivered satisfy `condition`; throws after a minute.
+    static func wait(for arrays: Delivered, _ condition: @escaping @Sendable ([[BenchModelNote]]) -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while !arrays.value.withLock({ condition($0) }) {
+            guard ContinuousClock.now < deadline else { throw BenchError("live results stopped") }
+            await Task.yield()
+        }
+    }
+
+    /// Live results of the notes while `commits` units of work change tags, then while `commits`
+    /// change notes, each consumed as fast as they come.
+    func liveResults(commits: Int) async throws -> [Figure] {
+        let descriptor = FetchDescriptor<BenchModelNote>(
+            predicate: #Predicate { $0.pinned }, sortBy: [SortDescriptor(\.created, order: .reverse)], fetchLimit: 50)
+        let (arrays, consumer) = follow(descriptor)
         func waitFor(_ condition: @escaping @Sendable ([[BenchModelNote]]) -> Bool) async throws {
-            let deadline = ContinuousClock.now + .seconds(60)
-            while !arrays.value.withLock({ condition($0) }) {
-                guard ContinuousClock.now < deadline else { throw BenchError("live results stopped") }
-                await Task.yield()
-            }
+            try await Self.wait(for: arrays, condition)
         }
         try await waitFor { $0.count == 1 }
         let base = Date(timeIntervalSince1970: 1_900_000_000)
@@ -109,6 +120,39 @@ struct QueryBenchmarks {
         let relatedTime = started.duration(to: .now)
         let delivered = arrays.value.withLock { $0.count } - before
         consumer.cancel()
+
+        // A query over the 50 notes of one folder (a `color` here) while commits edit notes of
+        // other folders: those change neither the results nor what matches, so nothing runs.
+        let folder = "inbox"
+        let folderNotes = (0..<50).map { index -> BenchModelNote in
+            var note = BenchModelNote(BenchNote.note(index, base: base.addingTimeInterval(-Double(index + 1))))
+            note.color = folder
+            return note
+        }
+        try await store.write { context in for note in folderNotes { try context.insert(note) } }
+        let others = try await store.read { context in
+            try context.fetch(FetchDescriptor<BenchModelNote>(predicate: #Predicate { $0.color != folder }, fetchLimit: commits))
+        }
+        let (folderArrays, folderConsumer) = follow(
+            FetchDescriptor<BenchModelNote>(predicate: #Predicate { $0.color == folder }, sortBy: [SortDescriptor(\.title)]))
+        func waitForFolder(_ condition: @escaping @Sendable ([[BenchModelNote]]) -> Bool) async throws {
+            try await Self.wait(for: folderArrays, condition)
+        }
+        try await waitForFolder { $0.count == 1 }
+        started = ContinuousClock.now
+        for (index, note) in others.enumerated() {
+            var edited = note
+            edited.title = "edited \(index)"
+            try await store.write { [edited] in try $0.update(edited) }
+        }
+        var marked2 = folderNotes[0]
+        marked2.title = "~ last"
+        let marker2 = marked2
+        try await store.write { try $0.update(marker2) }
+        try await waitForFolder { $0.last?.last?.title == "~ last" }
+        let folderTime = started.duration(to: .now)
+        let folderRuns = folderArrays.value.withLock { $0.count } - 2
+        folderConsumer.cancel()
         return [
             Figure(
                 item: 10, "live results: queries run for \(commits) commits to another entity", Double(unrelatedRuns), "runs",
@@ -118,6 +162,10 @@ struct QueryBenchmarks {
                 item: 10, "live results: arrays for \(commits) commits to the observed entity", Double(delivered), "arrays",
                 "\(commits) one-note units of work, consumed as they come; the last array holds the last note; \(String(format: "%.0f", relatedTime.inSeconds * 1_000_000 / Double(commits))) µs per commit",
                 goal: .atMost(Double(commits))),
+            Figure(
+                item: 10, "live results: queries run for \(others.count) commits to notes of other folders", Double(folderRuns), "runs",
+                "a query over one folder's 50 notes; \(others.count) one-note edits elsewhere, then one in the folder; \(String(format: "%.0f", folderTime.inSeconds * 1_000_000 / Double(others.count + 1))) µs per commit",
+                goal: .atMost(10)),
         ]
     }
 }

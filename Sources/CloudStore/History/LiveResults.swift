@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 import Observation
 import Synchronization
 
@@ -16,9 +17,12 @@ extension PersistentStore {
     /// ```
     ///
     /// Which commits count is decided by persistent history: a commit of this process, of
-    /// another process on the same file, or a sync import that changed an object of the query's
-    /// entity (its attributes, relationships or membership in a relationship) runs the query
-    /// again; a commit that changed only other entities runs nothing. Each array is one consistent
+    /// another process on the same file, or a sync import that changed an object in the results
+    /// (its attributes, relationships or membership in a relationship), or an object of the
+    /// query's entity that now matches its predicate, runs the query again; a commit that changed
+    /// only other objects runs nothing (with a `fetchOffset`, any change of the entity runs it).
+    /// The predicate is compiled once. ``LiveResults/removeDuplicates()`` also skips an array
+    /// equal to the one before. Each array is one consistent
     /// state of the store, never part of a unit of work. A consumer slower than the commits sees
     /// the latest state when it asks for the next array, not a backlog of older ones: arrays are
     /// at most one per commit, fewer under load, and the last one is always current.
@@ -39,26 +43,43 @@ public struct LiveResults<Model: PersistentModel>: AsyncSequence, Sendable {
 
     let store: PersistentStore
     let descriptor: FetchDescriptor<Model>
+    /// Whether two arrays are equal, when arrays equal to the last are skipped.
+    var isDuplicate: (@Sendable ([Model], [Model]) -> Bool)?
+    /// Called before each run of the query (tests count the runs).
+    var willRun: (@Sendable () -> Void)?
 
     /// Starts following the store; each iterator delivers its own first array.
     public func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(store: store, descriptor: descriptor)
+        AsyncIterator(store: store, descriptor: descriptor, isDuplicate: isDuplicate, willRun: willRun)
     }
 
-    /// Runs the query, then waits for a commit that changed its entity and runs it again.
+    /// Runs the query, then waits for a commit that may change its results and runs it again.
     public struct AsyncIterator: AsyncIteratorProtocol {
         let store: PersistentStore
         let descriptor: FetchDescriptor<Model>
+        let isDuplicate: (@Sendable ([Model], [Model]) -> Bool)?
+        let willRun: (@Sendable () -> Void)?
         /// The last transaction the last array reflects; nil before the first array.
         var seen: Int64?
+        /// The query's SQL, compiled on the first run.
+        var compiled: CompiledFetch?
+        /// What the last array depends on.
+        var region: LiveQueryRegion?
+        /// The last array delivered, kept only to skip an equal one.
+        var last: [Model]?
 
-        init(store: PersistentStore, descriptor: FetchDescriptor<Model>) {
+        init(
+            store: PersistentStore, descriptor: FetchDescriptor<Model>, isDuplicate: (@Sendable ([Model], [Model]) -> Bool)?,
+            willRun: (@Sendable () -> Void)?
+        ) {
             self.store = store
             self.descriptor = descriptor
+            self.isDuplicate = isDuplicate
+            self.willRun = willRun
         }
 
-        /// The next array: the first at once, then after the next commit that changed the
-        /// query's entity. Nil when the task is cancelled or the store closed.
+        /// The next array: the first at once, then after the next commit that may change it.
+        /// Nil when the task is cancelled or the store closed.
         public mutating func next() async throws -> [Model]? {
             guard store.configuration.recordsHistory else {
                 throw StoreError(
@@ -67,17 +88,33 @@ public struct LiveResults<Model: PersistentModel>: AsyncSequence, Sendable {
             }
             while true {
                 if Task.isCancelled || store.monitor.isClosed { return nil }
-                let (store, descriptor, seen) = (store, descriptor, seen)
+                let (store, descriptor, seen, compiled, region, willRun) = (store, descriptor, seen, compiled, region, willRun)
                 let layout = store.layout
-                let outcome: (last: Int64, results: [Model]?)
+                let outcome: (last: Int64, compiled: CompiledFetch, results: [Model]?)
                 do {
-                    outcome = try await store.withStoreErrors("reading live results") {
-                        try await store.pool.read { db in
+                    // A synchronous read, as the commit monitor's poll does: the reader goes back
+                    // to the pool before this returns, never held across a suspension, so a
+                    // `close()` on another thread of the cooperative pool cannot wait for a read
+                    // that needs a thread of that pool to finish.
+                    outcome = try store.withStoreErrors("reading live results") {
+                        try store.pool.read { db in
+                            let context = ReadContext(db: db, layout: layout)
+                            let query = try compiled ?? context.compile(descriptor)
                             let last = try PersistentStore.lastTransactionNumber(db)
-                            if let seen, try !store.changed(Model.entityName, db, after: seen, through: last) {
-                                return (last, nil)
+                            if let seen, let region {
+                                guard last > seen else { return (last, query, nil) }
+                                let changes = try store.changes(of: Model.entityName, db, after: seen, through: last)
+                                switch region.decision(for: changes) {
+                                case .unchanged:
+                                    return (last, query, nil)
+                                case .runIfAnyMatches(let ids):
+                                    if try !context.anyMatches(query, among: ids) { return (last, query, nil) }
+                                case .run:
+                                    break
+                                }
                             }
-                            return (last, try ReadContext(db: db, layout: layout).fetch(descriptor))
+                            willRun?()
+                            return (last, query, try context.fetch(query, Model.self))
                         }
                     }
                 } catch {
@@ -85,27 +122,55 @@ public struct LiveResults<Model: PersistentModel>: AsyncSequence, Sendable {
                     throw error
                 }
                 self.seen = outcome.last
-                if let results = outcome.results { return results }
+                self.compiled = outcome.compiled
+                if let results = outcome.results {
+                    self.region = LiveQueryRegion(ids: Set(results.map(\.id)), skipsSome: descriptor.fetchOffset != nil)
+                    if let isDuplicate {
+                        if let last, isDuplicate(last, results) { continue }
+                        self.last = results
+                    }
+                    return results
+                }
                 await store.waitForCommit(after: outcome.last)
             }
         }
     }
 }
 
+extension LiveResults where Model: Equatable {
+    /// The same live results without an array equal to the one before it, as GRDB's
+    /// `ValueObservation.removeDuplicates()`: a commit that changed an object of the query
+    /// without changing the results delivers nothing.
+    ///
+    /// ```swift
+    /// for try await notes in store.results(for: inbox).removeDuplicates() { render(notes) }
+    /// ```
+    public func removeDuplicates() -> LiveResults {
+        var results = self
+        results.isDuplicate = { $0 == $1 }
+        return results
+    }
+}
+
 extension PersistentStore {
-    /// Whether a transaction after `seen` and up to `last` changed an object of `entity`. True
-    /// when the history it would read was purged: the caller cannot know, so it reads again.
-    func changed(_ entity: String, _ db: Database, after seen: Int64, through last: Int64) throws -> Bool {
-        guard last > seen else { return false }
+    /// The changes of objects of `entity` in the transactions after `seen` and up to `last`, in
+    /// order; nil when the history they are in was purged (the caller cannot know what changed).
+    func changes(of entity: String, _ db: Database, after seen: Int64, through last: Int64) throws -> [(id: UUID, isDelete: Bool)]? {
         let purgedThrough = try db.integer("SELECT value FROM cloudstore_metadata WHERE key = 'historyPurgedThrough'") ?? 0
-        if purgedThrough > seen { return true }
-        let found = try db.integer(
+        if purgedThrough > seen { return nil }
+        var changes: [(id: UUID, isDelete: Bool)] = []
+        try db.each(
             """
-            SELECT 1 FROM cloudstore_history_transaction WHERE token > ? AND token <= ? \
-            AND EXISTS (SELECT 1 FROM json_each(entities) WHERE value = ?) LIMIT 1
+            SELECT changes FROM cloudstore_history_transaction WHERE token > ? AND token <= ? \
+            AND EXISTS (SELECT 1 FROM json_each(entities) WHERE value = ?) ORDER BY token
             """,
-            [.int64(seen), .int64(last), .string(entity)])
-        return found != nil
+            [.int64(seen), .int64(last), .string(entity)]
+        ) { statement in
+            for change in try HistoryEncoding.decode(columnData(statement, 0), keepEntity: { $0 == entity }) {
+                changes.append((change.objectID, change.changeType == .delete))
+            }
+        }
+        return changes
     }
 }
 

@@ -46,11 +46,7 @@ extension ReadContext {
     /// let pinned = try context.fetch(FetchDescriptor<Note>(predicate: #Predicate { $0.pinned }))
     /// ```
     public func fetch<Model: PersistentModel>(_ descriptor: FetchDescriptor<Model>) throws -> [Model] {
-        let query = try compile(descriptor)
-        let fetch = EntityFetch(
-            context: self, table: query.model.table, sql: "SELECT \(query.model.table.selectList) \(query.sql)",
-            arguments: query.arguments)
-        return try fetch.models(Model.self, layout: query.model)
+        try fetch(try compile(descriptor), Model.self)
     }
 
     /// How many objects a descriptor selects (after its offset, at most its limit).
@@ -68,16 +64,33 @@ extension ReadContext {
         return try db.uuids("SELECT \(query.model.table.quotedName).\"id\" \(query.sql)", query.arguments)
     }
 
+    /// The objects of a compiled query (``compile(_:sorted:)``), in its order.
+    func fetch<Model: PersistentModel>(_ query: CompiledFetch, _ type: Model.Type) throws -> [Model] {
+        let fetch = EntityFetch(
+            context: self, table: query.model.table, sql: "SELECT \(query.model.table.selectList) \(query.sql)",
+            arguments: query.arguments)
+        return try fetch.models(Model.self, layout: query.model)
+    }
+
+    /// Whether one of the objects `ids` matches a compiled query's predicate (all do without one).
+    func anyMatches(_ query: CompiledFetch, among ids: [UUID]) throws -> Bool {
+        let table = query.model.table
+        var sql = "SELECT 1 FROM \(table.quotedName) WHERE \"id\" IN (\(Array(repeating: "?", count: ids.count).joined(separator: ", ")))"
+        if let condition = query.condition { sql += " AND (\(condition))" }
+        return try db.integer(sql + " LIMIT 1", ids.map(AttributeValue.uuid) + query.conditionArguments) != nil
+    }
+
     /// The query of a descriptor: `FROM … WHERE … ORDER BY … LIMIT … OFFSET …` and its arguments.
-    func compile<Model: PersistentModel>(
-        _ descriptor: FetchDescriptor<Model>, sorted: Bool = true
-    ) throws -> (model: ModelLayout, sql: String, arguments: [AttributeValue]) {
+    func compile<Model: PersistentModel>(_ descriptor: FetchDescriptor<Model>, sorted: Bool = true) throws -> CompiledFetch {
         let model = try layout.models.layout(Model.self, in: layout)
         let compiler = PredicateCompiler(model: model, layout: layout)
         var sql = "FROM \(model.table.quotedName)"
+        var condition: String?
         if let predicate = descriptor.predicate {
-            sql += " WHERE " + (try compiler.condition(predicate.expression, variable: predicate.variable.key))
+            condition = try compiler.condition(predicate.expression, variable: predicate.variable.key)
+            sql += " WHERE " + condition!
         }
+        let conditionArguments = compiler.arguments
         if sorted && !descriptor.sortBy.isEmpty {
             sql += " ORDER BY " + (try compiler.order(descriptor.sortBy))
         }
@@ -89,8 +102,20 @@ extension ReadContext {
             precondition(offset >= 0, "a fetch offset cannot be negative")
             sql += (descriptor.fetchLimit == nil ? " LIMIT -1" : "") + " OFFSET \(offset)"
         }
-        return (model, sql, compiler.arguments)
+        return CompiledFetch(
+            model: model, sql: sql, arguments: compiler.arguments, condition: condition, conditionArguments: conditionArguments)
     }
+}
+
+/// A descriptor as SQL, for its model's table.
+struct CompiledFetch: Sendable {
+    let model: ModelLayout
+    /// `FROM … WHERE … ORDER BY … LIMIT … OFFSET …`.
+    let sql: String
+    let arguments: [AttributeValue]
+    /// The predicate's SQL and its arguments; nil without a predicate.
+    let condition: String?
+    let conditionArguments: [AttributeValue]
 }
 
 extension WriteContext {

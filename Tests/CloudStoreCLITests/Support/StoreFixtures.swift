@@ -100,7 +100,8 @@ enum StoreFixtures {
                 try context.insert(
                     EntitySnapshot(
                         entityName: "Note", id: refused,
-                        values: ["title": .string("large"), "body": .string(String(repeating: "x", count: 1_500_000))]))
+                        // 600 KB by the save's estimate, 1.2 MB once JSON escapes each quote.
+                        values: ["title": .string("large"), "body": .string(String(repeating: "\"", count: 600_000))]))
                 try context.insert(EntitySnapshot(entityName: "Note", id: UUID(), values: ["title": .string("small")]))
             }
             try await devices[0].container.sendChanges()
