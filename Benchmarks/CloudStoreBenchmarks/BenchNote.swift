@@ -82,7 +82,7 @@ struct BenchNote: Entity, Codable, FetchableRecord, PersistableRecord {
 /// The benchmark's note declared with `@Model`, on the same table: read and written column by
 /// column instead of through `Codable`.
 @Model(name: "Note", mirrored: false)
-struct BenchModelNote {
+struct BenchModelNote: Equatable {
     var id: UUID
     var title: String
     var body: String
