@@ -345,8 +345,11 @@ struct ServerAssetsTests {
                     try handle.write(contentsOf: piece)
                 }
                 try handle.close()
+                // Two minutes without a byte before the transfer gives up: under the whole suite
+                // on two cores a 64 MiB upload once stalled for the default 30 s.
                 let database = HTTPCloudDatabase(
-                    baseURL: server.baseURL, container: "iCloud.test", token: "alice-token", deviceID: "device-A")
+                    baseURL: server.baseURL, container: "iCloud.test", token: "alice-token", deviceID: "device-A",
+                    requestTimeout: .seconds(120))
                 let urls = try await database.requestAssetUploads(
                     AssetUploadRequest(zoneID: ZoneID(zoneName: "Notes"), tokens: [.init(recordName: "N-1", fieldName: "photo")]))
                 let result = try await database.uploadAsset(from: source, to: try #require(urls.tokens.first?.url))

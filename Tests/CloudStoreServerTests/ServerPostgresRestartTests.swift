@@ -13,9 +13,10 @@ import Testing
     "PostgreSQL: rolling restarts and upgrades under load", .serialized, .timeLimit(.minutes(ReliabilityRun.hangLimitMinutes)),
     .enabled(if: Backend.postgresURL != nil, "set CLOUDSTORE_TEST_POSTGRES_URL (bash .ci/run does) to run these"))
 struct ServerPostgresRestartTests {
-    /// How long a restarted instance may take to answer `/readyz` (a debug build starts in well
-    /// under a second; the release before layout versions failed its start, or waited for locks).
-    static let backWithin: Duration = .seconds(5)
+    /// How long a restarted instance may take to answer `/readyz`: a start that fails or waits for
+    /// locks (as the release before layout versions did) never answers; a debug build alone
+    /// answers in well under a second, and under the whole suite on two cores once in 5.6 s.
+    static let backWithin: Duration = .seconds(30)
 
     /// `cloudstore serve` on the schema `url` names, with the default users and containers.
     static func arguments(_ url: String, in root: TemporaryDirectory, debug: Int = 0) throws -> [String] {

@@ -1,6 +1,5 @@
 import Foundation
 import GRDB
-import GRDBSQLite
 import Observation
 import Synchronization
 

@@ -14,7 +14,7 @@ import Foundation
 /// | a `Date` | kept to the millisecond; refused outside ``Foundation/Date/timestampRange`` (±8.64e15 ms, years −271,821 to 275,760) or when not finite |
 /// | `Decimal.nan` | refused: it has no text that reads back |
 /// | strings (any character, `"\0"` too), bytes, URLs, UUIDs, integers, JSON | kept |
-/// | a mirrored object's inline values (strings, bytes, URLs, JSON) | refused when together they take more than a record carries (``recordBytesLimit``); external-storage bytes travel as assets and do not count |
+/// | a mirrored object's inline values (strings, bytes, URLs, JSON) | refused when together they take more than a record carries (``recordBytesLimit``), bytes and encrypted values counted in base64; external-storage bytes travel as assets and do not count |
 struct StorableValues {
     /// What a record's fields may hold in all: CloudKit's 1 MiB, the server's default.
     static let recordBytesLimit = 1 << 20
@@ -42,24 +42,27 @@ struct StorableValues {
         }
     }
 
-    /// About how many bytes a value takes in a record's fields: its text, or its bytes in base64;
-    /// nil for values too small to matter and for bytes kept in a file (they travel as assets).
-    static func recordBytes(of value: AttributeValue) -> Int? {
+    /// About how many bytes a value takes in a record's fields: its text, or its bytes in base64
+    /// (an encrypted value travels as sealed bytes, so in base64 too); nil for values too small to
+    /// matter and for bytes kept in a file (they travel as assets).
+    static func recordBytes(of value: AttributeValue, encrypted: Bool = false) -> Int? {
+        let (count, isBytes): (Int, Bool)
         switch value {
-        case .string(let text), .json(let text): text.utf8.count
-        case .data(let bytes): (bytes.count + 2) / 3 * 4
-        case .url(let url): url.absoluteString.utf8.count
-        default: nil
+        case .string(let text), .json(let text): (count, isBytes) = (text.utf8.count, false)
+        case .data(let bytes): (count, isBytes) = (bytes.count, true)
+        case .url(let url): (count, isBytes) = (url.absoluteString.utf8.count, false)
+        default: return nil
         }
+        return isBytes || encrypted ? (count + 2) / 3 * 4 : count
     }
 
-    /// Why a mirrored object's `row` (values in the order of `names`) would not fit in a record;
-    /// nil when it fits.
-    static func recordSizeProblem(_ row: [AttributeValue], names: [String]) -> String? {
+    /// Why a mirrored object's `row` (values in the order of `names`; `encrypted` says which
+    /// columns are sealed) would not fit in a record; nil when it fits.
+    static func recordSizeProblem(_ row: [AttributeValue], names: [String], encrypted: [Bool]) -> String? {
         var total = 0
         var largest: (name: String, bytes: Int)?
         for (index, value) in row.enumerated() {
-            guard let bytes = recordBytes(of: value) else { continue }
+            guard let bytes = recordBytes(of: value, encrypted: encrypted[index]) else { continue }
             total += bytes
             if bytes > largest?.bytes ?? -1 { largest = (names[index], bytes) }
         }
@@ -87,7 +90,9 @@ extension EntityTable {
             }
             if !sizeable, StorableValues.recordBytes(of: value) != nil { sizeable = true }
         }
-        if mirrored && checksRecordSize && sizeable, let problem = StorableValues.recordSizeProblem(row, names: columnNames) {
+        if mirrored && checksRecordSize && sizeable,
+            let problem = StorableValues.recordSizeProblem(row, names: columnNames, encrypted: encryptedColumns)
+        {
             throw StoreError(.invalidValue, "\(name) \(id.uuidString) cannot be saved: \(problem)")
         }
     }

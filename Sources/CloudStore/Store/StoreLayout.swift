@@ -191,6 +191,8 @@ final class EntityTable: Sendable {
     let externalColumns: [Int]
     /// The columns of `data` attributes, external or not.
     let dataColumns: [Int]
+    /// Whether each column is an end-to-end encrypted attribute, in column order.
+    let encryptedColumns: [Bool]
     /// The table's name quoted for SQL, computed once (quoting searches the name each time).
     let quotedName: String
     /// Each column qualified by the table and quoted, `"Note"."title"`, in column order.
@@ -225,6 +227,10 @@ final class EntityTable: Sendable {
         toOneRelationships = relationships.indices.filter { relationships[$0].column != nil }
         externalColumns = columns.indices.filter { columns[$0].isExternal }
         dataColumns = columns.indices.filter { columns[$0].type == .data }
+        encryptedColumns = columns.map { column in
+            if case .attribute(let attribute) = column.source { return attribute.isEncrypted }
+            return false
+        }
     }
 
     var name: String { entity.name }

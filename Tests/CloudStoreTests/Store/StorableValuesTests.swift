@@ -39,14 +39,17 @@ struct StorableValuesTests {
     @Test func aRecordsSize_countsInlineTextAndBytesInBase64() {
         let names = ["title", "body", "attachment", "count"]
         let fits: [AttributeValue] = [.string("t"), .string(String(repeating: "x", count: 500_000)), .data(Data(count: 390_000)), .int64(1)]
-        #expect(StorableValues.recordSizeProblem(fits, names: names) == nil, "500,000 + 520,000 bytes")
+        let plain = [false, false, false, false]
+        #expect(StorableValues.recordSizeProblem(fits, names: names, encrypted: plain) == nil, "500,000 + 520,000 bytes")
+        let sealed = StorableValues.recordSizeProblem(fits, names: names, encrypted: [false, true, false, false])
+        #expect(sealed?.contains("(body, about 666668 bytes)") == true, "an encrypted body travels in base64: \(sealed ?? "fits")")
         var over = fits
         over[2] = .data(Data(count: 420_000))
-        let problem = StorableValues.recordSizeProblem(over, names: names)
+        let problem = StorableValues.recordSizeProblem(over, names: names, encrypted: plain)
         #expect(problem?.contains("about 1060001 bytes in a record, more than the 1048576") == true, "\(problem ?? "fits")")
         #expect(problem?.contains("give the largest attribute (attachment, about 560000 bytes) external storage") == true)
         let external: [AttributeValue] = [.string("t"), .null, .externalData(ExternalData(checksum: "x", size: 5_000_000)), .int64(1)]
-        #expect(StorableValues.recordSizeProblem(external, names: names) == nil, "bytes in a file travel as an asset")
+        #expect(StorableValues.recordSizeProblem(external, names: names, encrypted: plain) == nil, "bytes in a file travel as an asset")
     }
 
     // MARK: Through the store
