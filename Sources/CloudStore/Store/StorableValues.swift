@@ -15,7 +15,7 @@ import Foundation
 /// | `Decimal.nan` | refused: it has no text that reads back |
 /// | strings (any character, `"\0"` too), bytes, URLs, UUIDs, integers, JSON | kept |
 /// | a mirrored object's inline values (strings, bytes, URLs, JSON) | refused when together they take more than a record carries (``recordBytesLimit``), bytes and encrypted values counted in base64; external-storage bytes travel as assets and do not count |
-struct StorableValues {
+enum StorableValues {
     /// What a record's fields may hold in all: CloudKit's 1 MiB, the server's default.
     static let recordBytesLimit = 1 << 20
 
