@@ -20,6 +20,9 @@ struct ServerNotificationsTests {
             let changed = try immediate.decode(NotificationsResponse.self)
             #expect(changed.changed)
             #expect(changed.zones.map(\.zoneID.zoneName) == ["Notes"])
+            #expect(
+                changed.databaseChanges == (try await client.databaseChanges(token: start.syncToken)),
+                "the answer carries changes/database for its since")
 
             let clock = ContinuousClock()
             let started = clock.now
@@ -33,8 +36,50 @@ struct ServerNotificationsTests {
             #expect(clock.now - started < .seconds(20))
             let next = try await client.databaseChanges(token: changed.syncToken)
             #expect(next.syncToken == answer.syncToken)
+            #expect(answer.databaseChanges == next)
+            let sinceNow = try await poll(client, since: nil, timeout: 0).decode(NotificationsResponse.self)
+            #expect(sinceNow.databaseChanges == nil, "a poll without since names no token to answer for")
         }
     }
+
+    /// A poll that names zone tokens gets, for each of those zones that changed, the page
+    /// `changes/zone` answers for that token; zones it did not name, none. Malformed or too many
+    /// tokens are refused.
+    @Test(arguments: Backend.all)
+    func longPoll_carriesTheFirstPageOfEachNamedZone(_ backend: Backend) async throws {
+        try await withServer(backend) { _, client in
+            try await client.createZone("Notes")
+            try await client.createZone("Other")
+            _ = try await client.save([note("N-1")])
+            let notes = try await client.allZoneChanges("Notes")
+            let start = try await client.databaseChanges(token: nil)
+
+            let writer = client.asUser("alice-token", device: "device-B")
+            _ = try await writer.save([note("N-2", title: "from B")])
+            _ = try await writer.save("Other", [note("O-1")])
+            let answer = try await client.send(
+                .GET,
+                client.path(.private, .notifications) + "?timeout=0&since=\(start.syncToken)&zones=\(notes.token)")
+                .decode(NotificationsResponse.self)
+            let pages = try #require(answer.zoneChanges)
+            #expect(pages.map(\.zoneID.zoneName) == ["Notes"], "only the zone it named")
+            let asked = try await client.zoneChanges("Notes", token: notes.token).decode(ZoneChangesResponse.self)
+            guard case .value(let expected)? = asked.zones.first else { throw BadAnswer() }
+            #expect(pages.first == expected, "the same page changes/zone answers")
+            #expect(pages.first?.records.map(\.recordName) == ["N-2"])
+
+            let malformed = try await client.send(
+                .GET, client.path(.private, .notifications) + "?timeout=0&since=\(start.syncToken)&zones=bogus")
+            #expect(malformed.status == 400)
+            let many = Array(repeating: notes.token, count: NotificationsResponse.maxZoneTokens + 1).joined(separator: ",")
+            let tooMany = try await client.send(
+                .GET, client.path(.private, .notifications) + "?timeout=0&since=\(start.syncToken)&zones=\(many)")
+            #expect(tooMany.status == 400)
+            #expect(tooMany.text.contains("at most \(NotificationsResponse.maxZoneTokens)"))
+        }
+    }
+
+    struct BadAnswer: Error {}
 
     @Test(arguments: Backend.all)
     func longPoll_timesOutUnchangedAndIgnoresOtherUsers(_ backend: Backend) async throws {

@@ -73,6 +73,85 @@ import Testing
         #expect(saved.zoneTokens.first?.syncToken == "z3")
     }
 
+    /// A long poll's answer carries the `changes/database` page for the token it was asked from,
+    /// and first zone pages for the zone tokens it named: a scheduled fetch applies them instead of
+    /// asking; a zone listed at the token the state already holds (the device's own writes) is not
+    /// fetched; a page asked from a token the state no longer holds, or a fetch the app asked
+    /// for, asks the server.
+    @Test func fetch_appliesThePagesTheLongPollCarried() async throws {
+        let server = notesOnServer
+        let requests = Mutex<[String]>([])
+        let zoneToken = Mutex("z1")
+        let database = ScriptedDatabase { script in
+            script.databaseChanges = { request in
+                requests.withLock { $0.append("changes/database from \(request.syncToken ?? "none")") }
+                return DatabaseChangesResponse(syncToken: "db1", moreComing: false, zones: [Zone(zoneID: server, syncToken: "z1")])
+            }
+            script.zoneChanges = { request in
+                requests.withLock { $0.append("changes/zone from \(request.zones[0].syncToken ?? "none")") }
+                let page = ZoneChanges(zoneID: server, syncToken: zoneToken.withLock { $0 }, moreComing: false, records: [])
+                return ZoneChangesResponse(zones: [.value(page)])
+            }
+        }
+        let device = await EngineDevice("A", database: database)
+        let engine = device.engine
+        try await engine.fetchChanges()
+        #expect(requests.withLock { $0 } == ["changes/database from none", "changes/zone from none"])
+        let scheduled = SyncEngine.FetchChangesContext(reason: .scheduled, options: SyncEngine.FetchChangesOptions())
+        func answer(_ since: String, database token: String, zone: String, page: ZoneChanges? = nil) async {
+            let response = NotificationsResponse(
+                changed: true, syncToken: token, zones: [],
+                databaseChanges: DatabaseChangesResponse(syncToken: token, moreComing: false, zones: [Zone(zoneID: server, syncToken: zone)]),
+                zoneChanges: page.map { [$0] })
+            await engine.pushAnswered(changed: true, response: response, since: since, zoneTokens: [notes: "z1"])
+        }
+
+        // Another device wrote the zone: only the zone is asked for.
+        requests.withLock { $0 = [] }
+        zoneToken.withLock { $0 = "z2" }
+        await answer("db1", database: "db2", zone: "z2")
+        try await engine.fetch(scheduled)
+        #expect(requests.withLock { $0 } == ["changes/zone from z1"])
+        #expect(engine.state.withStorage { ($0.databaseToken, $0.zoneTokens[notes]) } == ("db2", "z2"))
+
+        // The zone is at the token the state holds: nothing to ask.
+        requests.withLock { $0 = [] }
+        await answer("db2", database: "db3", zone: "z2")
+        try await engine.fetch(scheduled)
+        #expect(requests.withLock { $0 }.isEmpty)
+        #expect(engine.state.withStorage { $0.databaseToken } == "db3")
+        #expect(engine.state.zoneIDsWithUnfetchedServerChanges.isEmpty)
+
+        // The answer carries the zone's page, asked from a token the state no longer holds ("z1"):
+        // the zone is asked for; then one asked from the token it holds: applied, nothing asked.
+        let note = Record(recordName: "N1", recordType: "Note", recordChangeTag: "a", zoneID: server, fields: ["title": .string("t")])
+        await answer("db3", database: "db4", zone: "z3", page: ZoneChanges(zoneID: server, syncToken: "z3", moreComing: false, records: [note]))
+        zoneToken.withLock { $0 = "z3" }
+        try await engine.fetch(scheduled)
+        #expect(requests.withLock { $0 } == ["changes/zone from z2"])
+        requests.withLock { $0 = [] }
+        let response = NotificationsResponse(
+            changed: true, syncToken: "db5", zones: [],
+            databaseChanges: DatabaseChangesResponse(syncToken: "db5", moreComing: false, zones: [Zone(zoneID: server, syncToken: "z4")]),
+            zoneChanges: [ZoneChanges(zoneID: server, syncToken: "z4", moreComing: false, records: [note])])
+        await engine.pushAnswered(changed: true, response: response, since: "db4", zoneTokens: [notes: "z3"])
+        try await engine.fetch(scheduled)
+        #expect(requests.withLock { $0 }.isEmpty)
+        #expect(engine.state.withStorage { ($0.databaseToken, $0.zoneTokens[notes]) } == ("db5", "z4"))
+
+        // A page asked from a database token the state no longer holds is not applied.
+        await answer("db1", database: "db9", zone: "z9")
+        try await engine.fetch(scheduled)
+        #expect(requests.withLock { $0 }.first == "changes/database from db5")
+
+        // A fetch the app asks for asks the server, whatever the poll carried.
+        requests.withLock { $0 = [] }
+        await answer("db1", database: "db9", zone: "z9")
+        try await engine.fetchChanges()
+        #expect(requests.withLock { $0 }.first == "changes/database from db1")
+        #expect(await device.records[RecordID(recordName: "N1", zoneID: notes)] != nil, "the pushed page's record was delivered")
+    }
+
     /// The next page is asked for while a page is applied; when it fails, the zone's token stays
     /// at the last page delivered, never past it.
     @Test func fetch_aFailedNextPageLeavesTheTokenAtTheLastPageDelivered() async throws {

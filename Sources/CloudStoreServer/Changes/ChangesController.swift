@@ -80,11 +80,21 @@ struct ChangesController: Sendable {
         let since = try syncToken.map { text throws(APIError) in try Self.databaseSeq(text, partition) } ?? 0
         let page = try await services.storage.databaseChanges(in: partition, after: since, limit: limit)
         try Self.checkNotAhead(since, of: page.dbSeq)
+        let response = Self.databaseChanges(page, after: since, limit: limit, in: partition)
+        context.logger.info(
+            "database changes",
+            metadata: ["database": "\(partition)", "count": "\(response.zones.count)", "token": "\(response.syncToken)"])
+        return response
+    }
+
+    /// The `changes/database` answer for a token at `since`, from a page of up to `limit + 1`
+    /// zones read after it (the long poll answers with it too).
+    static func databaseChanges(
+        _ page: DatabaseChangesPage, after since: Int64, limit: Int, in partition: DatabasePartition
+    ) -> DatabaseChangesResponse {
         let moreComing = page.zones.count > limit
         let zones = Array(page.zones.prefix(limit))
         let seq = moreComing ? zones.last?.dbSeq ?? since : page.dbSeq
-        context.logger.info(
-            "database changes", metadata: ["database": "\(partition)", "count": "\(zones.count)", "token": "\(seq)"])
         return DatabaseChangesResponse(
             syncToken: SyncToken.database(partition, seq: seq).encoded, moreComing: moreComing,
             zones: zones.map { zone in
@@ -97,7 +107,7 @@ struct ChangesController: Sendable {
 
     /// A zone's page of changes: the page with its records written apart (``RecordWriter``), or
     /// the per-zone error. Token problems throw: they answer for the whole request.
-    private func changes(
+    func changes(
         of item: ZoneChangesRequest.Zone, defaults body: ZoneChangesRequest, in partition: DatabasePartition,
         context: CloudRequestContext
     ) async throws -> Result<(changes: ZoneChanges, records: [[UInt8]]), APIError> {

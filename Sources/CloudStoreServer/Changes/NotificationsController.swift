@@ -11,7 +11,9 @@ import ServiceLifecycle
 /// ``ServerLimits/maxLongPollSeconds``). Without `since` it waits for the next change after now.
 /// A graceful shutdown answers waiting polls at once with `changed: false`. A signed-in caller's
 /// answer carries the notifications their subscriptions to this database produced for those
-/// changes (WireProtocol.md §8).
+/// changes (WireProtocol.md §8), and, when the poll named `since`, the `changes/database` answer
+/// for it and the first `changes/zone` page of each changed zone whose token it named in `zones`,
+/// which save the client those requests.
 struct NotificationsController: Sendable {
     let services: CloudServices
 
@@ -25,35 +27,54 @@ struct NotificationsController: Sendable {
         let query = request.uri.queryParameters
         let timeout = try Self.timeout(query["timeout"].map(String.init), limit: services.limits.maxLongPollSeconds)
         let deadline = ContinuousClock.now + .milliseconds(Int64(timeout * 1000))
-        var since = try query["since"].map { text throws(APIError) in
+        let requested = try query["since"].map { text throws(APIError) in
             try ChangesController.databaseSeq(String(text), partition)
         }
+        let zoneTokens = try Self.zoneTokens(query["zones"].map(String.init))
+        var since = requested
+        let limit = services.limits.maxResultsLimit
 
         while true {
             let subscription = services.broker.subscribe(partition.key)
             defer { services.broker.unsubscribe(subscription) }
-            let page = try await services.storage.databaseChanges(
-                in: partition, after: since ?? .max, limit: services.limits.maxResultsLimit)
+            let page = try await services.storage.databaseChanges(in: partition, after: since ?? .max, limit: limit)
             let start = since ?? page.dbSeq
             since = start
             try ChangesController.checkNotAhead(start, of: page.dbSeq)
             let remaining = deadline - ContinuousClock.now
             if page.dbSeq > start || remaining <= .zero || Task.isShuttingDownGracefully || Task.isCancelled {
+                let changed = page.dbSeq > start
                 context.logger.info(
                     "long poll answered",
-                    metadata: ["database": "\(partition)", "changed": "\(page.dbSeq > start)", "token": "\(page.dbSeq)"])
+                    metadata: ["database": "\(partition)", "changed": "\(changed)", "token": "\(page.dbSeq)"])
                 var notifications: [PushNotification] = []
-                if page.dbSeq > start, case .user(let user) = call.caller {
+                if changed, case .user(let user) = call.caller {
                     let subscriber = Subscriber(
                         container: partition.container, environment: partition.environment, scope: partition.scope, user: user)
                     notifications = try await services.storage.notifications(
                         for: subscriber, after: start, through: page.dbSeq, limit: services.limits.maxResultsLimit)
                 }
+                let databaseChanges =
+                    changed && requested != nil
+                    ? ChangesController.databaseChanges(page, after: start, limit: limit, in: partition) : nil
+                var zoneChanges: [ZoneChanges] = []
+                var records: [[[UInt8]]] = []
+                if databaseChanges != nil, !zoneTokens.isEmpty {
+                    let listed = page.zones.prefix(limit).filter { !$0.deleted }
+                    for (changes, pageRecords) in await zonePages(
+                        for: zoneTokens, of: listed, in: partition, context: context)
+                    {
+                        zoneChanges.append(changes)
+                        records.append(pageRecords)
+                    }
+                }
                 return try JSONResponse.make(
                     NotificationsResponse(
-                        changed: page.dbSeq > start, syncToken: SyncToken.database(partition, seq: page.dbSeq).encoded,
+                        changed: changed, syncToken: SyncToken.database(partition, seq: page.dbSeq).encoded,
                         zones: page.zones.map { .init(zoneID: partition.address(of: $0).zoneID) },
-                        notifications: notifications.isEmpty ? nil : notifications))
+                        notifications: notifications.isEmpty ? nil : notifications, databaseChanges: databaseChanges,
+                        zoneChanges: zoneChanges.isEmpty ? nil : zoneChanges),
+                    records: records)
             }
             context.logger.debug("long poll waiting", metadata: ["database": "\(partition)", "token": "\(start)"])
             let broker = services.broker
@@ -61,6 +82,41 @@ struct NotificationsController: Sendable {
                 await cancelWhenGracefulShutdown { await broker.wait(subscription, timeout: remaining) }
             }
         }
+    }
+
+    /// For each of the changed `zones` whose token the poll named: the first page of its
+    /// changes from that token, as `changes/zone` answers it. A zone whose page cannot be
+    /// served that way (its token expired, say) is left to the client's own `changes/zone`.
+    private func zonePages(
+        for tokens: [SyncToken], of zones: [StoredZone], in partition: DatabasePartition, context: CloudRequestContext
+    ) async -> [(changes: ZoneChanges, records: [[UInt8]])] {
+        let changes = ChangesController(services: services)
+        var pages: [(changes: ZoneChanges, records: [[UInt8]])] = []
+        for zone in zones {
+            let address = partition.address(of: zone)
+            let identity = SyncToken.identity(of: address)
+            guard let token = tokens.first(where: { $0.identity == identity }) else { continue }
+            let item = ZoneChangesRequest.Zone(
+                zoneID: address.zoneID, syncToken: token.encoded, resultsLimit: NotificationsResponse.maxZoneChangesRecords)
+            guard case .success(let page)? = try? await changes.changes(of: item, defaults: ZoneChangesRequest(zones: []), in: partition, context: context)
+            else { continue }
+            pages.append(page)
+        }
+        return pages
+    }
+
+    /// The zone tokens of `zones=<token>,<token>` (at most ``NotificationsResponse/maxZoneTokens``).
+    static func zoneTokens(_ text: String?) throws(APIError) -> [SyncToken] {
+        guard let text, !text.isEmpty else { return [] }
+        let parts = text.split(separator: ",", omittingEmptySubsequences: true)
+        guard parts.count <= NotificationsResponse.maxZoneTokens else {
+            throw APIError(
+                .badRequest,
+                "zones names \(parts.count) zone tokens; name at most \(NotificationsResponse.maxZoneTokens)")
+        }
+        var tokens: [SyncToken] = []
+        for part in parts { tokens.append(try SyncToken.decode(String(part), as: .zone)) }
+        return tokens
     }
 
     /// The timeout in seconds: absent means the maximum, larger is clamped, negative is 400.

@@ -120,6 +120,9 @@ struct SyncToken: Hashable, Sendable {
         }
     }
 
+    /// The identity a token of `zone` carries.
+    static func identity(of zone: ZoneAddress) -> UInt64 { identity(of: [zone.partition.key, zone.zoneName]) }
+
     private static func identity(of parts: [String]) -> UInt64 {
         let digest = SHA256.hash(data: Data(parts.joined(separator: "\u{0}").utf8))
         return integer(Array(digest.prefix(8))[...])

@@ -36,6 +36,12 @@ public protocol CloudDatabase: Sendable {
     func fetchZoneChanges(_ request: ZoneChangesRequest) async throws -> ZoneChangesResponse
     /// Long-polls until the database changes after `since` (a database token) or `timeout` passes.
     func waitForChanges(since syncToken: String?, timeout: Duration) async throws -> NotificationsResponse
+    /// Long-polls as ``waitForChanges(since:timeout:)``, naming the zone tokens the caller holds
+    /// (at most ``CloudStoreWire/NotificationsResponse/maxZoneTokens``), so the answer may carry
+    /// those zones' first pages of changes (``CloudStoreWire/NotificationsResponse/zoneChanges``).
+    /// The default ignores `zoneTokens`.
+    func waitForChanges(since syncToken: String?, zoneTokens: [String], timeout: Duration) async throws
+        -> NotificationsResponse
     /// Who the credentials belong to.
     func caller() async throws -> CallerResponse
     /// `POST schema/modify`: adds the record types and fields of `schema` to the container's
@@ -68,6 +74,12 @@ public protocol CloudDatabase: Sendable {
 }
 
 extension CloudDatabase {
+    public func waitForChanges(since syncToken: String?, zoneTokens: [String], timeout: Duration) async throws
+        -> NotificationsResponse
+    {
+        try await waitForChanges(since: syncToken, timeout: timeout)
+    }
+
     /// A database that keeps no subscriptions: every request throws.
     public func modifySubscriptions(_ request: SubscriptionsModifyRequest) async throws -> SubscriptionsResponse {
         throw CloudError(.invalidResponse, message: "this database does not keep subscriptions")

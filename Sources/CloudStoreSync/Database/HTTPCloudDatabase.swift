@@ -133,9 +133,16 @@ public struct HTTPCloudDatabase: CloudDatabase, EncodedRecordsModifying {
     }
 
     public func waitForChanges(since syncToken: String?, timeout: Duration) async throws -> NotificationsResponse {
+        try await waitForChanges(since: syncToken, zoneTokens: [], timeout: timeout)
+    }
+
+    public func waitForChanges(since syncToken: String?, zoneTokens: [String], timeout: Duration) async throws
+        -> NotificationsResponse
+    {
         let seconds = max(0, Int((timeout / .seconds(1)).rounded(.up)))
         var query = [("timeout", String(seconds))]
         if let syncToken { query.insert(("since", syncToken), at: 0) }
+        if !zoneTokens.isEmpty { query.append(("zones", zoneTokens.joined(separator: ","))) }
         let exchange = try await send(
             .GET, route.path(scope, .notifications), query: query, body: nil, timeout: timeout + requestTimeout)
         return try decode(exchange)

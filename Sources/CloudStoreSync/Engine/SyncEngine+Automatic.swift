@@ -63,11 +63,27 @@ extension SyncEngine {
         return await delegate.nextFetchChangesOptions(context, syncEngine: self)
     }
 
-    /// The long poll answered: push works, and maybe the database changed.
-    func pushAnswered(changed: Bool) {
+    /// The long poll answered: push works, and maybe the database changed; `pushed` is what its
+    /// answer carried for the next fetch.
+    func pushAnswered(changed: Bool, pushed: PushedChanges? = nil) {
         logger.debug("Long poll answered", metadata: ["changed": "\(changed)"])
+        if changed { pushedChanges = pushed }
         scheduler.pushReceived(changed: changed, at: clock.now)
         wake.signal()
+    }
+
+    /// The long poll asked from the database token `since`, naming `zoneTokens`, answered.
+    /// Answers the zone tokens the next poll names: by the time it answers, the fetch this one
+    /// woke has brought each changed zone to the token the answer lists for it.
+    @discardableResult
+    func pushAnswered(changed: Bool, response: NotificationsResponse, since: String?, zoneTokens: [ZoneID: String])
+        -> [ZoneID: String]
+    {
+        pushAnswered(
+            changed: changed,
+            pushed: since.map { PushedChanges(response, since: $0, zoneTokens: zoneTokens, normalize: normalized) })
+        let expected = changed ? PushedChanges.expectedZoneTokens(after: response, normalize: normalized) : [:]
+        return state.withStorage { PushedChanges.zoneTokens(in: $0, expecting: expected) }
     }
 
     /// The long poll failed: fall back to polling until it works again.
@@ -121,15 +137,26 @@ extension SyncEngine {
     ) async {
         var since: String? = token
         var failures = 0
+        // The zones whose first page an answer may carry, unless the engine fetches only some
+        // record types: those whose token the state holds, or will hold once a woken fetch ran.
+        let namesZones = configuration.recordTypes == nil
+        var expectedZoneTokens: [ZoneID: String]?
         while !Task.isCancelled {
             do {
-                let response = try await database.waitForChanges(since: since, timeout: configuration.longPollTimeout)
+                let asked = since
+                let zoneTokens =
+                    namesZones
+                    ? expectedZoneTokens ?? engine.value?.state.withStorage { PushedChanges.zoneTokens(in: $0) } ?? [:] : [:]
+                expectedZoneTokens = nil
+                let response = try await database.waitForChanges(
+                    since: asked, zoneTokens: zoneTokens.values.sorted(), timeout: configuration.longPollTimeout)
                 failures = 0
                 since = response.syncToken
                 guard let strong = engine.value else { return }
                 let subscribed = strong.state.withStorage { $0.subscribedRecordTypes }
-                await strong.pushAnswered(
-                    changed: configuration.isWoken(by: response, scope: database.scope, subscribed: subscribed))
+                expectedZoneTokens = await strong.pushAnswered(
+                    changed: configuration.isWoken(by: response, scope: database.scope, subscribed: subscribed),
+                    response: response, since: asked, zoneTokens: zoneTokens)
             } catch {
                 let cloudError = error as? CloudError
                 if Task.isCancelled || error is CancellationError || cloudError?.kind == .cancelled { return }

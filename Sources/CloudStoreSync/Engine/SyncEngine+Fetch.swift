@@ -22,10 +22,14 @@ extension SyncEngine {
             logger.notice("Fetching changes", metadata: ["reason": "\(context.reason)"])
             emit(.willFetchChanges(Event.WillFetchChanges(context: context)))
             let start = clock.now
-            try await fetchDatabaseChanges()
+            // A scheduled fetch starts from what the last long poll's answer carried; a fetch the
+            // app asked for asks the server, so it sees every change made before it began.
+            let pushed = context.reason == .scheduled ? pushedChanges : nil
+            pushedChanges = nil
+            try await fetchDatabaseChanges(pushed: pushed)
             for zoneID in zonesToFetch(context.options) {
                 if Task.isCancelled { throw SyncEngineError.cancelled }
-                try await fetchZoneChanges(zoneID)
+                try await fetchZoneChanges(zoneID, pushed: pushed)
             }
             emit(.didFetchChanges(Event.DidFetchChanges(context: context)))
             emitStateUpdateIfNeeded()
@@ -64,25 +68,34 @@ extension SyncEngine {
         return first + unfetched.filter { !first.contains($0) }
     }
 
-    private func fetchDatabaseChanges() async throws {
+    /// The database's changed zones, page by page, the first from `pushed` when it holds the page
+    /// for the state's token.
+    private func fetchDatabaseChanges(pushed: PushedChanges?) async throws {
         var token = state.withStorage { $0.databaseToken }
         var hasReset = false
         /// Every zone the pages listed, live or deleted, while the fetch runs from scratch.
         var listed: Set<ZoneID>? = token == nil ? [] : nil
+        var pushedPage = pushed?.databaseChanges(at: token)
         while true {
-            logger.info("Fetching database changes", metadata: ["token": "\(token ?? "none")"])
             let response: DatabaseChangesResponse
-            do {
-                response = try await database.fetchDatabaseChanges(DatabaseChangesRequest(syncToken: token))
-            } catch let error as CloudError where token != nil && !hasReset && Self.rejectsToken(error.serverError) {
-                logger.warning(
-                    "Server rejected the database token; fetching every zone from scratch",
-                    metadata: ["error": "\(error)"])
-                hasReset = true
-                token = nil
-                listed = []
-                state.withStorage { $0.setDatabaseToken(nil) }
-                continue
+            if let page = pushedPage {
+                logger.info("Database changes came with the long poll's answer", metadata: ["token": "\(token ?? "none")"])
+                response = page
+                pushedPage = nil
+            } else {
+                logger.info("Fetching database changes", metadata: ["token": "\(token ?? "none")"])
+                do {
+                    response = try await database.fetchDatabaseChanges(DatabaseChangesRequest(syncToken: token))
+                } catch let error as CloudError where token != nil && !hasReset && Self.rejectsToken(error.serverError) {
+                    logger.warning(
+                        "Server rejected the database token; fetching every zone from scratch",
+                        metadata: ["error": "\(error)"])
+                    hasReset = true
+                    token = nil
+                    listed = []
+                    state.withStorage { $0.setDatabaseToken(nil) }
+                    continue
+                }
             }
             var modifications: [ZoneID] = []
             var deletions: [Event.FetchedDatabaseChanges.Deletion] = []
@@ -96,7 +109,7 @@ extension SyncEngine {
                         storage.markFetched(zoneID)
                     } else {
                         modifications.append(zoneID)
-                        storage.markUnfetched(zoneID)
+                        storage.markChanged(zoneID, token: zone.syncToken)
                     }
                 }
                 storage.setDatabaseToken(response.syncToken)
@@ -134,12 +147,13 @@ extension SyncEngine {
     ///
     /// The next page is requested as soon as a page arrives, so it travels and decodes while the
     /// delegate applies this one; its token is stored only when that page is absorbed in turn.
-    private func fetchZoneChanges(_ zoneID: ZoneID) async throws {
+    private func fetchZoneChanges(_ zoneID: ZoneID, pushed: PushedChanges?) async throws {
         var token = state.withStorage { storage in
             let token = storage.zoneTokens[zoneID]
             if token == nil { storage.setFetchingFromScratch(true, zoneID) }
             return token
         }
+        var pushedPage = pushed?.zoneChanges(of: zoneID, at: token)
         var hasReset = false
         var next: Task<ZoneChanges, any Error>?
         defer { next?.cancel() }
@@ -150,6 +164,11 @@ extension SyncEngine {
                 if let prefetched = next {
                     next = nil
                     page = try await withTaskCancellationHandler { try await prefetched.value } onCancel: { prefetched.cancel() }
+                } else if let pushed = pushedPage {
+                    pushedPage = nil
+                    logger.info(
+                        "Zone changes came with the long poll's answer", metadata: ["zone": "\(zoneID)", "token": "\(token ?? "none")"])
+                    page = pushed
                 } else {
                     page = try await fetchZonePage(zoneID, token: token)
                 }

@@ -65,6 +65,8 @@ public actor SyncEngine {
     /// or nil when it gave none. A zone without an entry sends the state's token. Emptied when a
     /// send begins.
     var tokensToSend: [ZoneID: String?] = [:]
+    /// What the last long poll's answer carried for the next scheduled fetch (``PushedChanges``).
+    var pushedChanges: PushedChanges?
 
     private var isOperationRunning = false
     private var operationWaiters: [CheckedContinuation<Void, Never>] = []

@@ -195,6 +195,14 @@ extension SyncEngine.State {
             zonesWithUnfetchedChanges.append(zoneID)
         }
 
+        /// Notes that `changes/database` listed the zone as changed, at the zone's current `token`:
+        /// it has unfetched changes unless this state already holds that token (the device's own
+        /// writes brought it there, ``acceptsTokenAfterSend(from:in:)``) outside a fetch from scratch.
+        mutating func markChanged(_ zoneID: ZoneID, token: String?) {
+            if let token, zoneTokens[zoneID] == token, !zonesFetchingFromScratch.contains(zoneID) { return }
+            markUnfetched(zoneID)
+        }
+
         mutating func markFetched(_ zoneID: ZoneID) {
             guard let index = zonesWithUnfetchedChanges.firstIndex(of: zoneID) else { return }
             zonesWithUnfetchedChanges.remove(at: index)

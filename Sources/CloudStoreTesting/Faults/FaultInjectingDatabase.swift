@@ -220,6 +220,14 @@ public final class FaultInjectingDatabase: CloudDatabase {
         try await perform(.notifications) { try await base.waitForChanges(since: syncToken, timeout: timeout) }
     }
 
+    public func waitForChanges(since syncToken: String?, zoneTokens: [String], timeout: Duration) async throws
+        -> NotificationsResponse
+    {
+        try await perform(.notifications) {
+            try await base.waitForChanges(since: syncToken, zoneTokens: zoneTokens, timeout: timeout)
+        }
+    }
+
     public func caller() async throws -> CallerResponse {
         try await perform(.usersCaller) { try await base.caller() }
     }

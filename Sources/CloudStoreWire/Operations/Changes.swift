@@ -197,11 +197,31 @@ public struct NotificationsResponse: Hashable, Sendable, Codable {
     /// The caller's notifications from their subscriptions to this database
     /// (``Subscription``), for the changes after `since` up to ``syncToken``; absent when none.
     public var notifications: [PushNotification]?
+    /// (ext) When the database changed after the `since` the poll named: the `changes/database`
+    /// answer for that token as it stood when the poll answered, so a client whose database token
+    /// is that `since` applies it instead of asking. Absent for a poll without `since`.
+    public var databaseChanges: DatabaseChangesResponse?
+    /// (ext) With ``databaseChanges``, for each changed zone whose token the poll named in `zones`:
+    /// the first page `changes/zone` would answer for that token with at most
+    /// ``maxZoneChangesRecords`` records, so a client that still holds the token applies it instead
+    /// of asking. Absent when the poll named no zone or none changed.
+    public var zoneChanges: [ZoneChanges]?
 
-    public init(changed: Bool, syncToken: String, zones: [ZoneReference], notifications: [PushNotification]? = nil) {
+    public init(
+        changed: Bool, syncToken: String, zones: [ZoneReference], notifications: [PushNotification]? = nil,
+        databaseChanges: DatabaseChangesResponse? = nil, zoneChanges: [ZoneChanges]? = nil
+    ) {
         self.changed = changed
         self.syncToken = syncToken
         self.zones = zones
         self.notifications = notifications
+        self.databaseChanges = databaseChanges
+        self.zoneChanges = zoneChanges
     }
+
+    /// The most zone tokens a poll names in `zones`.
+    public static let maxZoneTokens = 20
+    /// The most records a page of ``zoneChanges`` carries (`moreComing` says when more follow): an
+    /// answer saves a change's round trip, while a bulk change is fetched page by page as usual.
+    public static let maxZoneChangesRecords = 20
 }

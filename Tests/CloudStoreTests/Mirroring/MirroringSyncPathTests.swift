@@ -58,6 +58,9 @@ struct MirroringSyncPathTests {
             // The first save also checks the account and saves the zone: not what is counted.
             try await a.write { try $0.insert(Note(title: "first")) }
             try await Self.export(saving: 1, in: &events)
+            // And the engine's first fetch is done, however late a loaded machine runs it: a
+            // fetch succeeded, so the scheduler asks for none until push or the app does.
+            try await a.container.waitUntilSynced()
 
             let before = Self.counts(engine, a.store)
             let atRequest = Mutex<Counts?>(nil)
