@@ -7,7 +7,7 @@ import Foundation
 /// Writes what `Data.base64EncodedString()` writes. Reads only the canonical form it writes
 /// (padded, no whitespace, unused bits zero) and answers nil for anything else: the caller then
 /// decodes the string with Foundation, which decides.
-enum Base64Bytes {
+package enum Base64Bytes {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
 
     /// Each ASCII byte's 6-bit value; 0xFF for a byte outside the alphabet.
@@ -18,10 +18,10 @@ enum Base64Bytes {
     }()
 
     /// The length of the encoding of `count` bytes.
-    static func encodedCount(_ count: Int) -> Int { (count + 2) / 3 * 4 }
+    package static func encodedCount(_ count: Int) -> Int { (count + 2) / 3 * 4 }
 
     /// Appends the encoding of `data` to `output`.
-    static func encode(_ data: Data, into output: inout [UInt8]) {
+    package static func encode(_ data: Data, into output: inout [UInt8]) {
         let start = output.count
         output.append(contentsOf: repeatElement(0, count: encodedCount(data.count)))
         data.withUnsafeBytes { input in
@@ -51,7 +51,7 @@ enum Base64Bytes {
     }
 
     /// The bytes `text` encodes, or nil when it is not canonical padded base64.
-    static func decode(_ text: UnsafeRawBufferPointer) -> Data? {
+    package static func decode(_ text: UnsafeRawBufferPointer) -> Data? {
         guard text.count % 4 == 0 else { return nil }
         guard !text.isEmpty else { return Data() }
         let padding = text[text.count - 1] != UInt8(ascii: "=") ? 0 : text[text.count - 2] != UInt8(ascii: "=") ? 1 : 2

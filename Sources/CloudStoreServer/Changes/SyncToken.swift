@@ -63,18 +63,24 @@ struct SyncToken: Hashable, Sendable {
         bytes += Self.bigEndianBytes(identity)
         if kind == .zone { bytes += Self.bigEndianBytes(UInt64(bitPattern: incarnation)) }
         bytes += Self.bigEndianBytes(UInt64(bitPattern: seq))
-        return Data(bytes).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        var text: [UInt8] = []
+        Base64Bytes.encode(Data(bytes), into: &text)
+        while text.last == UInt8(ascii: "=") { text.removeLast() }
+        for index in text.indices {
+            if text[index] == UInt8(ascii: "+") { text[index] = UInt8(ascii: "-") }
+            if text[index] == UInt8(ascii: "/") { text[index] = UInt8(ascii: "_") }
+        }
+        return String(decoding: text, as: UTF8.self)
     }
 
     /// Reads a token of a kind; the error says what is wrong with it, in words a client can log.
     static func decode(_ text: String, as kind: Kind) throws(APIError) -> SyncToken {
         let what = kind == .zone ? "zone sync token" : "database sync token"
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        guard text.utf8.count <= 64, let data = Data(base64Encoded: base64) else {
+        var base64 = text.utf8.map { byte in
+            byte == UInt8(ascii: "-") ? UInt8(ascii: "+") : byte == UInt8(ascii: "_") ? UInt8(ascii: "/") : byte
+        }
+        base64 += repeatElement(UInt8(ascii: "="), count: (4 - base64.count % 4) % 4)
+        guard text.utf8.count <= 64, let data = base64.withUnsafeBytes(Base64Bytes.decode) else {
             throw APIError(.badRequest, "the \(what) is malformed: drop it and fetch from scratch")
         }
         let bytes = [UInt8](data)

@@ -83,7 +83,7 @@ extension SQLiteStorage {
             return .snapshot(
                 RecordSnapshot(
                     zone: stored, records: try rows(db, id, zone.zoneName, named: names),
-                    schema: try Self.schema(db, zone.partition.environment),
+                    schema: try schema(db, container: zone.partition.container, zone.partition.environment),
                     receipts: try assetReceipts(db, receipts, container: zone.partition.container), share: try loadShare(db, id, zone)))
         case .deleteSelfReferrers(let targets):
             return .referrers(try deleteSelfReferrers(db, id, zone.zoneName, of: targets))

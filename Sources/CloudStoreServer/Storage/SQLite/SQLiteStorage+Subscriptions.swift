@@ -90,7 +90,7 @@ extension SQLiteStorage {
     func notifications(for subscriber: Subscriber, after: Int64, through: Int64, limit: Int) async throws
         -> [PushNotification]
     {
-        try await pool(subscriber.container).read { db in
+        try readNow(subscriber.container) { db in
             try String.fetchAll(
                 db.cachedStatement(
                     sql: """

@@ -20,6 +20,8 @@ final class SQLiteStorage: ServerStorage {
     /// The server's clock, for the assets a zone deletion releases.
     let clock: ServerClock
     private let pools = Mutex<[String: DatabasePool]>([:])
+    /// Decoded schemas by container and environment (``schema(_:container:_:)``).
+    private let schemas = Mutex<[String: CloudSchema]>([:])
 
     init(directory: URL, logger: Logger, assetLifetime: AssetLifetime = AssetLifetime(), clock: ServerClock = .system) {
         self.directory = directory
@@ -51,6 +53,14 @@ final class SQLiteStorage: ServerStorage {
     }
 
     /// The pool of a container's file, opened (and migrated) on first use.
+    /// A short read (a few rows by index) on the calling thread: cheaper than the two thread
+    /// switches of GRDB's asynchronous read for the reads every long poll and sync request makes.
+    /// Reads that may take long (pages of records, queries, assets) stay asynchronous, so they do
+    /// not hold one of the few threads that run every request.
+    func readNow<T>(_ container: String, _ body: (Database) throws -> T) throws -> T {
+        try pool(container).read(body)
+    }
+
     func pool(_ container: String) throws -> DatabasePool {
         try pools.withLock { pools in
             if let pool = pools[container] { return pool }
@@ -273,7 +283,7 @@ final class SQLiteStorage: ServerStorage {
     func databaseChanges(in partition: DatabasePartition, after dbSeq: Int64, limit: Int) async throws
         -> DatabaseChangesPage
     {
-        try await pool(partition.container).read { db in
+        try readNow(partition.container) { db in
             guard let id = try self.partitionID(db, partition) else { return DatabaseChangesPage(dbSeq: 0, zones: []) }
             let current = try Int64.fetchOne(db, sql: "SELECT db_seq FROM cloudstore_partition WHERE id = ?", arguments: [id])
             if partition.scope == .shared {
@@ -295,17 +305,26 @@ final class SQLiteStorage: ServerStorage {
     // MARK: - Schema
 
     func schema(container: String, environment: CloudEnvironment) async throws -> CloudSchema {
-        try await pool(container).read { db in try Self.schema(db, environment) }
+        try await pool(container).read { db in try self.schema(db, container: container, environment) }
     }
 
-    static func schema(_ db: Database, _ environment: CloudEnvironment) throws -> CloudSchema {
+    /// The stored schema, decoded once per version (every record write reads it): a version is
+    /// never stored twice with different content.
+    func schema(_ db: Database, container: String, _ environment: CloudEnvironment) throws -> CloudSchema {
         guard
-            let row = try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT version, content FROM cloudstore_schema WHERE environment = ?"),
+            let version = try Int.fetchOne(
+                db.cachedStatement(sql: "SELECT version FROM cloudstore_schema WHERE environment = ?"),
                 arguments: [environment.rawValue])
         else { return .empty }
-        var schema = try WireCoding.decode(CloudSchema.self, from: Data((row["content"] as String).utf8))
-        schema.version = row["version"]
+        let key = "\(container)|\(environment.rawValue)"
+        if let cached = schemas.withLock({ $0[key] }), cached.version == version { return cached }
+        let content =
+            try String.fetchOne(
+                db.cachedStatement(sql: "SELECT content FROM cloudstore_schema WHERE environment = ?"),
+                arguments: [environment.rawValue]) ?? ""
+        var schema = try WireCoding.decode(CloudSchema.self, from: Data(content.utf8))
+        schema.version = version
+        schemas.withLock { $0[key] = schema }
         return schema
     }
 
@@ -325,7 +344,7 @@ final class SQLiteStorage: ServerStorage {
         _ change: @Sendable (CloudSchema) throws -> (CloudSchema?, Decision)
     ) async throws -> (CloudSchema, Decision) {
         try await pool(container).write { db in
-            let current = try Self.schema(db, environment)
+            let current = try self.schema(db, container: container, environment)
             let (changed, decision) = try change(current)
             guard var changed else { return (current, decision) }
             changed.version = (current.version ?? 0) + 1
