@@ -1,11 +1,18 @@
+import CloudStoreLogging
 import Foundation
 import GRDBSQLite
+import Logging
 
 /// `cloudstore-bench [--only GROUPS] [--quick] [--json FILE] [--markdown FILE] [--postgres URL] ...`
 ///
 /// Build and run in release: `swift run -c release cloudstore-bench`. See ``BenchOptions/usage``.
 if ProcessInfo.processInfo.environment[StartupBenchmarks.childVariable] != nil {
     await StartupBenchmarks.runAsCloudstore()
+}
+// With `CLOUDSTORE_DEBUG`, every logger (the engines' and the stores' too, not only the devices')
+// writes millisecond timestamps, so the hops of one propagation can be timed.
+if ProcessInfo.processInfo.environment[DebugLevel.environmentVariable] != nil {
+    LoggingSystem.bootstrap { CloudStoreLogHandler(label: $0, level: .fromEnvironment) }
 }
 let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first {
