@@ -71,6 +71,7 @@ struct ServerNotificationsTests {
             let malformed = try await client.send(
                 .GET, client.path(.private, .notifications) + "?timeout=0&since=\(start.syncToken)&zones=bogus")
             #expect(malformed.status == 400)
+            #expect(malformed.text.contains("zones: the zone sync token is malformed"), "the error names the parameter")
             let many = Array(repeating: notes.token, count: NotificationsResponse.maxZoneTokens + 1).joined(separator: ",")
             let tooMany = try await client.send(
                 .GET, client.path(.private, .notifications) + "?timeout=0&since=\(start.syncToken)&zones=\(many)")

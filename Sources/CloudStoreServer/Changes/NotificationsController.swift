@@ -98,8 +98,9 @@ struct NotificationsController: Sendable {
             guard let token = tokens.first(where: { $0.identity == identity }) else { continue }
             let item = ZoneChangesRequest.Zone(
                 zoneID: address.zoneID, syncToken: token.encoded, resultsLimit: NotificationsResponse.maxZoneChangesRecords)
-            guard case .success(let page)? = try? await changes.changes(of: item, defaults: ZoneChangesRequest(zones: []), in: partition, context: context)
-            else { continue }
+            let result = try? await changes.changes(
+                of: item, defaults: ZoneChangesRequest(zones: []), in: partition, context: context)
+            guard case .success(let page)? = result else { continue }
             pages.append(page)
         }
         return pages
@@ -115,7 +116,13 @@ struct NotificationsController: Sendable {
                 "zones names \(parts.count) zone tokens; name at most \(NotificationsResponse.maxZoneTokens)")
         }
         var tokens: [SyncToken] = []
-        for part in parts { tokens.append(try SyncToken.decode(String(part), as: .zone)) }
+        for part in parts {
+            do {
+                tokens.append(try SyncToken.decode(String(part), as: .zone))
+            } catch {
+                throw APIError(.badRequest, "zones: \(error.error.reason ?? "a token is malformed"); name only zone tokens")
+            }
+        }
         return tokens
     }
 

@@ -74,6 +74,8 @@ public protocol CloudDatabase: Sendable {
 }
 
 extension CloudDatabase {
+    /// Long-polls with ``waitForChanges(since:timeout:)``, naming no zone: a database that cannot
+    /// carry zone pages in its answer needs nothing more.
     public func waitForChanges(since syncToken: String?, zoneTokens: [String], timeout: Duration) async throws
         -> NotificationsResponse
     {

@@ -144,9 +144,10 @@ extension SyncEngine {
         while !Task.isCancelled {
             do {
                 let asked = since
-                let zoneTokens =
-                    namesZones
-                    ? expectedZoneTokens ?? engine.value?.state.withStorage { PushedChanges.zoneTokens(in: $0) } ?? [:] : [:]
+                var zoneTokens: [ZoneID: String] = [:]
+                if namesZones {
+                    zoneTokens = expectedZoneTokens ?? engine.value?.state.withStorage { PushedChanges.zoneTokens(in: $0) } ?? [:]
+                }
                 expectedZoneTokens = nil
                 let response = try await database.waitForChanges(
                     since: asked, zoneTokens: zoneTokens.values.sorted(), timeout: configuration.longPollTimeout)
