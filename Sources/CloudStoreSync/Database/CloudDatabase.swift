@@ -37,8 +37,8 @@ public protocol CloudDatabase: Sendable {
     /// Long-polls until the database changes after `since` (a database token) or `timeout` passes.
     func waitForChanges(since syncToken: String?, timeout: Duration) async throws -> NotificationsResponse
     /// Long-polls as ``waitForChanges(since:timeout:)``, naming the zone tokens the caller holds
-    /// (at most ``CloudStoreWire/NotificationsResponse/maxZoneTokens``), so the answer may carry
-    /// those zones' first pages of changes (``CloudStoreWire/NotificationsResponse/zoneChanges``).
+    /// (at most `NotificationsResponse.maxZoneTokens`), so the answer may carry those zones' first
+    /// pages of changes (`NotificationsResponse.zoneChanges`, WireProtocol.md §3, Push).
     /// The default ignores `zoneTokens`.
     func waitForChanges(since syncToken: String?, zoneTokens: [String], timeout: Duration) async throws
         -> NotificationsResponse

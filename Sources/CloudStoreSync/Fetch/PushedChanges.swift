@@ -12,7 +12,7 @@ struct PushedChanges: Sendable {
     var zones: [ZoneID: (since: String, page: ZoneChanges)]
 
     /// The tokens a poll names, by zone: the zones whose token the state holds and that are not
-    /// being fetched from scratch, at most ``CloudStoreWire/NotificationsResponse/maxZoneTokens``
+    /// being fetched from scratch, at most `NotificationsResponse.maxZoneTokens`
     /// (in zone order, so the choice is stable). `expected` overrides the state's token of a zone:
     /// the token the state will hold once the fetch a poll just woke has run.
     static func zoneTokens(in storage: SyncEngine.State.Storage, expecting expected: [ZoneID: String] = [:]) -> [ZoneID: String] {
