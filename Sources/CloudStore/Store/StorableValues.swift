@@ -53,7 +53,7 @@ enum StorableValues {
         case .url(let url): (count, isBytes) = (url.absoluteString.utf8.count, false)
         default: return nil
         }
-        return isBytes || encrypted ? (count + 2) / 3 * 4 : count
+        return isBytes || encrypted ? Base64Bytes.encodedCount(count) : count
     }
 
     /// Why a mirrored object's `row` (values in the order of `names`; `encrypted` says which
