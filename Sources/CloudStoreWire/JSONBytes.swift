@@ -174,12 +174,16 @@ public struct JSONBytes {
 
     /// A finite double as Foundation's encoder prints it (`description`, without a trailing `.0`);
     /// JSON cannot carry infinities or NaN.
-    public mutating func double(_ value: Double) throws {
+    ///
+    /// With `keepingFraction` a whole value keeps its `.0` (`2.0`, not `2`): a `DOUBLE` field's
+    /// value is written so, because typed clients (MistKit, Codable models) read `2` as an integer.
+    /// Foundation's encoder cannot write `2.0`; this is the one place the two paths differ.
+    public mutating func double(_ value: Double, keepingFraction: Bool = false) throws {
         guard value.isFinite else {
             throw EncodingError.invalidValue(value, EncodingError.Context(codingPath: [], debugDescription: "JSON cannot carry \(value)"))
         }
         var text = value.description
-        if text.hasSuffix(".0") { text.removeLast(2) }
+        if !keepingFraction, text.hasSuffix(".0") { text.removeLast(2) }
         bytes.append(contentsOf: text.utf8)
     }
 
@@ -329,7 +333,7 @@ extension FieldValue: JSONBytesWritable {
         case .string(let value): json.string(value)
         case .int64(let value):
             if json.numbersAsStrings { json.string(String(value)) } else { json.int(value) }
-        case .double(let value): try json.double(value)
+        case .double(let value): try json.double(value, keepingFraction: true)
         case .timestamp(let date): json.int(date.millisecondsSince1970)
         case .bytes(let data), .encryptedBytes(let data): json.base64(data)
         case .reference(let reference): try json.value(reference)
@@ -360,6 +364,33 @@ extension Record: JSONBytesWritable {
             json.member("recordType", string: recordType)
             json.member("shortGUID", string: share?.shortGUID)
             try json.member("zoneID", value: zoneID)
+        }
+    }
+}
+
+extension ServerError: JSONBytesWritable {
+    public func write(to json: inout JSONBytes) throws {
+        try json.object { json in
+            json.member("reason", string: reason)
+            json.member("recordName", string: recordName)
+            json.member("redirectURL", string: redirectURL)
+            try json.member("retryAfter", double: retryAfter)
+            json.member("serverErrorCode", string: serverErrorCode.rawValue)
+            try json.member("serverRecord", value: serverRecord)
+            json.member("subscriptionID", string: subscriptionID)
+            json.member("uuid", string: uuid)
+            try json.member("zoneID", value: zoneID)
+        }
+    }
+}
+
+/// An item of an answer that carries records, so that a `CONFLICT`'s `serverRecord` is written as
+/// every record is (a whole `DOUBLE` as `2.0`).
+extension WireResult: JSONBytesWritable where Value: JSONBytesWritable {
+    public func write(to json: inout JSONBytes) throws {
+        switch self {
+        case .value(let value): try value.write(to: &json)
+        case .error(let error): try error.write(to: &json)
         }
     }
 }

@@ -151,6 +151,38 @@ struct ServerAuthTests {
             #expect(unhashed.status == 401, "a request with a body must sign its hash")
         }
     }
+
+    /// CloudKit JS appends `?ckjsBuildVersion=…&ckjsVersion=…` and signs the subpath it sends, query
+    /// included; MistKit signs the path alone. Both verify; a signature over another query does not.
+    @Test(arguments: Backend.all)
+    func serverToServer_signedSubpathMayCarryTheQueryAsSent(_ backend: Backend) async throws {
+        let key = P256.Signing.PrivateKey()
+        let clock = ManualClock()
+        try await withServer(backend, serverKeys: ["key-1": key.publicKey.pemRepresentation], clock: clock) {
+            _, client in
+            let signer = Signer(key: key, keyID: "key-1", client: client.asUser(nil))
+            let query = "ckjsBuildVersion=2310ProjectDev27&ckjsVersion=2.6.4"
+            let save = client.path(.public, .recordsModify) + "?" + query
+            let body = try WireCoding.encode(
+                RecordsModifyRequest(operations: [.init(.create, note("signed-1"))]))
+            let post = try await signer.send(save, body: body, date: clock.now)
+            #expect(post.status == 200, "POST signed over path and query: \(post.text)")
+            #expect(try post.decode(RecordsResponse.self).records.first?.value?.recordName == "signed-1")
+
+            let list = client.path(.public, .zonesList) + "?" + query
+            let get = try await signer.send(list, body: Data(), date: clock.now, method: .GET)
+            #expect(get.status == 200, "GET signed over path and query: \(get.text)")
+            let pathOnly = try await signer.send(
+                list, body: Data(), date: clock.now, method: .GET, signedPath: client.path(.public, .zonesList))
+            #expect(pathOnly.status == 200, "a signature over the path alone still verifies: \(pathOnly.text)")
+
+            let otherQuery = try await signer.send(
+                list, body: Data(), date: clock.now, method: .GET,
+                signedPath: client.path(.public, .zonesList) + "?ckjsBuildVersion=other&ckjsVersion=2.6.4")
+            #expect(otherQuery.status == 401, "the query is covered when the signature names one")
+            #expect(otherQuery.error?.serverErrorCode == .authenticationFailed)
+        }
+    }
 }
 
 /// Signs requests the way CloudKit's server-to-server keys do.

@@ -37,6 +37,25 @@ struct JSONBytesTests {
             }
         }
 
+        /// A double whose text has no `.0` to keep: a whole `DOUBLE` field is the one value the two
+        /// paths write apart (`wholeDoubleFields_keepTheirFraction`).
+        mutating func fractionalDouble() -> Double {
+            let value = double()
+            guard value.description.hasSuffix(".0") else { return value }
+            return abs(value) < 1e15 ? value + 0.5 : (value < 0 ? -1.5e20 : 1.5e20)
+        }
+
+        mutating func error() -> ServerError {
+            var error = ServerError(
+                ServerErrorCode(rawValue: ["CONFLICT", "EXISTS", "ACCESS_DENIED", text()].randomElement(using: &generator)!),
+                reason: chance(0.8) ? text() : nil, retryAfter: chance(0.3) ? double() : nil,
+                recordName: chance(0.7) ? text() : nil, zoneID: chance(0.5) ? zoneID() : nil,
+                serverRecord: chance(0.4) ? record() : nil, uuid: chance(0.5) ? text() : nil,
+                redirectURL: chance(0.2) ? text() : nil)
+            error.subscriptionID = chance(0.2) ? text() : nil
+            return error
+        }
+
         mutating func json(depth: Int = 0) -> JSONValue {
             switch int(0...(depth > 2 ? 3 : 5)) {
             case 0: .null
@@ -57,7 +76,7 @@ struct JSONBytesTests {
             switch kind {
             case 0: .string(text())
             case 1: .int64(Int64.random(in: Int64.min...Int64.max, using: &generator))
-            case 2: .double(double())
+            case 2: .double(fractionalDouble())
             case 3: .timestamp(Date(timeIntervalSince1970: Double(Int64.random(in: -4_000_000_000_000...4_000_000_000_000, using: &generator)) / 1000))
             case 4: .bytes(Data((0..<int(0...40)).map { _ in UInt8.random(in: 0...255, using: &generator) }))
             case 5:
@@ -159,7 +178,35 @@ struct JSONBytesTests {
             try Self.expectSameBytes(values.json(), round)
             try Self.expectSameBytes(values.stamp(), round)
             try Self.expectSameBytes(values.zoneID(), round)
+            try Self.expectSameBytes(values.error(), round)
+            try Self.expectSameBytes(values.chance(0.5) ? RecordResult.value(values.record()) : .error(values.error()), round)
         }
+    }
+
+    /// A whole `DOUBLE` goes out as `2.0`, not `2` as Foundation's encoder writes it, because typed
+    /// clients (MistKit, Codable models) read `2` as an integer; in a list, in a record, in a
+    /// conflict's `serverRecord`, and through ``WireCoding``; it reads back as the same double.
+    @Test func wholeDoubleFields_keepTheirFraction() throws {
+        let cases: [(FieldValue, String)] = [
+            (.double(2), #"{"type":"DOUBLE","value":2.0}"#), (.double(-0.0), #"{"type":"DOUBLE","value":-0.0}"#),
+            (.double(2.5), #"{"type":"DOUBLE","value":2.5}"#), (.double(1e16), #"{"type":"DOUBLE","value":1e+16}"#),
+            (.list([.double(1), .double(0.5)]), #"{"type":"DOUBLE_LIST","value":[1.0,0.5]}"#),
+            (.int64(2), #"{"type":"INT64","value":2}"#),
+        ]
+        for (value, text) in cases {
+            let bytes = try WireCoding.encodedBytes(value)
+            #expect(String(decoding: bytes, as: UTF8.self) == text)
+            #expect(try WireCoding.decode(FieldValue.self, from: Data(bytes)) == value)
+        }
+        let record = Record(recordName: "r", recordType: "Place", fields: ["rating": .double(4)])
+        let conflict = RecordResult.error(ServerError(.conflict, reason: "changed", recordName: "r", serverRecord: record))
+        for encoded in [try WireCoding.encodedBytes(record), try WireCoding.encodedBytes(conflict)] {
+            #expect(String(decoding: encoded, as: UTF8.self).contains(#""rating":{"type":"DOUBLE","value":4.0}"#))
+        }
+        let response = try WireCoding.decode(RecordsResponse.self, from: WireCoding.encode(RecordsResponse(records: [conflict])))
+        #expect(response.records.first?.error?.serverRecord?.fields["rating"] == .double(4))
+        // Location members are plain doubles, written as Foundation writes them.
+        #expect(String(decoding: try WireCoding.encodedBytes(FieldValue.location(Location(latitude: 2, longitude: 3))), as: UTF8.self).contains(#""latitude":2,"#))
     }
 
     /// Keys sort by their UTF-8 bytes, whatever path the comparison takes.

@@ -5,8 +5,11 @@ import Foundation
 /// The server-to-server keys the server accepts, and the check of CloudKit's request signature.
 ///
 /// A signed request carries `X-Apple-CloudKit-Request-KeyID`, `-ISO8601Date` and `-SignatureV1`;
-/// the signature is base64(DER(ECDSA-P256-SHA256(`date:base64(sha256(body)):path`))) where `path`
-/// has no query string; a request without a body may sign an empty hash instead. A request dated more than ten minutes from the server clock is refused.
+/// the signature is base64(DER(ECDSA-P256-SHA256(`date:base64(sha256(body)):subpath`))) where
+/// `subpath` is what follows the host: the path with the query string as sent (CloudKit JS signs
+/// its `?ckjsBuildVersion=…&ckjsVersion=…`, and signing libraries sign the URL they send), or the
+/// path alone; a request without a body may sign an empty hash instead. A request dated more than
+/// ten minutes from the server clock is refused.
 struct ServerKeys: Sendable {
     private let keys: [String: P256.Signing.PublicKey]
 
@@ -47,7 +50,11 @@ struct ServerKeys: Sendable {
 
     /// Checks a signed request; answers the key ID, or throws 401 `AUTHENTICATION_FAILED` with a
     /// reason that names the problem but never echoes the signature.
-    func verify(_ signature: Signature, body: [UInt8], path: String, now: Date) throws(APIError) -> String {
+    ///
+    /// - Parameters:
+    ///   - path: the request's path as sent (percent-encoded).
+    ///   - query: the request's query string as sent, without its `?`; nil when it has none.
+    func verify(_ signature: Signature, body: [UInt8], path: String, query: String?, now: Date) throws(APIError) -> String {
         guard let key = keys[signature.keyID] else {
             throw APIError(.authenticationFailed, "unknown server-to-server key ID")
         }
@@ -66,14 +73,23 @@ struct ServerKeys: Sendable {
         }
         guard let der = Data(base64Encoded: signatureText),
             let ecdsa = try? P256.Signing.ECDSASignature(derRepresentation: der),
-            Self.bodyHashes(body).contains(where: { bodyHash in
-                let message = ServerToServerSignature.message(date: dateText, bodySHA256Base64: bodyHash, path: path)
-                return key.isValidSignature(ecdsa, for: Data(message.utf8))
+            Self.subpaths(path: path, query: query).contains(where: { subpath in
+                Self.bodyHashes(body).contains(where: { bodyHash in
+                    let message = ServerToServerSignature.message(date: dateText, bodySHA256Base64: bodyHash, path: subpath)
+                    return key.isValidSignature(ecdsa, for: Data(message.utf8))
+                })
             })
         else {
             throw APIError(.authenticationFailed, "the request signature does not verify")
         }
         return signature.keyID
+    }
+
+    /// The subpaths a signature may cover: the path with the query as sent, then the path alone.
+    /// A signature over another query verifies under neither.
+    static func subpaths(path: String, query: String?) -> [String] {
+        guard let query, !query.isEmpty else { return [path] }
+        return [path + "?" + query, path]
     }
 
     /// The body hashes a signature may cover: base64(sha256(body)); for a request without a body

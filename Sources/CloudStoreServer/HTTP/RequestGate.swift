@@ -151,7 +151,7 @@ struct RequestGate: RouterMiddleware {
                 keyID: keyID, date: headers[named: WireHeader.date],
                 signature: headers[named: WireHeader.signature])
             let verified = try services.serverKeys.verify(
-                signature, body: body, path: request.uri.path, now: services.clock.now())
+                signature, body: body, path: request.uri.path, query: request.uri.query, now: services.clock.now())
             return .serverKey(verified)
         }
         if headers[named: WireHeader.signature] != nil {

@@ -3,7 +3,8 @@ import Foundation
 /// The parts of CloudKit's server-to-server request signature that need no cryptography.
 ///
 /// The signature is base64(DER(ECDSA-P256-SHA256(message))) with
-/// `message = "<ISO8601 date>:<base64(sha256(body))>:<path without query>"`; the signer and the
+/// `message = "<ISO8601 date>:<base64(sha256(body))>:<subpath>"`, the subpath being the URL's path
+/// with its query string as sent (or the path alone, which the server also accepts); the signer and the
 /// verifier hash the body and sign or verify with their crypto library, and agree on the rest here.
 public enum ServerToServerSignature {
     /// How far a request's date may be from the server clock, in seconds.
