@@ -109,6 +109,7 @@ struct ServerRecordsModifyTests {
         }
     }
 
+    /// In a custom zone a request that omits `atomic` is all-or-nothing.
     @Test(arguments: Backend.all)
     func atomic_failureAppliesNothingAndMarksTheOthersAtomicError(_ backend: Backend) async throws {
         try await withServer(backend) { _, client in
@@ -130,6 +131,34 @@ struct ServerRecordsModifyTests {
             let looked = try await client.lookup(["A", "N-1", "B"])
             #expect(looked.map(\.code) == [.notFound, nil, .notFound])
             #expect(looked[1].value == existing)
+        }
+    }
+
+    /// `atomic` "only applies to custom zones": in `_defaultZone`, private or public, a request as
+    /// CloudKit JS sends it (no `atomic`, no `zoneID`) with one stale tag and one create answers 200
+    /// with `CONFLICT` for the one and the other saved; `atomic: true` there changes nothing.
+    @Test(arguments: Backend.all)
+    func defaultZone_isNeverAtomic(_ backend: Backend) async throws {
+        try await withServer(backend) { _, client in
+            for database in [DatabaseScope.private, .public] {
+                for (round, atomic) in ["", #""atomic":true,"#].enumerated() {
+                    let saved = try await client.call(
+                        database, .recordsModify,
+                        RecordsModifyRequest(operations: [.init(.create, note("D-\(round)", title: "v1"))]))
+                    #expect(saved.status == 200, "\(saved.text)")
+                    let body = #"{\#(atomic)"operations":["#
+                        + #"{"operationType":"update","record":{"recordName":"D-\#(round)","recordType":"Note","recordChangeTag":"stale","fields":{"title":{"value":"stale"}}}},"#
+                        + #"{"operationType":"create","record":{"recordName":"E-\#(round)","recordType":"Note","fields":{"title":{"value":"new"}}}}]}"#
+                    let answer = try await client.send(.POST, client.path(database, .recordsModify), body: Data(body.utf8))
+                    #expect(answer.status == 200, "\(database) \(atomic): \(answer.text)")
+                    let results = try answer.decode(RecordsResponse.self).records
+                    #expect(results.map(\.code) == [.conflict, nil], "\(database) \(atomic)")
+                    #expect(results.first?.error?.recordName == "D-\(round)")
+                    let looked = try await client.call(
+                        database, .recordsLookup, RecordsLookupRequest(recordNames: ["E-\(round)"]))
+                    #expect(try looked.decode(RecordsResponse.self).records.first?.value?.fields["title"] == .string("new"))
+                }
+            }
         }
     }
 

@@ -39,7 +39,9 @@ struct RecordsController: Sendable {
                 type: operation.operationType, record: operation.record,
                 failure: zoneMismatch(operation.record, zone, rules) ?? rules.check(operation.record))
         }
-        let atomic = body.atomic ?? true
+        // `atomic` "only applies to custom zones" (Apple): in a default zone each operation stands
+        // alone, whatever the request says.
+        let atomic = zone.zoneName != ZoneID.defaultZoneName && (body.atomic ?? true)
         let services = self.services
         let modifier = RecordsModifier(
             operations: operations, atomic: atomic,
