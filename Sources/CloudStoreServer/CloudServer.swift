@@ -65,6 +65,7 @@ private func buildApplicationAndTokens(
     }
 
     let router = Router(context: CloudRequestContext.self)
+    router.add(middleware: CrossOriginMiddleware())
     router.add(middleware: ErrorMiddleware(metrics: services.metrics, logger: configuration.logger))
     OperatingController(services: services, operatorToken: configuration.operatorToken).register(on: router)
     SignInController(services: services).register(on: router)

@@ -312,6 +312,113 @@ struct ServerSignInTests {
         }
     }
 
+    /// The whole flow of a CloudKit JS app in a browser: its page (on an origin of its own) asks
+    /// `users/caller` with its API token, gets 421 with a `redirectURL`, opens that URL in a window
+    /// as CloudKit JS does, the person signs in there, and the window hands the page the session
+    /// as `ckSession`, the key CloudKit JS reads; with it the page is the user. An app whose origin
+    /// the operator did not allow receives nothing.
+    ///
+    /// The person's part (typing into the other origin's window) is done by the page, which the
+    /// browser allows only with `--disable-web-security`; the message's origin check is the
+    /// browser's own and holds regardless, as the second load shows.
+    @Test(.enabled(if: Chromium.shouldRun, "no chromium: apt-get install -y chromium to run the sign-in flow in a browser"))
+    func browser_signInWindowHandsItsOpenerTheSessionAsCloudKitJSReadsIt() async throws {
+        let artifacts = try Chromium.artifactsDirectory("sign-in")
+        let arguments = ["--disable-web-security", "--disable-popup-blocking", "--virtual-time-budget=20000"]
+        try await AppPage.serving(Self.cloudKitJSPage) { origin in
+            var allowed = try Self.users()
+            allowed.allowedRedirects.append(origin)
+            try await withSignIn(users: allowed) { server, _, _ in
+                let url = "\(origin)/app?server=\(ConsoleFormat.percentEncoded(server.baseURL.absoluteString))&apiToken=\(Self.apiToken)"
+                let page = try await Chromium.load(
+                    url, screenshot: artifacts.appendingPathComponent("cloudkit-js-flow.png"), arguments: arguments)
+                let steps = try #require(page.dom.firstMatch(of: #/<p id="steps">([^<]*)</p>/#).map { String($0.output.1) })
+                #expect(
+                    steps
+                        == "caller 421 AUTHENTICATION_REQUIRED | message from \(server.baseURL.absoluteString) with ckSession | signed in as _carol",
+                    "\(page.text)")
+            }
+            try await withSignIn { server, _, _ in
+                let url = "\(origin)/app?server=\(ConsoleFormat.percentEncoded(server.baseURL.absoluteString))&apiToken=\(Self.apiToken)"
+                let page = try await Chromium.load(
+                    url, screenshot: artifacts.appendingPathComponent("cloudkit-js-flow-refused.png"), arguments: arguments)
+                let steps = try #require(page.dom.firstMatch(of: #/<p id="steps">([^<]*)</p>/#).map { String($0.output.1) })
+                #expect(steps == "caller 421 AUTHENTICATION_REQUIRED | form sent", "an origin not allowed hears nothing: \(page.text)")
+            }
+        }
+    }
+
+    /// A page of any origin may call the database API from a browser (CloudKit JS runs in the
+    /// app's origin): preflights are answered, and every answer, a 421 included, is readable
+    /// (`Access-Control-Allow-Origin: *`); the sign-in pages are not cross-origin.
+    @Test func crossOrigin_pagesOfAnyOriginReadTheAPIsAnswers() async throws {
+        try await withSignIn { _, _, client in
+            let anonymous = client.asUser(nil)
+            let caller = client.path(.public, .usersCaller)
+            let origin = ("Origin", "https://notes.example.com")
+            let preflight = try await anonymous.send(
+                .OPTIONS, caller,
+                headers: [origin, ("Access-Control-Request-Method", "POST"), ("Access-Control-Request-Headers", "authorization,x-apple-cloudkit-request-signaturev1")])
+            #expect(preflight.status == 204)
+            #expect(preflight.headers.first(name: "Access-Control-Allow-Origin") == "*")
+            let allowed = preflight.headers.first(name: "Access-Control-Allow-Headers")?.lowercased() ?? ""
+            for header in ["authorization", "content-type", "range", "x-apple-cloudkit-request-signaturev1", "x-cloudstore-device"] {
+                #expect(allowed.contains(header), "\(header) in \(allowed)")
+            }
+            #expect(preflight.headers.first(name: "Access-Control-Allow-Methods")?.contains("POST") == true)
+
+            let refused = try await anonymous.send(.GET, caller + "?ckAPIToken=\(Self.apiToken)", headers: [origin])
+            #expect(refused.status == 421)
+            #expect(refused.headers.first(name: "Access-Control-Allow-Origin") == "*", "the page reads the redirectURL")
+            let answered = try await client.send(.GET, caller, headers: [origin])
+            #expect(answered.status == 200)
+            #expect(answered.headers.first(name: "Access-Control-Allow-Origin") == "*")
+            #expect(answered.headers.first(name: "Access-Control-Allow-Credentials") == nil, "no cookie ever authenticates the API")
+
+            let signIn = try await anonymous.send(.GET, "/signin/iCloud.test/development", headers: [origin])
+            #expect(signIn.status == 200)
+            #expect(signIn.headers.first(name: "Access-Control-Allow-Origin") == nil, "the sign-in pages are not cross-origin")
+        }
+    }
+
+    /// A page that signs in as CloudKit JS 2.6 does (`setUpAuth`, `whenUserSignsIn`): the 421's
+    /// `redirectURL` opened with `window.open(url, "", "width=640, height=525")`, the first message
+    /// whose data is an object taken, its `ckSession` sent as `ckWebAuthToken` from then on.
+    static let cloudKitJSPage = #"""
+        <!doctype html><html><head><title>App</title></head><body><p id="steps"></p><script>
+        var query = new URLSearchParams(location.search);
+        var api = query.get("server") + "/database/1/iCloud.test/development/public/users/caller?ckAPIToken=" + query.get("apiToken");
+        var steps = [];
+        function step(text) { steps.push(text); document.getElementById("steps").textContent = steps.join(" | "); }
+        var done = false;
+        window.addEventListener("message", function (event) {
+          if (done || !event.data || typeof event.data !== "object") return;
+          done = true;
+          var session = event.data.ckSession;
+          steps.pop();
+          step("message from " + event.origin + (session ? " with ckSession" : " without ckSession"));
+          fetch(api + "&ckWebAuthToken=" + encodeURIComponent(session))
+            .then(function (r) { return r.json(); })
+            .then(function (caller) { step("signed in as " + caller.userRecordName); });
+        }, false);
+        fetch(api).then(function (r) { return r.json().then(function (body) { return [r.status, body]; }); }).then(function (answer) {
+          step("caller " + answer[0] + " " + answer[1].serverErrorCode);
+          var popup = window.open(answer[1].redirectURL, "", "width=640, height=525");
+          var person = setInterval(function () {
+            try {
+              var form = popup.document.querySelector("form"), login = popup.document.getElementById("login");
+              if (!form || !login) return;
+              clearInterval(person);
+              login.value = "carol";
+              popup.document.getElementById("password").value = "carol's password";
+              form.submit();
+              step("form sent");
+            } catch (e) {}
+          }, 100);
+        });
+        </script></body></html>
+        """#
+
     // MARK: - Support
 
     static let secret = "a secret of the tests, 32 characters or more"

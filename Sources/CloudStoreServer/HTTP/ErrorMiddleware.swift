@@ -4,7 +4,7 @@ import Foundation
 import Hummingbird
 import Logging
 
-/// The outermost middleware: turns every failure into the JSON error body of WireProtocol.md §4
+/// The outermost middleware but for ``CrossOriginMiddleware``: turns every failure into the JSON error body of WireProtocol.md §4
 /// (unknown routes and wrong methods included; storage without room for a write is a retryable 503
 /// `TRY_AGAIN_LATER` with `retryAfter`), and logs each request at `.info`.
 struct ErrorMiddleware: RouterMiddleware {

@@ -10,7 +10,7 @@ import Hummingbird
 /// |---|---|
 /// | `GET /signin/{container}/{environment}[?redirect=URL]` | the form: login, password, a form token, the return URL |
 /// | `POST` of the form, right login and password, a return URL | 303 to the return URL with `ckWebAuthToken=<token>` added to its query |
-/// | the same without a return URL | a page that shows the token and posts it to the window that opened it (`{ckWebAuthToken}`, to allowed origins only) |
+/// | the same without a return URL | a page that shows the token and posts it to the window that opened it (`{ckSession, ckWebAuthToken}`, to allowed origins only) |
 /// | a wrong login or password | 401, the form again with the error |
 /// | a form token that does not go with the browser's cookie | 403, the form again (a form another site posted, or one older than the cookie) |
 /// | a return URL whose origin is not in `allowedRedirects` | 400, a page saying so, before and after the form |

@@ -17,11 +17,13 @@ enum SignInTemplates {
 
     /// Hands the token to the window that opened the page, if any, at each allowed origin: the
     /// browser delivers a message only to an opener at the origin it names, so no other site's
-    /// window receives the token.
+    /// window receives the token. The message carries it as `ckSession`, the key CloudKit JS
+    /// reads, and as `ckWebAuthToken`, the name the token has everywhere else.
     static let script = """
         (function () {
           if (!window.opener) return;
-          var message = {ckWebAuthToken: document.getElementById("token").textContent};
+          var token = document.getElementById("token").textContent;
+          var message = {ckSession: token, ckWebAuthToken: token};
           var origins = document.querySelectorAll("#origins li");
           for (var i = 0; i < origins.length; i++) {
             try { window.opener.postMessage(message, origins[i].textContent); } catch (e) {}

@@ -44,8 +44,10 @@ enum Chromium {
     }
 
     /// Loads `url` in a fresh headless browser (its own profile), keeps a 1200×900 screenshot at
-    /// `screenshot`, and answers the page; kills the browser after ``timeLimit``.
-    static func load(_ url: String, screenshot: URL) async throws -> Page {
+    /// `screenshot`, and answers the page; kills the browser after ``timeLimit``. `arguments` go
+    /// to the browser before the URL (a page that runs scripts for a while needs
+    /// `--virtual-time-budget=<ms>`, or the document is taken when it has loaded).
+    static func load(_ url: String, screenshot: URL, arguments: [String] = []) async throws -> Page {
         let browser = try #require(
             path, "headless Chromium is missing: install Debian's chromium package (apt-get install -y chromium; .ci/run does)")
         let scratch = try TemporaryDirectory(prefix: "cloudstore-chromium")
@@ -60,8 +62,8 @@ enum Chromium {
             [
                 "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
                 "--hide-scrollbars", "--user-data-dir=\(scratch.file("profile").path)", "--window-size=1200,900",
-                "--screenshot=\(screenshot.path)", "--dump-dom", url,
-            ],
+                "--screenshot=\(screenshot.path)", "--dump-dom",
+            ] + arguments + [url],
             standardOutput: .file(try FileHandle(forWritingTo: output)), standardError: .file(try FileHandle(forWritingTo: errors)))
         let watchdog = Task { () -> Bool in
             do { try await Task.sleep(for: timeLimit) } catch { return false }
