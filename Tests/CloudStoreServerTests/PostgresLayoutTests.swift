@@ -60,9 +60,14 @@ struct PostgresLayoutTests {
         #expect(plan == .upgrade(from: nil, steps: expected))
     }
 
+    /// The steps after the recorded version, an index of an existing table built concurrently.
     @Test func aRecordedVersion_runsTheStepsAfterIt() {
-        let found = PostgresLayout.Found(schemaExists: true, relations: everything, version: layout.version - 1)
-        #expect(layout.plan(found) == .upgrade(from: layout.version - 1, steps: [.init(number: layout.version, concurrently: true)]))
+        let found = PostgresLayout.Found(schemaExists: true, relations: everything, version: layout.version - 2)
+        #expect(
+            layout.plan(found)
+                == .upgrade(
+                    from: layout.version - 2,
+                    steps: [.init(number: layout.version - 1, concurrently: true), .init(number: layout.version)]))
     }
 
     /// The schema comes first, and errors name the step with its number.
@@ -94,7 +99,7 @@ struct PostgresLayoutTests {
                 "creating table cloudstore_subscription", "creating table cloudstore_notification",
                 "creating table cloudstore_push_token", "creating index cloudstore_notification_by_user",
                 "creating index cloudstore_notification_by_db_seq", "creating index cloudstore_notification_by_age",
-                "creating index cloudstore_subscription_by_record_type",
+                "creating index cloudstore_subscription_by_record_type", "creating table cloudstore_secret",
             ])
     }
 

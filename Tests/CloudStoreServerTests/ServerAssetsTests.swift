@@ -91,14 +91,16 @@ struct ServerAssetsTests {
             #expect(stored.receipt == nil)
             #expect(stored.fileChecksum == result.singleFile.fileChecksum && stored.size == 300_000)
             let url = try #require(stored.downloadURL)
-            #expect(url.hasPrefix("/database/1/iCloud.test/development/private/assets/download/"))
+            #expect(url.hasPrefix(server.baseURL.absoluteString + "/database/1/iCloud.test/development/private/assets/download/"))
+            #expect(url.contains("?\(AssetDownloadURLs.parameter)="))
 
             let looked = try #require(try await client.lookup(["N-1"]).first?.value)
             #expect(try asset(looked) == stored)
             let changed = try await client.allZoneChanges().records
             #expect(try changed.map { try asset($0) } == [stored])
             #expect(try await download(url, server) == content)
-            #expect(try await download(server.baseURL.absoluteString + url, server) == content, "absolute URLs work too")
+            let path = try #require(URLComponents(string: url)?.path)
+            #expect(try await download(path, server) == content, "the path alone, with credentials")
 
             let answer = try await client.send(.GET, url)
             #expect(answer.status == 200)
@@ -106,6 +108,60 @@ struct ServerAssetsTests {
             #expect(answer.headers.first(name: "Content-Length") == "300000")
             #expect(answer.headers.first(name: "Accept-Ranges") == "bytes")
             #expect(answer.headers.first(name: "ETag") == "\"\(stored.fileChecksum)\"")
+        }
+    }
+
+    /// An answer's `downloadURL` is absolute and its own authority (``AssetDownloadURLs``), as a
+    /// client that fetches it as given needs (URLSession, node's fetch, an `<img src>`): it
+    /// downloads without credentials until it expires, for its asset only; anything altered is 401;
+    /// the path alone needs credentials; behind a proxy it names the proxy's scheme and host.
+    @Test(arguments: Backend.all)
+    func downloadURL_isAbsoluteAndItsOwnAuthorityUntilItExpires(_ backend: Backend) async throws {
+        let clock = ManualClock()
+        try await withServer(backend, clock: clock) { server, client in
+            try await client.createZone("Notes")
+            let content = bytes(2000)
+            let first = try await upload(content, server)
+            let second = try await upload(bytes(10, seed: 9), server, record: "N-2")
+            let saved = try await client.save([
+                note("N-1", extra: ["photo": .asset(first.asset)]), note("N-2", extra: ["photo": .asset(second.asset)]),
+            ])
+            let url = try #require(try asset(saved[0]).downloadURL)
+            let otherURL = try #require(try asset(saved[1]).downloadURL)
+            let nobody = client.asUser(nil)
+
+            let fetched = try await nobody.send(.GET, url)
+            #expect(fetched.status == 200, "\(fetched.text)")
+            #expect(Array(fetched.body) == content)
+            let lookedUp = try #require(try await client.lookup(["N-1"]).first?.value)
+            #expect(try asset(lookedUp).downloadURL == url, "the same URL within its period: caches keep working")
+
+            let path = try #require(URLComponents(string: url)?.path)
+            #expect(try await nobody.send(.GET, path).status == 421, "the path alone needs credentials")
+            let access = String(url[url.range(of: "?")!.lowerBound...])
+            let swapped = try await nobody.send(.GET, try #require(URLComponents(string: otherURL)?.path) + access)
+            #expect(swapped.status == 401, "an access is for its asset only")
+            #expect(swapped.error?.reason?.contains("not one this server issued") == true, "\(swapped.text)")
+            let parts = access.split(separator: ".")
+            let asBob = parts[0] + "." + Base64URL.encode(Data("_bob".utf8)) + "." + parts[2]
+            #expect(try await nobody.send(.GET, path + asBob).status == 401, "and for its caller")
+
+            clock.advance(by: 2 * 3600)
+            let expired = try await nobody.send(.GET, url)
+            #expect(expired.status == 401)
+            #expect(expired.error?.reason?.contains("expired") == true, "\(expired.text)")
+            #expect(try await client.send(.GET, url).status == 200, "with credentials the URL's access does not matter")
+            let relooked = try #require(try await client.lookup(["N-1"]).first?.value)
+            let fresh = try #require(try asset(relooked).downloadURL)
+            #expect(fresh != url)
+            #expect(try await nobody.send(.GET, fresh).status == 200)
+
+            let proxied = try await client.send(
+                .POST, client.path(.private, .recordsLookup),
+                body: try WireCoding.encode(RecordsLookupRequest(zoneID: ZoneID(zoneName: "Notes"), recordNames: ["N-1"])),
+                headers: [("X-Forwarded-Proto", "https"), ("X-Forwarded-Host", "cloud.example.com")])
+            let proxiedRecord = try #require(try proxied.decode(RecordsResponse.self).records.first?.value)
+            #expect(try asset(proxiedRecord).downloadURL?.hasPrefix("https://cloud.example.com/database/1/iCloud.test/") == true)
         }
     }
 
@@ -156,8 +212,9 @@ struct ServerAssetsTests {
             #expect(denied.status == 403)
             #expect(denied.error?.serverErrorCode == .accessDenied)
             await #expect(throws: CloudError.self) { _ = try await download(url, server, token: "bob-token") }
-            #expect(try await client.send(.GET, url + "0").status == 404, "unknown asset")
-            #expect(try await client.send(.GET, String(url.dropLast(4)) + "ffff").status == 404, "unknown asset")
+            let path = try #require(URLComponents(string: url)?.path)
+            #expect(try await client.send(.GET, path + "0").status == 404, "unknown asset")
+            #expect(try await client.send(.GET, String(path.dropLast(4)) + "ffff").status == 404, "unknown asset")
 
             // The public database: any authenticated caller downloads.
             let public_ = try await upload(bytes(500), server, record: "P-1", zone: "_defaultZone", scope: .public)

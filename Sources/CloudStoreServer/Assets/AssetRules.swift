@@ -169,10 +169,12 @@ enum AssetLocation {
             .assetUploadPath(partition.scope, uploadID: uploadID)
     }
 
-    /// The asset ID at the end of a download URL this server wrote; nil for anything else.
+    /// The asset ID at the end of a download URL this server wrote (its path, or the URL an
+    /// answer carries, ``AssetDownloadURLs``); nil for anything else.
     static func assetID(inDownloadURL url: String) -> String? {
-        guard let range = url.range(of: "/assets/download/", options: .backwards) else { return nil }
-        let id = String(url[range.upperBound...])
+        let path = url.prefix { $0 != "?" }
+        guard let range = path.range(of: "/assets/download/", options: .backwards) else { return nil }
+        let id = String(path[range.upperBound...])
         return isIdentifier(id) ? id : nil
     }
 

@@ -27,6 +27,8 @@ public enum Caller: Hashable, Sendable, CustomStringConvertible {
             self = .operator
         } else if name.hasPrefix("_serverKey_") {
             self = .serverKey(String(name.dropFirst("_serverKey_".count)))
+        } else if name.hasPrefix("_apiToken_") {
+            self = .apiToken(String(name.dropFirst("_apiToken_".count)))
         } else {
             self = .user(name)
         }

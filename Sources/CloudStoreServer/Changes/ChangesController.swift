@@ -148,7 +148,8 @@ struct ChangesController: Sendable {
             "zone changes", metadata: ["zone": "\(zone)", "count": "\(rows.count)", "token": "\(seq)"])
         let writer = try RecordWriter(
             zone: zone, numbersAsStrings: body.numbersAsStrings ?? false,
-            share: try await services.share(for: rows, in: zone), caller: call.caller.userRecordName)
+            share: try await services.share(for: rows, in: zone), caller: call.caller.userRecordName,
+            assetURLs: call.assetURLs)
         return .success(
             (
                 ZoneChanges(

@@ -84,6 +84,8 @@ struct AuthenticatedCall: Sendable {
     var body: [UInt8]
     /// The `X-CloudStore-Device` header, echoed in the stamps of the records this request writes.
     var deviceID: String?
+    /// How the asset download URLs of this call's answers read; nil on routes without a database.
+    var assetURLs: AssetDownloadURLs?
 
     /// Decodes the body; a failure answers 400 naming where in the JSON the problem is.
     func decode<T: Decodable>(_ type: T.Type) throws(APIError) -> T {

@@ -20,6 +20,8 @@ struct CloudServices: Sendable {
     /// Sees the size of every piece of asset bytes handed to or taken from the storage (tests
     /// check that transfers stream).
     var assetChunkObserver: (@Sendable (Int) -> Void)?
+    /// The key that signs each container's asset download URLs (``AssetDownloadURLs``).
+    var assetURLKeys = AssetURLKeys()
 
     /// Counts a failed sign-in (an unknown token, a wrong operator token or password) against the
     /// client's address when the server rate-limits; answers the whole seconds to wait when the

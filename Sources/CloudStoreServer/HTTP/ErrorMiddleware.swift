@@ -82,7 +82,13 @@ struct ErrorMiddleware: RouterMiddleware {
         switch error.status {
         case .notFound: return notFound(request)
         case .contentTooLarge: return APIError(.limitExceeded, "the request body is too large: split the request")
-        default: return APIError(.badRequest, error.body ?? "the request is not valid", status: error.status)
+        default:
+            // Apple's codes keep Apple's statuses: a failure of the server's own is 500
+            // `INTERNAL_ERROR`, anything else about the request 400 `BAD_REQUEST`.
+            if error.status.code >= 500 {
+                return APIError(.internalError, error.body ?? "the server failed; retry later")
+            }
+            return APIError(.badRequest, error.body ?? "the request is not valid (HTTP \(error.status.code))")
         }
     }
 

@@ -81,7 +81,13 @@ struct RequestGate: RouterMiddleware {
         var context = context
         context.call = AuthenticatedCall(
             caller: caller, container: container, environment: environment, scope: scope, body: body,
-            deviceID: request.headers[named: WireHeader.device])
+            deviceID: request.headers[named: WireHeader.device],
+            assetURLs: scope == nil
+                ? nil
+                : try await services.assetURLKeys.key(container, storage: services.storage).map { key in
+                    AssetDownloadURLs(
+                        origin: RequestOrigin.of(request), caller: caller.userRecordName, now: services.clock.now(), key: key)
+                })
         context.logger[metadataKey: "caller"] = "\(caller)"
         context.logger.trace("request body", metadata: ["body": "\(String(decoding: body.prefix(1 << 16), as: UTF8.self))"])
         return try await next(request, context)
@@ -167,6 +173,10 @@ struct RequestGate: RouterMiddleware {
             token = String(queryToken)
         } else if !readsBody, request.method == .post, let uploadID = parameters.get("uploadID") {
             return try await uploadURLCaller(uploadID, container: container)
+        } else if !readsBody, request.method == .get, parameters.get("assetID") != nil,
+            let access = request.uri.queryParameters[Substring(AssetDownloadURLs.parameter)]
+        {
+            return try await downloadURLCaller(String(access), path: request.uri.path, container: container)
         } else if let name = apiToken {
             guard APITokenAccess.allows(request.method, path: request.uri.path) else {
                 throw APIError(
@@ -211,6 +221,19 @@ struct RequestGate: RouterMiddleware {
             throw APIError(.notFound, "this upload URL is unknown (or expired and forgotten): request one with assets/upload")
         }
         return Caller(userRecordName: upload.caller)
+    }
+
+    /// The caller a download URL was issued to (``AssetDownloadURLs``): its access is checked
+    /// against this path and the container's key before anything is read; ``AssetsController``
+    /// then checks that this caller may still read the asset. A forged access is a failed sign-in.
+    private func downloadURLCaller(_ access: String, path: String, container: String) async throws -> Caller {
+        guard let key = try await services.assetURLKeys.key(container, storage: services.storage) else {
+            throw APIError(.authenticationRequired, "this server signs no download URLs yet: send credentials")
+        }
+        switch AssetDownloadURLs.caller(presenting: access, path: path, now: services.clock.now(), key: key) {
+        case .success(let caller): return Caller(userRecordName: caller)
+        case .failure(let refusal): throw APIError(.authenticationFailed, refusal.reason)
+        }
     }
 
     /// 429 `THROTTLED` asking to wait `wait` seconds, in the body and in `Retry-After`.

@@ -85,9 +85,12 @@ enum RecordJSON {
         }
     }
 
-    /// Appends a row as the wire shows it with every field and numbers as numbers; false (and
-    /// nothing appended) when the stored content is not laid out as expected.
-    static func append(_ row: StoredRecord, zoneJSON: [UInt8], to json: inout JSONBytes) -> Bool {
+    /// Appends a row as the wire shows it with every field and numbers as numbers, its assets'
+    /// download paths made `assetURLs`' URLs; false (and nothing appended) when the stored content
+    /// is not laid out as expected.
+    static func append(
+        _ row: StoredRecord, zoneJSON: [UInt8], assetURLs: AssetDownloadURLs? = nil, to json: inout JSONBytes
+    ) -> Bool {
         guard let content = row.content else {
             json.object { json in
                 json.member("deleted", bool: true)
@@ -103,7 +106,11 @@ enum RecordJSON {
                 json.raw(bytes[parts.created])
                 json.member("deleted", bool: false)
                 json.member("fields")
-                json.raw(bytes[parts.fields])
+                if let assetURLs {
+                    assetURLs.appendFields(bytes[parts.fields], to: &json)
+                } else {
+                    json.raw(bytes[parts.fields])
+                }
                 json.member("modified")
                 json.raw(bytes[parts.modified])
                 appendIdentity(row, zoneJSON: zoneJSON, to: &json)
@@ -132,34 +139,52 @@ struct RecordWriter {
     private let zoneJSON: [UInt8]
     private let share: StoredShare?
     private let caller: String
+    private let assetURLs: AssetDownloadURLs?
 
     /// - Parameters:
     ///   - share: the zone's share, when the response may hold its share record.
     ///   - caller: the userRecordName the share's `currentUserParticipant` is computed for.
-    init(zone: ZoneAddress, numbersAsStrings: Bool, share: StoredShare? = nil, caller: String = "") throws {
+    ///   - assetURLs: how the records' asset download URLs read (the call's); nil leaves the
+    ///     stored paths.
+    init(
+        zone: ZoneAddress, numbersAsStrings: Bool, share: StoredShare? = nil, caller: String = "",
+        assetURLs: AssetDownloadURLs? = nil
+    ) throws {
         self.zone = zone
         self.numbersAsStrings = numbersAsStrings
         self.share = share
         self.caller = caller
+        self.assetURLs = assetURLs
         zoneJSON = try WireCoding.encodedBytes(zone.zoneID)
+    }
+
+    /// A record as this answer shows it: its asset download URLs made the call's.
+    private func presenting(_ record: Record) -> Record {
+        assetURLs?.presenting(record) ?? record
     }
 
     /// A stored row (live or tombstone) as a record of the response.
     func json(_ row: StoredRecord, desiredKeys: [String]? = nil) throws -> [UInt8] {
         if let share, row.isLiveShareRecord {
-            var record = try row.presented(in: zone, desiredKeys: desiredKeys)
+            var record = presenting(try row.presented(in: zone, desiredKeys: desiredKeys))
             record.share = share.metadata(for: caller)
             return try WireCoding.encodedBytes(record, numbersAsStrings: numbersAsStrings)
         }
         if desiredKeys == nil && !numbersAsStrings {
             var json = JSONBytes(capacity: (row.content?.json.utf8.count ?? 0) + 160)
-            if RecordJSON.append(row, zoneJSON: zoneJSON, to: &json) { return json.bytes }
+            if RecordJSON.append(row, zoneJSON: zoneJSON, assetURLs: assetURLs, to: &json) { return json.bytes }
         }
-        return try WireCoding.encodedBytes(try row.presented(in: zone, desiredKeys: desiredKeys), numbersAsStrings: numbersAsStrings)
+        return try WireCoding.encodedBytes(
+            presenting(try row.presented(in: zone, desiredKeys: desiredKeys)), numbersAsStrings: numbersAsStrings)
     }
 
-    /// Any other item of a response (an error, a delete's result).
+    /// Any other item of a response (an error, with a conflict's `serverRecord`; a delete's result).
     func json(_ result: RecordResult) throws -> [UInt8] {
-        try WireCoding.encodedBytes(result, numbersAsStrings: numbersAsStrings)
+        var result = result
+        if case .error(var error) = result, let record = error.serverRecord {
+            error.serverRecord = presenting(record)
+            result = .error(error)
+        }
+        return try WireCoding.encodedBytes(result, numbersAsStrings: numbersAsStrings)
     }
 }

@@ -75,7 +75,8 @@ struct RecordsController: Sendable {
 
         var failed = false
         let writer = try RecordWriter(
-            zone: zone, numbersAsStrings: body.numbersAsStrings ?? false, share: share, caller: call.caller.userRecordName)
+            zone: zone, numbersAsStrings: body.numbersAsStrings ?? false, share: share, caller: call.caller.userRecordName,
+            assetURLs: call.assetURLs)
         var results: [RecordResult] = []
         var items: [[UInt8]] = []
         for (outcome, operation) in zip(outcomes, body.operations) {
@@ -125,7 +126,8 @@ struct RecordsController: Sendable {
         }
         let writer = try RecordWriter(
             zone: zone, numbersAsStrings: body.numbersAsStrings ?? false,
-            share: try await services.share(for: rows.values, in: zone), caller: call.caller.userRecordName)
+            share: try await services.share(for: rows.values, in: zone), caller: call.caller.userRecordName,
+            assetURLs: call.assetURLs)
         let items = try body.records.map { item -> [UInt8] in
             if let problem = RecordRules.recordNameProblem(item.recordName) {
                 return try writer.json(
@@ -164,7 +166,8 @@ struct RecordsController: Sendable {
         let next = offset + page.count < matching.count ? marker.encoded(offset: offset + page.count) : nil
         let writer = try RecordWriter(
             zone: zone, numbersAsStrings: body.numbersAsStrings ?? false,
-            share: try await services.share(for: page, in: zone), caller: call.caller.userRecordName)
+            share: try await services.share(for: page, in: zone), caller: call.caller.userRecordName,
+            assetURLs: call.assetURLs)
         let items = try page.map { try writer.json($0, desiredKeys: body.desiredKeys) }
         services.metrics.served(items.count)
         return try JSONResponse.make(

@@ -24,6 +24,11 @@ protocol ServerStorage: ConsoleStorage, AssetStorage, SubscriptionStorage {
     /// (PostgreSQL: ``PostgresLayout``).
     func prepare() async throws
 
+    /// A random secret of 32 bytes by name, made and kept the first time it is asked for, so that
+    /// every instance on the same storage answers the same bytes (what signs asset download URLs,
+    /// ``AssetDownloadURLs``); nil only from storage that plays a release before secrets (tests).
+    func secret(_ name: String, container: String) async throws -> [UInt8]?
+
     /// Throws when the storage cannot be reached now (the data directory is gone or not writable,
     /// PostgreSQL does not answer): what `GET /readyz` reports.
     func checkReachable() async throws

@@ -385,6 +385,15 @@ extension PostgresLayout {
             index(
                 "cloudstore_subscription_by_record_type", on: "cloudstore_subscription",
                 "(container, environment, scope, record_type)", where: "record_type IS NOT NULL"),
+            // Secrets every instance shares (ServerStorage.secret(_:container:)).
+            table(
+                "cloudstore_secret",
+                """
+                container TEXT NOT NULL,
+                name TEXT NOT NULL,
+                value TEXT NOT NULL,
+                PRIMARY KEY (container, name)
+                """),
         ]
     }
 }

@@ -1,4 +1,5 @@
 import CloudStoreWire
+import Crypto
 import Foundation
 import CloudStoreLogging
 import Logging
@@ -34,6 +35,9 @@ final class PostgresStorage: ServerStorage {
     /// Whether the layout has the tables of subscriptions: false only for an instance playing a
     /// release before them (`layoutSteps`), which writes no notifications, as that release did.
     let hasSubscriptions: Bool
+    /// Whether the layout has the table of secrets: false only for an instance playing a release
+    /// before it, which signed no download URLs, as that release did not.
+    let hasSecrets: Bool
     /// The last schema read of each container and environment (`container|environment`), with its
     /// version. A version is written once: every change raises it, a `records/modify` that extends
     /// a development schema too (``RecordWritePlan/schema``), and
@@ -51,6 +55,7 @@ final class PostgresStorage: ServerStorage {
         let layout = PostgresLayout(schema: url.schema)
         self.layout = layoutSteps.map { layout.prefix($0) } ?? layout
         self.hasSubscriptions = self.layout.steps.contains { $0.name == "cloudstore_notification" }
+        self.hasSecrets = self.layout.steps.contains { $0.name == "cloudstore_secret" }
         self.layoutRetry = layoutRetry
         var configuration = PostgresClient.Configuration(
             host: url.host, port: url.port, username: url.user, password: url.password, database: url.database,
@@ -147,6 +152,27 @@ final class PostgresStorage: ServerStorage {
                 try? await Task.sleep(for: .seconds(1))
             }
         }
+    }
+
+    func secret(_ name: String, container: String) async throws -> [UInt8]? {
+        guard hasSecrets else { return nil }
+        let made = Data(SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) }).base64EncodedString()
+        let table = self.table("secret")
+        let stored = try await client.withConnection { connection -> String? in
+            try await self.run(
+                """
+                INSERT INTO \(unescaped: table) (container, name, value) VALUES (\(container), \(name), \(made))
+                ON CONFLICT (container, name) DO NOTHING
+                """, on: connection)
+            let rows = try await self.run(
+                "SELECT value FROM \(unescaped: table) WHERE container = \(container) AND name = \(name)", on: connection)
+            for try await value in rows.decode(String.self) { return value }
+            return nil
+        }
+        guard let stored, let bytes = Data(base64Encoded: stored), bytes.count == 32 else {
+            throw PostgresStorageError("the stored secret \(name) of \(container) is not 32 bytes in base64")
+        }
+        return Array(bytes)
     }
 
     func checkReachable() async throws {

@@ -1,4 +1,5 @@
 import CloudStoreWire
+import Crypto
 import Foundation
 import GRDB
 import Logging
@@ -161,7 +162,22 @@ final class SQLiteStorage: ServerStorage {
         registerShareMigration(&migrator)
         registerUniqueKeyMigration(&migrator)
         registerSubscriptionMigration(&migrator)
+        migrator.registerMigration("v6-secrets") { db in
+            try db.execute(sql: "CREATE TABLE cloudstore_secret (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        }
         return migrator
+    }
+
+    func secret(_ name: String, container: String) async throws -> [UInt8]? {
+        let made = Data(SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) }).base64EncodedString()
+        let stored = try await pool(container).write { db in
+            try db.execute(sql: "INSERT OR IGNORE INTO cloudstore_secret (name, value) VALUES (?, ?)", arguments: [name, made])
+            return try String.fetchOne(db, sql: "SELECT value FROM cloudstore_secret WHERE name = ?", arguments: [name])
+        }
+        guard let stored, let bytes = Data(base64Encoded: stored), bytes.count == 32 else {
+            throw DatabaseError(message: "the stored secret \(name) is not 32 bytes in base64")
+        }
+        return Array(bytes)
     }
 
     // MARK: - Partitions and zones
