@@ -109,6 +109,28 @@ struct ServerRecordsModifyTests {
         }
     }
 
+    /// A whole `DOUBLE` goes out as `2.0` in every answer that carries the record (the modify's,
+    /// a lookup, `changes/zone`), whatever form it came in; typed clients read `2` as an integer.
+    @Test(arguments: Backend.all)
+    func wholeDouble_isAnsweredWithItsFraction(_ backend: Backend) async throws {
+        try await withServer(backend) { _, client in
+            try await client.createZone("Notes")
+            let body = #"{"zoneID":{"zoneName":"Notes"},"operations":[{"operationType":"create","record":"#
+                + #"{"recordName":"D-1","recordType":"Place","fields":{"rating":{"value":2,"type":"DOUBLE"},"#
+                + #""steps":{"value":[1,2.5],"type":"DOUBLE_LIST"},"count":{"value":2,"type":"INT64"}}}}]}"#
+            let saved = try await client.send(.POST, client.path(.private, .recordsModify), body: Data(body.utf8))
+            let looked = try await client.call(
+                .private, .recordsLookup, RecordsLookupRequest(zoneID: ZoneID(zoneName: "Notes"), recordNames: ["D-1"]))
+            let changes = try await client.zoneChanges("Notes", token: nil, limit: nil)
+            for (name, answer) in [("modify", saved), ("lookup", looked), ("changes/zone", changes)] {
+                #expect(answer.status == 200, "\(name): \(answer.text)")
+                #expect(answer.text.contains(#""rating":{"type":"DOUBLE","value":2.0}"#), "\(name): \(answer.text)")
+                #expect(answer.text.contains(#""steps":{"type":"DOUBLE_LIST","value":[1.0,2.5]}"#), "\(name)")
+                #expect(answer.text.contains(#""count":{"type":"INT64","value":2}"#), "\(name)")
+            }
+        }
+    }
+
     /// In a custom zone a request that omits `atomic` is all-or-nothing.
     @Test(arguments: Backend.all)
     func atomic_failureAppliesNothingAndMarksTheOthersAtomicError(_ backend: Backend) async throws {
