@@ -189,9 +189,7 @@ extension PostgresLayout {
         /// nil when the next attempt would start after ``giveUpAfter``. `random` (0 to 1) spreads
         /// the instances that conflicted together: the delay is between half and all of the backoff.
         func delay(afterAttempt attempt: Int, elapsed: Duration, random: Double) -> Duration? {
-            let doublings = min(max(attempt - 1, 0), 30)
-            let backoff = min(firstDelay * (1 << doublings), maximumDelay)
-            let delay = backoff * (0.5 + 0.5 * min(max(random, 0), 1))
+            let delay = Backoff.delay(afterAttempt: attempt, first: firstDelay, maximum: maximumDelay, random: random)
             return elapsed + delay > giveUpAfter ? nil : delay
         }
     }

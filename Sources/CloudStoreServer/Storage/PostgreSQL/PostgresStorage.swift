@@ -45,12 +45,31 @@ final class PostgresStorage: ServerStorage {
     /// write that finds the same version uses this copy without reading and decoding the JSON again.
     private let schemas = Mutex<[String: CloudSchema]>([:])
 
+    /// When a refused transaction runs again (``transaction(_:)``).
+    let transactionRetry: PostgresTransactionRetry
+    /// For tests: what goes wrong in each attempt of ``transaction(_:)``, by attempt number; nil:
+    /// nothing.
+    let injectedFault: (@Sendable (_ attempt: Int) -> InjectedFault?)?
+
+    /// A failure a test injects into a transaction, in a real PostgreSQL.
+    enum InjectedFault: Sendable {
+        /// A statement run just before `COMMIT`: one that raises a SQLSTATE
+        /// (`RAISE EXCEPTION … USING ERRCODE = 'serialization_failure'`), or ends the connection.
+        case beforeCommit(PostgresQuery)
+        /// The connection ends as `COMMIT` is sent.
+        case atCommit
+    }
+
     /// - Parameter layoutSteps: for tests that play an earlier release: the layout ends after this
     ///   many steps (``PostgresLayout/prefix(_:)``); nil: this release's.
     init(
         url text: String, logger: Logger, assetLifetime: AssetLifetime = AssetLifetime(), clock: ServerClock = .system,
-        layoutSteps: Int? = nil, layoutRetry: PostgresLayout.Retry = PostgresLayout.Retry()
+        layoutSteps: Int? = nil, layoutRetry: PostgresLayout.Retry = PostgresLayout.Retry(),
+        transactionRetry: PostgresTransactionRetry = PostgresTransactionRetry(),
+        injectedFault: (@Sendable (_ attempt: Int) -> InjectedFault?)? = nil
     ) throws {
+        self.transactionRetry = transactionRetry
+        self.injectedFault = injectedFault
         let url = try PostgresURL(text)
         let layout = PostgresLayout(schema: url.schema)
         self.layout = layoutSteps.map { layout.prefix($0) } ?? layout
@@ -184,16 +203,50 @@ final class PostgresStorage: ServerStorage {
     // MARK: - Transactions
 
     /// Runs `body` in a READ COMMITTED transaction; rolls back when it throws, rethrowing its error.
+    /// A transaction PostgreSQL refused for a conflict (40001, 40P01), or whose connection was lost
+    /// before `COMMIT`, runs again from the start on a connection of the pool, after a backoff
+    /// (``PostgresTransactionRetry``): `body` must do nothing but its statements, which every
+    /// caller's body does (decisions are pure functions of what the transaction read).
     func transaction<T: Sendable>(_ body: @Sendable (PostgresConnection) async throws -> T) async throws -> T {
-        try await client.withConnection { connection in
-            try await self.run("BEGIN", on: connection)
+        var attempt = 0
+        while true {
+            attempt += 1
+            var stage = PostgresTransactionRetry.Stage.beforeCommit
             do {
-                let value = try await body(connection)
-                try await self.run("COMMIT", on: connection)
-                return value
+                return try await client.withConnection { connection in
+                    try await self.run("BEGIN", on: connection)
+                    let value: T
+                    do {
+                        value = try await body(connection)
+                        switch self.injectedFault?(attempt) {
+                        case .beforeCommit(let statement)?:
+                            for try await _ in try await self.run(statement, on: connection) {}
+                        case .atCommit?:
+                            // Its answer is not awaited: the end of the connection meets the COMMIT.
+                            _ = try await self.run("SELECT pg_terminate_backend(pg_backend_pid())", on: connection)
+                        case nil:
+                            break
+                        }
+                    } catch {
+                        _ = try? await self.run("ROLLBACK", on: connection)
+                        throw error
+                    }
+                    stage = .commit
+                    try await self.run("COMMIT", on: connection)
+                    return value
+                }
             } catch {
-                _ = try? await self.run("ROLLBACK", on: connection)
-                throw error
+                let failure = PostgresFailure(error, doing: "running a transaction")
+                guard PostgresTransactionRetry.mayRetry(failure, at: stage),
+                    let delay = transactionRetry.delay(afterAttempt: attempt, random: Double.random(in: 0...1))
+                else { throw error }
+                logger.debug(
+                    "transaction refused; running it again",
+                    metadata: [
+                        "storage": "postgres", "attempt": "\(attempt)", "sqlstate": "\(failure.sqlState ?? "connection")",
+                        "delay": "\(delay)",
+                    ])
+                try await Task.sleep(for: delay)
             }
         }
     }
