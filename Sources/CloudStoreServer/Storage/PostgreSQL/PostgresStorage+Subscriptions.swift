@@ -112,7 +112,10 @@ extension PostgresStorage {
                 """
                 INSERT INTO \(unescaped: self.table("push_token")) (digest, container, environment, user_name, delivered_through)
                 SELECT \(digest), \(container), \(environment.rawValue), \(user),
-                    COALESCE((SELECT MAX(id) FROM \(unescaped: self.table("notification"))), 0)
+                    COALESCE(
+                        (SELECT MAX(id) FROM \(unescaped: self.table("notification"))
+                         WHERE container = \(container) AND environment = \(environment.rawValue) AND user_name = \(user)),
+                        0)
                 ON CONFLICT (digest) DO NOTHING
                 """, on: connection)
             for try await owner in try await self.run(

@@ -47,29 +47,15 @@ final class PostgresStorage: ServerStorage {
 
     /// When a refused transaction runs again (``transaction(_:)``).
     let transactionRetry: PostgresTransactionRetry
-    /// For tests: what goes wrong in each attempt of ``transaction(_:)``, by attempt number; nil:
-    /// nothing.
-    let injectedFault: (@Sendable (_ attempt: Int) -> InjectedFault?)?
-
-    /// A failure a test injects into a transaction, in a real PostgreSQL.
-    enum InjectedFault: Sendable {
-        /// A statement run just before `COMMIT`: one that raises a SQLSTATE
-        /// (`RAISE EXCEPTION … USING ERRCODE = 'serialization_failure'`), or ends the connection.
-        case beforeCommit(PostgresQuery)
-        /// The connection ends as `COMMIT` is sent.
-        case atCommit
-    }
 
     /// - Parameter layoutSteps: for tests that play an earlier release: the layout ends after this
     ///   many steps (``PostgresLayout/prefix(_:)``); nil: this release's.
     init(
         url text: String, logger: Logger, assetLifetime: AssetLifetime = AssetLifetime(), clock: ServerClock = .system,
         layoutSteps: Int? = nil, layoutRetry: PostgresLayout.Retry = PostgresLayout.Retry(),
-        transactionRetry: PostgresTransactionRetry = PostgresTransactionRetry(),
-        injectedFault: (@Sendable (_ attempt: Int) -> InjectedFault?)? = nil
+        transactionRetry: PostgresTransactionRetry = PostgresTransactionRetry()
     ) throws {
         self.transactionRetry = transactionRetry
-        self.injectedFault = injectedFault
         let url = try PostgresURL(text)
         let layout = PostgresLayout(schema: url.schema)
         self.layout = layoutSteps.map { layout.prefix($0) } ?? layout
@@ -208,25 +194,24 @@ final class PostgresStorage: ServerStorage {
     /// (``PostgresTransactionRetry``): `body` must do nothing but its statements, which every
     /// caller's body does (decisions are pure functions of what the transaction read).
     func transaction<T: Sendable>(_ body: @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        try await transaction(begin: "BEGIN", body)
+    }
+
+    /// ``transaction(_:)`` opened with `begin`, a `BEGIN` that may name the isolation level and
+    /// access mode (one statement, one round trip).
+    private func transaction<T: Sendable>(begin: PostgresQuery, _ body: @Sendable (PostgresConnection) async throws -> T)
+        async throws -> T
+    {
         var attempt = 0
         while true {
             attempt += 1
             var stage = PostgresTransactionRetry.Stage.beforeCommit
             do {
                 return try await client.withConnection { connection in
-                    try await self.run("BEGIN", on: connection)
+                    try await self.run(begin, on: connection)
                     let value: T
                     do {
                         value = try await body(connection)
-                        switch self.injectedFault?(attempt) {
-                        case .beforeCommit(let statement)?:
-                            for try await _ in try await self.run(statement, on: connection) {}
-                        case .atCommit?:
-                            // Its answer is not awaited: the end of the connection meets the COMMIT.
-                            _ = try await self.run("SELECT pg_terminate_backend(pg_backend_pid())", on: connection)
-                        case nil:
-                            break
-                        }
                     } catch {
                         _ = try? await self.run("ROLLBACK", on: connection)
                         throw error
@@ -253,10 +238,7 @@ final class PostgresStorage: ServerStorage {
 
     /// Runs `body` in a read-only REPEATABLE READ transaction: one snapshot for every statement.
     func snapshot<T: Sendable>(_ body: @Sendable (PostgresConnection) async throws -> T) async throws -> T {
-        try await transaction { connection in
-            try await self.run("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY", on: connection)
-            return try await body(connection)
-        }
+        try await transaction(begin: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", body)
     }
 
     // MARK: - Partitions and zones
