@@ -47,7 +47,7 @@ private func buildApplicationAndTokens(
         case .postgres(let url):
             try PostgresStorage(
                 url: url, logger: configuration.logger, assetLifetime: assetLifetime, clock: configuration.clock,
-                layoutSteps: configuration.postgresLayoutSteps)
+                notifications: configuration.changeNotifications, layoutSteps: configuration.postgresLayoutSteps)
         }
     let bearerTokens = BearerTokens(
         configuration.users, operatorToken: configuration.operatorToken, apiTokens: configuration.apiTokens)
@@ -135,8 +135,7 @@ struct StorageService: Service {
     let broker: ChangeBroker
 
     func run() async throws {
-        let broker = broker
-        try await storage.run(onRemoteChange: { broker.publish($0) })
+        try await storage.run(changes: broker)
     }
 }
 

@@ -172,6 +172,21 @@ struct CLIServeSettingsTests {
             let unknown = await cloudstore("serve", "--config", misspelt.path, "--data", directory.path)
             #expect(unknown.isOneLineFailure(mentioning: "unknown setting \"maxconnections\"", "maxConnections"), "\(unknown.standardError)")
 
+            let badNotifications = await cloudstore(
+                "serve", "--data", directory.path, "--container", "iCloud.cli.test", "--notifications", "push")
+            #expect(
+                badNotifications.isOneLineFailure(mentioning: "notifications \"push\"", "listen", "poll"),
+                "\(badNotifications.standardError)")
+            let intervalAlone = await cloudstore(
+                "serve", "--data", directory.path, "--container", "iCloud.cli.test", "--notifications-poll-interval", "0.5")
+            #expect(
+                intervalAlone.isOneLineFailure(mentioning: "notificationsPollInterval", "--notifications poll"),
+                "\(intervalAlone.standardError)")
+            let zeroInterval = await cloudstore(
+                "serve", "--data", directory.path, "--container", "iCloud.cli.test", "--notifications", "poll",
+                "--notifications-poll-interval", "0")
+            #expect(zeroInterval.isOneLineFailure(mentioning: "poll interval", "above 0"), "\(zeroInterval.standardError)")
+
             let notJSON = directory.appendingPathComponent("bad.json")
             try Data("containers = [1]".utf8).write(to: notJSON)
             let unparsable = await cloudstore("serve", "--config", notJSON.path)

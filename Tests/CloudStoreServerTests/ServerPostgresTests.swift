@@ -10,21 +10,43 @@ import Testing
     "PostgreSQL: servers sharing one database", .serialized, .timeLimit(.minutes(ReliabilityRun.hangLimitMinutes)),
     .enabled(if: Backend.postgresURL != nil, "set CLOUDSTORE_TEST_POSTGRES_URL (bash .ci/run does) to run these"))
 struct ServerPostgresTests {
+    /// How the instances of a test hear each other's commits: both ways pass the same tests, a
+    /// poll every 50 ms adding at most that to each wake.
+    enum Hearing: String, CaseIterable, Sendable {
+        case listen, poll
+
+        var arguments: [String] {
+            switch self {
+            case .listen: ["--notifications", "listen"]
+            case .poll: ["--notifications", "poll", "--notifications-poll-interval", "0.05"]
+            }
+        }
+
+        var configuration: ServerConfiguration.ChangeNotifications {
+            switch self {
+            case .listen: .listen
+            case .poll: .poll(interval: .milliseconds(50))
+            }
+        }
+    }
+
     /// Two server processes on the schema `url` names with the default users; the second logs at
     /// level 3 (its "long poll waiting" lines tell when a poll waits).
-    func launchTwo(in root: TemporaryDirectory, url: String) async throws -> (ServerProcess, ServerProcess) {
+    func launchTwo(in root: TemporaryDirectory, url: String, hearing: Hearing) async throws -> (ServerProcess, ServerProcess) {
         let tokens = root.file("tokens.json")
         try WireCoding.encode(TestServer.defaultUsers).write(to: tokens)
-        let a = try await ServerProcess.launch(["--postgres", url, "--tokens", tokens.path] + ServerProcess.containerArguments())
-        let b = try await ServerProcess.launch(["--postgres", url, "--tokens", tokens.path, "--debug", "3"] + ServerProcess.containerArguments())
+        let common = ["--postgres", url, "--tokens", tokens.path] + hearing.arguments + ServerProcess.containerArguments()
+        let a = try await ServerProcess.launch(common)
+        let b = try await ServerProcess.launch(common + ["--debug", "3"])
         return (a, b)
     }
 
-    @Test func twoProcesses_writeThroughOneIsVisibleThroughTheOtherAndWakesItsLongPoll() async throws {
+    @Test(arguments: Hearing.allCases)
+    func twoProcesses_writeThroughOneIsVisibleThroughTheOtherAndWakesItsLongPoll(hearing: Hearing) async throws {
         try await Backend.withFreshSchema { url in
             let root = try TemporaryDirectory(prefix: "cloudstore-pg")
             defer { withExtendedLifetime(root) {} }
-            let (a, b) = try await launchTwo(in: root, url: url)
+            let (a, b) = try await launchTwo(in: root, url: url, hearing: hearing)
             #expect(a.port != b.port)
             let throughA = CloudClient(baseURL: a.baseURL)
             var throughB = throughA
@@ -41,7 +63,7 @@ struct ServerPostgresTests {
             let written = clock.now
             try await throughA.save([note("N-2")])
             let answer = try await poll.decode(NotificationsResponse.self)
-            #expect(answer.changed, "B's long poll wakes when A commits (LISTEN/NOTIFY)")
+            #expect(answer.changed, "B's long poll wakes when A commits (\(hearing))")
             #expect(answer.zones.map(\.zoneID.zoneName) == ["Notes"])
             #expect(clock.now - written < .seconds(10))
 
@@ -52,11 +74,12 @@ struct ServerPostgresTests {
 
     /// WireProtocol.md §6: a change in a shared zone through one instance wakes a participant's
     /// long poll of their shared database waiting on another.
-    @Test func twoProcesses_aSharedZoneWriteThroughOneWakesAParticipantsLongPollOnTheOther() async throws {
+    @Test(arguments: Hearing.allCases)
+    func twoProcesses_aSharedZoneWriteThroughOneWakesAParticipantsLongPollOnTheOther(hearing: Hearing) async throws {
         try await Backend.withFreshSchema { url in
             let root = try TemporaryDirectory(prefix: "cloudstore-pg")
             defer { withExtendedLifetime(root) {} }
-            let (a, b) = try await launchTwo(in: root, url: url)
+            let (a, b) = try await launchTwo(in: root, url: url, hearing: hearing)
             let aliceThroughA = CloudClient(baseURL: a.baseURL)
             var bobThroughB = aliceThroughA.asUser("bob-token", device: "device-B")
             bobThroughB.baseURL = b.baseURL
@@ -93,32 +116,7 @@ struct ServerPostgresTests {
             try await throughA.createZone("Notes")
 
             // Writers on both servers and a reader that follows the feed with its token while they write.
-            let writersDone = Flag()
-            let reader = Task {
-                var token: String?
-                var seen = Set<String>()
-                var finalPass = false
-                while !finalPass {
-                    finalPass = writersDone.isSet
-                    let page = try await throughB.allZoneChanges(token: token, limit: 7)
-                    seen.formUnion(page.records.map(\.recordName))
-                    token = page.token
-                }
-                return seen
-            }
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for writer in 0..<8 {
-                    let client = writer.isMultiple(of: 2) ? throughA : throughB
-                    group.addTask {
-                        for batch in 0..<10 {
-                            try await client.save((0..<5).map { note("W\(writer)-B\(batch)-\($0)") })
-                        }
-                    }
-                }
-                try await group.waitForAll()
-            }
-            writersDone.set()
-            let seen = try await reader.value
+            let seen = try await writeWhileFollowing(through: [throughA, throughB], reader: throughB, writers: 8, batches: 10, size: 5)
             #expect(seen.count == 400, "the incremental reader saw every record")
             let fromScratch = try await throughA.allZoneChanges()
             #expect(fromScratch.records.count == 400)
@@ -136,10 +134,11 @@ extension ServerPostgresTests {
 
     /// Two servers on one database, and a client of each (alice's, unless `users` names others).
     func withTwoServers(
-        _ url: String, users: [String: String] = TestServer.defaultUsers, _ body: (CloudClient, CloudClient) async throws -> Void
+        _ url: String, users: [String: String] = TestServer.defaultUsers, hearing: Hearing = .listen,
+        _ body: (CloudClient, CloudClient) async throws -> Void
     ) async throws {
-        let a = try await TestServer.start(users: users, storage: .postgres(url: url))
-        let b = try await TestServer.start(users: users, storage: .postgres(url: url))
+        let a = try await TestServer.start(users: users, storage: .postgres(url: url), changeNotifications: hearing.configuration)
+        let b = try await TestServer.start(users: users, storage: .postgres(url: url), changeNotifications: hearing.configuration)
         do {
             let throughA = CloudClient(baseURL: a.baseURL)
             var throughB = throughA
@@ -156,9 +155,10 @@ extension ServerPostgresTests {
 
     /// A web courier waiting on one instance hears a write made through the other: the
     /// notification's row is written with the change, and the change's `NOTIFY` wakes the courier.
-    @Test func courier_onOneServer_deliversANotificationOfAWriteThroughTheOther() async throws {
+    @Test(arguments: Hearing.allCases)
+    func courier_onOneServer_deliversANotificationOfAWriteThroughTheOther(hearing: Hearing) async throws {
         try await Backend.withFreshSchema { url in
-            try await withTwoServers(url) { throughA, throughB in
+            try await withTwoServers(url, hearing: hearing) { throughA, throughB in
                 let subscribed = try await throughB.call(
                     .public, .subscriptionsModify,
                     SubscriptionsModifyRequest(operations: [

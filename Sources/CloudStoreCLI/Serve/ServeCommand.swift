@@ -101,6 +101,14 @@ public struct ServeCommand: CloudStoreSubcommand {
     @Option(help: "Bytes one asset (an ASSETID field's file) may have (default 262144000, 250 MiB); a larger upload answers 413.")
     var maxAssetBytes: Int64?
 
+    @Option(help: ArgumentHelp(
+        "How an instance on PostgreSQL hears other instances' changes: listen (LISTEN/NOTIFY, at once; the default) or poll (reads the databases its long polls wait on every --notifications-poll-interval: behind a transaction pooler with no way past it, or on an engine without LISTEN).",
+        valueName: "listen|poll"))
+    var notifications: String?
+
+    @Option(help: "Seconds between the polls of --notifications poll (default 0.1): the longest a change waits before it reaches a long poll on another instance.")
+    var notificationsPollInterval: Double?
+
     @Flag(help: "Serve the read-only web console under /console (containers, users, zones, records, schema, recent requests); it needs the operator token.")
     var console = false
 
@@ -122,13 +130,14 @@ public struct ServeCommand: CloudStoreSubcommand {
         let storage: ServerConfiguration.Storage =
             settings.postgres.map { .postgres(url: $0) }
             ?? .sqlite(directory: URL(fileURLWithPath: settings.data).standardizedFileURL.path)
-        let configuration = ServerConfiguration(
+        var configuration = ServerConfiguration(
             host: settings.host, port: settings.port, storage: storage, containers: Set(settings.containers),
             users: try settings.tokens.map(Self.loadTokens) ?? [:],
             serverKeys: try Self.loadServerKeys(settings.serverKeys.map(Self.splitServerKey)),
             apiTokens: try settings.apiTokens.map { try Self.loadAPITokens($0, containers: Set(settings.containers)) } ?? [:],
             signInUsers: try settings.signInUsers.map(Self.loadSignInUsers), operatorToken: settings.operatorToken, limits: settings.limits, console: settings.console,
             logger: context.logger("server"))
+        configuration.changeNotifications = settings.changeNotifications
         let logger = context.logger("server")
         let server = try await CloudServer.start(
             configuration: configuration, shutdownSignals: context.handlesSignals ? [.sigterm, .sigint] : [])
@@ -217,6 +226,8 @@ public struct ServeCommand: CloudStoreSubcommand {
         options[.maxConnections] = maxConnections.map { .int($0) }
         options[.maxAssetBytes] = maxAssetBytes.map { .int(Int($0)) }
         options[.console] = console ? .bool(true) : nil
+        options[.notifications] = notifications.map { .string($0) }
+        options[.notificationsPollInterval] = notificationsPollInterval.map { .double($0) }
         return options
     }
 

@@ -23,6 +23,7 @@ struct ServeSettings: Sendable {
         case host, port, data, postgres, tokens, apiTokens, signInUsers, containers, serverKeys, operatorToken
         case operatorTokenFile
         case rateLimit, idleTimeout, bodyTimeout, maxConnections, maxAssetBytes, console
+        case notifications, notificationsPollInterval
     }
 
     var host = "127.0.0.1"
@@ -41,6 +42,8 @@ struct ServeSettings: Sendable {
     var limits = ServerLimits()
     /// Serves the web console under `/console`; needs the operator token.
     var console = false
+    /// How the instance hears other instances' commits on PostgreSQL.
+    var changeNotifications = ServerConfiguration.ChangeNotifications.listen
 
     /// Resolves every setting. `options` holds the values given on the command line.
     static func resolve(
@@ -112,6 +115,24 @@ struct ServeSettings: Sendable {
             settings.limits.assetBytes = Int64(bytes)
         }
         settings.console = try await read(.console) { try await reader.fetchBool(forKey: $0) } ?? false
+        let interval = try await read(.notificationsPollInterval) { try await reader.fetchDouble(forKey: $0) }
+        switch try await read(.notifications, { try await reader.fetchString(forKey: $0) }) {
+        case nil, "listen":
+            if interval != nil {
+                throw CommandError("notificationsPollInterval is for notifications poll: pass --notifications poll too, or leave the interval out")
+            }
+        case "poll":
+            guard let interval else {
+                settings.changeNotifications = .poll(interval: ServerConfiguration.ChangeNotifications.defaultPollInterval)
+                break
+            }
+            guard interval > 0, interval <= 60 else {
+                throw CommandError("the notifications poll interval must be above 0 and at most 60 seconds; it is \(interval)")
+            }
+            settings.changeNotifications = .poll(interval: .milliseconds(Int64((interval * 1000).rounded(.up))))
+        case let other?:
+            throw CommandError("notifications \"\(other)\" is not a way the server knows: use listen (PostgreSQL LISTEN, the default) or poll")
+        }
         try settings.check()
         return settings
     }

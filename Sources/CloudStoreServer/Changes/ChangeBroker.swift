@@ -55,6 +55,11 @@ final class ChangeBroker: Sendable {
         continuation?.resume()
     }
 
+    /// The partitions with a subscriber now: what ``ChangePoll`` reads.
+    var watchedKeys: Set<String> {
+        state.withLock { Set($0.entries.keys) }
+    }
+
     /// Wakes every waiter of a partition.
     func publish(_ key: String) {
         let continuations = state.withLock { state -> [CheckedContinuation<Void, Never>] in

@@ -23,8 +23,11 @@ public struct ServerConfiguration: Sendable {
         /// version, and a server that finds it current runs no DDL and takes no lock (see
         /// <doc:RunningSeveralInstances>). Add `?schema=name` to keep them in a schema of their own.
         /// Several servers may share one database. Each connection keeps named prepared statements
-        /// and the schema as its `search_path`: a pooler in front of PostgreSQL must pool by session
-        /// (or keep prepared statements, as PgBouncer 1.21 does with `max_prepared_statements`).
+        /// and sets the schema as its `search_path` when it starts, unless the URL says
+        /// `pool_mode=transaction`: then nothing outlives a transaction on a connection, which is
+        /// what a pooler in front needs (PgBouncer in transaction mode, and any PgBouncer before
+        /// 1.20, which refuses `search_path`), and what needs a session connects past the pooler to
+        /// `direct_host` and `direct_port` (see <doc:RunningSeveralInstances>).
         case postgres(url: String)
 
         public var description: String {
@@ -80,6 +83,24 @@ public struct ServerConfiguration: Sendable {
     /// Sees the size of every piece of asset bytes the server hands to or takes from its storage
     /// (tests check that transfers stream).
     var assetChunkObserver: (@Sendable (Int) -> Void)?
+    /// How an instance hears that another instance on the same PostgreSQL database changed a
+    /// database its long polls wait on (SQLite has one instance: unused).
+    public enum ChangeNotifications: Hashable, Sendable {
+        /// PostgreSQL's `LISTEN`/`NOTIFY`: at once. Behind a transaction pooler the listening
+        /// connection goes past the pooler (`direct_host`, `direct_port` in the URL).
+        case listen
+        /// Reads, every `interval`, the database sequence of each database this instance's long
+        /// polls wait on, one indexed query per round: for a pooler with no way past it, or an
+        /// engine without `LISTEN` (CockroachDB). A change reaches a waiting poll within the interval.
+        case poll(interval: Duration)
+
+        /// The poll interval of `--notifications poll`.
+        public static let defaultPollInterval: Duration = .milliseconds(100)
+    }
+
+    /// How this instance hears other instances' commits (PostgreSQL): `LISTEN` by default.
+    public var changeNotifications: ChangeNotifications = .listen
+
     /// For tests that play an instance of an earlier release on PostgreSQL: its storage layout
     /// ends after this many steps (``PostgresLayout/prefix(_:)``); nil: this release's.
     var postgresLayoutSteps: Int?
@@ -143,6 +164,10 @@ extension ServerConfiguration {
                 "container \"\(bad.prefix(140))\" is invalid: use 1 to 128 of A-Z a-z 0-9 . _ -")
         }
         if let problem = Self.usersProblem(users) { throw ServerConfigurationError(problem) }
+        if case .poll(let interval) = changeNotifications, !(interval > .zero && interval <= .seconds(60)) {
+            throw ServerConfigurationError(
+                "the notifications poll interval must be above 0 and at most 60 s; it is \(interval) (a change reaches a waiting long poll within it: 0.1 s is the default)")
+        }
         if let operatorToken, operatorToken.isEmpty || users[operatorToken] != nil {
             throw ServerConfigurationError(
                 "the operator token is empty or is also a user's token: give the operator a token of its own")

@@ -44,6 +44,18 @@ struct DatabasePartition: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
+extension DatabasePartition {
+    /// The partition a ``key`` names; nil for text that is not one. Container IDs, environments
+    /// and scopes hold no `/`; the owner comes last, whatever it holds.
+    init?(key: String) {
+        let parts = key.split(separator: "/", maxSplits: 3, omittingEmptySubsequences: false)
+        guard parts.count == 4, let environment = CloudEnvironment(rawValue: String(parts[1])),
+            let scope = DatabaseScope(rawValue: String(parts[2]))
+        else { return nil }
+        self.init(container: String(parts[0]), environment: environment, scope: scope, owner: String(parts[3]))
+    }
+}
+
 /// A zone of a partition.
 struct ZoneAddress: Hashable, Sendable, CustomStringConvertible {
     var partition: DatabasePartition

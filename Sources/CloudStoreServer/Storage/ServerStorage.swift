@@ -34,9 +34,9 @@ protocol ServerStorage: ConsoleStorage, AssetStorage, SubscriptionStorage {
     func checkReachable() async throws
 
     /// Runs the storage's background work until the task is cancelled or the server shuts down:
-    /// for PostgreSQL, the connection pool and the listener that hears other servers' commits and
-    /// calls `onRemoteChange` with the partition key.
-    func run(onRemoteChange: @escaping @Sendable (String) -> Void) async throws
+    /// for PostgreSQL, the connection pool and the listener (or poller) that hears other servers'
+    /// commits and publishes their partitions to `changes`.
+    func run(changes: ChangeBroker) async throws
 
     /// Live zones of a partition, the default zone first (pristine when never written).
     func zones(in partition: DatabasePartition) async throws -> [StoredZone]

@@ -66,10 +66,12 @@ public final class TestServer: Sendable {
     ///     unreferenced asset bytes only when the test calls `server.sweepAssets()`.
     ///   - port: the port to listen on; 0 (the default) picks a free one.
     ///   - limits: the server's limits; the defaults of `ServerLimits`.
+    ///   - changeNotifications: how the server hears other instances' commits on PostgreSQL.
     ///   - logger: the server's logger; by default it logs nothing.
     public static func start(
         users: [String: String] = defaultUsers, containers: Set<String> = defaultContainers,
         storage: Storage = .temporarySQLite, port: Int = 0, serverKeys: [String: String] = [:], limits: ServerLimits = ServerLimits(), clock: ManualClock? = nil,
+        changeNotifications: ServerConfiguration.ChangeNotifications = .listen,
         logger: Logger = Logger(label: "cloudstore.test-server", factory: { _ in SwiftLogNoOpLogHandler() })
     ) async throws -> TestServer {
         let directory: URL?
@@ -89,6 +91,7 @@ public final class TestServer: Sendable {
             host: "127.0.0.1", port: port, storage: configured, containers: containers, users: users,
             serverKeys: serverKeys, operatorToken: Self.operatorToken, limits: limits,
             clock: clock?.serverClock ?? .system, logger: logger)
+        configuration.changeNotifications = changeNotifications
         // A test that moves the clock sweeps when it means to, never behind its back.
         if clock != nil { configuration.assetSweepInterval = nil }
         do {
@@ -102,7 +105,7 @@ public final class TestServer: Sendable {
 
     /// Runs `body` with a freshly started server and shuts the server down afterwards, also when
     /// `body` throws (then `body`'s error is the one thrown). The parameters are those of
-    /// ``start(users:containers:storage:port:serverKeys:limits:clock:logger:)``.
+    /// ``start(users:containers:storage:port:serverKeys:limits:clock:changeNotifications:logger:)``.
     ///
     /// ```swift
     /// try await TestServer.with { server in

@@ -179,3 +179,44 @@ extension PostgresStorage {
         return false
     }
 }
+
+/// `writers` writers saving `batches` batches of `size` notes each into zone "Notes" (`W<writer>-B<batch>-<n>`),
+/// each through one of `clients` in turn, while `reader` follows the zone's changes with its token,
+/// a page of 7 at a time, until a pass after the writers finished: answers the record names the
+/// reader saw.
+func writeWhileFollowing(
+    through clients: [CloudClient], reader: CloudClient, writers: Int, batches: Int, size: Int
+) async throws -> Set<String> {
+    let writersDone = Flag()
+    let following = Task {
+        var token: String?
+        var seen = Set<String>()
+        var finalPass = false
+        while !finalPass {
+            finalPass = writersDone.isSet
+            let page = try await reader.allZoneChanges(token: token, limit: 7)
+            seen.formUnion(page.records.map(\.recordName))
+            token = page.token
+        }
+        return seen
+    }
+    do {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for writer in 0..<writers {
+                let client = clients[writer % clients.count]
+                group.addTask {
+                    for batch in 0..<batches {
+                        try await client.save((0..<size).map { note("W\(writer)-B\(batch)-\($0)") })
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+    } catch {
+        writersDone.set()
+        _ = try? await following.value
+        throw error
+    }
+    writersDone.set()
+    return try await following.value
+}

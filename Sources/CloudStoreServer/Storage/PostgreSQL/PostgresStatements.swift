@@ -3,25 +3,42 @@ import PostgresNIO
 // The statements of every `records/modify` batch and every `changes/zone` page, prepared once per
 // connection (PostgresNIO's `PostgresPreparedStatement`): PostgreSQL parses and plans them once,
 // where an unnamed statement is parsed and planned on each execution (a third of PostgreSQL's CPU
-// during a bulk upload). Their SQL is fixed, so it names the tables without the schema: every
-// connection of a ``PostgresStorage`` has the storage's schema as its `search_path`.
+// during a bulk upload). A prepared statement's SQL is fixed, so it names the tables without the
+// schema: every connection of a ``PostgresStorage`` has the storage's schema as its `search_path`.
+// Behind a transaction pooler, where neither a prepared statement nor the `search_path` outlives
+// a transaction, the same SQL runs unnamed with the tables qualified (``PostgresStorage/run(_:on:)``).
+
+/// A statement whose SQL is written once for both ways it runs: prepared, naming the tables
+/// without the schema, or unnamed, naming them as `table` does.
+protocol PostgresStatement: PostgresPreparedStatement {
+    /// The SQL, naming table `cloudstore_x` as `table("x")`.
+    static func sql(naming table: (String) -> String) -> String
+}
+
+extension PostgresStatement {
+    /// How the prepared statement names a table: unqualified.
+    static func unqualified(_ name: String) -> String { "cloudstore_\(name)" }
+}
 
 /// What a `records/modify` batch reads before it decides, in one statement: the zone's row, the
 /// version of the container's schema, whether the zone has a share, and the rows the keys name
 /// (live and tombstones, through `cloudstore_record_by_key`; ``PostgresStorage/lookup(_:_:named:)``).
-struct ModifyContextStatement: PostgresPreparedStatement {
-    static let sql = """
+struct ModifyContextStatement: PostgresStatement {
+    static let sql: String = Self.sql(naming: Self.unqualified)
+    static func sql(naming table: (String) -> String) -> String {
+        """
         SELECT z.name, z.seq, z.db_seq, z.incarnation, z.purged_through, z.deleted,
-            (SELECT version FROM cloudstore_schema WHERE container = $1 AND environment = $2),
-            EXISTS (SELECT 1 FROM cloudstore_share WHERE partition_id = $3 AND zone = $4),
+            (SELECT version FROM \(table("schema")) WHERE container = $1 AND environment = $2),
+            EXISTS (SELECT 1 FROM \(table("share")) WHERE partition_id = $3 AND zone = $4),
             r.name, r.type, r.seq, r.deleted_at, r.content
         FROM (VALUES (1)) AS one (x)
-        LEFT JOIN cloudstore_zone AS z ON z.partition_id = $3 AND z.name = $4
+        LEFT JOIN \(table("zone")) AS z ON z.partition_id = $3 AND z.name = $4
         LEFT JOIN LATERAL (
-            SELECT \(PostgresStorage.recordColumns) FROM cloudstore_record
+            SELECT \(PostgresStorage.recordColumns) FROM \(table("record"))
             WHERE \(PostgresStorage.recordKeySQL) = ANY($5)
         ) AS r ON true
         """
+    }
     typealias Row = (String?, Int64?, Int64?, Int64?, Int64?, Bool?, Int64?, Bool, String?, String?, Int64?, Int64?, String?)
 
     var container: String
@@ -52,27 +69,29 @@ struct ModifyContextStatement: PostgresPreparedStatement {
 /// different rows), so they do not need to see each other's writes. Arrays cannot carry NULL here:
 /// -1 and '' stand for a missing time and a tombstone's missing content. Answers the partition's
 /// new database sequence.
-struct WriteBatchStatement: PostgresPreparedStatement {
-    static let sql = """
+struct WriteBatchStatement: PostgresStatement {
+    static let sql: String = Self.sql(naming: Self.unqualified)
+    static func sql(naming table: (String) -> String) -> String {
+        """
         WITH bumped AS (
-            UPDATE cloudstore_partition SET db_seq = db_seq + 1 WHERE id = $1 RETURNING db_seq
+            UPDATE \(table("partition")) SET db_seq = db_seq + 1 WHERE id = $1 RETURNING db_seq
         ), written AS (
-            INSERT INTO cloudstore_record (partition_id, zone, name, type, seq, deleted, deleted_at, content)
+            INSERT INTO \(table("record")) (partition_id, zone, name, type, seq, deleted, deleted_at, content)
             SELECT $1, $2, name, type, seq, deleted, NULLIF(deleted_at, -1), NULLIF(content, '')
             FROM unnest($3::text[], $4::text[], $5::bigint[], $6::boolean[], $7::bigint[], $8::text[])
                 AS row(name, type, seq, deleted, deleted_at, content)
             ON CONFLICT (partition_id, zone, name) DO UPDATE SET type = excluded.type, seq = excluded.seq,
                 deleted = excluded.deleted, deleted_at = excluded.deleted_at, content = excluded.content
         ), referenced AS (
-            INSERT INTO cloudstore_reference (partition_id, zone, source, target)
+            INSERT INTO \(table("reference")) (partition_id, zone, source, target)
             SELECT $1, $2, source, target FROM unnest($9::text[], $10::text[]) AS pair(source, target)
             ON CONFLICT DO NOTHING
         ), advanced AS (
-            INSERT INTO cloudstore_zone (partition_id, name, seq, db_seq)
+            INSERT INTO \(table("zone")) (partition_id, name, seq, db_seq)
             SELECT $1, $2, $11, db_seq FROM bumped
             ON CONFLICT (partition_id, name) DO UPDATE SET seq = excluded.seq, db_seq = excluded.db_seq
         ), released AS (
-            UPDATE cloudstore_asset AS asset SET state = 'released', removable_at = NULLIF(gone.removable_at, -1)
+            UPDATE \(table("asset")) AS asset SET state = 'released', removable_at = NULLIF(gone.removable_at, -1)
             FROM unnest($12::text[], $13::bigint[]) AS gone(record, removable_at)
             WHERE asset.container = $14 AND asset.environment = $15 AND asset.scope = $16 AND asset.owner = $17
                 AND asset.zone = $2 AND asset.record = gone.record AND asset.state = 'saved'
@@ -80,13 +99,14 @@ struct WriteBatchStatement: PostgresPreparedStatement {
                     SELECT 1 FROM unnest($18::text[], $19::text[]) AS keep(record, id)
                     WHERE keep.record = asset.record AND keep.id = asset.id)
         ), kept AS (
-            UPDATE cloudstore_asset AS asset SET state = 'saved', removable_at = NULL
+            UPDATE \(table("asset")) AS asset SET state = 'saved', removable_at = NULL
             FROM unnest($18::text[], $19::text[]) AS keep(record, id)
             WHERE asset.id = keep.id AND asset.record = keep.record AND asset.container = $14 AND asset.environment = $15
                 AND asset.scope = $16 AND asset.owner = $17 AND asset.zone = $2
         )
         SELECT bumped.db_seq FROM bumped, pg_notify($20, $21)
         """
+    }
     typealias Row = Int64
 
     var partitionID: Int64
@@ -126,23 +146,26 @@ struct WriteBatchStatement: PostgresPreparedStatement {
 /// A page of a zone's changes in one statement (one snapshot, no transaction around it): the
 /// zone's row, whether it has tombstones deleted before the cutoff, and the rows after a sequence,
 /// one more than the page holds.
-struct ZoneChangesPageStatement: PostgresPreparedStatement {
-    static let sql = """
+struct ZoneChangesPageStatement: PostgresStatement {
+    static let sql: String = Self.sql(naming: Self.unqualified)
+    static func sql(naming table: (String) -> String) -> String {
+        """
         SELECT z.name, z.seq, z.db_seq, z.incarnation, z.purged_through, z.deleted,
-            EXISTS (SELECT 1 FROM cloudstore_record AS old
+            EXISTS (SELECT 1 FROM \(table("record")) AS old
                 WHERE old.partition_id = z.partition_id AND old.zone = z.name AND old.deleted AND old.deleted_at < $1),
             r.name, r.type, r.seq, r.deleted_at, r.content
         FROM (VALUES (1)) AS one (x)
-        LEFT JOIN (cloudstore_partition AS p
-            JOIN cloudstore_zone AS z ON z.partition_id = p.id AND z.name = $2)
+        LEFT JOIN (\(table("partition")) AS p
+            JOIN \(table("zone")) AS z ON z.partition_id = p.id AND z.name = $2)
             ON p.container = $3 AND p.environment = $4 AND p.scope = $5 AND p.owner = $6
         LEFT JOIN LATERAL (
-            SELECT \(PostgresStorage.recordColumns) FROM cloudstore_record
+            SELECT \(PostgresStorage.recordColumns) FROM \(table("record"))
             WHERE partition_id = z.partition_id AND zone = z.name AND seq > $7
                 AND (NOT $8 OR type = ANY($9::text[]))
             ORDER BY seq LIMIT $10
         ) AS r ON true
         """
+    }
     typealias Row = (String?, Int64?, Int64?, Int64?, Int64?, Bool?, Bool, String?, String?, Int64?, Int64?, String?)
 
     var cutoff: Int64

@@ -76,6 +76,10 @@ extension PostgresStorage {
                 metadata: ["schema": "\(schemaName)", "version": "\(version)", "release": "\(layout.version)"])
             return .done
         }
+        guard hasSession else {
+            throw ServerConfigurationError(
+                "the storage layout of schema \(schemaName) needs an upgrade to version \(layout.version), which holds a lock and builds indexes over one session, and the PostgreSQL URL reaches it only through a transaction pooler (pool_mode=transaction): add direct_host= and direct_port= (PostgreSQL itself, past the pooler) to the URL, or start one instance with a URL that reaches PostgreSQL directly")
+        }
         try await sql(
             "SET lock_timeout = \(unescaped: String(layoutRetry.lockTimeout.milliseconds))", on: connection,
             doing: "setting lock_timeout for the storage layout's upgrade")

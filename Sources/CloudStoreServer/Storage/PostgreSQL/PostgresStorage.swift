@@ -14,7 +14,13 @@ import Synchronization
 /// a time, so a change can never become visible after a change with a higher sequence (a reader that
 /// saw sequence 6 cannot miss a later-committed 5). Pages are read in REPEATABLE READ snapshots. Every
 /// commit that changes a partition sends `NOTIFY cloudstore_changes, '<schema>|<partition key>'`;
-/// every instance listens and wakes its long polls.
+/// every instance listens and wakes its long polls, or polls the partitions they wait on
+/// (``ServerConfiguration/ChangeNotifications``).
+///
+/// Behind a transaction pooler (`pool_mode=transaction` in the URL, ``PostgresURL``) nothing
+/// outlives a transaction on a connection: statements run unnamed with the tables qualified,
+/// no `search_path` is set, and what needs a session (`LISTEN`, a layout upgrade) connects past the
+/// pooler (`direct_host`, `direct_port`) or is refused at start with what to do.
 final class PostgresStorage: ServerStorage {
     static let channel = "cloudstore_changes"
 
@@ -47,16 +53,24 @@ final class PostgresStorage: ServerStorage {
 
     /// When a refused transaction runs again (``transaction(_:)``).
     let transactionRetry: PostgresTransactionRetry
+    /// How this instance hears other instances' commits.
+    let notifications: ServerConfiguration.ChangeNotifications
 
     /// - Parameter layoutSteps: for tests that play an earlier release: the layout ends after this
     ///   many steps (``PostgresLayout/prefix(_:)``); nil: this release's.
     init(
         url text: String, logger: Logger, assetLifetime: AssetLifetime = AssetLifetime(), clock: ServerClock = .system,
+        notifications: ServerConfiguration.ChangeNotifications = .listen,
         layoutSteps: Int? = nil, layoutRetry: PostgresLayout.Retry = PostgresLayout.Retry(),
         transactionRetry: PostgresTransactionRetry = PostgresTransactionRetry()
     ) throws {
         self.transactionRetry = transactionRetry
+        self.notifications = notifications
         let url = try PostgresURL(text)
+        if url.transactionPooling, url.direct == nil, notifications == .listen {
+            throw ServerConfigurationError(
+                "the PostgreSQL URL says pool_mode=transaction, and LISTEN needs a connection that stays its own, which a transaction pooler does not give: add direct_host= and direct_port= (PostgreSQL itself, past the pooler) to the URL, or hear other instances' changes by polling (--notifications poll)")
+        }
         let layout = PostgresLayout(schema: url.schema)
         self.layout = layoutSteps.map { layout.prefix($0) } ?? layout
         self.hasSubscriptions = self.layout.steps.contains { $0.name == "cloudstore_notification" }
@@ -67,8 +81,7 @@ final class PostgresStorage: ServerStorage {
             tls: url.requireTLS ? .require(.makeClientConfiguration()) : .disable)
         configuration.options.maximumConnections = 16
         configuration.options.connectionIdleTimeout = .seconds(30)
-        // The prepared statements (PostgresStatements.swift) name tables without the schema.
-        configuration.options.additionalStartupParameters = [("search_path", "\"\(url.schema)\"")]
+        configuration.options.additionalStartupParameters = Self.startupParameters(url)
         // PostgresNIO warns when the first lease (prepare) races the pool's start (run), which is
         // harmless: the lease waits. Its own lines show at level 4 only.
         let backgroundLogger = logger.forLibrary("postgres-nio")
@@ -81,21 +94,43 @@ final class PostgresStorage: ServerStorage {
         self.clock = clock
     }
 
-    /// Connects directly, outside the pool, for the preparation of the layout (``prepare()``):
+    /// What each connection sets as it starts: the schema as its `search_path`, for the prepared
+    /// statements (PostgresStatements.swift), except behind a transaction pooler.
+    private static func startupParameters(_ url: PostgresURL) -> [(String, String)] {
+        url.transactionPooling ? [] : [("search_path", "\"\(url.schema)\"")]
+    }
+
+    private var startupParameters: [(String, String)] { Self.startupParameters(url) }
+
+    /// Whether a session of its own can be had: the URL reaches PostgreSQL past any transaction
+    /// pooler, or names where it can (``PostgresURL/direct``).
+    var hasSession: Bool { url.direct != nil }
+
+    /// Connects outside the pool, past any transaction pooler when the URL names how (else
+    /// through it, for reads only), for the preparation of the layout (``prepare()``) and `LISTEN`:
     /// an unreachable PostgreSQL, or one that refuses the user or the database, is one clear
     /// error within 10 s (the connect timeout) rather than the pool's retries. The message names
     /// host, port, database and user, never the password.
     func connect() async throws -> PostgresConnection {
+        let (host, port) = url.direct ?? (url.host, url.port)
         var configuration = PostgresConnection.Configuration(
-            host: url.host, port: url.port, username: url.user, password: url.password, database: url.database,
+            host: host, port: port, username: url.user, password: url.password, database: url.database,
             tls: url.requireTLS ? .require(try .init(configuration: .makeClientConfiguration())) : .disable)
         configuration.options.connectTimeout = .seconds(10)
+        // As the pool's connections are made: a pooler that refuses them refuses this one first,
+        // and the start says why.
+        configuration.options.additionalStartupParameters = startupParameters
         do {
             return try await PostgresConnection.connect(configuration: configuration, id: 0, logger: driverLogger)
         } catch {
-            let place = "PostgreSQL at \(url.host):\(url.port), database \(url.database ?? url.user), user \(url.user)"
+            let place = "PostgreSQL at \(host):\(port), database \(url.database ?? url.user), user \(url.user)"
+            let failure = PostgresFailure(error, doing: "cannot reach \(place)")
+            if failure.message.contains("unsupported startup parameter") {
+                throw ServerConfigurationError(
+                    "cannot reach \(place): it answered \"\(failure.message)\", as a pooler in front of PostgreSQL (PgBouncer) does: add pool_mode=transaction to the URL, and the server sets no search_path (it works behind PgBouncer in either pool mode)")
+            }
             throw ServerConfigurationError(
-                "\(PostgresFailure(error, doing: "cannot reach \(place)")); check the URL of --postgres (or CLOUDSTORE_POSTGRES) and that PostgreSQL runs and accepts this user")
+                "\(failure); check the URL of --postgres (or CLOUDSTORE_POSTGRES) and that PostgreSQL runs and accepts this user")
         }
     }
 
@@ -106,12 +141,17 @@ final class PostgresStorage: ServerStorage {
         return try await connection.query(query, logger: driverLogger)
     }
 
-    /// Runs a statement prepared once per connection, its SQL logged at level 4 as ``run(_:on:)``'s.
-    func run<Statement: PostgresPreparedStatement>(_ statement: Statement, on connection: PostgresConnection) async throws
+    /// Runs a statement prepared once per connection, its SQL logged at level 4 as ``run(_:on:)``'s;
+    /// behind a transaction pooler, unnamed with the tables qualified (PostgresStatements.swift).
+    func run<Statement: PostgresStatement>(_ statement: Statement, on connection: PostgresConnection) async throws
         -> AsyncThrowingMapSequence<PostgresRowSequence, Statement.Row>
     {
-        logger.trace("sql", metadata: ["sql": "\(Statement.sql)"])
-        return try await connection.execute(statement, logger: driverLogger)
+        guard url.transactionPooling else {
+            logger.trace("sql", metadata: ["sql": "\(Statement.sql)"])
+            return try await connection.execute(statement, logger: driverLogger)
+        }
+        let query = PostgresQuery(unsafeSQL: Statement.sql(naming: table), binds: try statement.makeBindings())
+        return try await run(query, on: connection).map { try statement.decodeRow($0) }
     }
 
     /// A table name qualified by the schema (an identifier checked by ``PostgresURL``).
@@ -120,10 +160,15 @@ final class PostgresStorage: ServerStorage {
     /// How long a stopping server waits for the pool to close its connections (``BoundedWait``).
     static let poolShutdownLimit: Duration = .seconds(5)
 
-    func run(onRemoteChange: @escaping @Sendable (String) -> Void) async throws {
+    func run(changes broker: ChangeBroker) async throws {
         // The pool runs in a task of its own, so that a shutdown can stop waiting for it.
         let pool = Task { await self.client.run() }
-        await cancelWhenGracefulShutdown { await self.listen(onRemoteChange) }
+        await cancelWhenGracefulShutdown {
+            switch self.notifications {
+            case .listen: await self.listen(broker.publish)
+            case .poll(let interval): await self.poll(broker, every: interval)
+            }
+        }
         // The listener ends at the shutdown, or earlier if its connection cannot be had; the
         // pool serves requests until the shutdown either way.
         try? await gracefulShutdown()
@@ -135,17 +180,30 @@ final class PostgresStorage: ServerStorage {
         }
     }
 
-    /// Listens for other instances' commits until cancelled, reconnecting after failures.
+    /// Listens for other instances' commits until cancelled, reconnecting after failures: on a
+    /// connection of the pool, or behind a transaction pooler on one of its own past the pooler.
     private func listen(_ onRemoteChange: @escaping @Sendable (String) -> Void) async {
         let prefix = "\(schemaName)|"
+        let listen: @Sendable (PostgresConnection) async throws -> Void = { connection in
+            try await connection.listen(on: Self.channel) { notifications in
+                for try await notification in notifications where notification.payload.hasPrefix(prefix) {
+                    onRemoteChange(String(notification.payload.dropFirst(prefix.count)))
+                }
+            }
+        }
         while !Task.isCancelled {
             do {
-                try await client.withConnection { connection in
-                    try await connection.listen(on: Self.channel) { notifications in
-                        for try await notification in notifications where notification.payload.hasPrefix(prefix) {
-                            onRemoteChange(String(notification.payload.dropFirst(prefix.count)))
-                        }
+                if url.transactionPooling {
+                    let connection = try await connect()
+                    do {
+                        try await listen(connection)
+                    } catch {
+                        try? await connection.close()
+                        throw error
                     }
+                    try? await connection.close()
+                } else {
+                    try await client.withConnection(listen)
                 }
             } catch {
                 // The pool closes its connections when the server stops (also when its start
@@ -157,6 +215,50 @@ final class PostgresStorage: ServerStorage {
                 try? await Task.sleep(for: .seconds(1))
             }
         }
+    }
+
+    /// Polls, every `interval` until cancelled, the database sequences of the partitions this
+    /// instance's long polls wait on, and wakes those that moved (``ChangePoll``).
+    private func poll(_ broker: ChangeBroker, every interval: Duration) async {
+        var poll = ChangePoll()
+        while !Task.isCancelled {
+            do {
+                try await Task.sleep(for: interval)
+                let watched = broker.watchedKeys
+                let sequences = watched.isEmpty ? [:] : try await databaseSeqs(of: watched)
+                for key in poll.round(watched: watched, sequences: sequences) { broker.publish(key) }
+            } catch {
+                if Task.isCancelled || [.poolClosed, .clientClosedConnection].contains((error as? PSQLError)?.code) { return }
+                logger.warning(
+                    "change poll failed; retrying",
+                    metadata: ["error": "\(PostgresFailure(error, doing: "polling for other instances' changes"))"])
+            }
+        }
+    }
+
+    /// The database sequence of each partition of `keys` that has a row (``DatabasePartition/key``).
+    func databaseSeqs(of keys: Set<String>) async throws -> [String: Int64] {
+        let partitions = keys.compactMap(DatabasePartition.init(key:))
+        let rows = try await client.withConnection { connection in
+            try await self.run(
+                """
+                SELECT p.container, p.environment, p.scope, p.owner, p.db_seq FROM \(unescaped: self.table("partition")) AS p
+                JOIN unnest(\(partitions.map(\.container)), \(partitions.map(\.environment.rawValue)),
+                    \(partitions.map(\.scope.rawValue)), \(partitions.map(\.owner))) AS w(container, environment, scope, owner)
+                    ON p.container = w.container AND p.environment = w.environment AND p.scope = w.scope AND p.owner = w.owner
+                """, on: connection
+            ).collect()
+        }
+        var sequences: [String: Int64] = [:]
+        for row in rows {
+            let (container, environment, scope, owner, seq) = try row.decode((String, String, String, String, Int64).self)
+            guard let environment = CloudEnvironment(rawValue: environment), let scope = DatabaseScope(rawValue: scope) else {
+                continue
+            }
+            let partition = DatabasePartition(container: container, environment: environment, scope: scope, owner: owner)
+            sequences[partition.key] = seq
+        }
+        return sequences
     }
 
     func secret(_ name: String, container: String) async throws -> [UInt8]? {

@@ -40,7 +40,7 @@ final class SQLiteStorage: ServerStorage {
         }
     }
 
-    func run(onRemoteChange: @escaping @Sendable (String) -> Void) async throws {
+    func run(changes: ChangeBroker) async throws {
         try? await gracefulShutdown()
     }
 
