@@ -38,6 +38,7 @@ private func buildApplicationAndTokens(
 ) async throws -> (app: some ApplicationProtocol, tokens: BearerTokens, services: CloudServices) {
     try configuration.validate()
     let assetLifetime = AssetLifetime(tombstoneHorizon: configuration.limits.tombstoneHorizon)
+    let metrics = ServerMetrics(activity: configuration.activity)
     let storage: any ServerStorage =
         switch configuration.storage {
         case .sqlite(let directory):
@@ -47,7 +48,8 @@ private func buildApplicationAndTokens(
         case .postgres(let url):
             try PostgresStorage(
                 url: url, logger: configuration.logger, assetLifetime: assetLifetime, clock: configuration.clock,
-                notifications: configuration.changeNotifications, layoutSteps: configuration.postgresLayoutSteps)
+                notifications: configuration.changeNotifications, replicaURLs: configuration.postgresReplicas,
+                onReplicaRead: { metrics.replicaRead($0, $1) }, layoutSteps: configuration.postgresLayoutSteps)
         }
     let bearerTokens = BearerTokens(
         configuration.users, operatorToken: configuration.operatorToken, apiTokens: configuration.apiTokens)
@@ -57,7 +59,7 @@ private func buildApplicationAndTokens(
         bearerTokens: bearerTokens, serverKeys: try ServerKeys(configuration.serverKeys),
         signIn: SignInAuthority(configuration.signInUsers),
         rateLimiter: configuration.limits.requestsPerSecondPerUser.map { RateLimiter(requestsPerSecond: $0) },
-        metrics: ServerMetrics(activity: configuration.activity), logger: configuration.logger,
+        metrics: metrics, logger: configuration.logger,
         assetChunkObserver: configuration.assetChunkObserver)
     if services.bearerTokens.hasNoUsers, configuration.signInUsers?.users.isEmpty ?? true {
         configuration.logger.warning(

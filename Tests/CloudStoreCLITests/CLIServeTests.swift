@@ -187,6 +187,13 @@ struct CLIServeSettingsTests {
                 "--notifications-poll-interval", "0")
             #expect(zeroInterval.isOneLineFailure(mentioning: "poll interval", "above 0"), "\(zeroInterval.standardError)")
 
+            let replicaOfSQLite = await cloudstore(
+                "serve", "--data", directory.path, "--container", "iCloud.cli.test", "--postgres-replica",
+                "postgres://u@127.0.0.1:1/cloudstore")
+            #expect(
+                replicaOfSQLite.isOneLineFailure(mentioning: "read replicas are PostgreSQL's", "--postgres"),
+                "\(replicaOfSQLite.standardError)")
+
             let notJSON = directory.appendingPathComponent("bad.json")
             try Data("containers = [1]".utf8).write(to: notJSON)
             let unparsable = await cloudstore("serve", "--config", notJSON.path)

@@ -101,6 +101,13 @@ public struct ServeCommand: CloudStoreSubcommand {
     @Option(help: "Bytes one asset (an ASSETID field's file) may have (default 262144000, 250 MiB); a larger upload answers 413.")
     var maxAssetBytes: Int64?
 
+    @Option(
+        name: .customLong("postgres-replica"),
+        help: ArgumentHelp(
+            "A PostgreSQL streaming replica of --postgres that serves lookups, queries and pages of zone changes when it has caught up (else the primary answers). Repeatable; or CLOUDSTORE_POSTGRES_REPLICAS=url,url, or \"postgresReplicas\" in the config file.",
+            valueName: "url"))
+    var postgresReplicas: [String] = []
+
     @Option(help: ArgumentHelp(
         "How an instance on PostgreSQL hears other instances' changes: listen (LISTEN/NOTIFY, at once; the default) or poll (reads the databases its long polls wait on every --notifications-poll-interval: behind a transaction pooler with no way past it, or on an engine without LISTEN).",
         valueName: "listen|poll"))
@@ -138,6 +145,7 @@ public struct ServeCommand: CloudStoreSubcommand {
             signInUsers: try settings.signInUsers.map(Self.loadSignInUsers), operatorToken: settings.operatorToken, limits: settings.limits, console: settings.console,
             logger: context.logger("server"))
         configuration.changeNotifications = settings.changeNotifications
+        configuration.postgresReplicas = settings.postgresReplicas
         let logger = context.logger("server")
         let server = try await CloudServer.start(
             configuration: configuration, shutdownSignals: context.handlesSignals ? [.sigterm, .sigint] : [])
@@ -226,6 +234,7 @@ public struct ServeCommand: CloudStoreSubcommand {
         options[.maxConnections] = maxConnections.map { .int($0) }
         options[.maxAssetBytes] = maxAssetBytes.map { .int(Int($0)) }
         options[.console] = console ? .bool(true) : nil
+        options[.postgresReplicas] = postgresReplicas.isEmpty ? nil : .stringArray(postgresReplicas)
         options[.notifications] = notifications.map { .string($0) }
         options[.notificationsPollInterval] = notificationsPollInterval.map { .double($0) }
         return options

@@ -23,7 +23,7 @@ struct ServeSettings: Sendable {
         case host, port, data, postgres, tokens, apiTokens, signInUsers, containers, serverKeys, operatorToken
         case operatorTokenFile
         case rateLimit, idleTimeout, bodyTimeout, maxConnections, maxAssetBytes, console
-        case notifications, notificationsPollInterval
+        case notifications, notificationsPollInterval, postgresReplicas
     }
 
     var host = "127.0.0.1"
@@ -44,6 +44,8 @@ struct ServeSettings: Sendable {
     var console = false
     /// How the instance hears other instances' commits on PostgreSQL.
     var changeNotifications = ServerConfiguration.ChangeNotifications.listen
+    /// URLs of PostgreSQL streaming replicas that serve reads.
+    var postgresReplicas: [String] = []
 
     /// Resolves every setting. `options` holds the values given on the command line.
     static func resolve(
@@ -115,6 +117,8 @@ struct ServeSettings: Sendable {
             settings.limits.assetBytes = Int64(bytes)
         }
         settings.console = try await read(.console) { try await reader.fetchBool(forKey: $0) } ?? false
+        settings.postgresReplicas =
+            try await read(.postgresReplicas) { try await reader.fetchStringArray(forKey: $0, isSecret: true) } ?? []
         let interval = try await read(.notificationsPollInterval) { try await reader.fetchDouble(forKey: $0) }
         switch try await read(.notifications, { try await reader.fetchString(forKey: $0) }) {
         case nil, "listen":
@@ -185,7 +189,7 @@ struct ServeSettings: Sendable {
 }
 
 extension ServeSettings.Key {
-    var isSecret: Bool { self == .postgres || self == .operatorToken }
+    var isSecret: Bool { self == .postgres || self == .operatorToken || self == .postgresReplicas }
 
     /// The command-line option, e.g. `max-connections`.
     var option: String {

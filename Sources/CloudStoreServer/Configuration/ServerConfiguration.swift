@@ -101,6 +101,14 @@ public struct ServerConfiguration: Sendable {
     /// How this instance hears other instances' commits (PostgreSQL): `LISTEN` by default.
     public var changeNotifications: ChangeNotifications = .listen
 
+    /// Streaming replicas of the PostgreSQL database (`postgres://user:password@replica:5432/cloudstore`)
+    /// that serve record lookups, queries and pages of zone changes, each only when it holds every
+    /// commit of the database the primary holds at that moment, else the primary answers (a device
+    /// never sees its token go back or misses a change). A replica that stops or breaks is left out
+    /// for a while and tried again; `GET /readyz` and the metrics show each one's reads. Writes, and
+    /// everything a write decides from, stay on the primary. Empty: every read on the primary.
+    public var postgresReplicas: [String] = []
+
     /// For tests that play an instance of an earlier release on PostgreSQL: its storage layout
     /// ends after this many steps (``PostgresLayout/prefix(_:)``); nil: this release's.
     var postgresLayoutSteps: Int?
@@ -164,6 +172,10 @@ extension ServerConfiguration {
                 "container \"\(bad.prefix(140))\" is invalid: use 1 to 128 of A-Z a-z 0-9 . _ -")
         }
         if let problem = Self.usersProblem(users) { throw ServerConfigurationError(problem) }
+        if case .sqlite = storage, !postgresReplicas.isEmpty {
+            throw ServerConfigurationError(
+                "read replicas are PostgreSQL's: store in PostgreSQL (--postgres) to read from its replicas, or leave --postgres-replica out")
+        }
         if case .poll(let interval) = changeNotifications, !(interval > .zero && interval <= .seconds(60)) {
             throw ServerConfigurationError(
                 "the notifications poll interval must be above 0 and at most 60 s; it is \(interval) (a change reaches a waiting long poll within it: 0.1 s is the default)")

@@ -7,6 +7,9 @@ import Hummingbird
 ///
 /// - `GET /healthz`: 200 `{"status": "ok"}` while the process serves requests; no auth.
 /// - `GET /readyz`: 200 when the storage answers, else 503 `TRY_AGAIN_LATER` naming why; no auth.
+///   With read replicas, each one's state (`available`: whether it takes reads now; how many
+///   it `served`, was `behind` for, and `failed`): a replica down never makes the server unready,
+///   the primary answers in its stead.
 /// - `GET /metrics`: Prometheus's text format (see ``ServerMetrics``); with an operator token
 ///   configured, only for `Authorization: Bearer <operator token>` (401 otherwise).
 struct OperatingController: Sendable {
@@ -37,7 +40,7 @@ struct OperatingController: Sendable {
             context.logger.error("storage unreachable", metadata: ["error": "\(reason)"])
             throw APIError(.tryAgainLater, "the storage does not answer: \(reason)", retryAfter: 5)
         }
-        return try JSONResponse.make(["status": "ready"])
+        return try JSONResponse.make(Readiness(status: "ready", replicas: services.storage.replicaStatuses.nilIfEmpty))
     }
 
     @Sendable func metrics(_ request: Request, context: CloudRequestContext) async throws -> Response {
@@ -65,4 +68,14 @@ struct OperatingController: Sendable {
         let digest = Array(SHA256.hash(data: Data(token.utf8)))
         return zip(digest, operatorDigest).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
     }
+}
+
+/// What `GET /readyz` answers when the storage answers.
+struct Readiness: Encodable {
+    var status: String
+    var replicas: [ReplicaStatus]?
+}
+
+extension Array {
+    fileprivate var nilIfEmpty: Self? { isEmpty ? nil : self }
 }

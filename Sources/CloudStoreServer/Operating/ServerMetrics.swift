@@ -16,6 +16,7 @@ import Prometheus
 /// | `cloudstore_rate_limited_total` | counter | |
 /// | `cloudstore_asset_bytes_uploaded_total`, `cloudstore_asset_bytes_downloaded_total` | counter | |
 /// | `cloudstore_assets_removed_total`, `cloudstore_asset_bytes_removed_total` | counter | |
+/// | `cloudstore_replica_reads_total` (PostgreSQL read replicas) | counter | `replica`, `outcome`: `served`, `behind`, `failed` |
 final class ServerMetrics: Sendable {
     let registry: PrometheusCollectorRegistry
     let activity: ServerActivity
@@ -89,6 +90,15 @@ final class ServerMetrics: Sendable {
         guard sweep.assets > 0 else { return }
         assetsRemoved.increment(by: Int64(sweep.assets))
         assetBytesRemoved.increment(by: sweep.bytes)
+    }
+
+    /// A read a replica was asked for (``ReplicaRouting/Outcome``): served there, or answered by
+    /// the primary because the replica was behind or failed.
+    func replicaRead(_ replica: String, _ outcome: ReplicaRouting.Outcome) {
+        CoreMetrics.Counter(
+            label: "cloudstore_replica_reads_total", dimensions: [("replica", replica), ("outcome", outcome.rawValue)],
+            factory: factory
+        ).increment()
     }
 
     func storageFailed() {

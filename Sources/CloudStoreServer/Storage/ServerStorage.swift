@@ -33,6 +33,10 @@ protocol ServerStorage: ConsoleStorage, AssetStorage, SubscriptionStorage {
     /// PostgreSQL does not answer): what `GET /readyz` reports.
     func checkReachable() async throws
 
+    /// The read replicas and their state, for `GET /readyz` (PostgreSQL with `--postgres-replica`);
+    /// none for SQLite.
+    var replicaStatuses: [ReplicaStatus] { get }
+
     /// Runs the storage's background work until the task is cancelled or the server shuts down:
     /// for PostgreSQL, the connection pool and the listener (or poller) that hears other servers'
     /// commits and publishes their partitions to `changes`.

@@ -116,7 +116,7 @@ final class PgBouncer: Sendable {
     }
 
     /// A loopback port nothing listens on now: bound to port 0, read, and closed.
-    private static func freePort() throws -> Int {
+    static func freePort() throws -> Int {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw PgBouncerError("socket() failed: errno \(errno)") }
         defer { close(descriptor) }

@@ -206,7 +206,7 @@ extension PostgresStorage {
     }
 
     func records(named names: [String], in zone: ZoneAddress) async throws -> [String: StoredRecord]? {
-        try await snapshot { connection in
+        try await readSnapshot(of: zone.partition) { connection in
             let id = try await self.partitionID(connection, zone.partition)
             guard try await self.liveZone(connection, id, zone.zoneName) != nil else { return nil }
             guard let id else { return [:] }
@@ -223,12 +223,13 @@ extension PostgresStorage {
         }
     }
 
-    /// The rows `query` selects in one snapshot, given the partition's row ID: nil when the zone
-    /// does not exist, none when the partition has no row yet (a pristine default zone).
+    /// The rows `query` selects in one snapshot (a replica's that has caught up, or the primary's),
+    /// given the partition's row ID: nil when the zone does not exist, none when the partition has
+    /// no row yet (a pristine default zone).
     func recordRows(
         inLiveZone zone: ZoneAddress, _ query: @escaping @Sendable (Int64) -> PostgresQuery
     ) async throws -> [StoredRecord]? {
-        try await snapshot { connection in
+        try await readSnapshot(of: zone.partition) { connection in
             let id = try await self.partitionID(connection, zone.partition)
             guard try await self.liveZone(connection, id, zone.zoneName) != nil else { return nil }
             guard let id else { return [] }
@@ -247,13 +248,14 @@ extension PostgresStorage {
     }
 
     /// A page of a zone's changes in one statement (``ZoneChangesPageStatement``). Was eleven
-    /// round trips (two read-only transactions); a fetch is on the propagation path.
+    /// round trips (two read-only transactions); a fetch is on the propagation path. On a replica
+    /// that has caught up when there is one (``onReplica(_:_:)``).
     private func zoneChangesPage(
         _ zone: ZoneAddress, after seq: Int64, limit: Int, recordTypes: [String]?, tombstonesBefore cutoff: Int64
     ) async throws -> (page: ZoneChangesPage?, hasOldTombstones: Bool) {
         let statement = ZoneChangesPageStatement(
             cutoff: cutoff, zone: zone.zoneName, partition: zone.partition, seq: seq, recordTypes: recordTypes, limit: Int64(limit + 1))
-        return try await client.withConnection { connection in
+        let read: @Sendable (PostgresConnection) async throws -> (page: ZoneChangesPage?, hasOldTombstones: Bool) = { connection in
             var row: StoredZone?
             var hasOldTombstones = false
             var records: [StoredRecord] = []
@@ -270,6 +272,8 @@ extension PostgresStorage {
             if !zip(records, records.dropFirst()).allSatisfy({ $0.seq < $1.seq }) { records.sort { $0.seq < $1.seq } }
             return (ZoneChangesPage(zone: stored, records: records), hasOldTombstones)
         }
+        if let page = await onReplica(zone.partition, read) { return page }
+        return try await client.withConnection(read)
     }
 
     /// Removes tombstones deleted before the cutoff and raises the zone's `purged_through` past them.

@@ -55,13 +55,15 @@ final class PostgresStorage: ServerStorage {
     let transactionRetry: PostgresTransactionRetry
     /// How this instance hears other instances' commits.
     let notifications: ServerConfiguration.ChangeNotifications
+    /// The streaming replicas that serve reads; nil: none.
+    let replicas: PostgresReplicaSet?
 
     /// - Parameter layoutSteps: for tests that play an earlier release: the layout ends after this
     ///   many steps (``PostgresLayout/prefix(_:)``); nil: this release's.
     init(
         url text: String, logger: Logger, assetLifetime: AssetLifetime = AssetLifetime(), clock: ServerClock = .system,
-        notifications: ServerConfiguration.ChangeNotifications = .listen,
-        layoutSteps: Int? = nil, layoutRetry: PostgresLayout.Retry = PostgresLayout.Retry(),
+        notifications: ServerConfiguration.ChangeNotifications = .listen, replicaURLs: [String] = [],
+        onReplicaRead: (@Sendable (_ replica: String, ReplicaRouting.Outcome) -> Void)? = nil, layoutSteps: Int? = nil, layoutRetry: PostgresLayout.Retry = PostgresLayout.Retry(),
         transactionRetry: PostgresTransactionRetry = PostgresTransactionRetry()
     ) throws {
         self.transactionRetry = transactionRetry
@@ -86,6 +88,12 @@ final class PostgresStorage: ServerStorage {
         // harmless: the lease waits. Its own lines show at level 4 only.
         let backgroundLogger = logger.forLibrary("postgres-nio")
         client = PostgresClient(configuration: configuration, backgroundLogger: backgroundLogger)
+        replicas =
+            replicaURLs.isEmpty
+            ? nil
+            : try PostgresReplicaSet(
+                urls: replicaURLs, startupParameters: Self.startupParameters(url),
+                logger: backgroundLogger, observe: onReplicaRead)
         schemaName = url.schema
         self.url = url
         self.logger = logger
@@ -162,7 +170,11 @@ final class PostgresStorage: ServerStorage {
 
     func run(changes broker: ChangeBroker) async throws {
         // The pool runs in a task of its own, so that a shutdown can stop waiting for it.
-        let pool = Task { await self.client.run() }
+        let pool = Task {
+            async let replicas: Void = self.replicas?.run() ?? ()
+            await self.client.run()
+            await replicas
+        }
         await cancelWhenGracefulShutdown {
             switch self.notifications {
             case .listen: await self.listen(broker.publish)
@@ -281,6 +293,8 @@ final class PostgresStorage: ServerStorage {
         }
         return Array(bytes)
     }
+
+    var replicaStatuses: [ReplicaStatus] { replicas?.statuses ?? [] }
 
     func checkReachable() async throws {
         _ = try await client.withConnection { connection in

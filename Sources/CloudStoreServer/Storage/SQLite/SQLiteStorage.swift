@@ -44,6 +44,8 @@ final class SQLiteStorage: ServerStorage {
         try? await gracefulShutdown()
     }
 
+    var replicaStatuses: [ReplicaStatus] { [] }
+
     func checkReachable() async throws {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory.boolValue,

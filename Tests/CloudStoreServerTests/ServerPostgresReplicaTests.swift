@@ -1,0 +1,87 @@
+import CloudStoreServer
+import CloudStoreTesting
+import CloudStoreWire
+import Foundation
+import Testing
+
+/// Reads from a real streaming replica (`--postgres-replica`): served there only when it has
+/// caught up with the primary, by the primary when it is behind or down, with no token going back
+/// and no change missed.
+@Suite(
+    "PostgreSQL: reads from a streaming replica", .serialized, .timeLimit(.minutes(ReliabilityRun.hangLimitMinutes)),
+    .enabled(
+        if: Backend.postgresURL != nil && (StandbyPostgres.binaries != nil || Chromium.isCI),
+        "needs PostgreSQL (CLOUDSTORE_TEST_POSTGRES_URL) and its programs; bash .ci/run has both"))
+struct ServerPostgresReplicaTests {
+    /// `cloudstore_replica_reads_total` of one outcome, from `GET /metrics`.
+    func replicaReads(_ client: CloudClient, _ outcome: String) async throws -> Int {
+        let text = try await client.send(.GET, "/metrics").text
+        return text.split(separator: "\n").filter { $0.hasPrefix("cloudstore_replica_reads_total{") && $0.contains("outcome=\"\(outcome)\"") }
+            .compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }.reduce(0) { $0 + Int($1) }
+    }
+
+    /// `GET /readyz`'s status and its replicas' `available`.
+    func readiness(_ client: CloudClient) async throws -> (status: Int, available: [Bool]) {
+        let answer = try await client.send(.GET, "/readyz")
+        let object = try JSONSerialization.jsonObject(with: Data(answer.text.utf8)) as? [String: Any]
+        let replicas = object?["replicas"] as? [[String: Any]] ?? []
+        return (answer.status, replicas.compactMap { $0["available"] as? Bool })
+    }
+
+    @Test func reads_goToTheReplicaWhenItHasCaughtUp_andToThePrimaryWhenItIsBehindOrDown() async throws {
+        try await Backend.withFreshSchema { url in
+            let root = try TemporaryDirectory(prefix: "cloudstore-replica")
+            defer { withExtendedLifetime(root) {} }
+            let tokens = root.file("tokens.json")
+            try WireCoding.encode(TestServer.defaultUsers).write(to: tokens)
+            // The server first, so that the standby copies a prepared layout.
+            let bootstrap = try await ServerProcess.launch(["--postgres", url, "--tokens", tokens.path] + ServerProcess.containerArguments())
+            #expect(await bootstrap.terminate() == 0)
+            let standby = try await StandbyPostgres.start(from: url, in: root)
+            defer { standby.stop() }
+            let server = try await ServerProcess.launch(
+                ["--postgres", url, "--postgres-replica", standby.url(like: url), "--tokens", tokens.path]
+                    + ServerProcess.containerArguments())
+            let client = CloudClient(baseURL: server.baseURL)
+
+            try await client.createZone("Notes")
+            try await client.save((1...10).map { note("N-\($0)") })
+            try await standby.waitUntilCaughtUp(with: url)
+
+            // Caught up: pages of changes and lookups are the replica's.
+            let first = try await client.allZoneChanges()
+            #expect(first.records.count == 10)
+            #expect(try await client.lookup(["N-1"]).first?.value?.recordName == "N-1")
+            #expect(try await replicaReads(client, "served") >= 2)
+            #expect(try await readiness(client) == (200, [true]))
+
+            // Behind: what the primary has and the replica does not is answered by the primary;
+            // the token moves on from where it was, and nothing is missed.
+            try await standby.pauseReplay(url)
+            try await client.save((11...15).map { note("N-\($0)") })
+            let behindBefore = try await replicaReads(client, "behind")
+            let next = try await client.allZoneChanges(token: first.token)
+            #expect(next.records.map(\.recordName).sorted() == (11...15).map { "N-\($0)" }.sorted())
+            #expect(try await client.lookup(["N-15"]).first?.value?.recordName == "N-15", "the client reads its own write")
+            #expect(try await replicaReads(client, "behind") >= behindBefore + 2)
+            let unchanged = try await client.allZoneChanges(token: next.token)
+            #expect(unchanged.records.isEmpty, "the token never goes back to a replica's older state")
+
+            // Caught up again: the replica serves again.
+            try await standby.resumeReplay(url)
+            try await standby.waitUntilCaughtUp(with: url)
+            let servedBefore = try await replicaReads(client, "served")
+            #expect(try await client.allZoneChanges(token: first.token).records.count == 5)
+            #expect(try await replicaReads(client, "served") > servedBefore)
+
+            // Down: reads still answer (the primary), the replica rests, and the server is ready.
+            standby.stop()
+            #expect(try await client.allZoneChanges().records.count == 15)
+            #expect(try await client.lookup(["N-3"]).first?.value?.recordName == "N-3")
+            #expect(try await replicaReads(client, "failed") >= 1)
+            #expect(try await readiness(client) == (200, [false]))
+
+            #expect(await server.terminate() == 0)
+        }
+    }
+}
