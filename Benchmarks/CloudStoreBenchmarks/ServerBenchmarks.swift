@@ -45,6 +45,57 @@ struct ServerBenchmarks {
         ]
     }
 
+    /// Where the writers of ``hotZone(writers:requests:batchSize:)`` write.
+    enum Spread: String, CaseIterable {
+        /// One user's one zone: every write waits for the partition's row before it.
+        case oneZone = "1 zone of 1 user"
+        /// One zone each, all of one user: still one partition, one row to wait for.
+        case zonesOfOneUser = "8 zones of 1 user"
+        /// One user each: eight partitions, nothing shared.
+        case users = "8 users"
+    }
+
+    /// Item 8, contention: `writers` concurrent writers sending `requests` small batches
+    /// (`batchSize` new notes, the size of an app's save) each, spread as `spread` says. Writes to
+    /// one database (partition) are serialized on its row, which is how changes get their order,
+    /// so the first two spreads measure that queue and the third the server without it; the
+    /// request latencies show the wait.
+    func hotZone(_ spread: Spread, writers: Int = 8, requests: Int, batchSize: Int = 10) async throws -> Figure {
+        let run = UUID().uuidString.prefix(6)
+        let targets: [(user: Int, zone: ZoneID)] = (0..<writers).map { writer in
+            switch spread {
+            case .oneZone: (0, ZoneID(zoneName: "Hot\(run)"))
+            case .zonesOfOneUser: (0, ZoneID(zoneName: "Hot\(run)-\(writer)"))
+            case .users: (writer, ZoneID(zoneName: "Hot\(run)"))
+            }
+        }
+        for (user, zone) in Set(targets.map { "\($0.user)|\($0.zone.zoneName)" }).sorted().map({ key in
+            let parts = key.split(separator: "|")
+            return (Int(parts[0])!, ZoneID(zoneName: String(parts[1])))
+        }) {
+            _ = try await database(user: user).modifyZones(ZonesModifyRequest(operations: [.init(.create, zone)]))
+        }
+        let batches = try targets.map { target in try (0..<requests).map { _ in try Self.batch(batchSize, in: target.zone) } }
+        let serverCPU = server.cpuSeconds
+        let start = ContinuousClock.now
+        let latencies = try await withThrowingTaskGroup(of: [Double].self) { group in
+            for (writer, target) in targets.enumerated() {
+                let (writerDatabase, writerBatches) = (database(user: target.user), batches[writer])
+                group.addTask { try await Self.send(writerBatches, zoneID: target.zone, through: writerDatabase) }
+            }
+            return try await group.reduce(into: []) { $0 += $1 }
+        }
+        let seconds = start.duration(to: .now).inSeconds
+        let sorted = latencies.sorted()
+        return Figure(
+            item: 8, "hot zone: \(writers) writers to \(spread.rawValue), \(server.backend.rawValue)",
+            Double(writers * requests) / seconds, "requests/s",
+            String(
+                format: "%d requests of %d new notes in %.2f s; request p50 %.1f ms, p99 %.1f ms; server CPU %.1f s",
+                writers * requests, batchSize, seconds, percentile(sorted, 0.5), percentile(sorted, 0.99),
+                server.cpuSeconds - serverCPU))
+    }
+
     /// Sends each batch in turn; answers each request's time in ms. A refused record fails the run.
     static func send(_ batches: [RecordsModifyRequest], zoneID: ZoneID, through database: HTTPCloudDatabase) async throws -> [Double] {
         var latencies: [Double] = []

@@ -199,6 +199,9 @@ for group in options.groups where group.needsServer {
                 report(try await assets.run(mebibytes: sizes.assetMebibytes, encrypted: true))
             case .server:
                 report(try await ServerBenchmarks(server: server).modifyThroughput(clients: 4, requests: sizes.serverRequests))
+                for spread in ServerBenchmarks.Spread.allCases {
+                    report([try await ServerBenchmarks(server: server).hotZone(spread, requests: sizes.serverRequests * 2)])
+                }
             case .save, .fetch, .generations, .query, .startup: break
             }
         } catch {
