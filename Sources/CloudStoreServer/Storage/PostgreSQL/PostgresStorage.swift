@@ -58,12 +58,17 @@ final class PostgresStorage: ServerStorage {
     /// The streaming replicas that serve reads; nil: none.
     let replicas: PostgresReplicaSet?
 
-    /// - Parameter layoutSteps: for tests that play an earlier release: the layout ends after this
-    ///   many steps (``PostgresLayout/prefix(_:)``); nil: this release's.
+    /// - Parameters:
+    ///   - notifications: how this instance hears other instances' commits.
+    ///   - replicaURLs: streaming replicas that serve reads (``PostgresReplicaSet``).
+    ///   - onReplicaRead: hears each replica read's outcome (the server's metrics).
+    ///   - layoutSteps: for tests that play an earlier release: the layout ends after this many
+    ///     steps (``PostgresLayout/prefix(_:)``); nil: this release's.
     init(
         url text: String, logger: Logger, assetLifetime: AssetLifetime = AssetLifetime(), clock: ServerClock = .system,
         notifications: ServerConfiguration.ChangeNotifications = .listen, replicaURLs: [String] = [],
-        onReplicaRead: (@Sendable (_ replica: String, ReplicaRouting.Outcome) -> Void)? = nil, layoutSteps: Int? = nil, layoutRetry: PostgresLayout.Retry = PostgresLayout.Retry(),
+        onReplicaRead: (@Sendable (_ replica: String, ReplicaRouting.Outcome) -> Void)? = nil,
+        layoutSteps: Int? = nil, layoutRetry: PostgresLayout.Retry = PostgresLayout.Retry(),
         transactionRetry: PostgresTransactionRetry = PostgresTransactionRetry()
     ) throws {
         self.transactionRetry = transactionRetry
