@@ -84,4 +84,27 @@ struct ServerPostgresReplicaTests {
             #expect(await server.terminate() == 0)
         }
     }
+
+    /// A replica URL that reaches a primary (here the primary itself) answers no read: its data
+    /// need not be the primary's. The primary answers every read, the replica's reads count as
+    /// failed and it rests.
+    @Test func aReplicaURLThatIsNoStandby_answersNoRead() async throws {
+        try await Backend.withFreshSchema { url in
+            let root = try TemporaryDirectory(prefix: "cloudstore-replica")
+            defer { withExtendedLifetime(root) {} }
+            let tokens = root.file("tokens.json")
+            try WireCoding.encode(TestServer.defaultUsers).write(to: tokens)
+            let server = try await ServerProcess.launch(
+                ["--postgres", url, "--postgres-replica", url, "--tokens", tokens.path] + ServerProcess.containerArguments())
+            let client = CloudClient(baseURL: server.baseURL)
+            try await client.createZone("Notes")
+            try await client.save([note("N-1")])
+            #expect(try await client.allZoneChanges().records.count == 1)
+            #expect(try await client.lookup(["N-1"]).first?.value?.recordName == "N-1")
+            #expect(try await replicaReads(client, "served") == 0)
+            #expect(try await replicaReads(client, "failed") >= 1)
+            #expect(try await readiness(client) == (200, [false]))
+            #expect(await server.terminate() == 0)
+        }
+    }
 }

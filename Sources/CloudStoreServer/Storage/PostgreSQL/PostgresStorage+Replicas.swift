@@ -92,6 +92,14 @@ private final class LeaseFlag: Sendable {
     func set() { state.withLock { $0 = true } }
 }
 
+/// A replica URL that reaches a server which is not a standby (a primary, or a replica promoted
+/// since): its data need not be the primary's, so it answers no read.
+struct NotAStandby: Error, CustomStringConvertible {
+    var description: String {
+        "the server is not a standby (pg_is_in_recovery() is false): point --postgres-replica at a streaming replica of --postgres"
+    }
+}
+
 /// No connection to a replica could be had in time.
 struct ReplicaUnavailable: Error, CustomStringConvertible {
     var limit: Duration
@@ -123,7 +131,8 @@ extension PostgresStorage {
             let answer: T? = try await Self.withConnection(of: replica.client, leasedWithin: PostgresReplicaSet.leaseLimit) { connection in
                 try await self.run("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", on: connection)
                 do {
-                    let replicaSeq = try await self.partitionRow(connection, partition)?.dbSeq
+                    let (isStandby, replicaSeq) = try await self.standbyState(connection, partition)
+                    guard isStandby else { throw NotAStandby() }
                     let value =
                         ReplicaRouting.mayAnswer(replicaSeq: replicaSeq, primarySeq: primarySeq) ? try await read(connection) : nil
                     try await self.run("COMMIT", on: connection)
@@ -174,6 +183,21 @@ extension PostgresStorage {
             }
             throw CancellationError()
         }
+    }
+
+    /// Whether the server `connection` reaches replays a primary (`pg_is_in_recovery()`), and its
+    /// database sequence of `partition` (nil: no row), in one statement.
+    private func standbyState(_ connection: PostgresConnection, _ partition: DatabasePartition) async throws
+        -> (isStandby: Bool, dbSeq: Int64?)
+    {
+        let rows = try await run(
+            """
+            SELECT pg_is_in_recovery(), (SELECT db_seq FROM \(unescaped: table("partition"))
+                WHERE container = \(partition.container) AND environment = \(partition.environment.rawValue)
+                    AND scope = \(partition.scope.rawValue) AND owner = \(partition.owner))
+            """, on: connection)
+        for try await row in rows.decode((Bool, Int64?).self) { return row }
+        return (false, nil)
     }
 
     /// Runs `read` in a read-only snapshot on a replica that has caught up (``onReplica(_:_:)``),
