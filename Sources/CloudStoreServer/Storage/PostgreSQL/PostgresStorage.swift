@@ -33,7 +33,7 @@ final class PostgresStorage: ServerStorage {
     let assetLifetime: AssetLifetime
     /// The server's clock, for the assets a zone deletion releases.
     let clock: ServerClock
-    private let url: PostgresURL
+    let url: PostgresURL
     /// The tables and indexes this release needs (``prepare()``).
     let layout: PostgresLayout
     /// How the preparation waits out conflicts with live traffic.
@@ -49,7 +49,7 @@ final class PostgresStorage: ServerStorage {
     /// a development schema too (``RecordWritePlan/schema``), and
     /// ``storeSchema(_:_:expected:container:environment:)`` stores only over the version read. So a
     /// write that finds the same version uses this copy without reading and decoding the JSON again.
-    private let schemas = Mutex<[String: CloudSchema]>([:])
+    let schemas = Mutex<[String: CloudSchema]>([:])
 
     /// When a refused transaction runs again (``transaction(_:)``).
     let transactionRetry: PostgresTransactionRetry
@@ -170,114 +170,6 @@ final class PostgresStorage: ServerStorage {
     /// A table name qualified by the schema (an identifier checked by ``PostgresURL``).
     func table(_ name: String) -> String { "\"\(schemaName)\".cloudstore_\(name)" }
 
-    /// How long a stopping server waits for the pool to close its connections (``BoundedWait``).
-    static let poolShutdownLimit: Duration = .seconds(5)
-
-    func run(changes broker: ChangeBroker) async throws {
-        // The pool runs in a task of its own, so that a shutdown can stop waiting for it.
-        let pool = Task {
-            async let replicas: Void = self.replicas?.run() ?? ()
-            await self.client.run()
-            await replicas
-        }
-        await cancelWhenGracefulShutdown {
-            switch self.notifications {
-            case .listen: await self.listen(broker.publish)
-            case .poll(let interval): await self.poll(broker, every: interval)
-            }
-        }
-        // The listener ends at the shutdown, or earlier if its connection cannot be had; the
-        // pool serves requests until the shutdown either way.
-        try? await gracefulShutdown()
-        pool.cancel()
-        if await BoundedWait.untilEnd(of: pool, atMost: Self.poolShutdownLimit) == .timedOut {
-            logger.warning(
-                "the PostgreSQL pool did not close its connections within \(Self.poolShutdownLimit) of the shutdown; stopping without waiting for it",
-                metadata: ["storage": "postgres", "schema": "\(schemaName)"])
-        }
-    }
-
-    /// Listens for other instances' commits until cancelled, reconnecting after failures: on a
-    /// connection of the pool, or behind a transaction pooler on one of its own past the pooler.
-    private func listen(_ onRemoteChange: @escaping @Sendable (String) -> Void) async {
-        let prefix = "\(schemaName)|"
-        let listen: @Sendable (PostgresConnection) async throws -> Void = { connection in
-            try await connection.listen(on: Self.channel) { notifications in
-                for try await notification in notifications where notification.payload.hasPrefix(prefix) {
-                    onRemoteChange(String(notification.payload.dropFirst(prefix.count)))
-                }
-            }
-        }
-        while !Task.isCancelled {
-            do {
-                if url.transactionPooling {
-                    let connection = try await connect()
-                    do {
-                        try await listen(connection)
-                    } catch {
-                        try? await connection.close()
-                        throw error
-                    }
-                    try? await connection.close()
-                } else {
-                    try await client.withConnection(listen)
-                }
-            } catch {
-                // The pool closes its connections when the server stops (also when its start
-                // failed): nothing to retry.
-                if Task.isCancelled || [.poolClosed, .clientClosedConnection].contains((error as? PSQLError)?.code) { return }
-                logger.warning(
-                    "change listener failed; retrying",
-                    metadata: ["error": "\(PostgresFailure(error, doing: "listening for other instances' changes (LISTEN \(Self.channel))"))"])
-                try? await Task.sleep(for: .seconds(1))
-            }
-        }
-    }
-
-    /// Polls, every `interval` until cancelled, the database sequences of the partitions this
-    /// instance's long polls wait on, and wakes those that moved (``ChangePoll``).
-    private func poll(_ broker: ChangeBroker, every interval: Duration) async {
-        var poll = ChangePoll()
-        while !Task.isCancelled {
-            do {
-                try await Task.sleep(for: interval)
-                let watched = broker.watchedKeys
-                let sequences = watched.isEmpty ? [:] : try await databaseSeqs(of: watched)
-                for key in poll.round(watched: watched, sequences: sequences) { broker.publish(key) }
-            } catch {
-                if Task.isCancelled || [.poolClosed, .clientClosedConnection].contains((error as? PSQLError)?.code) { return }
-                logger.warning(
-                    "change poll failed; retrying",
-                    metadata: ["error": "\(PostgresFailure(error, doing: "polling for other instances' changes"))"])
-            }
-        }
-    }
-
-    /// The database sequence of each partition of `keys` that has a row (``DatabasePartition/key``).
-    func databaseSeqs(of keys: Set<String>) async throws -> [String: Int64] {
-        let partitions = keys.compactMap(DatabasePartition.init(key:))
-        let rows = try await client.withConnection { connection in
-            try await self.run(
-                """
-                SELECT p.container, p.environment, p.scope, p.owner, p.db_seq FROM \(unescaped: self.table("partition")) AS p
-                JOIN unnest(\(partitions.map(\.container)), \(partitions.map(\.environment.rawValue)),
-                    \(partitions.map(\.scope.rawValue)), \(partitions.map(\.owner))) AS w(container, environment, scope, owner)
-                    ON p.container = w.container AND p.environment = w.environment AND p.scope = w.scope AND p.owner = w.owner
-                """, on: connection
-            ).collect()
-        }
-        var sequences: [String: Int64] = [:]
-        for row in rows {
-            let (container, environment, scope, owner, seq) = try row.decode((String, String, String, String, Int64).self)
-            guard let environment = CloudEnvironment(rawValue: environment), let scope = DatabaseScope(rawValue: scope) else {
-                continue
-            }
-            let partition = DatabasePartition(container: container, environment: environment, scope: scope, owner: owner)
-            sequences[partition.key] = seq
-        }
-        return sequences
-    }
-
     func secret(_ name: String, container: String) async throws -> [UInt8]? {
         guard hasSecrets else { return nil }
         let made = Data(SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) }).base64EncodedString()
@@ -362,7 +254,7 @@ final class PostgresStorage: ServerStorage {
         try await transaction(begin: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", body)
     }
 
-    // MARK: - Partitions and zones
+    // MARK: - Partitions
 
     func partitionID(_ connection: PostgresConnection, _ partition: DatabasePartition, lock: Bool = false) async throws
         -> Int64?
@@ -437,226 +329,6 @@ final class PostgresStorage: ServerStorage {
         return seq
     }
 
-    static let zoneColumns = "name, seq, db_seq, incarnation, purged_through, deleted"
-
-    func zoneRows(_ connection: PostgresConnection, _ query: PostgresQuery) async throws -> [StoredZone] {
-        var zones: [StoredZone] = []
-        for try await (name, seq, dbSeq, incarnation, purged, deleted) in try await self.run(query, on: connection)
-            .decode((String, Int64, Int64, Int64, Int64, Bool).self)
-        {
-            if let zone = Self.zone(name, seq, dbSeq, incarnation, purged, deleted) { zones.append(zone) }
-        }
-        return zones
-    }
-
-    /// A zone's row, live or deleted.
-    func zoneRow(_ connection: PostgresConnection, _ partitionID: Int64, _ name: String) async throws -> StoredZone? {
-        try await zoneRows(
-            connection,
-            "SELECT \(unescaped: Self.zoneColumns) FROM \(unescaped: table("zone")) WHERE partition_id = \(partitionID) AND name = \(name)"
-        ).first
-    }
-
-    /// A live zone; the default zone always, pristine when it has no row.
-    func liveZone(_ connection: PostgresConnection, _ partitionID: Int64?, _ name: String) async throws -> StoredZone? {
-        guard let partitionID else { return StoredZone.live(nil, name: name) }
-        return StoredZone.live(try await zoneRow(connection, partitionID, name), name: name)
-    }
-
-    func zones(in partition: DatabasePartition) async throws -> [StoredZone] {
-        try await snapshot { connection in
-            guard let id = try await self.partitionID(connection, partition) else {
-                return StoredZone.defaultZoneFirst([])
-            }
-            return StoredZone.defaultZoneFirst(
-                try await self.zoneRows(
-                    connection,
-                    """
-                    SELECT \(unescaped: Self.zoneColumns) FROM \(unescaped: self.table("zone"))
-                    WHERE partition_id = \(id) AND NOT deleted ORDER BY name
-                    """))
-        }
-    }
-
-    func zones(named names: [String], in partition: DatabasePartition) async throws -> [String: StoredZone] {
-        try await snapshot { connection in
-            let id = try await self.partitionID(connection, partition)
-            var found: [String: StoredZone] = [:]
-            for name in Set(names) {
-                found[name] = try await self.liveZone(connection, id, name)
-            }
-            return found
-        }
-    }
-
-    func modifyZones(_ changes: [ZoneChange], in partition: DatabasePartition) async throws -> ZonesModification {
-        try await transaction { connection in
-            let id = try await self.lockPartition(connection, partition)
-            var results: [StoredZone?] = []
-            var sharedDatabases = Set<String>()
-            for change in changes {
-                switch change {
-                case .create(let name):
-                    if let live = try await self.liveZone(connection, id, name) {
-                        results.append(live)
-                        continue
-                    }
-                    let dbSeq = try await self.bumpDatabaseSeq(connection, id, partition)
-                    try await self.run(
-                        """
-                        INSERT INTO \(unescaped: self.table("zone")) (partition_id, name, seq, db_seq, incarnation, purged_through)
-                        VALUES (\(id), \(name), 0, \(dbSeq), \(dbSeq), 0)
-                        ON CONFLICT (partition_id, name) DO UPDATE SET
-                            deleted = FALSE, db_seq = excluded.db_seq, incarnation = excluded.incarnation,
-                            purged_through = \(unescaped: self.table("zone")).seq
-                        """, on: connection)
-                    results.append(try await self.zoneRow(connection, id, name))
-                case .delete(let name):
-                    guard let live = try await self.zoneRow(connection, id, name), !live.deleted else {
-                        results.append(nil)
-                        continue
-                    }
-                    let dbSeq = try await self.bumpDatabaseSeq(connection, id, partition)
-                    try await self.run(
-                        "DELETE FROM \(unescaped: self.table("record")) WHERE partition_id = \(id) AND zone = \(name)", on: connection)
-                    try await self.run(
-                        "DELETE FROM \(unescaped: self.table("reference")) WHERE partition_id = \(id) AND zone = \(name)", on: connection)
-                    try await self.run(
-                        "DELETE FROM \(unescaped: self.table("record_key")) WHERE partition_id = \(id) AND zone = \(name)", on: connection)
-                    try await self.releaseAssets(
-                        connection, of: partition.zone(name), at: self.assetLifetime.removableAt(after: .recordDeleted(at: self.clock.now())))
-                    sharedDatabases.formUnion(try await self.stopShare(connection, id, partition.zone(name)))
-                    try await self.run(
-                        """
-                        UPDATE \(unescaped: self.table("zone")) SET deleted = TRUE, db_seq = \(dbSeq)
-                        WHERE partition_id = \(id) AND name = \(name)
-                        """, on: connection)
-                    results.append(try await self.zoneRow(connection, id, name))
-                }
-            }
-            return ZonesModification(zones: results, sharedDatabases: sharedDatabases)
-        }
-    }
-
-    func databaseChanges(in partition: DatabasePartition, after dbSeq: Int64, limit: Int) async throws
-        -> DatabaseChangesPage
-    {
-        guard partition.scope == .shared else { return try await ownDatabaseChanges(in: partition, after: dbSeq, limit: limit) }
-        return try await snapshot { connection in
-            guard let found = try await self.partitionRow(connection, partition) else {
-                return DatabaseChangesPage(dbSeq: 0, zones: [])
-            }
-            return DatabaseChangesPage(
-                dbSeq: found.dbSeq, zones: try await self.sharedDatabaseChanges(connection, found.id, after: dbSeq, limit: limit))
-        }
-    }
-
-    /// A page of the zones of a private or public database in one statement (one snapshot, no
-    /// transaction around it): the partition's sequence and the zones that changed after `dbSeq`.
-    private func ownDatabaseChanges(in partition: DatabasePartition, after dbSeq: Int64, limit: Int) async throws
-        -> DatabaseChangesPage
-    {
-        let query: PostgresQuery = """
-            SELECT p.db_seq, z.name, z.seq, z.db_seq, z.incarnation, z.purged_through, z.deleted
-            FROM (VALUES (1)) AS one (x)
-            LEFT JOIN \(unescaped: table("partition")) AS p ON p.container = \(partition.container)
-                AND p.environment = \(partition.environment.rawValue) AND p.scope = \(partition.scope.rawValue)
-                AND p.owner = \(partition.owner)
-            LEFT JOIN LATERAL (
-                SELECT \(unescaped: Self.zoneColumns) FROM \(unescaped: table("zone"))
-                WHERE partition_id = p.id AND db_seq > \(dbSeq) ORDER BY db_seq LIMIT \(limit + 1)
-            ) AS z ON true
-            ORDER BY z.db_seq
-            """
-        return try await client.withConnection { connection in
-            var page = DatabaseChangesPage(dbSeq: 0, zones: [])
-            for try await (partitionSeq, name, seq, zoneDBSeq, incarnation, purged, deleted) in try await self.run(query, on: connection)
-                .decode((Int64?, String?, Int64?, Int64?, Int64?, Int64?, Bool?).self)
-            {
-                page.dbSeq = partitionSeq ?? 0
-                if let zone = Self.zone(name, seq, zoneDBSeq, incarnation, purged, deleted) { page.zones.append(zone) }
-            }
-            return page
-        }
-    }
-
-    // MARK: - Schema
-
-    /// The schema of a container and environment. `version`, when the caller read it already
-    /// (``modifyContext(_:_:_:)``), is answered from the last schema read if that is the version.
-    func schema(
-        _ connection: PostgresConnection, container: String, environment: CloudEnvironment, version: Int64?? = nil
-    ) async throws -> CloudSchema {
-        let key = "\(container)|\(environment.rawValue)"
-        if case .some(let version) = version {
-            guard let version else { return .empty }
-            if let cached = schemas.withLock({ $0[key] }), cached.version == Int(version) { return cached }
-        }
-        let rows = try await self.run(
-            """
-            SELECT version, content FROM \(unescaped: table("schema"))
-            WHERE container = \(container) AND environment = \(environment.rawValue)
-            """, on: connection)
-        for try await (version, content) in rows.decode((Int64, String).self) {
-            var schema = try WireCoding.decode(CloudSchema.self, from: Data(content.utf8))
-            schema.version = Int(version)
-            schemas.withLock { $0[key] = schema }
-            return schema
-        }
-        return .empty
-    }
-
-    func schema(container: String, environment: CloudEnvironment) async throws -> CloudSchema {
-        try await snapshot { connection in try await self.schema(connection, container: container, environment: environment) }
-    }
-
-    /// Stores a schema if the stored version is still `expected`; false when another transaction
-    /// changed it first.
-    func storeSchema(
-        _ connection: PostgresConnection, _ schema: CloudSchema, expected: Int, container: String,
-        environment: CloudEnvironment
-    ) async throws -> Bool {
-        var content = schema
-        content.version = nil
-        let text = String(decoding: try WireCoding.encode(content), as: UTF8.self)
-        let version = Int64(schema.version ?? 0)
-        let rows = try await self.run(
-            """
-            INSERT INTO \(unescaped: table("schema")) AS stored (container, environment, version, content)
-            VALUES (\(container), \(environment.rawValue), \(version), \(text))
-            ON CONFLICT (container, environment) DO UPDATE SET version = excluded.version, content = excluded.content
-            WHERE stored.version = \(Int64(expected))
-            RETURNING version
-            """, on: connection)
-        for try await _ in rows.decode(Int64.self) { return true }
-        return false
-    }
-
-    func updateSchema<Decision: Sendable>(
-        container: String, environment: CloudEnvironment,
-        _ change: @Sendable (CloudSchema) throws -> (CloudSchema?, Decision)
-    ) async throws -> (CloudSchema, Decision) {
-        while true {
-            do {
-                return try await transaction { connection in
-                    let current = try await self.schema(connection, container: container, environment: environment)
-                    let (changed, decision) = try change(current)
-                    guard var changed else { return (current, decision) }
-                    changed.version = (current.version ?? 0) + 1
-                    try await self.rebuildUniqueKeys(
-                        connection, container: container, environment: environment, from: current, to: changed)
-                    guard
-                        try await self.storeSchema(
-                            connection, changed, expected: current.version ?? 0, container: container,
-                            environment: environment)
-                    else { throw StorageRetry() }
-                    return (changed, decision)
-                }
-            } catch is StorageRetry {
-                continue
-            }
-        }
-    }
 }
 
 /// A failure inside the PostgreSQL backend that is not PostgreSQL's own.
