@@ -214,3 +214,38 @@ extension ZoneChangesResponse: JSONBytesReadable {
         self.init(zones: zones)
     }
 }
+
+extension NotificationsResponse: JSONBytesReadable {
+    /// A long poll's answer: the pages of zone changes it carries read as a `changes/zone` answer's
+    /// are, its zones, notifications and database changes (a few small values) by the decoder.
+    package init(from reader: inout JSONBytesReader) throws(JSONBytesReader.Declined) {
+        var changed: Bool?
+        var syncToken: String?
+        var zones: [ZoneReference]?
+        var notifications: [PushNotification]?
+        var databaseChanges: DatabaseChangesResponse?
+        var zoneChanges: [ZoneChanges]?
+        var seen = KeysSeen()
+        try reader.readObject { reader, key throws(JSONBytesReader.Declined) in
+            switch key {
+            case "changed" where seen.first(0): changed = try reader.readBool()
+            case "syncToken" where seen.first(1): syncToken = try reader.readString()
+            case "zones" where seen.first(2): zones = try reader.readDecoded([ZoneReference].self)
+            case "notifications" where seen.first(3):
+                notifications = try reader.readNull() ? nil : reader.readDecoded([PushNotification].self)
+            case "databaseChanges" where seen.first(4):
+                databaseChanges = try reader.readNull() ? nil : reader.readDecoded(DatabaseChangesResponse.self)
+            case "zoneChanges" where seen.first(5):
+                guard try !reader.readNull() else { return }
+                var pages: [ZoneChanges] = []
+                try reader.readArray { reader throws(JSONBytesReader.Declined) in pages.append(try ZoneChanges(from: &reader)) }
+                zoneChanges = pages
+            default: try reader.skipValue()
+            }
+        }
+        guard let changed, let syncToken, let zones else { throw JSONBytesReader.Declined() }
+        self.init(
+            changed: changed, syncToken: syncToken, zones: zones, notifications: notifications, databaseChanges: databaseChanges,
+            zoneChanges: zoneChanges)
+    }
+}

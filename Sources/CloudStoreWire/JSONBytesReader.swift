@@ -137,6 +137,21 @@ package struct JSONBytesReader {
         }
     }
 
+    /// The next value as `JSONDecoder` decodes it on its own: for the small parts of a document
+    /// the reader has no path of its own for (a poll's notifications, say), so the rest of the
+    /// document still takes the reader's. A value the decoder rejects is declined, and with it the
+    /// whole document, which the decoder then reads and reports on.
+    package mutating func readDecoded<T: Decodable>(_ type: T.Type) throws(Declined) -> T {
+        let start = mark()
+        try skipValue()
+        let value = Data(UnsafeRawBufferPointer(rebasing: bytes[start..<position]))
+        do {
+            return try JSONDecoder().decode(T.self, from: value)
+        } catch {
+            throw Declined()
+        }
+    }
+
     /// Where the next value starts, to come back to it with ``seek(to:)``.
     package mutating func mark() -> Int {
         skipWhitespace()

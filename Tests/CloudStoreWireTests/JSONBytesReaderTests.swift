@@ -76,7 +76,24 @@ struct JSONBytesReaderTests {
             for record in records {
                 #expect(try Self.expectSameAsDecoder(Record.self, WireCoding.encode(record), "round \(round)"))
             }
+            let poll = try WireCoding.encode(Self.poll(page, &values, round: round))
+            #expect(try Self.expectSameAsDecoder(NotificationsResponse.self, poll, "round \(round)"))
         }
+    }
+
+    /// A long poll's answer carrying `page`, with or without notifications and database changes.
+    static func poll(_ page: ZoneChanges, _ values: inout JSONBytesTests.Values, round: Int) -> NotificationsResponse {
+        let zone = NotificationsResponse.ZoneReference(zoneID: page.zoneID)
+        let notification = PushNotification(
+            ck: PushNotification.CloudKitInfo(
+                containerIdentifier: "iCloud.example", notificationID: "n\(round)",
+                zone: PushNotification.ZoneInfo(subscriptionID: "s", zoneName: "Notes", zoneOwner: "_u1", database: .private)))
+        return NotificationsResponse(
+            changed: values.chance(0.8), syncToken: "d\(round)", zones: values.chance(0.5) ? [zone] : [],
+            notifications: values.chance(0.5) ? [notification] : nil,
+            databaseChanges: values.chance(0.5)
+                ? DatabaseChangesResponse(syncToken: "d\(round)", moreComing: false, zones: [Zone(zoneID: page.zoneID, syncToken: "z")]) : nil,
+            zoneChanges: values.chance(0.7) ? [page] : nil)
     }
 
     /// Every field type, shares and error results: what the reader reads is the decoder's value,
@@ -112,6 +129,8 @@ struct JSONBytesReaderTests {
             let changes = try WireCoding.encode(ZoneChangesResponse(zones: [.value(page)]))
             try Self.expectSameAsDecoder(ZoneChangesResponse.self, fuzzer.mutate(changes), "round \(round)")
             try Self.expectSameAsDecoder(Record.self, fuzzer.mutate(WireCoding.encode(records[0])), "round \(round)")
+            let poll = try WireCoding.encode(Self.poll(page, &values, round: round))
+            try Self.expectSameAsDecoder(NotificationsResponse.self, fuzzer.mutate(poll), "round \(round)")
         }
     }
 
