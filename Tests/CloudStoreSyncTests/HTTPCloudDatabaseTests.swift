@@ -3,6 +3,7 @@ import CloudStoreTesting
 import CloudStoreWire
 import Foundation
 import Logging
+import NIOHTTP1
 import Testing
 
 /// The HTTP transport against a real server on a loopback port.
@@ -37,6 +38,34 @@ import Testing
             await proxy.shutdown()
             #expect(caller?.userRecordName == "_alice")
         }
+    }
+
+    /// The same for a POST that only reads: a fetch of database changes goes once more.
+    @Test func aReadingPostWhoseConnectionClosesBeforeTheAnswer_isSentOnceMore() async throws {
+        try await TestServer.with { server in
+            let serverURL = server.baseURL
+            let proxy = try await FaultProxy.start { serverURL }
+            let database = HTTPCloudDatabase(
+                baseURL: proxy.baseURL, container: TestDevice.containerIdentifier, token: "alice-token", deviceID: "A")
+            proxy.inject(.dropResponse, into: .changesDatabase)
+            let changes = try? await database.fetchDatabaseChanges(DatabaseChangesRequest())
+            await proxy.shutdown()
+            #expect(changes != nil)
+        }
+    }
+
+    /// Only requests that change nothing go twice: a save whose answer was lost is the sync
+    /// engine's to send again (it knows what the save carried), not the transport's.
+    @Test func onlyRequestsThatOnlyRead_areSentAgain() {
+        let route = DatabaseRoute(container: "iCloud.example", environment: .development)
+        #expect(HTTPCloudDatabase.onlyReads(.POST, route.path(.private, .changesZone)))
+        #expect(HTTPCloudDatabase.onlyReads(.POST, route.path(.private, .recordsLookup)))
+        #expect(HTTPCloudDatabase.onlyReads(.POST, route.path(.private, .zonesChanges)))
+        #expect(HTTPCloudDatabase.onlyReads(.GET, "/anything"))
+        #expect(!HTTPCloudDatabase.onlyReads(.POST, route.path(.private, .recordsModify)))
+        #expect(!HTTPCloudDatabase.onlyReads(.POST, route.path(.public, .recordsAccept)))
+        #expect(!HTTPCloudDatabase.onlyReads(.POST, route.assetUploadPath(.private, uploadID: "u1")))
+        #expect(!HTTPCloudDatabase.onlyReads(.POST, route.schemaModifyPath))
     }
 
     @Test func atomicFailure_comesBackAsPerRecordResultsNotAsAThrow() async throws {

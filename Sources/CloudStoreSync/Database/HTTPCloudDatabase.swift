@@ -347,11 +347,11 @@ public struct HTTPCloudDatabase: CloudDatabase, EncodedRecordsModifying {
             let response: HTTPClientResponse
             do {
                 response = try await httpClient.execute(request, deadline: deadline, logger: clientInternalsLogger)
-            } catch let error as HTTPClientError where error == .remoteConnectionClosed && method == .GET {
+            } catch let error as HTTPClientError where error == .remoteConnectionClosed && Self.onlyReads(method, path) {
                 // A pooled connection the peer was closing as the request went out (a server or
-                // proxy that restarted, an idle timeout): a GET changes nothing, so it goes once
-                // more, on a new connection.
-                logger.debug("Connection closed before an answer; sending the GET again", metadata: ["path": "\(path)"])
+                // proxy that restarted, an idle timeout): a request that only reads changes
+                // nothing, so it goes once more, on a new connection.
+                logger.debug("Connection closed before an answer; sending the request again", metadata: ["path": "\(path)"])
                 response = try await httpClient.execute(request, deadline: deadline, logger: clientInternalsLogger)
             }
             let status = Int(response.status.code)
@@ -375,6 +375,12 @@ public struct HTTPCloudDatabase: CloudDatabase, EncodedRecordsModifying {
                 ])
             throw cloudError
         }
+    }
+
+    /// Whether a request only reads (``DatabaseOperation/onlyReads``): a GET, or a POST that looks
+    /// up, queries or fetches changes. Sent twice, it changes nothing.
+    package static func onlyReads(_ method: HTTPMethod, _ path: String) -> Bool {
+        method == .GET || (DatabaseOperation(pathEnding: path[...])?.onlyReads ?? false)
     }
 
     /// The body of a 2xx answer, or the error of any other.

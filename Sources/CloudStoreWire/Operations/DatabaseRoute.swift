@@ -41,6 +41,24 @@ public enum DatabaseOperation: String, Hashable, Sendable, CaseIterable {
     /// `POST /{db}/subscriptions/modify`: creates, updates and deletes subscriptions.
     case subscriptionsModify = "subscriptions/modify"
 
+    /// Whether the operation only reads: sent twice, it changes nothing on the server (every GET,
+    /// and the POSTs that look up, query, fetch changes and preview shares).
+    public var onlyReads: Bool {
+        switch self {
+        case .zonesModify, .recordsModify, .assetsUpload, .recordsAccept, .subscriptionsModify: false
+        case .zonesList, .zonesLookup, .recordsLookup, .recordsQuery, .changesDatabase, .changesZone, .notifications,
+            .usersCaller, .usersCurrent, .recordsResolve, .recordsChanges, .zonesChanges, .usersDiscover, .usersLookupID,
+            .subscriptionsList, .subscriptionsLookup:
+            true
+        }
+    }
+
+    /// The operation a database path ends with (`…/private/changes/zone`), if any.
+    public init?(pathEnding path: Substring) {
+        guard let operation = Self.allCases.first(where: { path.hasSuffix("/" + $0.rawValue) }) else { return nil }
+        self = operation
+    }
+
     /// The HTTP method: GET for `zones/list`, the users endpoints and the long poll, POST otherwise.
     public var method: String {
         switch self {
