@@ -168,10 +168,19 @@ struct MirrorSetup: Sendable {
     let policy: ConflictPolicy
     let deviceID: String?
     let logger: Logger
+    /// The entities a to-one relationship points to: only their objects can have references
+    /// waiting for them (``Database/takeUnresolvedReferences(to:)``), so an arriving object of
+    /// another entity asks for none.
+    let referencedEntities: Set<String>
+    /// The entities on either end of a many-to-many relationship: only their objects are in links.
+    let linkedEntities: Set<String>
 
     init(schema: Schema, zoneID: ZoneID, publicEntities: PublicEntities, policy: ConflictPolicy, deviceID: String?, logger: Logger) {
         self.schema = schema
         self.recordKeys = RecordKeys(schema)
+        self.referencedEntities = Set(schema.entities.flatMap { $0.toOneRelationships.map(\.destination) })
+        self.linkedEntities = Set(
+            schema.entities.flatMap { entity in LinkRecords.sides(of: entity, in: schema).flatMap { [entity.name, $0.0.destination] } })
         self.zoneID = zoneID
         self.publicEntities = publicEntities
         self.policy = policy

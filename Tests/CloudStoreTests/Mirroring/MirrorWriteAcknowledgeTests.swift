@@ -64,6 +64,35 @@ struct MirrorWriteAcknowledgeTests {
         await a.close()
     }
 
+    /// A create the server took as sent, with nothing changed here since (the common answer, which
+    /// settles without reading the object): nothing stays pending, the server's version is this
+    /// device's, and what was sent is the ancestor a later merge starts from.
+    @Test func aCreateTheServerTookAsSent_settlesWithTheSentValuesAsItsAncestor() async throws {
+        let a = try await TestDevice.make("A", server: nil)
+        let note = Note(title: "mine", body: "text")
+        try await a.write { try $0.insert(note) }
+        let upload = try #require(try await transaction(a.store) { try $0.prepareUploads(limit: 10, skipping: [], &$1).uploads }.first)
+        var saved = try #require(upload.record)
+        saved.recordChangeTag = "1"
+        try await transaction(a.store) { [saved] in try $0.acknowledgeSave(of: saved, sent: upload.sent, &$1) }
+        let row = try #require(try await a.store.read { try Ledger($0.db).find(note.id.uuidString) })
+        #expect(try row.pendingUpload == nil)
+        #expect(row.changeTag == "1")
+        #expect(try row.ancestor == upload.sent.values)
+        #expect(try a.note(note.id)?.title == "mine")
+        #expect(try a.note(note.id)?.body == "text")
+        await a.close()
+    }
+
+    /// The mirror asks for references waiting for an arriving object, and for its links, only
+    /// where the schema allows them: a note's folder waits for a folder; notes and tags link.
+    @Test func waitingReferencesAndLinks_areLookedUpForTheEntitiesThatCanHaveThem() throws {
+        let setup = MirrorSetup(
+            schema: try Schema.notes(), zoneID: zoneID, publicEntities: .none, policy: .serverWins, deviceID: "A", logger: .quiet)
+        #expect(setup.referencedEntities == ["Folder"])
+        #expect(setup.linkedEntities == ["Note", "Tag"])
+    }
+
     /// An edit saved while the upload was in flight stays pending; an acknowledgement of the
     /// revision that was sent clears the pending upload.
     @Test func onlyTheRevisionThatWasSentIsCleared() async throws {

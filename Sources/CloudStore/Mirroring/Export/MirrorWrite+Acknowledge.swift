@@ -125,6 +125,15 @@ extension MirrorWrite {
             row.setAncestor(ancestor.map { $0.merging(serverValues) { _, new in new } } ?? serverValues)
         }
         if let edited = saved.fields[EditTimes.field] { try row.setUnknownField(EditTimes.field, edited) }
+        if created, unchangedSinceSent, sent?.values == serverValues {
+            // A create the server took as sent, and nothing changed here since: the object holds
+            // what was sent (no other version of it existed to import meanwhile), so there is
+            // nothing to merge and nothing left to upload. The common acknowledgement, without
+            // reading the object.
+            try ledger.setPending(nil, of: &row)
+            try save(row, &effects)
+            return
+        }
         // What changed here after the upload was sent. Unchanged since: the pending upload is the
         // save that was sent (a later change stamps a new revision), not decoded. Deleted here
         // since (nil): the pending delete goes up next.

@@ -326,11 +326,16 @@ extension MirrorWrite {
             return
         }
         try context.insert(snapshot)
-        for waiting in try db.takeUnresolvedReferences(to: id) where try context.exists(entityName: waiting.entity, id: waiting.id) {
-            try context.update(EntitySnapshot(entityName: waiting.entity, id: waiting.id, values: [waiting.relationship: .uuid(id)]))
+        // Two lookups that find nothing unless the schema lets them (most objects of most models).
+        if setup.referencedEntities.contains(entity.name) {
+            for waiting in try db.takeUnresolvedReferences(to: id) where try context.exists(entityName: waiting.entity, id: waiting.id) {
+                try context.update(EntitySnapshot(entityName: waiting.entity, id: waiting.id, values: [waiting.relationship: .uuid(id)]))
+            }
         }
-        for link in try ledger.links(of: id) where try link.pendingUpload != .delete {
-            if let ends = link.link { try applyLocally(ends) }
+        if setup.linkedEntities.contains(entity.name) {
+            for link in try ledger.links(of: id) where try link.pendingUpload != .delete {
+                if let ends = link.link { try applyLocally(ends) }
+            }
         }
     }
 
