@@ -13,9 +13,12 @@ import Testing
         if: Backend.postgresURL != nil && (StandbyPostgres.binaries != nil || Chromium.isCI),
         "needs PostgreSQL (CLOUDSTORE_TEST_POSTGRES_URL) and its programs; bash .ci/run has both"))
 struct ServerPostgresReplicaTests {
-    /// `cloudstore_replica_reads_total` of one outcome, from `GET /metrics`.
+    /// `cloudstore_replica_reads_total` of one outcome, from `GET /metrics` (as the operator: a
+    /// server with an operator token answers the metrics to it only).
     func replicaReads(_ client: CloudClient, _ outcome: String) async throws -> Int {
-        let text = try await client.send(.GET, "/metrics").text
+        let scrape = try await client.asUser(TestServer.operatorToken).send(.GET, "/metrics")
+        try #require(scrape.status == 200, "GET /metrics answered \(scrape.status)")
+        let text = scrape.text
         return text.split(separator: "\n").filter { $0.hasPrefix("cloudstore_replica_reads_total{") && $0.contains("outcome=\"\(outcome)\"") }
             .compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }.reduce(0) { $0 + Int($1) }
     }
@@ -25,11 +28,14 @@ struct ServerPostgresReplicaTests {
     /// Whether a replica that failed is still `available: false` depends on the time since (it
     /// rests a second, then is tried again), so the tests of failures read `failed`, which only
     /// grows.
-    func readiness(_ client: CloudClient) async throws -> (status: Int, available: [Bool], failed: [Int]) {
+    func readiness(_ client: CloudClient) async throws -> (status: Int, available: [Bool], failed: [Int], names: [String]) {
         let answer = try await client.send(.GET, "/readyz")
         let object = try JSONSerialization.jsonObject(with: Data(answer.text.utf8)) as? [String: Any]
         let replicas = object?["replicas"] as? [[String: Any]] ?? []
-        return (answer.status, replicas.compactMap { $0["available"] as? Bool }, replicas.compactMap { $0["failed"] as? Int })
+        return (
+            answer.status, replicas.compactMap { $0["available"] as? Bool }, replicas.compactMap { $0["failed"] as? Int },
+            replicas.compactMap { $0["replica"] as? String }
+        )
     }
 
     @Test func reads_goToTheReplicaWhenItHasCaughtUp_andToThePrimaryWhenItIsBehindOrDown() async throws {
@@ -93,15 +99,18 @@ struct ServerPostgresReplicaTests {
 
     /// A replica URL that reaches a primary (here the primary itself) answers no read: its data
     /// need not be the primary's. The primary answers every read, the replica's reads count as
-    /// failed and it rests.
+    /// failed and it rests; the console's overview lists the replica with its reads.
     @Test func aReplicaURLThatIsNoStandby_answersNoRead() async throws {
         try await Backend.withFreshSchema { url in
             let root = try TemporaryDirectory(prefix: "cloudstore-replica")
             defer { withExtendedLifetime(root) {} }
             let tokens = root.file("tokens.json")
             try WireCoding.encode(TestServer.defaultUsers).write(to: tokens)
+            let operatorToken = root.file("operator-token")
+            try Data("\(TestServer.operatorToken)\n".utf8).write(to: operatorToken)
             let server = try await ServerProcess.launch(
-                ["--postgres", url, "--postgres-replica", url, "--tokens", tokens.path] + ServerProcess.containerArguments())
+                ["--postgres", url, "--postgres-replica", url, "--tokens", tokens.path, "--console", "--operator-token-file", operatorToken.path]
+                    + ServerProcess.containerArguments())
             let client = CloudClient(baseURL: server.baseURL)
             try await client.createZone("Notes")
             try await client.save([note("N-1")])
@@ -111,6 +120,11 @@ struct ServerPostgresReplicaTests {
             #expect(try await replicaReads(client, "failed") >= 1)
             let afterFailure = try await readiness(client)
             #expect(afterFailure.status == 200 && afterFailure.failed.count == 1 && afterFailure.failed[0] >= 1)
+            let overview = try await PageClient(baseURL: server.baseURL).get("/console")
+            #expect(overview.status == 200)
+            #expect(overview.text.contains("Read replicas") && overview.text.contains("Failed"))
+            #expect(afterFailure.names.count == 1 && afterFailure.names.allSatisfy { overview.text.contains($0) }, "\(afterFailure.names)")
+            #expect(!overview.text.contains(url), "the replica's URL, with what it may hold, is not shown whole")
             #expect(await server.terminate() == 0)
         }
     }

@@ -22,7 +22,14 @@ extension ConsoleController {
                     name: name, href: ConsoleFormat.link("/console/container", ["container": name]),
                     developmentSchema: Self.schemaLink(name, .development),
                     productionSchema: Self.schemaLink(name, .production))
-            })
+            },
+            replicas: services.storage.replicaStatuses.map { status in
+                OverviewView.Replica(
+                    name: status.replica, state: status.available ? "takes reads" : "resting after a failed read",
+                    served: ConsoleFormat.count(status.served), behind: ConsoleFormat.count(status.behind),
+                    failed: ConsoleFormat.count(status.failed))
+            },
+            hasReplicas: !services.storage.replicaStatuses.isEmpty)
         return ConsoleView.render("overview", title: "Overview", signedIn: true, page: view)
     }
 
@@ -276,6 +283,20 @@ struct OverviewView: Sendable {
     var requestCount: String
     var failureCount: String
     var containers: [Container]
+    /// The PostgreSQL read replicas (`--postgres-replica`) and their reads since the server started,
+    /// as `GET /readyz` lists them.
+    var replicas: [Replica]
+    /// Stored, not computed: the templates read a view's stored properties.
+    var hasReplicas: Bool
+
+    struct Replica: Sendable {
+        var name: String
+        /// Whether it takes reads now, or rests after a failed one.
+        var state: String
+        var served: String
+        var behind: String
+        var failed: String
+    }
 }
 
 struct ContainerView: Sendable {

@@ -103,6 +103,13 @@ enum ConsoleTemplates {
         {{#containers}}<tr><td><a href="{{href}}">{{name}}</a></td><td><a href="{{developmentSchema}}">development</a> · <a href="{{productionSchema}}">production</a></td></tr>
         {{/containers}}
         </table>
+        {{#hasReplicas}}<h2>Read replicas</h2>
+        <table>
+        <tr><th>Replica</th><th>Now</th><th>Reads served</th><th>Behind the primary</th><th>Failed</th></tr>
+        {{#replicas}}<tr><td>{{name}}</td><td>{{state}}</td><td class="number">{{served}}</td><td class="number">{{behind}}</td><td class="number">{{failed}}</td></tr>
+        {{/replicas}}
+        </table>
+        <p class="note">Since the server started: reads a replica answered, reads the primary answered because the replica had not caught up, and reads that failed on it (after which it rests for a second or more).</p>{{/hasReplicas}}
         {{/page}}{{/body}}{{/layout}}
         """
 
