@@ -11,6 +11,12 @@ extension ConsoleController {
     @Sendable func overview(_ query: ConsoleQuery) async throws -> Response {
         let activity = services.metrics.activity
         let now = Date()
+        let replicas = services.storage.replicaStatuses.map { status in
+            OverviewView.Replica(
+                name: status.replica, state: status.available ? "takes reads" : "resting after a failed read",
+                served: ConsoleFormat.count(status.served), behind: ConsoleFormat.count(status.behind),
+                failed: ConsoleFormat.count(status.failed))
+        }
         let view = OverviewView(
             activity: ConsoleFormat.activity(activity.totals, started: activity.started, now: now),
             uptime: ConsoleFormat.span(seconds: now.timeIntervalSince(activity.started)),
@@ -23,13 +29,8 @@ extension ConsoleController {
                     developmentSchema: Self.schemaLink(name, .development),
                     productionSchema: Self.schemaLink(name, .production))
             },
-            replicas: services.storage.replicaStatuses.map { status in
-                OverviewView.Replica(
-                    name: status.replica, state: status.available ? "takes reads" : "resting after a failed read",
-                    served: ConsoleFormat.count(status.served), behind: ConsoleFormat.count(status.behind),
-                    failed: ConsoleFormat.count(status.failed))
-            },
-            hasReplicas: !services.storage.replicaStatuses.isEmpty)
+            replicas: replicas,
+            hasReplicas: !replicas.isEmpty)
         return ConsoleView.render("overview", title: "Overview", signedIn: true, page: view)
     }
 

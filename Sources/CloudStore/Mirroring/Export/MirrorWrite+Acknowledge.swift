@@ -121,11 +121,12 @@ extension MirrorWrite {
             if let known = ancestor?[attribute.name] { serverValues[attribute.name] = known }
         }
         // A create the server took as sent already has its values as its ancestor, encoded.
-        if !(created && sent?.values == serverValues) {
+        let createTakenAsSent = created && sent?.values == serverValues
+        if !createTakenAsSent {
             row.setAncestor(ancestor.map { $0.merging(serverValues) { _, new in new } } ?? serverValues)
         }
         if let edited = saved.fields[EditTimes.field] { try row.setUnknownField(EditTimes.field, edited) }
-        if created, unchangedSinceSent, sent?.values == serverValues {
+        if createTakenAsSent, unchangedSinceSent {
             // A create the server took as sent, and nothing changed here since: the object holds
             // what was sent (no other version of it existed to import meanwhile), so there is
             // nothing to merge and nothing left to upload. The common acknowledgement, without

@@ -178,7 +178,7 @@ extension MirrorWrite {
                 var snapshot = try context.fetchSnapshot(entityName: entity.name, id: id)
             else { return nil }
             // A reference whose target has not arrived yet is still the object's value on the server.
-            for reference in entity.toOneRelationships.isEmpty ? [] : try db.unresolvedReferences(of: entity.name, id: id) {
+            for reference in entity.relationships.contains(where: { !$0.isToMany }) ? try db.unresolvedReferences(of: entity.name, id: id) : [] {
                 snapshot.values[reference.relationship] = .uuid(reference.target)
             }
             let recordKeys = recordKeys(entity)
